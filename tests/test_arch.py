@@ -1,0 +1,87 @@
+"""Arch presets and YAML validation: derived sizes and one-line errors naming file, field, value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wsealloc.arch import PRESETS, load_arch, parse_set_option
+from wsealloc.errors import ArchError, UsageError
+
+
+def test_wse2_matches_notebook_numbers() -> None:
+    a = load_arch("wse2")
+    assert (a.rows, a.cols) == (12 * 66, 8 * 154)
+    assert a.total_cores == 66 * 154 * 12 * 8 == 975_744
+    assert a.core.sram_bytes == 48 * 1024
+    assert a.core.macs_per_cycle == 4
+    assert a.noc.link_bytes_per_cycle == 4
+    assert a.dtype.bytes == 2
+    assert a.usable_sram_bytes == 48 * 1024 - 4 * 1024
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_load_and_cite_sources(name: str) -> None:
+    a = load_arch(name)
+    assert a.total_cores > 0 and a.sources
+
+
+def test_tiny_is_a_few_hundred_cores() -> None:
+    assert 100 <= load_arch("tiny").total_cores <= 1000
+
+
+def test_wse3_core_count_near_published() -> None:
+    assert abs(load_arch("wse3").total_cores - 900_000) / 900_000 < 0.01
+
+
+def test_set_overrides_with_units() -> None:
+    a = load_arch("wse2", ["core.sram_bytes=96KiB", "noc.link_bytes_per_cycle=8"])
+    assert a.core.sram_bytes == 96 * 1024 and a.noc.link_bytes_per_cycle == 8
+
+
+def test_arch_is_frozen() -> None:
+    a = load_arch("tiny")
+    with pytest.raises(ValueError):
+        a.core.macs_per_cycle = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("sets", "needle"),
+    [
+        (["core.sram_bytes=-4"], "core.sram_bytes"),
+        (["core.sram_byts=4"], "did you mean 'sram_bytes'"),
+        (["core.macs_per_cycle=abc"], "core.macs_per_cycle: 'abc'"),
+        (["core.sram_reserve_bytes=64KiB"], "sram_reserve_bytes (65536) must be smaller"),
+        (["noc.link_bytes_per_cycle=0"], "noc.link_bytes_per_cycle"),
+    ],
+)
+def test_bad_fields_name_field_and_value(sets: list[str], needle: str) -> None:
+    with pytest.raises(ArchError) as exc:
+        load_arch("wse2", sets)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_yaml_file_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(ArchError, match="empty"):
+        load_arch(str(empty))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncore: [unclosed\n")
+    with pytest.raises(ArchError, match="not valid YAML"):
+        load_arch(str(bad))
+    missing = tmp_path / "m.yaml"
+    missing.write_text("name: m\nclock_hz: 1GHz\n")
+    with pytest.raises(ArchError, match="missing required field"):
+        load_arch(str(missing))
+    with pytest.raises(ArchError, match="not found"):
+        load_arch(str(tmp_path / "nope.yaml"))
+    with pytest.raises(ArchError, match="did you mean 'wse2'"):
+        load_arch("wse22")
+
+
+def test_set_syntax_errors() -> None:
+    for bad in ("core.sram_bytes", "=4", "a..b=1", "x="):
+        with pytest.raises(UsageError):
+            parse_set_option(bad)

@@ -1,0 +1,147 @@
+"""ONNX front end: shapes resolved through Shape/Reshape chains, dims bound, bad files rejected clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import build as builders
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from wsealloc.errors import ModelLoadError, ShapeError, UsageError
+from wsealloc.frontend import import_onnx
+from wsealloc.graph.ir import TensorKind
+
+
+def test_mlp_shapes_and_kinds(model_dir: Path) -> None:
+    g = import_onnx(model_dir / "mlp.onnx")
+    assert [n.op_type for n in g.nodes] == ["MatMul", "Add", "Relu", "MatMul", "Add"]
+    assert g.tensors["x"].kind is TensorKind.INPUT
+    assert g.tensors["w1"].kind is TensorKind.WEIGHT and g.tensors["w1"].shape == (64, 256)
+    assert g.tensors["h2"].kind is TensorKind.ACTIVATION and g.tensors["h2"].shape == (4, 256)
+
+
+def test_reshape_chain_folds_shape_subgraph(model_dir: Path) -> None:
+    g = import_onnx(model_dir / "chain.onnx", {"seq": 16})
+    ops = [n.op_type for n in g.nodes]
+    assert "Shape" not in ops and "Gather" not in ops and "Concat" not in ops
+    assert g.tensors["q4"].shape == (16, 4, 16)
+    assert g.tensors["scores"].shape == (4, 16, 16)
+    assert g.dropped_nodes == 4 and g.onnx_nodes == 11
+
+
+def test_unbound_and_unknown_dims(model_dir: Path) -> None:
+    with pytest.raises(ShapeError, match="unbound symbolic dims seq; bind them with --dim seq=N"):
+        import_onnx(model_dir / "chain.onnx")
+    with pytest.raises(UsageError, match="does not name a symbolic dim"):
+        import_onnx(model_dir / "chain.onnx", {"seq": 4, "batch": 2})
+
+
+def test_symbolic_batch_binds(tmp_path: Path) -> None:
+    path = builders.save(builders.mlp(batch="batch"), tmp_path / "m.onnx")
+    g = import_onnx(path, {"batch": 8})
+    assert g.tensors["y"].shape == (8, 32)
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="no such file"):
+        import_onnx(tmp_path / "missing.onnx")
+    with pytest.raises(ModelLoadError, match="directory"):
+        import_onnx(tmp_path)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="empty"):
+        import_onnx(empty)
+    text = tmp_path / "text.onnx"
+    text.write_text("this is not a model at all, just some text\n")
+    with pytest.raises(ModelLoadError, match="text file"):
+        import_onnx(text)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(np.random.default_rng(0).bytes(4096))
+    with pytest.raises(ModelLoadError):
+        import_onnx(junk)
+    good = builders.mlp().SerializeToString()
+    trunc = tmp_path / "trunc.onnx"
+    trunc.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ModelLoadError):
+        import_onnx(trunc)
+
+
+def test_opset_too_new(tmp_path: Path) -> None:
+    m = builders.mlp()
+    m.opset_import[0].version = 99
+    with pytest.raises(ModelLoadError, match="opset 99"):
+        import_onnx(builders.save(m, tmp_path / "o.onnx"))
+
+
+def _graph_model(nodes: list[onnx.NodeProto], tmp_path: Path, name: str) -> str:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    return builders.save(model, tmp_path / name)
+
+
+def test_cycle_and_dangling_are_told_apart(tmp_path: Path) -> None:
+    cyc = _graph_model(
+        [
+            helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+            helper.make_node("Relu", ["a"], ["b"], name="n2"),
+            helper.make_node("Relu", ["a"], ["y"], name="n3"),
+        ],
+        tmp_path,
+        "cyc.onnx",
+    )
+    with pytest.raises(ModelLoadError, match="cycle"):
+        import_onnx(cyc)
+    dangling = _graph_model([helper.make_node("Add", ["x", "ghost"], ["y"], name="n1")], tmp_path, "d.onnx")
+    with pytest.raises(ModelLoadError, match="reads tensor 'ghost'.*dangling"):
+        import_onnx(dangling)
+
+
+def test_unsorted_nodes_are_sorted(tmp_path: Path) -> None:
+    path = _graph_model(
+        [
+            helper.make_node("Relu", ["a"], ["y"], name="second"),
+            helper.make_node("Relu", ["x"], ["a"], name="first"),
+        ],
+        tmp_path,
+        "u.onnx",
+    )
+    assert [n.name for n in import_onnx(path).nodes] == ["first", "second"]
+
+
+def test_custom_domain_op_shape_unknown(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Frobnicate", ["x"], ["y"], name="f", domain="com.acme")
+    model = helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.acme", 1)]
+    )
+    with pytest.raises(ShapeError, match="custom-domain op com.acme::Frobnicate"):
+        import_onnx(builders.save(model, tmp_path / "c.onnx"))
+
+
+def test_external_data_absent_is_fine(tmp_path: Path) -> None:
+    m = builders.mlp(d_in=128, d_hidden=512)
+    onnx.save(m, str(tmp_path / "ext.onnx"), save_as_external_data=True, location="ext.weights", size_threshold=0)
+    (tmp_path / "ext.weights").unlink()
+    g = import_onnx(tmp_path / "ext.onnx")
+    assert g.tensors["w1"].shape == (128, 512) and g.tensors["w1"].kind is TensorKind.WEIGHT
+
+
+def test_weights_listed_as_inputs_without_data(tmp_path: Path) -> None:
+    """Older exporters (the notebook's gpt2.onnx) list parameters as graph inputs."""
+    m = builders.mlp()
+    for init in list(m.graph.initializer):
+        m.graph.input.append(helper.make_tensor_value_info(init.name, TensorProto.FLOAT, list(init.dims)))
+    del m.graph.initializer[:]
+    g = import_onnx(builders.save(m, tmp_path / "legacy.onnx"))
+    assert g.inputs == ("x",)
+    assert g.tensors["w1"].kind is TensorKind.WEIGHT and g.tensors["b2"].kind is TensorKind.WEIGHT
+
+
+def test_zero_dim_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ShapeError, match="zero-sized"):
+        import_onnx(builders.save(builders.mlp(batch=0), tmp_path / "z.onnx"))

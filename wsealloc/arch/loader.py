@@ -1,0 +1,147 @@
+"""Load an architecture by preset name or YAML path, apply ``--set`` overrides, validate once.
+
+All problems surface as :class:`~wsealloc.errors.ArchError` naming the file, the field and the
+bad value, e.g. ``wse.yaml: core.sram_bytes: -4 must be > 0``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from wsealloc.arch.schema import Arch
+from wsealloc.errors import ArchError, UsageError
+
+PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3")
+
+
+def _preset_text(name: str) -> str:
+    return resources.files("wsealloc.arch").joinpath("presets").joinpath(f"{name}.yaml").read_text()
+
+
+def _read_yaml(spec: str) -> tuple[str, Any]:
+    """Return (label for messages, parsed YAML) for a preset name or a path."""
+    if spec in PRESETS:
+        return f"preset {spec}", yaml.safe_load(_preset_text(spec))
+    path = Path(spec)
+    looks_like_path = path.suffix in (".yaml", ".yml") or "/" in spec or path.exists()
+    if not looks_like_path:
+        close = difflib.get_close_matches(spec, PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ArchError(f"--arch {spec!r} is neither a preset nor a file{hint}; presets: {', '.join(PRESETS)}")
+    if not path.exists():
+        raise ArchError(f"{spec}: architecture file not found; pass a YAML path or a preset ({', '.join(PRESETS)})")
+    if path.is_dir():
+        raise ArchError(f"{spec}: is a directory, expected an architecture YAML file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArchError(f"{spec}: cannot read architecture file ({exc.__class__.__name__}: {exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ArchError(f"{spec}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+    return spec, data
+
+
+def parse_set_option(option: str) -> tuple[tuple[str, ...], Any]:
+    """Parse one ``--set a.b.c=VALUE`` into (path, YAML-typed value)."""
+    if "=" not in option:
+        raise UsageError(f"--set {option!r}: expected FIELD=VALUE, e.g. --set core.sram_bytes=96KiB")
+    key, _, raw = option.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")) or raw.strip() == "":
+        raise UsageError(f"--set {option!r}: expected FIELD=VALUE with a dotted field, e.g. noc.link_bytes_per_cycle=8")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return tuple(key.split(".")), value
+
+
+def _apply_override(data: dict[str, Any], path: tuple[str, ...], value: Any, label: str) -> None:
+    node: Any = data
+    for i, part in enumerate(path[:-1]):
+        if not isinstance(node, dict):
+            raise ArchError(f"{label}: --set {'.'.join(path)}: {'.'.join(path[:i])} is not a section")
+        node = node.setdefault(part, {})
+    if not isinstance(node, dict):
+        raise ArchError(f"{label}: --set {'.'.join(path)}: {'.'.join(path[:-1])} is not a section")
+    node[path[-1]] = value
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    """Field names valid at the parent of ``loc`` (for 'did you mean' hints)."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = current.model_fields.get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _describe(err: Any, data: Any) -> str:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _known_fields(Arch, loc), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown field {field!r}{hint}"
+    if kind == "missing":
+        return f"missing required field {field!r}"
+    value = err.get("input")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if isinstance(value, (dict, list)):
+        # A whole-section check (e.g. reserve vs SRAM): the message already names the values.
+        return f"{field}: {msg}"
+    return f"{field}: {value!r}: {msg}"
+
+
+def load_arch(spec: str, overrides: Sequence[str] = ()) -> Arch:
+    """Load a preset (``wse2``, ``wse3``, ``tiny``) or a YAML path, apply ``--set`` overrides, validate."""
+    label, data = _read_yaml(spec)
+    if data is None:
+        raise ArchError(f"{label}: architecture file is empty; start from a preset, e.g. `wsealloc arch show wse2`")
+    if not isinstance(data, dict):
+        raise ArchError(f"{label}: expected a mapping of fields at the top level, got {type(data).__name__}")
+    data = copy.deepcopy(data)
+    for option in overrides:
+        path, value = parse_set_option(option)
+        _apply_override(data, path, value, label)
+    data.setdefault("name", Path(spec).stem if label == spec else spec)
+    try:
+        return Arch.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _describe(errors[0], data)
+        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+        raise ArchError(f"{label}: {first}{more}") from exc
+
+
+def arch_to_dict(arch: Arch) -> dict[str, Any]:
+    """The arch as plain data (for plan files and ``arch show``), including derived sizes."""
+    out = arch.model_dump(mode="json")
+    out["derived"] = {
+        "rows": arch.rows,
+        "cols": arch.cols,
+        "total_cores": arch.total_cores,
+        "usable_sram_bytes_per_core": arch.usable_sram_bytes,
+        "wafer_sram_bytes": arch.wafer_sram_bytes,
+        "vector_ops_per_cycle": arch.vector_ops_per_cycle,
+    }
+    return out

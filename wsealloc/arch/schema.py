@@ -1,0 +1,146 @@
+"""Typed, frozen schema of an architecture description (validated once at the boundary).
+
+Units: bytes, cycles of the core clock, Hz. Byte fields accept ``48KiB``-style strings.
+The YAML layout mirrors these classes one to one; see ``docs/arch.md``.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from wsealloc.units import parse_bytes, parse_hz
+
+Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(ge=0)]
+PositiveBytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
+Hertz = Annotated[float, BeforeValidator(parse_hz), Field(gt=0)]
+
+
+class _Frozen(BaseModel):
+    # extra="forbid" turns a misspelled field into an error instead of a silently ignored key.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+class Grid(_Frozen):
+    """A rows x cols count (dies on the wafer, or cores on a die)."""
+
+    rows: int = Field(gt=0)
+    cols: int = Field(gt=0)
+
+
+class Defects(_Frozen):
+    """Unusable cores: an explicit list of ``[row, col]`` and/or a seeded random rate."""
+
+    cores: tuple[tuple[int, int], ...] = ()
+    rate: float = Field(default=0.0, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+class Wafer(_Frozen):
+    """The core mesh: a grid of dies (reticles), each a grid of cores."""
+
+    dies: Grid
+    die_cores: Grid
+    # How a kernel's rectangle may relate to die (reticle) boundaries (used by placement).
+    die_boundary: Literal["ignore", "penalty", "forbid"] = "ignore"
+    die_crossing_penalty_cycles: int = Field(default=0, ge=0)
+    defects: Defects = Defects()
+
+
+class Core(_Frozen):
+    """One processing element."""
+
+    sram_bytes: PositiveBytes
+    # Bytes of each core's SRAM taken by code and runtime; never available to tensors.
+    sram_reserve_bytes: Bytes = 0
+    macs_per_cycle: int = Field(gt=0)
+    # Elementwise/vector operations per cycle; defaults to macs_per_cycle (same SIMD datapath).
+    vector_ops_per_cycle: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _reserve_fits(self) -> Core:
+        if self.sram_reserve_bytes >= self.sram_bytes:
+            raise ValueError(
+                f"sram_reserve_bytes ({self.sram_reserve_bytes}) must be smaller than sram_bytes "
+                f"({self.sram_bytes}); nothing would be left for tensors"
+            )
+        return self
+
+
+class Noc(_Frozen):
+    """The 2D mesh network on chip."""
+
+    link_bytes_per_cycle: float = Field(gt=0)
+    hop_latency_cycles: int = Field(default=1, ge=0)
+
+
+class DType(_Frozen):
+    """Number format of activations/weights and of partial sums."""
+
+    name: str = "bf16"
+    bytes: int = Field(default=2, gt=0)
+    accum_bytes: int = Field(default=4, gt=0)
+
+
+class Cluster(_Frozen):
+    """Several wafers in a pipeline (multi-wafer plans); one wafer by default."""
+
+    wafers: int | Literal["auto"] = 1
+    link_bytes_per_s: float = Field(default=150e9, gt=0)
+    link_latency_s: float = Field(default=1e-6, ge=0)
+    # Off-wafer weight memory (weight-streaming mode); None = not available.
+    offwafer_bytes_per_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _wafers_positive(self) -> Cluster:
+        if isinstance(self.wafers, int) and self.wafers < 1:
+            raise ValueError("wafers must be >= 1 or 'auto'")
+        return self
+
+
+class Arch(_Frozen):
+    """A validated wafer-scale machine. Derived sizes are properties, never stored twice."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+
+    name: str
+    description: str = ""
+    sources: tuple[str, ...] = ()
+    clock_hz: Hertz
+    wafer: Wafer
+    core: Core
+    noc: Noc
+    dtype: DType = DType()
+    cluster: Cluster = Cluster()
+
+    @property
+    def rows(self) -> int:
+        """Core rows of the whole wafer."""
+        return self.wafer.dies.rows * self.wafer.die_cores.rows
+
+    @property
+    def cols(self) -> int:
+        """Core columns of the whole wafer."""
+        return self.wafer.dies.cols * self.wafer.die_cores.cols
+
+    @property
+    def total_cores(self) -> int:
+        """All cores on the wafer (defects not subtracted)."""
+        return self.rows * self.cols
+
+    @property
+    def usable_sram_bytes(self) -> int:
+        """Per-core SRAM available to tensors: SRAM minus the reserve."""
+        return self.core.sram_bytes - self.core.sram_reserve_bytes
+
+    @property
+    def vector_ops_per_cycle(self) -> int:
+        """Vector ops per cycle per core (falls back to MACs per cycle)."""
+        return self.core.vector_ops_per_cycle or self.core.macs_per_cycle
+
+    @property
+    def wafer_sram_bytes(self) -> int:
+        """Usable SRAM of the whole wafer."""
+        return self.usable_sram_bytes * self.total_cores

@@ -1,0 +1,190 @@
+"""Command-line interface: ``wsealloc inspect | solve | verify | arch``.
+
+Errors: one line on stderr (``wsealloc: error: ...``) and a non-zero exit code; ``--debug`` shows
+the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from wsealloc.arch import PRESETS, load_arch
+from wsealloc.arch.loader import arch_to_dict
+from wsealloc.cost import CostOptions, cost_model_name
+from wsealloc.errors import UsageError, WseallocError
+from wsealloc.opmodels import KernelCosts, enumerate_op_models, pareto_frontier
+from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _model_options(fn: F) -> F:
+    """Options shared by every command that reads a model."""
+    decorators = [
+        click.argument("model", type=click.Path(dir_okay=True, path_type=str)),
+        click.option(
+            "--arch", "arch", default="wse2", show_default=True, help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path."
+        ),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="FIELD=VALUE",
+            help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
+        ),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
+        click.option(
+            "--cost-model",
+            default="standard",
+            show_default=True,
+            help="standard (wsealloc's tiled model) or seed (the notebook's estimates).",
+        ),
+        click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
+        click.option(
+            "--allow-unknown-ops",
+            is_flag=True,
+            help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
+        ),
+        click.option("--debug", is_flag=True, help="Show tracebacks."),
+    ]
+    for deco in reversed(decorators):
+        fn = deco(fn)
+    return fn
+
+
+def _console() -> Console:
+    # Pipes and CI logs get a wide table instead of rich's 80-column fallback.
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _options(cost_model_arg: str, allow_unknown: bool) -> CostOptions:
+    return replace(CostOptions(), model=cost_model_name(cost_model_arg), allow_unknown_ops=allow_unknown)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(package_name="wsealloc")
+def cli(debug: bool) -> None:
+    """Allocate the cores of a wafer-scale engine to the operators of an ONNX model."""
+
+
+@cli.command()
+@_model_options
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of tables.")
+@click.option("--kernel", "kernel_name", default=None, help="List one kernel's op models with rejection reasons.")
+@click.option("--all", "show_all", is_flag=True, help="Show every kernel, not the first 60.")
+def inspect(
+    model: str,
+    arch: str,
+    sets: tuple[str, ...],
+    dims: tuple[str, ...],
+    cost_model: str,
+    no_fuse: bool,
+    allow_unknown_ops: bool,
+    debug: bool,
+    as_json: bool,
+    kernel_name: str | None,
+    show_all: bool,
+) -> None:
+    """Show the kernels of MODEL: work, weights, activations, minimum cores; or one kernel's op models."""
+    from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
+
+    spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
+    options = _options(cost_model, allow_unknown_ops)
+    costs = _cost_model(spec, arch, options, sets, check_feasible=False)
+    console = _console()
+    if kernel_name is not None:
+        names = [kc.kernel.name for kc in costs.kernels]
+        if kernel_name not in names:
+            close = [n for n in names if kernel_name.lower() in n.lower()][:8]
+            hint = f"; similar: {', '.join(close)}" if close else f"; e.g. {', '.join(names[:5])}"
+            raise UsageError(f"--kernel {kernel_name!r}: no such kernel in {model}{hint}")
+        kc = costs.by_name(kernel_name)
+        full = enumerate_op_models(kc.work, costs.arch, options, beyond_wafer=True)
+        kc_full = KernelCosts(kc.kernel, kc.work, full, pareto_frontier(full), kc.signature)
+        if as_json:
+            rows = op_model_rows(kc_full, costs.arch.usable_sram_bytes)
+            counts: dict[str, int] = {}
+            for r in rows:
+                counts[r["reason"]] = counts.get(r["reason"], 0) + 1
+            click.echo(json.dumps({"kernel": kernel_name, "counts": counts, "op_models": rows}, indent=1))
+        else:
+            print_op_models(kc_full, costs.arch.usable_sram_bytes, console)
+        return
+    if as_json:
+        click.echo(json.dumps(inspect_json(costs), indent=1))
+    else:
+        print_inspect(costs, console, limit=None if show_all else 60)
+
+
+@cli.group()
+def arch() -> None:
+    """Architecture presets."""
+
+
+@arch.command("show")
+@click.argument("name")
+@click.option("--set", "sets", multiple=True, metavar="FIELD=VALUE")
+def arch_show(name: str, sets: tuple[str, ...]) -> None:
+    """Print a preset or YAML file, validated, with derived sizes (as JSON)."""
+    click.echo(json.dumps(arch_to_dict(load_arch(name, sets)), indent=1))
+
+
+@arch.command("list")
+def arch_list() -> None:
+    """List the presets."""
+    for name in PRESETS:
+        a = load_arch(name)
+        click.echo(f"{name:6s} {a.rows}x{a.cols} cores ({a.total_cores:,}), {a.core.sram_bytes} B SRAM/core - {a.description}")
+
+
+def _cost_model(spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[str, ...], check_feasible: bool = True):  # type: ignore[no-untyped-def]
+    costs = cost_model(spec, arch, options, sets, check_feasible=check_feasible)
+    if options.allow_unknown_ops:
+        from wsealloc.graph.opclass import OpClass, op_class
+
+        unknown = sorted({n.op_type for n in costs.kgraph.ops.nodes if op_class(n.op_type, n.domain) is OpClass.UNKNOWN})
+        if unknown:
+            click.echo(f"wsealloc: warning: fallback cost (1 op/element) for unknown ops: {', '.join(unknown)}", err=True)
+    return costs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning errors into one line on stderr and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="wsealloc", standalone_mode=False)
+    except WseallocError as err:
+        if debug:
+            raise
+        click.echo(f"wsealloc: error: {err}", err=True)
+        return err.exit_code
+    except click.exceptions.Abort:
+        click.echo("wsealloc: interrupted", err=True)
+        return 130
+    except click.ClickException as err:
+        if debug:
+            raise
+        click.echo(f"wsealloc: error: {' '.join(err.format_message().split())}", err=True)
+        return err.exit_code
+    except KeyboardInterrupt:
+        click.echo("wsealloc: interrupted", err=True)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the CLI contract: one line, no traceback without --debug
+        if debug:
+            raise
+        click.echo(f"wsealloc: internal error: {err.__class__.__name__}: {err} (rerun with --debug and report it)", err=True)
+        return 70
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Cost models: a registry of per-op work functions and, per kernel, costs on an r x c grid.
+
+``COST_MODELS`` maps a :class:`CostModelName` to its pair of pure functions
+(kernel -> work, work x grid shapes -> :class:`GridCosts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost import seed, standard
+from wsealloc.cost.model import (
+    CostModelName,
+    CostOptions,
+    Dataflow,
+    GridCosts,
+    KernelWork,
+    SeedWork,
+    Work,
+)
+from wsealloc.errors import UsageError, choices_message
+from wsealloc.graph.ir import OpGraph
+from wsealloc.graph.kernels import Kernel
+
+WorkFn = Callable[[Kernel, OpGraph, Arch, CostOptions], Any]
+COST_MODELS: dict[CostModelName, WorkFn] = {
+    CostModelName.STANDARD: standard.kernel_work,
+    CostModelName.SEED: seed.kernel_work,
+}
+
+
+def cost_model_name(name: str) -> CostModelName:
+    """Parse a ``--cost-model`` value, listing the choices on error."""
+    try:
+        return CostModelName(name)
+    except ValueError:
+        raise UsageError(choices_message("cost model", name, [m.value for m in CostModelName])) from None
+
+
+def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> Work:
+    """Work of one kernel under the selected cost model."""
+    work: Work = COST_MODELS[options.model](kernel, graph, arch, options)
+    return work
+
+
+def grid_costs(work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow, r: np.ndarray, c: np.ndarray) -> GridCosts:
+    """Costs of one kernel on grid shapes, dispatched on the work's cost model."""
+    if isinstance(work, SeedWork):
+        return seed.grid_costs(work, arch, options, dataflow, r, c)
+    return standard.grid_costs(work, arch, options, dataflow, r, c)
+
+
+__all__ = [
+    "COST_MODELS",
+    "CostModelName",
+    "CostOptions",
+    "Dataflow",
+    "GridCosts",
+    "KernelWork",
+    "SeedWork",
+    "Work",
+    "cost_model_name",
+    "grid_costs",
+    "kernel_work",
+]

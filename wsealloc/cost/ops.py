@@ -1,0 +1,401 @@
+"""Registry of pure per-op work functions: how much arithmetic one ONNX node does, and how it tiles.
+
+``op_work(node, graph)`` returns an :class:`OpWork`: MACs for MatMul/Gemm/Conv-family ops (with the
+generalized-matmul shape G x M x N x K used for tiling), vector operations for everything else (with
+the rows x cols view used for tiling). To support a new op type, add a function decorated with
+``@register("OpType")`` (and classify the op in ``wsealloc/graph/opclass.py``).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from wsealloc.errors import UnsupportedOpError
+from wsealloc.graph.ir import OpGraph, OpNode, TensorKind
+from wsealloc.graph.opclass import ELEMENTWISE_OPS, LAYOUT_OPS
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """Generalized matmul: out[g, m, n] = sum_k a[g, m, k] * b[g, k, n].
+
+    ``weight`` names the parameter operand (the B side after any swap), or None when both
+    operands are per-sample activations (attention QK^T and AV).
+    """
+
+    g: int
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    weight: str | None
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates."""
+        return self.g * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """Work of one node. ``rows`` x ``cols`` is the 2D view of its output used for tiling."""
+
+    macs: int = 0
+    vector_ops: int = 0
+    gemm: Gemm | None = None
+    rows: int = 1
+    cols: int = 1
+    row_reduce: bool = False  # reduces along cols (softmax, norms): costs a row reduction when cols are split
+    table: str | None = None  # a parameter looked up by index (embedding): sharded over all cores
+
+
+WorkFn = Callable[[OpNode, OpGraph], OpWork]
+_REGISTRY: dict[str, WorkFn] = {}
+
+# Vector operations per output element of elementwise ops (transcendentals cost several SIMD ops).
+OPS_PER_ELEMENT: dict[str, int] = {
+    "Exp": 4,
+    "Log": 4,
+    "Erf": 4,
+    "Tanh": 4,
+    "Sigmoid": 4,
+    "Softplus": 4,
+    "Elu": 4,
+    "Selu": 4,
+    "Celu": 4,
+    "Gelu": 8,
+    "FastGelu": 8,
+    "BiasGelu": 9,
+    "Mish": 8,
+    "Swish": 5,
+    "Sin": 4,
+    "Cos": 4,
+    "Tan": 5,
+    "Pow": 4,
+    "Sqrt": 2,
+    "Reciprocal": 2,
+    "Div": 2,
+    "Softsign": 2,
+    "HardSigmoid": 2,
+    "HardSwish": 3,
+    "Clip": 2,
+    "Mod": 2,
+    "QuantizeLinear": 2,
+    "DequantizeLinear": 2,
+}
+
+
+def register(*op_types: str) -> Callable[[WorkFn], WorkFn]:
+    """Decorator: register a work function for one or more ONNX op types."""
+
+    def deco(fn: WorkFn) -> WorkFn:
+        for op in op_types:
+            _REGISTRY[op] = fn
+        return fn
+
+    return deco
+
+
+def registered_ops() -> frozenset[str]:
+    """Op types with a work function (layout ops need none: they do no arithmetic)."""
+    return frozenset(_REGISTRY)
+
+
+def op_work(node: OpNode, graph: OpGraph, *, allow_unknown: bool = False) -> OpWork:
+    """Work of ``node``; unknown ops raise unless ``allow_unknown`` (then: 1 vector op per output element)."""
+    if node.op_type in LAYOUT_OPS and node.domain in ("", "ai.onnx"):
+        return OpWork(rows=_rows_cols(graph, node.outputs[0])[0], cols=_rows_cols(graph, node.outputs[0])[1])
+    fn = _REGISTRY.get(node.op_type) if node.domain in ("", "ai.onnx", "com.microsoft") else None
+    if fn is None:
+        if not allow_unknown:
+            dom = f"{node.domain}::" if node.domain else ""
+            raise UnsupportedOpError(
+                f"{graph.source}: node {node.name!r} uses op {dom}{node.op_type}, which the cost model does not know; "
+                "pass --allow-unknown-ops to cost it as 1 vector op per output element, or add it to wsealloc/cost/ops.py"
+            )
+        return _elementwise_like(node, graph, 1)
+    return fn(node, graph)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _shape(graph: OpGraph, name: str) -> tuple[int, ...]:
+    return graph.tensors[name].shape
+
+
+def _numel(graph: OpGraph, name: str) -> int:
+    return prod(_shape(graph, name))
+
+
+def _rows_cols(graph: OpGraph, name: str, axis: int = -1) -> tuple[int, int]:
+    """2D view of a tensor: cols = product of dims from ``axis`` on, rows = the rest."""
+    shape = _shape(graph, name)
+    if not shape:
+        return 1, 1
+    ax = axis % len(shape)
+    cols = prod(shape[ax:])
+    return prod(shape[:ax]), cols
+
+
+def _is_weight(graph: OpGraph, name: str) -> bool:
+    return bool(name) and graph.tensors[name].kind in (TensorKind.WEIGHT, TensorKind.CONSTANT)
+
+
+def _elementwise_like(node: OpNode, graph: OpGraph, per_element: int) -> OpWork:
+    out = next((o for o in node.outputs if o), None)
+    if out is None:
+        return OpWork()
+    rows, cols = _rows_cols(graph, out)
+    return OpWork(vector_ops=per_element * rows * cols, rows=rows, cols=cols)
+
+
+def _int_attr(node: OpNode, key: str, default: int) -> int:
+    value = node.attr(key, default)
+    return int(value) if isinstance(value, (int, float)) else default
+
+
+# -- MAC family ----------------------------------------------------------------------------------
+
+
+@register("MatMul", "MatMulInteger", "QLinearMatMul")
+def matmul(node: OpNode, graph: OpGraph) -> OpWork:
+    """MatMul with numpy semantics: 1-D operands promoted, batch dims broadcast."""
+    if node.op_type == "QLinearMatMul":
+        a_name, b_name = node.inputs[0], node.inputs[3]
+    else:
+        a_name, b_name = node.inputs[0], node.inputs[1]
+    a, b = _shape(graph, a_name), _shape(graph, b_name)
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    batch = tuple(int(x) for x in np.broadcast_shapes(a2[:-2], b2[:-2]))
+    a_w, b_w = _is_weight(graph, a_name), _is_weight(graph, b_name)
+    if b_w and not a_w and prod(b2[:-2]) == 1:
+        # x @ W with a 2-D weight: the batch dims just add rows that stream through the same weights.
+        gemm = Gemm(1, prod(batch) * m, n, k, a_name, b_name, b_name)
+    elif a_w and not b_w and prod(a2[:-2]) == 1:
+        # W @ x: transpose the problem so the weight is the B side (same MACs, same tiling freedom).
+        gemm = Gemm(1, prod(batch) * n, m, k, b_name, a_name, a_name)
+    else:
+        weight = b_name if b_w and not a_w else None
+        gemm = Gemm(prod(batch), m, n, k, a_name, b_name, weight)
+    rows = gemm.m if gemm.weight else gemm.g * gemm.m
+    cols = gemm.g * gemm.n if gemm.weight else gemm.n
+    return OpWork(macs=gemm.macs, gemm=gemm, rows=rows, cols=cols)
+
+
+@register("Gemm")
+def gemm_op(node: OpNode, graph: OpGraph) -> OpWork:
+    """Y = alpha * A' B' + beta * C; the C term is a bias-add epilogue (1 op per output element)."""
+    a, b = _shape(graph, node.inputs[0]), _shape(graph, node.inputs[1])
+    m, k = (a[1], a[0]) if _int_attr(node, "transA", 0) else (a[0], a[1])
+    n = b[0] if _int_attr(node, "transB", 0) else b[1]
+    a_w, b_w = _is_weight(graph, node.inputs[0]), _is_weight(graph, node.inputs[1])
+    if a_w and not b_w:
+        g = Gemm(1, n, m, k, node.inputs[1], node.inputs[0], node.inputs[0])
+    else:
+        g = Gemm(1, m, n, k, node.inputs[0], node.inputs[1], node.inputs[1] if b_w else None)
+    bias = m * n if len(node.inputs) > 2 and node.inputs[2] else 0
+    return OpWork(macs=g.macs, vector_ops=bias, gemm=g, rows=g.m, cols=g.n)
+
+
+@register("Conv", "ConvInteger", "QLinearConv")
+def conv(node: OpNode, graph: OpGraph) -> OpWork:
+    """Convolution as an implicit GEMM: M = output pixels, N = Cout/groups, K = Cin/groups * kernel."""
+    x_name, w_name = (node.inputs[0], node.inputs[3]) if node.op_type == "QLinearConv" else node.inputs[:2]
+    w = _shape(graph, w_name)
+    y = _shape(graph, node.outputs[0])
+    groups = _int_attr(node, "group", 1)
+    cout, cin_g, kernel = w[0], w[1], prod(w[2:])
+    m = y[0] * prod(y[2:])
+    g = Gemm(groups, m, cout // groups, cin_g * kernel, x_name, w_name, w_name if _is_weight(graph, w_name) else None)
+    has_bias = node.op_type == "Conv" and len(node.inputs) > 2 and bool(node.inputs[2])
+    return OpWork(macs=g.macs, vector_ops=prod(y) if has_bias else 0, gemm=g, rows=m, cols=cout)
+
+
+@register("ConvTranspose")
+def conv_transpose(node: OpNode, graph: OpGraph) -> OpWork:
+    """Transposed convolution: every input pixel scatters Cout/groups * kernel products (col2im adds)."""
+    x, w = _shape(graph, node.inputs[0]), _shape(graph, node.inputs[1])
+    y = _shape(graph, node.outputs[0])
+    groups = _int_attr(node, "group", 1)
+    cin, cout_g, kernel = w[0], w[1], prod(w[2:])
+    m = x[0] * prod(x[2:])
+    g = Gemm(
+        groups,
+        m,
+        cout_g * kernel,
+        cin // groups,
+        node.inputs[0],
+        node.inputs[1],
+        node.inputs[1] if _is_weight(graph, node.inputs[1]) else None,
+    )
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    # col2im accumulation: one add per product column written, plus the optional bias.
+    vec = g.g * g.m * g.n + (prod(y) if has_bias else 0)
+    return OpWork(macs=g.macs, vector_ops=vec, gemm=g, rows=m, cols=groups * cout_g * kernel)
+
+
+@register("Einsum")
+def einsum(node: OpNode, graph: OpGraph) -> OpWork:
+    """Two-operand einsum as a batched GEMM; other forms are vector work over the iteration space."""
+    eq = str(node.attr("equation", "")).replace(" ", "")
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "..." in eq or not out and "->" not in eq:
+        return _elementwise_like(node, graph, 1)
+    sizes: dict[str, int] = {}
+    for term, name in zip(terms, node.inputs, strict=False):
+        for ch, d in zip(term, _shape(graph, name), strict=False):
+            sizes[ch] = max(sizes.get(ch, 1), d)
+    space = prod(sizes[c] for c in sizes if c in string.ascii_letters)
+    if len(terms) != 2:
+        return OpWork(vector_ops=space, rows=_rows_cols(graph, node.outputs[0])[0], cols=_rows_cols(graph, node.outputs[0])[1])
+    a, b = terms
+    batch = [c for c in out if c in a and c in b]
+    m_idx = [c for c in out if c in a and c not in b]
+    n_idx = [c for c in out if c in b and c not in a]
+    k_idx = [c for c in a if c in b and c not in out]
+    gb, m, n, k = (prod(sizes[c] for c in idx) for idx in (batch, m_idx, n_idx, k_idx))
+    b_w = _is_weight(graph, node.inputs[1])
+    gm = Gemm(gb, m, n, k, node.inputs[0], node.inputs[1], node.inputs[1] if b_w and gb == 1 else None)
+    return OpWork(
+        macs=space if k_idx or (batch or m_idx or n_idx) else 0, gemm=gm, rows=gm.m if gm.weight else gm.g * gm.m, cols=gm.n
+    )
+
+
+# -- vector family --------------------------------------------------------------------------------
+
+
+def _axis(node: OpNode, rank: int, default: int) -> int:
+    return _int_attr(node, "axis", default) % max(rank, 1)
+
+
+@register("Softmax", "LogSoftmax", "Hardmax")
+def softmax(node: OpNode, graph: OpGraph) -> OpWork:
+    """Max, subtract, exp, sum, divide: ~8 ops per element (exp is 4), reduced along the softmax axis."""
+    x = node.inputs[0]
+    rank = len(_shape(graph, x))
+    default = -1 if graph.opset >= 13 else 1
+    axis = _axis(node, rank, default)
+    shape = _shape(graph, x)
+    if graph.opset >= 13:
+        cols = shape[axis]
+        rows = prod(shape) // max(cols, 1)
+    else:
+        rows, cols = _rows_cols(graph, x, axis)
+    return OpWork(vector_ops=8 * rows * cols, rows=rows, cols=cols, row_reduce=True)
+
+
+@register(
+    "LayerNormalization",
+    "SkipLayerNormalization",
+    "GroupNormalization",
+    "InstanceNormalization",
+    "MeanVarianceNormalization",
+    "LpNormalization",
+    "LRN",
+)
+def layer_norm(node: OpNode, graph: OpGraph) -> OpWork:
+    """Mean, variance, normalize, scale, shift: ~8 ops per element, reduced along the normalized axes."""
+    x = node.inputs[0]
+    shape = _shape(graph, x)
+    if node.op_type in ("LayerNormalization", "SkipLayerNormalization"):
+        rows, cols = _rows_cols(graph, x, _int_attr(node, "axis", -1))
+    elif len(shape) > 2:
+        rows, cols = shape[0] * shape[1], prod(shape[2:])
+    else:
+        rows, cols = _rows_cols(graph, x)
+    return OpWork(vector_ops=8 * rows * cols, rows=rows, cols=cols, row_reduce=True)
+
+
+@register("RMSNormalization", "SimplifiedLayerNormalization")
+def rms_norm(node: OpNode, graph: OpGraph) -> OpWork:
+    """Square, mean, rsqrt, scale: ~5 ops per element."""
+    rows, cols = _rows_cols(graph, node.inputs[0], _int_attr(node, "axis", -1))
+    return OpWork(vector_ops=5 * rows * cols, rows=rows, cols=cols, row_reduce=True)
+
+
+@register("BatchNormalization")
+def batch_norm(node: OpNode, graph: OpGraph) -> OpWork:
+    """Inference batch norm folds to a per-channel scale and shift: 2 ops per element."""
+    shape = _shape(graph, node.inputs[0])
+    rows = shape[0] * (shape[1] if len(shape) > 1 else 1)
+    cols = prod(shape[2:]) if len(shape) > 2 else 1
+    return OpWork(vector_ops=2 * prod(shape), rows=rows, cols=cols)
+
+
+@register(
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+    "ArgMax",
+    "ArgMin",
+    "CumSum",
+    "TopK",
+)
+def reduce(node: OpNode, graph: OpGraph) -> OpWork:
+    """One op per input element (two for TopK/LogSumExp), rows = output elements."""
+    n_in = _numel(graph, node.inputs[0])
+    n_out = max(_numel(graph, node.outputs[0]), 1)
+    per = 2 if node.op_type in ("TopK", "ReduceLogSumExp", "ReduceSumSquare", "ReduceL2") else 1
+    if node.op_type == "CumSum":
+        rows, cols = _rows_cols(graph, node.inputs[0])
+        return OpWork(vector_ops=n_in, rows=rows, cols=cols, row_reduce=True)
+    cols = max(n_in // n_out, 1)
+    return OpWork(vector_ops=per * n_in, rows=n_out, cols=cols, row_reduce=True)
+
+
+@register("MaxPool", "AveragePool", "LpPool")
+def pool(node: OpNode, graph: OpGraph) -> OpWork:
+    """One op per window element per output element."""
+    y = _shape(graph, node.outputs[0])
+    kernel = node.attr("kernel_shape", ())
+    window = prod(kernel) if isinstance(kernel, tuple) and kernel else 1
+    rows, cols = _rows_cols(graph, node.outputs[0])
+    return OpWork(vector_ops=prod(y) * int(window), rows=rows, cols=cols)
+
+
+@register("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def global_pool(node: OpNode, graph: OpGraph) -> OpWork:
+    """One op per input element, one output per (sample, channel)."""
+    x = _shape(graph, node.inputs[0])
+    rows = x[0] * (x[1] if len(x) > 1 else 1)
+    return OpWork(vector_ops=prod(x), rows=rows, cols=max(prod(x) // rows, 1), row_reduce=True)
+
+
+@register("Resize", "Upsample")
+def resize(node: OpNode, graph: OpGraph) -> OpWork:
+    """Interpolation: ~4 ops per output element (bilinear weights)."""
+    return _elementwise_like(node, graph, 4)
+
+
+@register("Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "OneHot")
+def gather(node: OpNode, graph: OpGraph) -> OpWork:
+    """One copy per output element; a parameter table (embedding) stays resident, sharded over the cores."""
+    table = node.inputs[0] if node.op_type == "Gather" and _is_weight(graph, node.inputs[0]) else None
+    work = _elementwise_like(node, graph, 1)
+    return OpWork(vector_ops=work.vector_ops, rows=work.rows, cols=work.cols, table=table)
+
+
+def _elementwise(node: OpNode, graph: OpGraph) -> OpWork:
+    return _elementwise_like(node, graph, OPS_PER_ELEMENT.get(node.op_type, 1))
+
+
+for _op in ELEMENTWISE_OPS:
+    _REGISTRY.setdefault(_op, _elementwise)

@@ -1,0 +1,148 @@
+"""wsealloc's standard cost model: kernel work from its ONNX nodes, and costs on an r x c grid.
+
+All formulas are stated, with their reasons, in ``docs/cost-model.md``; keep the two in step.
+Everything here is a pure function of (work, arch, options, dataflow, r, c), vectorized over arrays
+of grid shapes. Arithmetic is in float64 (exact for integers below 2**53) so absurd shapes cannot
+overflow; latencies are rounded up to whole cycles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost.model import CostOptions, Dataflow, GridCosts, KernelWork
+from wsealloc.cost.ops import OpWork, op_work
+from wsealloc.graph.ir import OpGraph
+from wsealloc.graph.kernels import Kernel
+from wsealloc.graph.opclass import KernelKind
+
+
+def tensor_bytes(graph: OpGraph, name: str, arch: Arch) -> int:
+    """Bytes of a tensor on the machine: floats in the arch's datatype, others in their own size."""
+    t = graph.tensors[name]
+    return t.numel * (arch.dtype.bytes if t.is_float else t.elem_bytes)
+
+
+def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> KernelWork:
+    """Aggregate the work of a kernel's nodes (anchor tiling + epilogue vector ops + bytes)."""
+    nodes = {n.name: n for n in graph.nodes}
+    works: list[OpWork] = [op_work(nodes[name], graph, allow_unknown=options.allow_unknown_ops) for name in kernel.nodes]
+    anchor = op_work(nodes[kernel.anchor], graph, allow_unknown=options.allow_unknown_ops)
+    macs = sum(w.macs for w in works)
+    vector_ops = sum(w.vector_ops for w in works)
+    gemm = anchor.gemm if anchor.macs > 0 else None
+    b_bytes = tensor_bytes(graph, gemm.b, arch) if gemm else 0
+    main_weight = gemm.weight if gemm else None
+    tables = {w.table for w in works if w.table}
+    col_w = shard_w = 0
+    for name in kernel.weights:
+        if name == main_weight:
+            continue
+        size = tensor_bytes(graph, name, arch)
+        if name not in tables and graph.tensors[name].numel <= anchor.cols:
+            col_w += size
+        else:
+            shard_w += size
+    in_bytes = sum(tensor_bytes(graph, t, arch) for t in kernel.inputs)
+    if gemm is not None and gemm.weight is None:
+        in_bytes = max(in_bytes - b_bytes, 0)  # the B operand enters through the top edge instead
+    return KernelWork(
+        kind=kernel.kind,
+        macs=macs,
+        vector_ops=vector_ops,
+        g=gemm.g if gemm else 1,
+        m=gemm.m if gemm else anchor.rows,
+        n=gemm.n if gemm else anchor.cols,
+        k=gemm.k if gemm else 0,
+        weight_b=main_weight is not None,
+        b_bytes=b_bytes,
+        rows=max(anchor.rows, 1),
+        cols=max(anchor.cols, 1),
+        row_reduce=any(w.row_reduce for w in works) and kernel.kind is not KernelKind.ELEMENTWISE,
+        col_weight_bytes=col_w,
+        shard_weight_bytes=shard_w,
+        in_bytes=in_bytes,
+        out_bytes=sum(tensor_bytes(graph, t, arch) for t in kernel.outputs),
+        weight_bytes=sum(tensor_bytes(graph, t, arch) for t in kernel.weights),
+    )
+
+
+def _cdiv(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    return np.ceil(np.asarray(a, dtype=np.float64) / np.asarray(b, dtype=np.float64))
+
+
+def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dataflow, r: np.ndarray, c: np.ndarray) -> GridCosts:
+    """Costs of ``work`` on every grid shape (r[i], c[i]) under ``dataflow``."""
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    rf, cf = r.astype(np.float64), c.astype(np.float64)
+    b, acc = float(arch.dtype.bytes), float(arch.dtype.accum_bytes)
+    link = float(arch.noc.link_bytes_per_cycle)
+    macs_pc, vec_pc = float(arch.core.macs_per_cycle), float(arch.vector_ops_per_cycle)
+    blk = float(options.stream_block_rows)
+    rows, cols = float(work.rows), float(work.cols)
+    tile_rows, tile_cols = _cdiv(rows, rf), _cdiv(cols, cf)
+    # Vector work (epilogues, or all of a vector kernel) spreads over the output tile of each core.
+    vec_core = _cdiv(float(work.vector_ops) * tile_rows * tile_cols, rows * cols)
+    zeros = np.zeros_like(rf)
+    weights_core = _cdiv(float(work.col_weight_bytes), cf) + _cdiv(float(work.shard_weight_bytes), rf * cf)
+    in_row = _cdiv(_cdiv(float(work.in_bytes), rf), link)
+
+    if dataflow is Dataflow.WEIGHT_STATIONARY:
+        k_tile = _cdiv(float(work.k), rf)
+        mac_core = rows * k_tile * tile_cols
+        useful = float(work.k) * cols * rows
+        padded = rf * k_tile * cf * tile_cols * rows
+        resident = k_tile * tile_cols * b
+        buffers = 2 * blk * (k_tile * b + tile_cols * acc)
+        reduce = np.where(r > 1, _cdiv(rows * tile_cols * acc, link), zeros)
+        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(float(work.out_bytes), cf), link)])
+    elif dataflow is Dataflow.OUTPUT_STATIONARY:
+        k = float(work.k)
+        mac_core = tile_rows * tile_cols * k
+        useful = rows * cols * k
+        padded = rf * tile_rows * cf * tile_cols * k
+        if work.weight_b:
+            resident = k * tile_cols * b
+            in_b = zeros
+        else:
+            m = float(max(work.m, 1))
+            straddle = np.where((np.mod(tile_rows, m) == 0) | (np.mod(m, tile_rows) == 0), 0.0, 1.0)
+            groups = np.minimum(float(work.g), _cdiv(tile_rows, m) + straddle)
+            resident = groups * k * _cdiv(float(work.n), cf) * b
+            in_b = _cdiv(_cdiv(float(work.b_bytes), cf), link)
+        buffers = 2 * blk * (k * b + tile_cols * b)
+        noc = np.maximum.reduce([in_row, in_b, _cdiv(_cdiv(float(work.out_bytes), rf), link)])
+    elif dataflow is Dataflow.VECTOR:
+        mac_core = zeros
+        useful = rows * cols
+        padded = rf * tile_rows * cf * tile_cols
+        resident = zeros
+        io_row = _cdiv(float(work.in_bytes + work.out_bytes), rows)
+        buffers = 2 * blk * _cdiv(io_row, cf)
+        reduce = np.where((c > 1) & work.row_reduce, _cdiv(2 * tile_rows * acc, link), zeros)
+        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(float(work.out_bytes), rf), link)])
+    else:
+        raise ValueError(f"standard cost model has no dataflow {dataflow}")
+
+    compute = _cdiv(mac_core, macs_pc) + _cdiv(vec_core, vec_pc)
+    fill = float(arch.noc.hop_latency_cycles) * (rf + cf)
+    latency = np.maximum(compute, noc) + fill
+    waste = np.where(padded > 0, 1.0 - useful / np.maximum(padded, 1.0), 0.0)
+    return GridCosts(
+        rows=r,
+        cols=c,
+        compute_cycles=compute,
+        noc_cycles=noc,
+        sram_bytes=resident + weights_core + buffers,
+        latency=np.minimum(latency, 2.0**62).astype(np.int64),
+        waste=waste,
+    )
+
+
+def describe(work: KernelWork) -> str:
+    """One-line description of a kernel's tiling for reports."""
+    if work.is_mac:
+        return f"g={work.g} m={work.m} n={work.n} k={work.k}"
+    return f"{work.rows}x{work.cols}"

@@ -1,0 +1,73 @@
+"""One error hierarchy for everything wsealloc reports to a user.
+
+Every error carries a one-line message that names the file, field or op at fault
+and says what to do about it. The CLI prints ``str(err)`` on one line and exits
+with ``err.exit_code``; tracebacks are shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+
+class WseallocError(Exception):
+    """Base class: a problem the user can fix, reported on one line."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        # Keep messages on one line: the CLI contract is "one clear line on stderr".
+        super().__init__(" ".join(message.split()))
+
+
+class UsageError(WseallocError):
+    """Bad command-line syntax (``--dim``, ``--set``, unknown names)."""
+
+
+class ArchError(WseallocError):
+    """The architecture YAML is missing, malformed or inconsistent."""
+
+
+class ModelLoadError(WseallocError):
+    """The ONNX file is missing, unreadable, not ONNX, or structurally broken."""
+
+
+class ShapeError(WseallocError):
+    """A tensor shape cannot be resolved (unbound symbolic dim, zero dim, unknown shape)."""
+
+
+class UnsupportedOpError(WseallocError):
+    """The cost model does not know an op (use ``--allow-unknown-ops`` for a fallback cost)."""
+
+
+class InfeasibleError(WseallocError):
+    """No allocation fits the machine; the message names the kernels and by how much."""
+
+    exit_code = 3
+
+
+class SolverError(WseallocError):
+    """A solver backend failed or returned a result that does not check out."""
+
+
+class PlanError(WseallocError):
+    """A plan file is malformed, or does not match the model/arch it names."""
+
+
+class VerificationError(WseallocError):
+    """``wsealloc verify`` found a violated constraint or a wrong number."""
+
+    exit_code = 4
+
+
+class OutputError(WseallocError):
+    """An output path cannot be written."""
+
+
+class Interrupted(WseallocError):
+    """The user interrupted a run (SIGINT/SIGTERM); the best result so far was saved."""
+
+    exit_code = 130
+
+
+def choices_message(kind: str, name: str, choices: list[str] | tuple[str, ...]) -> str:
+    """Format the standard 'unknown X' message listing the valid choices."""
+    return f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(choices))}"

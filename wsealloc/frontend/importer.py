@@ -1,0 +1,406 @@
+"""ONNX file -> :class:`~wsealloc.graph.OpGraph` with every shape concrete.
+
+Pipeline: load without weight data -> structural checks -> classify graph inputs (per-sample data
+vs. parameters listed as inputs) -> bind symbolic dims -> repeat {ONNX shape inference with data
+propagation; fold constant shape subgraphs} until nothing changes -> check that every tensor that
+carries work has a static positive shape -> drop constant and shape-only nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from wsealloc.errors import ModelLoadError, ShapeError, UsageError
+from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
+from wsealloc.frontend.load import load_model
+from wsealloc.frontend.topo import node_label, sorted_nodes
+from wsealloc.graph.ir import AttrValue, OpGraph, OpNode, TensorInfo, TensorKind
+
+_MAX_FOLD_ROUNDS = 8
+# Input slots that hold parameters, for models that list weights as graph inputs without data.
+_PARAM_SLOTS: dict[str, tuple[int, ...]] = {
+    "Conv": (1, 2),
+    "ConvTranspose": (1, 2),
+    "Gemm": (1, 2),
+    "MatMul": (1,),
+    "Gather": (0,),
+    "LayerNormalization": (1, 2),
+    "BatchNormalization": (1, 2, 3, 4),
+    "InstanceNormalization": (1, 2),
+    "GroupNormalization": (1, 2),
+    "SimplifiedLayerNormalization": (1,),
+    "RMSNormalization": (1,),
+    "Add": (0, 1),
+    "Mul": (0, 1),
+    "Sub": (0, 1),
+    "Div": (0, 1),
+    "PRelu": (1,),
+}
+# Ops we never evaluate at import time even if their inputs are known.
+_NO_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
+    """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown."""
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+        return None
+    out: list[int | str | None] = []
+    for d in t.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(d.dim_param)
+        else:
+            out.append(None)
+    return out
+
+
+def _elem_info(elem_type: int) -> tuple[int, bool]:
+    """(bytes per element, is floating point) of an ONNX element type."""
+    if elem_type == 0:
+        return 4, True
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    return int(np.dtype(np_type).itemsize), bool(np.issubdtype(np_type, np.floating))
+
+
+def _attr_value(attr: onnx.AttributeProto) -> AttrValue | None:
+    kind = attr.type
+    if kind == onnx.AttributeProto.INT:
+        return int(attr.i)
+    if kind == onnx.AttributeProto.FLOAT:
+        return float(attr.f)
+    if kind == onnx.AttributeProto.STRING:
+        return attr.s.decode("utf-8", "replace")
+    if kind == onnx.AttributeProto.INTS:
+        return tuple(int(x) for x in attr.ints)
+    if kind == onnx.AttributeProto.FLOATS:
+        return tuple(float(x) for x in attr.floats)
+    if kind == onnx.AttributeProto.STRINGS:
+        return tuple(s.decode("utf-8", "replace") for s in attr.strings)
+    return None  # tensors/graphs: not needed by the cost model
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 1
+
+
+class _Importer:
+    """One import run. Holds the mutable working state of the passes; not exported."""
+
+    def __init__(self, model: onnx.ModelProto, source: str, dims: Mapping[str, int], weights_as_inputs: bool | None):
+        self.model = model
+        self.source = source
+        self.dims = dict(dims)
+        self.weights_as_inputs = weights_as_inputs
+        self.graph = model.graph
+        self.opset = _default_opset(model)
+        self.onnx_nodes = len(model.graph.node)
+        self.values: dict[str, np.ndarray] = {}
+        self.initializers = {t.name: t for t in self.graph.initializer}
+
+    # -- checks ------------------------------------------------------------------------------
+    def check_opset(self) -> None:
+        known = onnx.defs.onnx_opset_version()
+        if self.opset > known:
+            raise ModelLoadError(
+                f"{self.source}: uses ONNX opset {self.opset}, newer than this onnx package knows "
+                f"({known}); re-export with opset <= {known} or upgrade onnx"
+            )
+
+    # -- inputs and dims -----------------------------------------------------------------------
+    def classify_inputs(self) -> tuple[list[onnx.ValueInfoProto], set[str]]:
+        """Split graph inputs into per-sample data inputs and parameters (names)."""
+        params: set[str] = set()
+        data_inputs: list[onnx.ValueInfoProto] = []
+        consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+        for node in self.graph.node:
+            for slot, name in enumerate(node.input):
+                consumers.setdefault(name, []).append((node, slot))
+        for vi in self.graph.input:
+            if vi.name in self.initializers:
+                params.add(vi.name)  # old exporters list initializers as inputs too
+                continue
+            if self.weights_as_inputs is not False and self._parameter_like(vi, consumers.get(vi.name, [])):
+                params.add(vi.name)
+                continue
+            data_inputs.append(vi)
+        return data_inputs, params
+
+    def _parameter_like(self, vi: onnx.ValueInfoProto, uses: list[tuple[onnx.NodeProto, int]]) -> bool:
+        dims = _dims_of(vi)
+        if self.weights_as_inputs is True:
+            return dims is not None and all(isinstance(d, int) for d in dims)
+        if not uses or dims is None or not all(isinstance(d, int) and d > 0 for d in dims):
+            return False
+        for node, slot in uses:
+            slots = _PARAM_SLOTS.get(node.op_type)
+            if slots is None or slot not in slots:
+                return False
+            if node.op_type in ("Add", "Mul", "Sub", "Div") and len(dims) > 1:
+                return False  # elementwise operands of rank > 1 are likely data, e.g. a mask
+            if node.op_type == "MatMul" and len(dims) > 2:
+                return False
+        return True
+
+    def bind_dims(self, data_inputs: list[onnx.ValueInfoProto]) -> None:
+        """Replace symbolic dims of data inputs by --dim values; error on unbound/unknown/zero."""
+        symbols: dict[str, list[str]] = {}
+        for vi in data_inputs:
+            dims = _dims_of(vi)
+            if dims is None:
+                raise ShapeError(f"{self.source}: graph input {vi.name!r} has no shape; re-export with input shapes")
+            for d in dims:
+                if isinstance(d, str):
+                    symbols.setdefault(d, []).append(vi.name)
+                elif d is None:
+                    raise ShapeError(
+                        f"{self.source}: graph input {vi.name!r} has an unnamed unknown dim; re-export with "
+                        "named dynamic axes or static shapes"
+                    )
+                elif d == 0:
+                    raise ShapeError(
+                        f"{self.source}: graph input {vi.name!r} has a zero-sized dim {dims}; wsealloc needs "
+                        "positive sizes (re-export with real shapes)"
+                    )
+        unknown = sorted(set(self.dims) - set(symbols))
+        if unknown:
+            listed = ", ".join(sorted(symbols)) or "none (all input dims are static)"
+            raise UsageError(f"{self.source}: --dim {unknown[0]} does not name a symbolic dim of the model; model dims: {listed}")
+        unbound = sorted(set(symbols) - set(self.dims))
+        if unbound:
+            example = " ".join(f"--dim {s}=N" for s in unbound)
+            raise ShapeError(f"{self.source}: unbound symbolic dims {', '.join(unbound)}; bind them with {example}")
+        for name, value in self.dims.items():
+            if value <= 0:
+                raise UsageError(f"--dim {name}={value}: dims must be positive integers")
+        for vi in data_inputs:
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param:
+                    d.dim_value = self.dims[d.dim_param]
+        # Value infos and outputs may carry the exporter's own symbols ("s0*2"): drop what is not static.
+        keep = [
+            vi for vi in self.graph.value_info if (dims := _dims_of(vi)) is not None and all(isinstance(d, int) for d in dims)
+        ]
+        del self.graph.value_info[:]
+        self.graph.value_info.extend(keep)
+        for out in self.graph.output:
+            dims = _dims_of(out)
+            if dims is not None and not all(isinstance(d, int) for d in dims):
+                out.type.tensor_type.ClearField("shape")
+
+    # -- shapes ----------------------------------------------------------------------------------
+    def known_values(self) -> None:
+        for name, init in self.initializers.items():
+            if init.data_location != onnx.TensorProto.EXTERNAL:
+                try:
+                    self.values[name] = numpy_helper.to_array(init)
+                except (ValueError, TypeError):
+                    continue
+
+    def infer(self) -> dict[str, list[int | str | None] | None]:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(self.model, check_type=False, strict_mode=False, data_prop=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+            raise ShapeError(f"{self.source}: ONNX shape inference failed: {str(exc).splitlines()[0]}") from exc
+        shapes: dict[str, list[int | str | None] | None] = {}
+        for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+            dims = _dims_of(vi)
+            if dims is not None or vi.name not in shapes:
+                shapes[vi.name] = dims
+        self.elem_types = {
+            vi.name: vi.type.tensor_type.elem_type
+            for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output)
+        }
+        for init in self.graph.initializer:
+            shapes[init.name] = [int(d) for d in init.dims]
+            self.elem_types[init.name] = init.data_type
+        return shapes
+
+    def fold_round(
+        self, nodes: list[onnx.NodeProto], shapes: Mapping[str, list[int | str | None] | None]
+    ) -> list[onnx.NodeProto]:
+        """Evaluate every node computable from known values; return the remaining nodes."""
+        remaining: list[onnx.NodeProto] = []
+        for node in nodes:
+            result = self._try_fold(node, shapes)
+            if result is None or not small_enough(result):
+                remaining.append(node)
+                continue
+            for name, value in zip(node.output, result, strict=False):
+                if name:
+                    self.values[name] = value
+        return remaining
+
+    def _try_fold(self, node: onnx.NodeProto, shapes: Mapping[str, list[int | str | None] | None]) -> list[np.ndarray] | None:
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NO_FOLD:
+            return None
+        if node.op_type == "Constant":
+            value = constant_node_value(node)
+            return None if value is None else [value]
+        if node.op_type in ("Shape", "Size"):
+            dims = shapes.get(node.input[0])
+            if dims is None or not all(isinstance(d, int) for d in dims):
+                return None
+            static = [int(d) for d in dims if isinstance(d, int)]
+            if node.op_type == "Size":
+                return [np.array(int(np.prod(static, dtype=np.int64)), dtype=np.int64)]
+            start = next((a.i for a in node.attribute if a.name == "start"), 0)
+            end = next((a.i for a in node.attribute if a.name == "end"), len(static))
+            return [np.array(static[slice(start, end)], dtype=np.int64)]
+        if any(sub.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for sub in node.attribute):
+            return None
+        if not all(not name or name in self.values for name in node.input):
+            return None
+        args: list[np.ndarray | None] = [self.values[n] if n else None for n in node.input]
+        try:
+            return evaluate(node, args, self.opset)
+        except Exception:  # noqa: BLE001 - an op we cannot evaluate stays in the graph; shapes decide later
+            return None
+
+    def rebuild(self, nodes: list[onnx.NodeProto]) -> None:
+        """Put the remaining nodes back and expose folded values as initializers for shape inference."""
+        del self.graph.node[:]
+        self.graph.node.extend(nodes)
+        present = {t.name for t in self.graph.initializer}
+        for name, value in self.values.items():
+            if name not in present:
+                self.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+
+    # -- result ----------------------------------------------------------------------------------
+    def run(self) -> OpGraph:
+        self.check_opset()
+        nodes = sorted_nodes(self.graph, self.source)
+        data_inputs, params = self.classify_inputs()
+        if not data_inputs:
+            raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
+        self.bind_dims(data_inputs)
+        self.known_values()
+        shapes = self.infer()
+        for _ in range(_MAX_FOLD_ROUNDS):
+            before = len(nodes)
+            nodes = self.fold_round(nodes, shapes)
+            if len(nodes) == before:
+                break
+            self.rebuild(nodes)
+            shapes = self.infer()
+        return self.emit(nodes, shapes, data_inputs, params)
+
+    def emit(
+        self,
+        nodes: list[onnx.NodeProto],
+        shapes: Mapping[str, list[int | str | None] | None],
+        data_inputs: list[onnx.ValueInfoProto],
+        params: set[str],
+    ) -> OpGraph:
+        data_names = {vi.name for vi in data_inputs}
+        live: set[str] = set(data_names)
+        live_nodes: list[onnx.NodeProto] = []
+        for node in nodes:
+            if any(n in live for n in node.input if n):
+                live_nodes.append(node)
+                live.update(o for o in node.output if o)
+        if not live_nodes:
+            raise ModelLoadError(f"{self.source}: no node depends on the model inputs; nothing to allocate")
+        tensors: dict[str, TensorInfo] = {}
+        missing: list[str] = []
+        for idx, node in enumerate(live_nodes):
+            for name in (*node.input, *node.output):
+                if not name or name in tensors:
+                    continue
+                dims = shapes.get(name)
+                if dims is None or not all(isinstance(d, int) for d in dims):
+                    if name in live:
+                        missing.append(f"{name!r} of {node_label(node, idx)}{self._why_unknown(node)}")
+                        continue
+                    raise ShapeError(f"{self.source}: shape of constant {name!r} read by {node_label(node, idx)} is unknown")
+                shape = tuple(int(d) for d in dims if isinstance(d, int))
+                if name in live and any(d == 0 for d in shape):
+                    raise ShapeError(
+                        f"{self.source}: tensor {name!r} of {node_label(node, idx)} has a zero-sized dim {list(shape)}; "
+                        "check the --dim values and the exported shapes"
+                    )
+                elem_bytes, is_float = _elem_info(self.elem_types.get(name, 1))
+                kind = self._kind(name, live, data_names, params, shape, is_float)
+                tensors[name] = TensorInfo(name, shape, elem_bytes, is_float, kind)
+        if missing:
+            more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+            raise ShapeError(f"{self.source}: cannot resolve the shape of {'; '.join(missing[:3])}{more}")
+        constants = {n: v for n, v in self.values.items() if n in tensors and tensors[n].kind is TensorKind.CONSTANT}
+        op_nodes = tuple(
+            OpNode(
+                name=node.name or f"{node.op_type}_{i}",
+                op_type=node.op_type,
+                domain=node.domain if node.domain != "ai.onnx" else "",
+                inputs=tuple(node.input),
+                outputs=tuple(node.output),
+                attrs={a.name: v for a in node.attribute if (v := _attr_value(a)) is not None},
+            )
+            for i, node in enumerate(live_nodes)
+        )
+        outputs = tuple(o.name for o in self.graph.output if o.name in tensors)
+        return OpGraph(
+            source=self.source,
+            nodes=_unique_names(op_nodes),
+            tensors=tensors,
+            constants=constants,
+            inputs=tuple(vi.name for vi in data_inputs),
+            outputs=outputs,
+            opset=self.opset,
+            dims=dict(self.dims),
+            onnx_nodes=self.onnx_nodes,
+            dropped_nodes=self.onnx_nodes - len(live_nodes),
+        )
+
+    def _kind(
+        self, name: str, live: set[str], data: set[str], params: set[str], shape: tuple[int, ...], is_float: bool
+    ) -> TensorKind:
+        if name in data:
+            return TensorKind.INPUT
+        if name in live:
+            return TensorKind.ACTIVATION
+        if name in params or is_float or int(np.prod(shape, dtype=np.int64)) > 4096:
+            return TensorKind.WEIGHT
+        return TensorKind.CONSTANT if name in self.values else TensorKind.WEIGHT
+
+    @staticmethod
+    def _why_unknown(node: onnx.NodeProto) -> str:
+        if node.domain not in ("", "ai.onnx"):
+            return (
+                f" (custom-domain op {node.domain}::{node.op_type}, unknown to ONNX shape inference; "
+                "add value_info for its outputs)"
+            )
+        return ""
+
+
+def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:
+    """Node names label kernels and plan entries, so they must be unique; suffix duplicates."""
+    seen: dict[str, int] = {}
+    out: list[OpNode] = []
+    for node in nodes:
+        count = seen.get(node.name, 0)
+        seen[node.name] = count + 1
+        if count:
+            node = OpNode(f"{node.name}__{count}", node.op_type, node.domain, node.inputs, node.outputs, node.attrs)
+        out.append(node)
+    return tuple(out)
+
+
+def import_onnx(path: str | Path, dims: Mapping[str, int] | None = None, *, weights_as_inputs: bool | None = None) -> OpGraph:
+    """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
+
+    ``dims`` binds symbolic input dims (``--dim NAME=VALUE``). ``weights_as_inputs``: None detects
+    parameters listed as graph inputs without data (older exporters), True treats every static
+    input as a parameter, False none.
+    """
+    source = str(path)
+    model = load_model(path)
+    return _Importer(model, source, dims or {}, weights_as_inputs).run()

@@ -1,0 +1,91 @@
+"""The operator graph: what the front end hands to the rest of wsealloc (no ``onnx`` types here).
+
+Every tensor has a concrete, positive shape; shape-only computation and Constant nodes are gone;
+nodes are in topological order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from math import prod
+from typing import Union
+
+import numpy as np
+
+AttrValue = Union[int, float, str, tuple[int, ...], tuple[float, ...], tuple[str, ...]]  # noqa: UP007 - runtime alias on 3.10
+
+
+class TensorKind(enum.Enum):
+    """What a tensor is, which decides where its bytes are counted."""
+
+    INPUT = "input"  # graph input carrying per-sample data
+    ACTIVATION = "activation"  # produced by a node from per-sample data
+    WEIGHT = "weight"  # a parameter: resident in SRAM, counted in weight bytes
+    CONSTANT = "constant"  # a small folded value (shapes, axes, scalars)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """Shape and type of one tensor."""
+
+    name: str
+    shape: tuple[int, ...]
+    elem_bytes: int  # bytes per element in the source model's own dtype
+    is_float: bool
+    kind: TensorKind
+
+    @property
+    def numel(self) -> int:
+        """Number of elements (1 for a scalar)."""
+        return prod(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class OpNode:
+    """One ONNX node that does work on per-sample data."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]  # "" marks an omitted optional input
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, AttrValue] = field(default_factory=dict)
+
+    def attr(self, key: str, default: AttrValue | None = None) -> AttrValue | None:
+        """An attribute value, or ``default`` when absent."""
+        return self.attrs.get(key, default)
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """A model with every shape resolved, ready for kernel grouping and costing."""
+
+    source: str
+    nodes: tuple[OpNode, ...]
+    tensors: Mapping[str, TensorInfo]
+    constants: Mapping[str, np.ndarray]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    opset: int
+    dims: Mapping[str, int]
+    onnx_nodes: int  # nodes in the file, before dropping shape-only/constant ones
+    dropped_nodes: int
+
+    def tensor(self, name: str) -> TensorInfo:
+        """Look up a tensor by name."""
+        return self.tensors[name]
+
+    def producers(self) -> dict[str, OpNode]:
+        """Map tensor name -> the node producing it."""
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def consumers(self) -> dict[str, list[OpNode]]:
+        """Map tensor name -> nodes reading it (in node order)."""
+        result: dict[str, list[OpNode]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    result.setdefault(name, []).append(node)
+        return result

@@ -1,0 +1,93 @@
+"""The cost table of a whole model: every kernel's work, op models and legal frontier.
+
+Identical kernels (the repeated layers of a transformer) have equal work descriptors; their op
+models are computed once and shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wsealloc.arch import Arch
+from wsealloc.cost import CostOptions, Work, kernel_work
+from wsealloc.errors import InfeasibleError
+from wsealloc.graph.kernels import Kernel, KernelGraph
+from wsealloc.opmodels.enumerate import Frontier, OpModelTable, Reason, enumerate_op_models, pareto_frontier
+from wsealloc.units import format_bytes
+
+
+@dataclass(frozen=True)
+class KernelCosts:
+    """One kernel with its work, all op models, and the legal Pareto frontier."""
+
+    kernel: Kernel
+    work: Work
+    table: OpModelTable
+    frontier: Frontier
+    signature: int  # kernels with equal signature have identical work (same op models)
+
+    @property
+    def min_cores(self) -> int:
+        """Fewest cores of any legal op model (0 when none is legal)."""
+        return int(self.frontier.cores[0]) if len(self.frontier) else 0
+
+    @property
+    def min_sram_bytes(self) -> int:
+        """Smallest per-core SRAM need over the op models that fit the wafer geometrically."""
+        fits = self.table.reason != Reason.TALLER_THAN_WAFER
+        fits &= self.table.reason != Reason.WIDER_THAN_WAFER
+        return int(self.table.sram[fits].min()) if fits.any() else int(self.table.sram.min())
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Costs of every kernel of a model on an arch under one cost model."""
+
+    kgraph: KernelGraph
+    arch: Arch
+    options: CostOptions
+    kernels: tuple[KernelCosts, ...]
+
+    def by_name(self, name: str) -> KernelCosts:
+        """A kernel's costs by kernel name (KeyError if absent)."""
+        for kc in self.kernels:
+            if kc.kernel.name == name:
+                return kc
+        raise KeyError(name)
+
+
+def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, check_feasible: bool = True) -> CostTable:
+    """Cost every kernel; raise :class:`InfeasibleError` naming kernels with no legal op model."""
+    cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
+    result: list[KernelCosts] = []
+    for kernel in kgraph.kernels:
+        work = kernel_work(kernel, kgraph.ops, arch, options)
+        if work not in cache:
+            table = enumerate_op_models(work, arch, options)
+            cache[work] = (table, pareto_frontier(table), len(cache))
+        table, frontier, sig = cache[work]
+        result.append(KernelCosts(kernel, work, table, frontier, sig))
+    costs = CostTable(kgraph, arch, options, tuple(result))
+    if check_feasible:
+        check_each_kernel_fits(costs)
+    return costs
+
+
+def check_each_kernel_fits(costs: CostTable) -> None:
+    """Every kernel needs at least one legal op model on the whole wafer."""
+    bad = [kc for kc in costs.kernels if len(kc.frontier) == 0]
+    if not bad:
+        return
+    usable = costs.arch.usable_sram_bytes
+    details = []
+    for kc in bad[:3]:
+        need = kc.min_sram_bytes
+        details.append(
+            f"{kc.kernel.name} needs {format_bytes(need)} per core at best vs {format_bytes(usable)} usable "
+            f"(weights {format_bytes(kc.work.weight_bytes)})"
+        )
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    raise InfeasibleError(
+        f"{costs.kgraph.ops.source}: {len(bad)} kernel(s) fit no grid on {costs.arch.name}: {'; '.join(details)}{more}; "
+        "use an arch with more SRAM per core (--set core.sram_bytes=...), smaller --dim values, or several wafers"
+    )

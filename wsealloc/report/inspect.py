@@ -1,0 +1,183 @@
+"""``wsealloc inspect``: per-kernel work and memory, the model summary, and one kernel's op models.
+
+JSON contract (``--json``), documented in docs/cli.md::
+
+    {"summary": {"total_macs", "vector_ops", "weight_bytes", "kernels", "onnx_nodes", ...},
+     "kernels": [{"name", "type", "onnx_nodes", "macs", "vector_ops", "weight_bytes",
+                  "input_bytes", "output_bytes", "min_cores"}, ...]}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from wsealloc.cost import KernelWork, SeedWork
+from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts, Reason
+from wsealloc.units import format_bytes, format_count
+
+
+def _macs(kc: KernelCosts) -> int:
+    return int(kc.work.macs)
+
+
+def _vec(kc: KernelCosts) -> int:
+    return int(kc.work.vector_ops)
+
+
+def kernel_rows(costs: CostTable) -> list[dict[str, Any]]:
+    """One JSON-ready record per kernel."""
+    rows = []
+    for kc in costs.kernels:
+        w: KernelWork | SeedWork = kc.work
+        rows.append(
+            {
+                "name": kc.kernel.name,
+                "type": kc.kernel.kind.value,
+                "onnx_nodes": list(kc.kernel.nodes),
+                "macs": _macs(kc),
+                "vector_ops": _vec(kc),
+                "weight_bytes": int(w.weight_bytes),
+                "input_bytes": int(w.in_bytes),
+                "output_bytes": int(w.out_bytes),
+                "min_cores": kc.min_cores,
+            }
+        )
+    return rows
+
+
+def summary(costs: CostTable) -> dict[str, Any]:
+    """Model-level totals and whether the model fits one wafer."""
+    arch = costs.arch
+    ops = costs.kgraph.ops
+    weight = sum(int(kc.work.weight_bytes) for kc in costs.kernels)
+    min_cores = sum(kc.min_cores for kc in costs.kernels)
+    feasible = all(len(kc.frontier) for kc in costs.kernels)
+    return {
+        "model": ops.source,
+        "arch": arch.name,
+        "onnx_nodes": ops.onnx_nodes,
+        "compute_nodes": len(ops.nodes),
+        "dropped_nodes": ops.dropped_nodes,
+        "kernels": len(costs.kernels),
+        "distinct_kernels": len({kc.signature for kc in costs.kernels}),
+        "total_macs": sum(_macs(kc) for kc in costs.kernels),
+        "vector_ops": sum(_vec(kc) for kc in costs.kernels),
+        "weight_bytes": weight,
+        "wafer_sram_bytes": arch.wafer_sram_bytes,
+        "min_cores": min_cores,
+        "total_cores": arch.total_cores,
+        "fits_one_wafer": bool(feasible and min_cores <= arch.total_cores),
+        "cost_model": costs.options.model.value,
+        "fused": costs.kgraph.fused,
+        "dims": dict(ops.dims),
+    }
+
+
+def inspect_json(costs: CostTable) -> dict[str, Any]:
+    """The ``--json`` document."""
+    return {"summary": summary(costs), "kernels": kernel_rows(costs)}
+
+
+def print_inspect(costs: CostTable, console: Console, limit: int | None = None) -> None:
+    """Render the per-kernel table and the summary."""
+    table = Table(title=f"Kernels of {costs.kgraph.ops.source}", show_lines=False)
+    for col, just in (
+        ("kernel", "left"),
+        ("type", "left"),
+        ("nodes", "right"),
+        ("MACs", "right"),
+        ("vector ops", "right"),
+        ("weights", "right"),
+        ("act in", "right"),
+        ("act out", "right"),
+        ("min cores", "right"),
+    ):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    rows = kernel_rows(costs)
+    shown = rows if limit is None else rows[:limit]
+    for row in shown:
+        table.add_row(
+            row["name"],
+            row["type"],
+            str(len(row["onnx_nodes"])),
+            format_count(row["macs"]),
+            format_count(row["vector_ops"]),
+            format_bytes(row["weight_bytes"]),
+            format_bytes(row["input_bytes"]),
+            format_bytes(row["output_bytes"]),
+            str(row["min_cores"]) if row["min_cores"] else "[red]none[/red]",
+        )
+    console.print(table)
+    if limit is not None and len(rows) > limit:
+        console.print(f"... {len(rows) - limit} more kernels (use --all or --json)")
+    s = summary(costs)
+    fits = "[green]yes[/green]" if s["fits_one_wafer"] else "[red]no[/red]"
+    console.print(
+        f"ONNX nodes {s['onnx_nodes']} ({s['dropped_nodes']} shape-only/constant dropped), kernels {s['kernels']} "
+        f"({s['distinct_kernels']} distinct), total MACs {format_count(s['total_macs'])}, vector ops "
+        f"{format_count(s['vector_ops'])}\nweights {format_bytes(s['weight_bytes'])} vs wafer SRAM "
+        f"{format_bytes(s['wafer_sram_bytes'])}; min cores {s['min_cores']:,} of {s['total_cores']:,}; fits one wafer: {fits}"
+    )
+
+
+def op_model_rows(kc: KernelCosts, arch_usable: int) -> list[dict[str, Any]]:
+    """Every op model of one kernel with its reason and numbers."""
+    t = kc.table
+    out = []
+    for i in range(len(t)):
+        reason = Reason(int(t.reason[i]))
+        detail = ""
+        if reason is Reason.SRAM_OVER:
+            detail = f"over by {int(t.sram[i] - arch_usable)} B"
+        elif reason is Reason.PADDING_WASTE:
+            detail = f"waste {t.waste[i]:.0%}"
+        out.append(
+            {
+                "dataflow": DATAFLOW_CODES[int(t.dataflow[i])].value,
+                "grid": [int(t.r[i]), int(t.c[i])],
+                "cores": int(t.r[i] * t.c[i]),
+                "latency_cycles": int(t.latency[i]),
+                "compute_cycles": int(t.compute[i]),
+                "noc_cycles": int(t.noc[i]),
+                "sram_bytes_per_core": int(t.sram[i]),
+                "waste": round(float(t.waste[i]), 4),
+                "legal": reason is Reason.LEGAL,
+                "reason": reason.label,
+                "detail": detail,
+            }
+        )
+    return out
+
+
+def print_op_models(kc: KernelCosts, usable: int, console: Console, limit: int = 40) -> dict[str, int]:
+    """Print the frontier and a sample of rejected op models, return counts by reason."""
+    rows = op_model_rows(kc, usable)
+    counts = Counter(r["reason"] for r in rows)
+    frontier = set(int(i) for i in kc.frontier.index)
+    table = Table(title=f"Op models of {kc.kernel.name} ({kc.kernel.kind.value}); * = on the Pareto frontier")
+    for col in ("", "dataflow", "grid", "cores", "latency", "compute", "noc", "SRAM/core", "status"):
+        table.add_column(col)
+    legal = [int(i) for i in kc.frontier.index]  # cores ascending
+    rejected = [i for i, r in enumerate(rows) if not r["legal"]]
+    step = max(1, len(rejected) // max(limit // 2, 1))
+    for i in legal[:limit] + rejected[::step][: limit // 2]:
+        r = rows[i]
+        status = "legal" if r["legal"] else f"[red]{r['reason']}[/red] {r['detail']}"
+        table.add_row(
+            "*" if i in frontier else "",
+            r["dataflow"],
+            f"{r['grid'][0]}x{r['grid'][1]}",
+            str(r["cores"]),
+            str(r["latency_cycles"]),
+            str(r["compute_cycles"]),
+            str(r["noc_cycles"]),
+            str(r["sram_bytes_per_core"]),
+            status,
+        )
+    console.print(table)
+    console.print("counts by reason: " + ", ".join(f"{k}: {v}" for k, v in counts.most_common()))
+    return dict(counts)
