@@ -6,7 +6,9 @@ the traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,9 +20,10 @@ from rich.console import Console
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.errors import UsageError, WseallocError
+from wsealloc.errors import Interrupted, UsageError, WseallocError
 from wsealloc.opmodels import KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
+from wsealloc.solvers.base import StopHook
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,6 +125,109 @@ def inspect(
         click.echo(json.dumps(inspect_json(costs), indent=1))
     else:
         print_inspect(costs, console, limit=None if show_all else 60)
+
+
+@cli.command()
+@_model_options
+@click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
+@click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
+@click.option("--time-limit", default=10.0, show_default=True, type=float, help="Solver time limit in seconds.")
+@click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed.")
+@click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
+def solve(
+    model: str,
+    arch: str,
+    sets: tuple[str, ...],
+    dims: tuple[str, ...],
+    cost_model: str,
+    no_fuse: bool,
+    allow_unknown_ops: bool,
+    debug: bool,
+    output: str | None,
+    solver: str,
+    time_limit: float,
+    workers: int,
+    seed: int,
+    no_place: bool,
+    as_json: bool,
+) -> None:
+    """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
+    from wsealloc.api import solve_costs
+    from wsealloc.plan.io import check_writable, write_atomic
+    from wsealloc.report.summary import print_summary
+    from wsealloc.solvers import SolveOptions, StopHook, get_solver
+
+    if output is not None:
+        check_writable(output)  # fail before any work
+    get_solver(solver)
+    if time_limit <= 0:
+        raise UsageError(f"--time-limit {time_limit}: must be positive seconds")
+    spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
+    options = _options(cost_model, allow_unknown_ops)
+    costs = _cost_model(spec, arch, options, sets)
+    stop = StopHook()
+    opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
+    with _stop_on_signals(stop):
+        outcome = solve_costs(costs, spec, solver=solver, options=opts)
+    if output is not None:
+        write_atomic(output, outcome.plan.to_json())
+    if as_json:
+        click.echo(outcome.plan.to_json())
+    else:
+        console = _console()
+        print_summary(outcome, console)
+        console.print(f"plan written to {output}" if output else "(add -o plan.json to save the plan)", highlight=False)
+    if outcome.interrupted:
+        raise Interrupted(
+            "interrupted: " + (f"the best plan so far was written to {output}" if output else "no -o given, nothing written")
+        )
+
+
+@cli.command()
+@click.argument("plan", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--model", "model_path", default=None, help="Model file, if it moved since the plan was made.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> None:
+    """Recompute every number of PLAN from its model and arch and check every constraint."""
+    from wsealloc.plan.verify import require_valid, verify_plan
+
+    report = verify_plan(plan, model_path)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "plan": report.plan,
+                    "kernels": report.kernels,
+                    "checks": report.checks,
+                    "ok": report.ok,
+                    "violations": list(report.violations),
+                },
+                indent=1,
+            )
+        )
+        if not report.ok:
+            sys.exit(4)
+        return
+    require_valid(report)
+    click.echo(f"{plan}: OK ({report.kernels} kernels, {report.checks} checks)")
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: StopHook):  # type: ignore[no-untyped-def]
+    """While solving, SIGINT/SIGTERM ask the solver to stop and return its best solution so far."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop.stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @cli.group()

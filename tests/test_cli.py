@@ -1,0 +1,98 @@
+"""The CLI contract: outputs, and one clear line on stderr with a non-zero exit for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = str(ROOT / "models" / "tiny" / "attention.onnx")
+MLP_DYNAMIC = str(ROOT / "models" / "tiny" / "mlp_dynamic.onnx")
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_inspect_json() -> None:
+    out = run("inspect", ATTENTION, "--arch", "tiny", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert set(doc["summary"]) >= {"total_macs", "weight_bytes", "kernels", "onnx_nodes"}
+    assert doc["summary"]["kernels"] == len(doc["kernels"]) == 4
+
+
+def test_inspect_kernel_reasons() -> None:
+    out = run("inspect", ATTENTION, "--arch", "tiny", "--kernel", "qk", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["counts"]["legal"] > 0 and sum(doc["counts"].values()) == len(doc["op_models"])
+    assert any(r["reason"] == "taller than the wafer" for r in doc["op_models"])
+
+
+def test_solve_writes_verifiable_plan(tmp_path: Path) -> None:
+    plan = tmp_path / "p.json"
+    out = run("solve", ATTENTION, "--arch", "tiny", "-o", str(plan), "--no-place")
+    assert out.returncode == 0, out.stderr
+    assert "bottleneck kernel" in out.stdout and "speed-up" in out.stdout
+    check = run("verify", str(plan))
+    assert check.returncode == 0 and "OK" in check.stdout
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "pulp", "bisect", "greedy", "greedy-seed"])
+def test_every_solver_runs(solver: str, tmp_path: Path) -> None:
+    out = run("solve", ATTENTION, "--arch", "tiny", "--solver", solver, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["objective"]["solver"] == solver
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["inspect", "/no/such.onnx"], "no such file"),
+        (["inspect", MLP_DYNAMIC, "--arch", "tiny"], "unbound symbolic dims batch"),
+        (["inspect", MLP_DYNAMIC, "--arch", "tiny", "--dim", "batch"], "expected NAME=VALUE"),
+        (["inspect", MLP_DYNAMIC, "--arch", "tiny", "--dim", "batch=x"], "is not an integer"),
+        (["inspect", ATTENTION, "--arch", "wse9"], "neither a preset nor a file"),
+        (["inspect", ATTENTION, "--arch", "tiny", "--set", "core.sram_bytes"], "expected FIELD=VALUE"),
+        (["inspect", ATTENTION, "--arch", "tiny", "--set", "core.sram_bytes=-1"], "core.sram_bytes"),
+        (["solve", ATTENTION, "--arch", "tiny", "--solver", "gurobi"], "unknown solver 'gurobi'"),
+        (["solve", ATTENTION, "--arch", "tiny", "-o", "/no/dir/plan.json"], "does not exist"),
+        (["inspect", ATTENTION, "--arch", "tiny", "--cost-model", "magic"], "unknown cost model"),
+        (["verify", "/no/plan.json"], "no such plan file"),
+    ],
+)
+def test_bad_input_one_line(args: list[str], needle: str) -> None:
+    out = run(*args)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert needle in lines[0] and "Traceback" not in out.stderr
+
+
+def test_debug_shows_traceback() -> None:
+    out = run("inspect", "/no/such.onnx", "--debug")
+    assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_infeasible_names_kernels(tmp_path: Path) -> None:
+    out = run(
+        "solve",
+        ATTENTION,
+        "--arch",
+        "tiny",
+        "--set",
+        "wafer.dies.rows=1",
+        "--set",
+        "wafer.dies.cols=1",
+        "--set",
+        "wafer.die_cores.rows=1",
+        "--set",
+        "wafer.die_cores.cols=2",
+    )
+    assert out.returncode == 3, out.stderr
+    assert "does not fit" in out.stderr and "short by" in out.stderr

@@ -1,0 +1,119 @@
+"""Plans: the JSON contract, atomic writing, and the verifier (valid plans pass, broken ones fail with the reason)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wsealloc.api import solve
+from wsealloc.errors import OutputError, PlanError
+from wsealloc.plan.io import read_plan, write_atomic
+from wsealloc.plan.verify import verify_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTENTION = ROOT / "models" / "tiny" / "attention.onnx"
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    solve(ATTENTION, "tiny", output=out)
+    return out
+
+
+def test_plan_contract(plan_file: Path) -> None:
+    doc = json.loads(plan_file.read_text())
+    assert doc["schema"] == "wsealloc.plan/1"
+    for key in ("bottleneck_cycles", "lower_bound_cycles", "status", "solver", "wall_s"):
+        assert key in doc["objective"]
+    assert doc["objective"]["status"] == "OPTIMAL"
+    assert doc["objective"]["bottleneck_cycles"] == doc["objective"]["lower_bound_cycles"]
+    assert set(doc["baseline"]) >= {"name", "bottleneck_cycles"}
+    assert {"rows", "cols", "total_cores", "sram_bytes_per_core"} <= set(doc["arch"])
+    for k in doc["kernels"]:
+        assert {"name", "onnx_nodes", "cores", "grid", "latency_cycles", "sram_bytes_per_core", "placement", "stage"} <= set(k)
+        assert k["grid"][0] * k["grid"][1] == k["cores"] and k["placement"] is None and k["stage"] == 0
+    assert doc["objective"]["bottleneck_cycles"] == max(k["latency_cycles"] for k in doc["kernels"])
+
+
+def test_round_trip(plan_file: Path) -> None:
+    plan = read_plan(plan_file)
+    assert json.loads(plan.to_json()) == json.loads(plan_file.read_text())
+
+
+def test_valid_plan_verifies(plan_file: Path) -> None:
+    report = verify_plan(plan_file)
+    assert report.ok, report.violations
+    assert report.checks > 10
+
+
+def _broken(plan_file: Path, tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    doc = json.loads(plan_file.read_text())
+    edit(doc)
+    out = tmp_path / "broken.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
+    def edit(doc: dict) -> None:  # type: ignore[type-arg]
+        doc["kernels"][0][key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (_set_first("latency_cycles", 1), "latency_cycles is 1"),
+        (_set_first("cores", 999), "does not give 999 cores"),
+        (_set_first("grid", [1, 1]), "does not give"),
+        (_set_first("sram_bytes_per_core", 0), "sram_bytes_per_core is 0"),
+        (_set_first("dataflow", "zz"), "unknown dataflow"),
+        (lambda d: d["kernels"].pop(), "not in the plan"),
+        (lambda d: d["objective"].update(bottleneck_cycles=1), "bottleneck_cycles is 1"),
+        (lambda d: d["objective"].update(lower_bound_cycles=10**9), "exceeds the bottleneck"),
+        (lambda d: d["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1), "the wafer has"),
+        (lambda d: d["model"].update(sha256="0" * 64), "SHA-256 mismatch"),
+    ],
+)
+def test_broken_plans_fail_with_reason(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
+    report = verify_plan(_broken(plan_file, tmp_path, edit))
+    assert not report.ok
+    assert any(needle in v for v in report.violations), report.violations
+
+
+def test_overlapping_placement_fails(plan_file: Path, tmp_path: Path) -> None:
+    def place(doc: dict) -> None:  # type: ignore[type-arg]
+        for k in doc["kernels"]:
+            k["placement"] = [0, 0]
+
+    report = verify_plan(_broken(plan_file, tmp_path, place))
+    assert any("overlaps" in v for v in report.violations)
+
+
+def test_out_of_wafer_placement_fails(plan_file: Path, tmp_path: Path) -> None:
+    report = verify_plan(_broken(plan_file, tmp_path, _set_first("placement", [10_000, 0])))
+    assert any("leaves the" in v for v in report.violations)
+
+
+def test_malformed_plans(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "wsealloc.plan/1", "kern')
+    with pytest.raises(PlanError, match="not valid JSON"):
+        read_plan(bad)
+    bad.write_text('{"schema": "other/2"}')
+    with pytest.raises(PlanError, match="not a wsealloc.plan/1"):
+        read_plan(bad)
+
+
+def test_atomic_write_and_unwritable(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    write_atomic(target, "{}")
+    assert target.read_text() == "{}" and not list(tmp_path.glob(".out.json.*"))
+    with pytest.raises(OutputError, match="does not exist"):
+        write_atomic(tmp_path / "nope" / "x.json", "{}")
+    with pytest.raises(OutputError, match="directory"):
+        write_atomic(tmp_path, "{}")

@@ -1,0 +1,76 @@
+"""Atomic file output (temporary file + rename) and plan reading with clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from wsealloc.errors import OutputError, PlanError
+from wsealloc.plan.schema import SCHEMA, Plan
+
+
+def check_writable(path: str | Path) -> None:
+    """Fail early (before solving) when ``path`` cannot be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError(f"{p}: is a directory; give a file name such as {p / 'plan.json'}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.exists():
+        raise OutputError(f"{p}: directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise OutputError(f"{p}: not writable; choose another -o path")
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and an atomic rename.
+
+    An interrupted run therefore never leaves a truncated file behind.
+    """
+    p = Path(path)
+    check_writable(p)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent if str(p.parent) else "."))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file (the model a plan was made for)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_plan(path: str | Path) -> Plan:
+    """Read and validate a plan file."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{p}: no such plan file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{p}: cannot read ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg}); was the file truncated?") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise PlanError(f"{p}: not a {SCHEMA} plan (schema: {found!r})")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise PlanError(f"{p}: field {where}: {err['msg']}") from exc

@@ -1,0 +1,138 @@
+"""The allocation problem every solver backend sees: no ONNX, no YAML, only numbers.
+
+Kernel ``i`` picks one of its candidate op models ``j`` (cores ``cores[i][j]``, latency
+``latency[i][j]`` in cycles, cores ascending and latency strictly descending: the legal Pareto
+frontier). Constraint: total cores <= ``total_cores``. Objective: minimize the bottleneck
+``max_i latency``, then the cores used. SRAM and per-die rules are already folded into which op
+models are legal.
+
+Kernels with identical work share a *class*: they have the same candidates, and since the problem
+is separable given the bottleneck T (each kernel takes its fewest-core candidate meeting T), some
+optimal solution gives every member of a class the same choice. Backends may therefore solve over
+classes with multiplicities and stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.opmodels import CostTable
+
+
+@dataclass(frozen=True)
+class Choices:
+    """Candidate op models of one kernel class (Pareto frontier)."""
+
+    cores: np.ndarray  # int64, ascending
+    latency: np.ndarray  # int64, strictly descending
+
+    def __len__(self) -> int:
+        return int(self.cores.size)
+
+    def fewest_cores_within(self, target: int) -> int:
+        """Index of the fewest-core candidate with latency <= target, or -1 if none."""
+        # latency is descending: the first index where latency <= target
+        idx = int(np.searchsorted(-self.latency, -target, side="left"))
+        return idx if idx < len(self) else -1
+
+
+@dataclass(frozen=True)
+class GreedyHints:
+    """Per-kernel facts the notebook's greedy rule needs (both its faithful and sound variants)."""
+
+    compute: tuple[float, ...]  # single-core compute cycles (MACs / MAC rate + vector ops / vector rate)
+    seed_compute: tuple[int, ...]  # the notebook's compute estimate
+    seed_compute_bound: tuple[bool, ...]  # the notebook: only Gemm is compute-bound
+    seed_memory_bytes: tuple[int, ...]  # the notebook's memory estimate (output bytes)
+    sram_bytes_per_core: int  # the notebook divides by the full SRAM size
+
+
+@dataclass(frozen=True)
+class AllocationProblem:
+    """Min-max allocation of cores to kernels under a total-core budget."""
+
+    names: tuple[str, ...]
+    kernel_class: tuple[int, ...]  # class index of each kernel
+    classes: tuple[Choices, ...]
+    total_cores: int
+    hints: GreedyHints
+
+    @property
+    def n_kernels(self) -> int:
+        """Number of kernels."""
+        return len(self.names)
+
+    def choices(self, kernel: int) -> Choices:
+        """Candidates of one kernel."""
+        return self.classes[self.kernel_class[kernel]]
+
+    def multiplicity(self) -> np.ndarray:
+        """How many kernels belong to each class."""
+        return np.bincount(np.asarray(self.kernel_class, dtype=np.int64), minlength=len(self.classes))
+
+    def evaluate(self, choice: tuple[int, ...] | list[int]) -> tuple[int, int]:
+        """(bottleneck latency, cores used) of a choice vector (one candidate index per kernel)."""
+        lat = 0
+        cores = 0
+        for i, j in enumerate(choice):
+            ch = self.choices(i)
+            lat = max(lat, int(ch.latency[j]))
+            cores += int(ch.cores[j])
+        return lat, cores
+
+    def feasible(self, choice: tuple[int, ...] | list[int]) -> bool:
+        """True if every index is in range and the cores fit."""
+        if len(choice) != self.n_kernels:
+            return False
+        if any(not 0 <= j < len(self.choices(i)) for i, j in enumerate(choice)):
+            return False
+        return self.evaluate(choice)[1] <= self.total_cores
+
+    def min_cores(self) -> int:
+        """Cores needed with every kernel on its smallest legal op model."""
+        return int(sum(int(self.choices(i).cores[0]) for i in range(self.n_kernels)))
+
+
+def build_problem(costs: CostTable, total_cores: int | None = None) -> AllocationProblem:
+    """The allocation problem of a cost table (kernels with equal work share a class)."""
+    from wsealloc.cost import KernelWork, SeedWork
+
+    class_of_sig: dict[int, int] = {}
+    classes: list[Choices] = []
+    kernel_class: list[int] = []
+    compute: list[float] = []
+    seed_compute: list[int] = []
+    seed_bound: list[bool] = []
+    seed_mem: list[int] = []
+    nodes = {n.name: n for n in costs.kgraph.ops.nodes}
+    for kc in costs.kernels:
+        if kc.signature not in class_of_sig:
+            class_of_sig[kc.signature] = len(classes)
+            classes.append(Choices(kc.frontier.cores.copy(), kc.frontier.latency.copy()))
+        kernel_class.append(class_of_sig[kc.signature])
+        w = kc.work
+        compute.append(int(w.macs) / costs.arch.core.macs_per_cycle + int(w.vector_ops) / costs.arch.vector_ops_per_cycle)
+        seed_bound.append(nodes[kc.kernel.anchor].op_type == "Gemm")
+        if isinstance(w, SeedWork):
+            seed_compute.append(w.compute)
+            seed_mem.append(w.memory)
+        else:
+            assert isinstance(w, KernelWork)
+            seed_compute.append(int(w.macs))
+            seed_mem.append(int(w.out_bytes))
+    hints = GreedyHints(
+        compute=tuple(compute),
+        seed_compute=tuple(seed_compute),
+        seed_compute_bound=tuple(seed_bound),
+        seed_memory_bytes=tuple(seed_mem),
+        sram_bytes_per_core=costs.arch.core.sram_bytes,
+    )
+    return AllocationProblem(
+        names=tuple(kc.kernel.name for kc in costs.kernels),
+        kernel_class=tuple(kernel_class),
+        classes=tuple(classes),
+        total_cores=costs.arch.total_cores if total_cores is None else total_cores,
+        hints=hints,
+    )

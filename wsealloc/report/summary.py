@@ -1,0 +1,42 @@
+"""The summary ``wsealloc solve`` prints: bottleneck, what bounds it, throughput, cores, speed-up, bound, gap."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from wsealloc.api import SolveOutcome
+
+
+def summary_lines(out: SolveOutcome) -> list[str]:
+    """Human-readable lines describing a solve outcome."""
+    plan = out.plan
+    obj = plan.objective
+    arch = plan.arch
+    bk = next(k for k in plan.kernels if k.name == obj.bottleneck_kernel)
+    gap = f"{obj.gap:.2%}" if obj.gap is not None else "n/a"
+    bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
+    limit = obj.bound_by + (", at its SRAM floor" if obj.sram_limited else "")
+    lines = [
+        f"model {plan.model.path}: {len(plan.kernels)} kernels ({out.costs.kgraph.ops.onnx_nodes} ONNX nodes) "
+        f"on {arch.name} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores)",
+        f"solver {obj.solver}: {obj.status} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
+        f"bound {bound}, gap {gap}",
+        f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
+        f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,} cycles, SRAM {bk.sram_bytes_per_core:,} B/core)",
+        f"throughput {obj.throughput_samples_per_s:,.1f} samples/s at {arch.clock_hz / 1e9:.2f} GHz; "
+        f"cores used {obj.cores_used:,} of {arch.total_cores:,} ({obj.cores_used / arch.total_cores:.1%})",
+    ]
+    base = plan.baseline
+    if base.bottleneck_cycles is not None and out.speedup is not None:
+        lines.append(
+            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status}); speed-up over it {out.speedup:.2f}x"
+        )
+    if obj.message:
+        lines.append(f"note: {obj.message}")
+    return lines
+
+
+def print_summary(out: SolveOutcome, console: Console) -> None:
+    """Print the summary lines."""
+    for line in summary_lines(out):
+        console.print(line, highlight=False, soft_wrap=True)
