@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, cost_model_name
@@ -21,7 +24,11 @@ from wsealloc.plan.build import make_plan
 from wsealloc.plan.io import check_writable, write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
+from wsealloc.problem.placement import build_placement_problem
 from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
+from wsealloc.solvers.base import PlacementResult
+from wsealloc.solvers.place import solve as place_solver
+from wsealloc.solvers.strips import place_targets
 from wsealloc.units import format_bytes
 
 
@@ -35,13 +42,15 @@ class SolveOutcome:
     exact: SolverResult  # bisection: the proven optimum of the allocation-only problem
     costs: CostTable
     interrupted: bool = False
+    placement: PlacementResult | None = None
 
     @property
     def speedup(self) -> float | None:
-        """Baseline bottleneck / plan bottleneck (throughput ratio)."""
-        if self.baseline.objective is None or self.result.objective in (None, 0):
+        """Baseline bottleneck / plan bottleneck (throughput ratio), placed baseline for placed plans."""
+        base = self.plan.baseline.placed_bottleneck_cycles if self.plan.objective.placed else self.baseline.objective
+        if base is None or self.plan.objective.bottleneck_cycles == 0:
             return None
-        return self.baseline.objective / self.result.objective
+        return base / self.plan.objective.bottleneck_cycles
 
 
 def infeasibility_message(costs: CostTable, problem: AllocationProblem) -> str:
@@ -84,8 +93,10 @@ def solve_costs(
     solver: str = "cpsat",
     options: SolveOptions | None = None,
     use_bound: bool = True,
+    place: bool = False,
 ) -> SolveOutcome:
-    """Solve an already built cost table (greedy baseline, exact bound, then ``solver``)."""
+    """Solve an already built cost table (greedy baseline, exact bound, then ``solver``); with ``place``,
+    also place every kernel on the wafer (the bound stays the allocation-only optimum)."""
     opts = options or SolveOptions()
     problem = build_problem(costs)
     baseline = get_solver("greedy")(problem, opts)
@@ -119,8 +130,25 @@ def solve_costs(
             raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but bisection proves {bound}")
         status = Status.OPTIMAL if result.objective <= bound else result.status
         result = replace(result, bound=max(result.bound or 0, bound), status=status)
-    plan = make_plan(costs, spec, result, baseline)
-    return SolveOutcome(plan, result, baseline, exact, costs, interrupted)
+    if not place:
+        plan = make_plan(costs, spec, result, baseline)
+        return SolveOutcome(plan, result, baseline, exact, costs, interrupted)
+    pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
+    placement = _run_stoppable(lambda: place_solver(pproblem, opts), opts.stop)
+    if placement.rects is None:
+        raise InfeasibleError(
+            f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
+            f"({placement.message}); reduce defects, allow die crossings, or plan with --no-place"
+        )
+    baseline_placed = None
+    if baseline.choice is not None and not opts.stop.stopped.is_set():
+        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
+        greedy_layout = place_targets(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
+        if greedy_layout is not None:
+            stage, _ = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency, greedy_layout.noc)
+            baseline_placed = int(stage.max())
+    plan = make_plan(costs, spec, result, baseline, placement, pproblem, baseline_placed)
+    return SolveOutcome(plan, result, baseline, exact, costs, opts.stop.stopped.is_set(), placement)
 
 
 def solve(
@@ -138,6 +166,7 @@ def solve(
     allow_unknown_ops: bool = False,
     output: str | Path | None = None,
     stop: StopHook | None = None,
+    place: bool = True,
 ) -> SolveOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
     if output is not None:
@@ -147,7 +176,7 @@ def solve(
     options = replace(CostOptions(), model=cost_model_name(cost), allow_unknown_ops=allow_unknown_ops)
     costs = cost_model(spec, arch, options, sets)
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop or StopHook())
-    outcome = solve_costs(costs, spec, solver=solver, options=opts)
+    outcome = solve_costs(costs, spec, solver=solver, options=opts, place=place)
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     return outcome

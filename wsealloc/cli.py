@@ -131,7 +131,13 @@ def inspect(
 @_model_options
 @click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
 @click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
-@click.option("--time-limit", default=10.0, show_default=True, type=float, help="Solver time limit in seconds.")
+@click.option(
+    "--time-limit",
+    default=30.0,
+    show_default=True,
+    type=float,
+    help="Time limit in seconds for each solver stage (allocation, placement).",
+)
 @click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed.")
 @click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions.")
@@ -170,7 +176,7 @@ def solve(
     stop = StopHook()
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
     with _stop_on_signals(stop):
-        outcome = solve_costs(costs, spec, solver=solver, options=opts)
+        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place)
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     if as_json:

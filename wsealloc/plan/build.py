@@ -1,14 +1,19 @@
-"""Turn a cost table and a solver result into a :class:`Plan` document."""
+"""Turn a cost table and solver results into a :class:`Plan` document."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from wsealloc import __version__
+from wsealloc.cost import grid_costs
 from wsealloc.errors import SolverError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
 from wsealloc.pipeline import ModelSpec
 from wsealloc.plan.io import file_sha256
 from wsealloc.plan.schema import ArchRef, Baseline, KernelPlan, ModelRef, Objective, Plan, StagePlan
+from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers import SolverResult
+from wsealloc.solvers.base import PlacementResult
 
 
 def kernel_plans(costs: CostTable, choice: tuple[int, ...]) -> list[KernelPlan]:
@@ -35,28 +40,87 @@ def kernel_plans(costs: CostTable, choice: tuple[int, ...]) -> list[KernelPlan]:
     return out
 
 
-def make_plan(costs: CostTable, spec: ModelSpec, result: SolverResult, baseline: SolverResult) -> Plan:
-    """Assemble the plan document for ``result`` (which must carry a solution)."""
+def placed_kernel_plans(costs: CostTable, placement: PlacementResult, comm: np.ndarray) -> list[KernelPlan]:
+    """One record per kernel for a placement, numbers recomputed exactly for each placed shape."""
+    assert placement.rects is not None and placement.dataflow is not None
+    out = []
+    for kc, rect, code, extra in zip(costs.kernels, placement.rects, placement.dataflow, comm, strict=True):
+        row, col, r, c = (int(v) for v in rect)
+        df = DATAFLOW_CODES[int(code)]
+        g = grid_costs(kc.work, costs.arch, costs.options, df, np.array([r]), np.array([c]))
+        out.append(
+            KernelPlan(
+                name=kc.kernel.name,
+                type=kc.kernel.kind.value,
+                onnx_nodes=list(kc.kernel.nodes),
+                cores=r * c,
+                grid=(r, c),
+                dataflow=df.value,
+                latency_cycles=int(g.latency[0]),
+                compute_cycles=int(g.compute_cycles[0]),
+                noc_cycles=int(g.noc_cycles[0]),
+                sram_bytes_per_core=int(g.sram_bytes[0]),
+                comm_cycles=int(extra),
+                placement=(row, col),
+            )
+        )
+    return out
+
+
+def make_plan(
+    costs: CostTable,
+    spec: ModelSpec,
+    result: SolverResult,
+    baseline: SolverResult,
+    placement: PlacementResult | None = None,
+    pproblem: PlacementProblem | None = None,
+    baseline_placed: int | None = None,
+) -> Plan:
+    """Assemble the plan: allocation-only from ``result``, or placed from ``placement`` on ``pproblem``."""
     if result.choice is None or result.objective is None:
         raise SolverError(f"solver {result.solver} returned no solution ({result.status.value}): {result.message}")
     arch = costs.arch
-    kernels = kernel_plans(costs, result.choice)
-    worst = max(range(len(kernels)), key=lambda i: (kernels[i].latency_cycles, -i))
+    traffic_distance = None
+    if placement is not None and pproblem is not None:
+        exact = placed_kernel_plans(costs, placement, np.zeros(len(costs.kernels), dtype=np.int64))
+        assert placement.rects is not None
+        _, comm = pproblem.evaluate(
+            placement.rects,
+            np.array([k.latency_cycles for k in exact]),
+            np.array([k.noc_cycles for k in exact], dtype=np.float64),
+        )
+        traffic_distance = comm.traffic_distance
+        kernels = [k.model_copy(update={"comm_cycles": int(x)}) for k, x in zip(exact, comm.comm_cycles, strict=True)]
+        solver, status, wall = f"{result.solver}+{placement.solver}", placement.status.value, result.wall_s + placement.wall_s
+        message = placement.message
+    else:
+        kernels = kernel_plans(costs, result.choice)
+        solver, status, wall, message = result.solver, result.status.value, result.wall_s, result.message
+    stage = [k.latency_cycles + k.comm_cycles for k in kernels]
+    worst = max(range(len(kernels)), key=lambda i: (stage[i], -i))
     bk = kernels[worst]
+    bottleneck = stage[worst]
+    bound = result.bound
+    gap = None if bound is None else (0.0 if bottleneck == 0 else max(0.0, (bottleneck - bound) / bottleneck))
     cores_used = sum(k.cores for k in kernels)
+    kc = costs.kernels[worst]
     objective = Objective(
-        bottleneck_cycles=result.objective,
-        lower_bound_cycles=result.bound,
-        gap=result.gap,
-        status=result.status.value,
-        solver=result.solver,
-        wall_s=round(result.wall_s, 4),
+        bottleneck_cycles=bottleneck,
+        lower_bound_cycles=bound,
+        gap=gap,
+        status=status,
+        solver=solver,
+        wall_s=round(wall, 4),
         bottleneck_kernel=bk.name,
-        bound_by="compute" if bk.compute_cycles >= bk.noc_cycles else "noc",
-        sram_limited=result.choice[worst] == 0 and bk.cores > 1,
-        throughput_samples_per_s=arch.clock_hz / max(result.objective, 1),
+        bound_by="communication"
+        if bk.comm_cycles > max(bk.compute_cycles, bk.noc_cycles)
+        else ("compute" if bk.compute_cycles >= bk.noc_cycles else "noc"),
+        sram_limited=bool(len(kc.frontier) and bk.cores <= int(kc.frontier.cores[0]) and bk.cores > 1),
+        throughput_samples_per_s=arch.clock_hz / max(bottleneck, 1),
         cores_used=cores_used,
-        message=result.message,
+        placed=placement is not None,
+        traffic_distance=traffic_distance,
+        message=message,
     )
     return Plan(
         schema="wsealloc.plan/1",
@@ -84,7 +148,8 @@ def make_plan(costs: CostTable, spec: ModelSpec, result: SolverResult, baseline:
             bottleneck_cycles=baseline.objective,
             cores_used=baseline.cores_used,
             status=baseline.status.value,
+            placed_bottleneck_cycles=baseline_placed,
         ),
         kernels=kernels,
-        stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=result.objective)],
+        stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck)],
     )

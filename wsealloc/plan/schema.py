@@ -53,6 +53,8 @@ class Objective(_Doc):
     sram_limited: bool  # the bottleneck kernel sits on its smallest legal op model
     throughput_samples_per_s: float
     cores_used: int
+    placed: bool = False  # kernels have positions; bottleneck includes communication
+    traffic_distance: float | None = None  # sum over flows of bytes x hops (placed plans)
     message: str = ""
 
 
@@ -63,6 +65,8 @@ class Baseline(_Doc):
     bottleneck_cycles: int | None
     cores_used: int | None
     status: str
+    # the greedy allocation's targets placed by the same construction (placed plans only)
+    placed_bottleneck_cycles: int | None = None
 
 
 class KernelPlan(_Doc):
@@ -78,6 +82,7 @@ class KernelPlan(_Doc):
     compute_cycles: int
     noc_cycles: int
     sram_bytes_per_core: int
+    comm_cycles: int = 0  # distance + congestion + die crossings (placed plans); stage = latency + comm
     placement: tuple[int, int] | None = None  # [row, col] of the top-left core, or null
     stage: int = 0
 

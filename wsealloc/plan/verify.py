@@ -18,12 +18,15 @@ from pydantic import ValidationError
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
+from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
+from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import Reason
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.pipeline import ModelSpec, load_kernels
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import Plan
+from wsealloc.problem.placement import defect_mask, flows, mesh_params
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,6 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     check(not extra, f"{len(extra)} planned kernel(s) are not in the model, e.g. {extra[:3]}")
     check(len(planned) == len(plan.kernels), "kernel names repeat in the plan")
     total = 0
-    worst = 0
     for kp in plan.kernels:
         kernel = by_name.get(kp.name)
         if kernel is None:
@@ -126,7 +128,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
                 getattr(kp, field) == int(value), f"{kp.name}: {field} is {getattr(kp, field)}, the cost model gives {int(value)}"
             )
         total += kp.cores
-        worst = max(worst, kp.latency_cycles)
+    checks += _check_comm(plan, kgraph, arch, bad)
+    worst = max((k.latency_cycles + k.comm_cycles for k in plan.kernels), default=0)
     obj = plan.objective
     check(total <= arch.total_cores, f"the plan uses {total:,} cores, the wafer has {arch.total_cores:,}")
     check(obj.cores_used == total, f"objective.cores_used is {obj.cores_used}, the kernels add up to {total}")
@@ -136,7 +139,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     )
     bottleneck = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
     check(
-        bottleneck is not None and bottleneck.latency_cycles == worst,
+        bottleneck is not None and bottleneck.latency_cycles + bottleneck.comm_cycles == worst,
         f"objective.bottleneck_kernel {obj.bottleneck_kernel!r} is not a slowest kernel",
     )
     if obj.lower_bound_cycles is not None:
@@ -154,19 +157,42 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
 
 
+def _check_comm(plan: Plan, kgraph: KernelGraph, arch: Arch, bad: list[str]) -> int:
+    """Communication cycles: zero without placement; recomputed from the rectangles with it."""
+    placed = [k.placement is not None for k in plan.kernels]
+    if not any(placed):
+        for k in plan.kernels:
+            if k.comm_cycles:
+                bad.append(f"{k.name}: comm_cycles {k.comm_cycles} without a placement")
+        return len(plan.kernels)
+    if not all(placed):
+        bad.append(f"{placed.count(False)} kernel(s) have no placement in a placed plan")
+        return 1
+    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    if sorted(order) != sorted(k.name for k in plan.kernels):
+        return 0  # reported by the kernel-set checks
+    kernels = sorted(plan.kernels, key=lambda k: order[k.name])
+    rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
+    src, dst, nbytes = flows(kgraph, arch)
+    noc = np.array([k.noc_cycles for k in kernels], dtype=np.float64)
+    comm = comm_costs(rects, noc, src, dst, nbytes, mesh_params(arch))
+    for k, value in zip(kernels, comm.comm_cycles.tolist(), strict=True):
+        if k.comm_cycles != value:
+            bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")
+    recorded = plan.objective.traffic_distance
+    if recorded is not None and abs(recorded - comm.traffic_distance) > 1e-6 * max(1.0, comm.traffic_distance):
+        bad.append(f"objective.traffic_distance is {recorded}, recomputed {comm.traffic_distance}")
+    return len(kernels) + 1
+
+
 def _check_placement(plan: Plan, arch: Arch, bad: list[str]) -> int:
     """Bounds, die rule, defects and overlap of placed rectangles; returns the number of checks."""
     placed = [k for k in plan.kernels if k.placement is not None]
     if not placed:
         return 0
     occupancy = np.full((arch.rows, arch.cols), -1, dtype=np.int32)
-    defects = np.zeros((arch.rows, arch.cols), dtype=bool)
-    for row, col in arch.wafer.defects.cores:
-        if 0 <= row < arch.rows and 0 <= col < arch.cols:
-            defects[row, col] = True
-    if arch.wafer.defects.rate > 0:
-        rng = np.random.default_rng(arch.wafer.defects.seed)
-        defects |= rng.random((arch.rows, arch.cols)) < arch.wafer.defects.rate
+    d = arch.wafer.defects
+    defects = defect_mask(arch.rows, arch.cols, d.cores, d.rate, d.seed)
     die_r, die_c = arch.wafer.die_cores.rows, arch.wafer.die_cores.cols
     checks = 0
     for idx, k in enumerate(placed):

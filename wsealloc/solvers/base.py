@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.problem import AllocationProblem
 
@@ -138,3 +140,25 @@ def result_from_choice(
     """Build a result from a choice vector, recomputing objective and cores from the problem."""
     objective, cores = problem.evaluate(choice)
     return SolverResult(name, status, tuple(int(j) for j in choice), objective, bound, wall, cores, message)
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """The result type of placement solvers: rectangles plus the same status/objective/bound/gap/wall."""
+
+    solver: str
+    status: Status
+    rects: np.ndarray | None  # [n, 4]: row, col, r, c
+    dataflow: np.ndarray | None  # [n] dataflow codes
+    objective: int | None  # bottleneck stage cycles (op model + communication)
+    bound: int | None  # proven lower bound (the allocation-only optimum)
+    wall_s: float
+    traffic_distance: float = 0.0
+    message: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap (objective - bound) / objective."""
+        if self.objective is None or self.bound is None or self.objective == 0:
+            return None if self.objective is None or self.bound is None else 0.0
+        return max(0.0, (self.objective - self.bound) / self.objective)

@@ -1,0 +1,81 @@
+"""Allocation-only solves of the zoo: status, bound == objective, wall time incl. front end, speed-up.
+
+Target (issue: solve): every zoo model OPTIMAL with bound == objective within 10 s on a 2-core machine
+including the front end, never worse than greedy. One child process per (model, solver). Usage::
+
+    python benchmarks/solve.py [--arch wse2] [--solver cpsat] [models ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import ROOT, markdown, peak_rss_mib, run_child  # noqa: E402
+
+ZOO = ["gpt2", "gpt2-xl", "bert-base", "bert-large", "resnet50", "vit-b16", "llama-7b"]
+
+
+def measure(model: str, arch: str, solver: str) -> dict[str, object]:
+    """Solve one model (in a child process) and report the figures."""
+    from wsealloc.api import solve
+
+    t0 = time.perf_counter()
+    out = solve(model, arch, solver=solver, time_limit=60)
+    total = time.perf_counter() - t0
+    obj = out.plan.objective
+    return {
+        "model": Path(model).stem,
+        "solver": solver,
+        "kernels": len(out.plan.kernels),
+        "status": obj.status,
+        "bottleneck": obj.bottleneck_cycles,
+        "bound": obj.lower_bound_cycles,
+        "bound_eq_obj": obj.lower_bound_cycles == obj.bottleneck_cycles,
+        "greedy": out.baseline.objective,
+        "speedup": round(out.speedup or 0.0, 2),
+        "solver_s": round(obj.wall_s, 2),
+        "total_s": round(total, 2),
+        "samples_per_s": round(obj.throughput_samples_per_s, 1),
+        "peak_mib": round(peak_rss_mib(), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("models", nargs="*", default=[str(ROOT / "models" / f"{m}.onnx") for m in ZOO])
+    parser.add_argument("--arch", default="wse2")
+    parser.add_argument("--solver", default="cpsat")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.models[0], args.arch, args.solver)))
+        return
+    rows = [run_child(__file__, m, "--arch", args.arch, "--solver", args.solver, "--child") for m in args.models]
+    print(
+        markdown(
+            rows,
+            [
+                "model",
+                "kernels",
+                "status",
+                "bottleneck",
+                "bound",
+                "greedy",
+                "speedup",
+                "solver_s",
+                "total_s",
+                "samples_per_s",
+                "peak_mib",
+            ],
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The placement problem: every kernel a rectangle r x c at (row, col) on the wafer.
+
+What placement solvers see (numbers only): per kernel class a *shape table* (the best latency of a
+rectangle with at most ``h`` rows and exactly ``c`` columns, for every candidate height ``h`` and
+every width ``c`` of the wafer), the producer->consumer flows, the defect mask, the die rule and the
+mesh parameters of the communication model (``wsealloc.cost.comm``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost import grid_costs
+from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
+from wsealloc.graph.kernels import KernelGraph
+from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
+from wsealloc.opmodels.enumerate import classify
+
+INF = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class ShapeTable:
+    """Best rectangles of one kernel class, indexed by (height index, width)."""
+
+    heights: np.ndarray  # candidate rows r, ascending
+    best: np.ndarray  # [H, cols+1]: min latency over r <= heights[h] with exactly c columns (INF: none legal)
+    best_r: np.ndarray  # [H, cols+1]: the r achieving it
+    best_df: np.ndarray  # [H, cols+1]: its dataflow code
+    best_noc: np.ndarray  # [H, cols+1]: its NoC cycles (float32)
+    prefix: np.ndarray  # [H, cols+1]: min over c' <= c of best (non-increasing in c)
+
+    def height_index(self, max_rows: int) -> int:
+        """Index of the largest candidate height <= max_rows (-1 if none)."""
+        return int(np.searchsorted(self.heights, max_rows, side="right")) - 1
+
+    def width_for(self, hidx: int, target: int) -> int:
+        """Fewest columns of a legal rectangle with <= heights[hidx] rows and latency <= target (0: none)."""
+        if hidx < 0:
+            return 0
+        c = int(np.searchsorted(-self.prefix[hidx], -target, side="left"))
+        return c if c < self.prefix.shape[1] else 0
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    """Placement of kernels (in dataflow order) as rectangles on a mesh with defects and die rules."""
+
+    names: tuple[str, ...]
+    kernel_class: tuple[int, ...]
+    shapes: tuple[ShapeTable, ...]
+    mesh: MeshParams
+    blocked: np.ndarray  # bool [rows, cols]: defective cores
+    die_rule: str  # ignore | penalty | forbid
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
+
+    @property
+    def n_kernels(self) -> int:
+        """Number of kernels."""
+        return len(self.names)
+
+    def shape(self, kernel: int) -> ShapeTable:
+        """The shape table of a kernel."""
+        return self.shapes[self.kernel_class[kernel]]
+
+    def evaluate(self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray) -> tuple[np.ndarray, CommCosts]:
+        """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
+        comm = comm_costs(rects, noc, self.src, self.dst, self.nbytes, self.mesh)
+        return latency.astype(np.int64) + comm.comm_cycles, comm
+
+
+def defect_mask(rows: int, cols: int, cores: tuple[tuple[int, int], ...], rate: float, seed: int) -> np.ndarray:
+    """Defective cores of the wafer: the listed ones plus a seeded random share ``rate``."""
+    mask = np.zeros((rows, cols), dtype=bool)
+    for r, c in cores:
+        if 0 <= r < rows and 0 <= c < cols:
+            mask[r, c] = True
+    if rate > 0:
+        mask |= np.random.default_rng(seed).random((rows, cols)) < rate
+    return mask
+
+
+def mesh_params(a: Arch) -> MeshParams:
+    """Communication-model parameters of an arch."""
+    w = a.wafer
+    return MeshParams(
+        rows=a.rows,
+        cols=a.cols,
+        tile_rows=w.die_cores.rows,
+        tile_cols=w.die_cores.cols,
+        link_bytes_per_cycle=float(a.noc.link_bytes_per_cycle),
+        hop_latency=a.noc.hop_latency_cycles,
+        die_rows=w.die_cores.rows,
+        die_cols=w.die_cores.cols,
+        die_penalty=w.die_crossing_penalty_cycles if w.die_boundary == "penalty" else 0,
+    )
+
+
+def flows(kgraph: KernelGraph, arch: Arch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Producer->consumer flows between kernels (indices in kernel order) with their bytes per sample."""
+    index = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    graph = kgraph.ops
+    total: dict[tuple[int, int], int] = {}
+    for e in kgraph.edges:
+        t = graph.tensors[e.tensor]
+        size = t.numel * (arch.dtype.bytes if t.is_float else t.elem_bytes)
+        key = (index[e.src], index[e.dst])
+        total[key] = total.get(key, 0) + size
+    keys = sorted(total)
+    return (
+        np.array([k[0] for k in keys], dtype=np.int64),
+        np.array([k[1] for k in keys], dtype=np.int64),
+        np.array([total[k] for k in keys], dtype=np.float64),
+    )
+
+
+def _shape_table(costs: CostTable, index: int) -> ShapeTable:
+    kc = costs.kernels[index]
+    arch, options = costs.arch, costs.options
+    heights = np.unique(np.concatenate([grid_sides(int(kc.work.split_extents(df)[0]), arch.rows) for df in kc.work.dataflows()]))
+    widths = np.arange(0, arch.cols + 1, dtype=np.int64)
+    lat = np.full((heights.size, widths.size), INF, dtype=np.int64)
+    noc = np.zeros((heights.size, widths.size), dtype=np.float32)
+    dfc = np.zeros((heights.size, widths.size), dtype=np.int8)
+    rr, cc = np.meshgrid(heights, widths[1:], indexing="ij")
+    for df in kc.work.dataflows():
+        g = grid_costs(kc.work, arch, options, df, rr.ravel(), cc.ravel())
+        legal = classify(arch, options, g.rows, g.cols, g.sram_bytes, g.waste) == Reason.LEGAL
+        cand = np.where(legal, g.latency, INF).reshape(rr.shape)
+        better = cand < lat[:, 1:]
+        lat[:, 1:] = np.where(better, cand, lat[:, 1:])
+        noc[:, 1:] = np.where(better, g.noc_cycles.reshape(rr.shape), noc[:, 1:])
+        dfc[:, 1:] = np.where(better, DATAFLOW_CODES.index(df), dfc[:, 1:])
+    # best over all r' <= heights[h]: running minimum down the height axis, remembering the arg
+    best = lat.copy()
+    arg = np.tile(np.arange(heights.size)[:, None], (1, widths.size))
+    for h in range(1, heights.size):
+        keep = best[h - 1] <= best[h]
+        best[h] = np.where(keep, best[h - 1], best[h])
+        arg[h] = np.where(keep, arg[h - 1], arg[h])
+    cols_idx = np.arange(widths.size)[None, :]
+    return ShapeTable(
+        heights=heights,
+        best=best,
+        best_r=heights[arg],
+        best_df=dfc[arg, cols_idx],
+        best_noc=noc[arg, cols_idx],
+        prefix=np.minimum.accumulate(best, axis=1),
+    )
+
+
+def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProblem:
+    """The placement problem of a cost table (classes of identical kernels share a shape table)."""
+    sig_to_class: dict[int, int] = {}
+    shapes: list[ShapeTable] = []
+    kernel_class: list[int] = []
+    for i, kc in enumerate(costs.kernels):
+        if kc.signature not in sig_to_class:
+            sig_to_class[kc.signature] = len(shapes)
+            shapes.append(_shape_table(costs, i))
+        kernel_class.append(sig_to_class[kc.signature])
+    src, dst, nbytes = flows(costs.kgraph, costs.arch)
+    w = costs.arch.wafer
+    return PlacementProblem(
+        names=tuple(kc.kernel.name for kc in costs.kernels),
+        kernel_class=tuple(kernel_class),
+        shapes=tuple(shapes),
+        mesh=mesh_params(costs.arch),
+        blocked=defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed),
+        die_rule=w.die_boundary,
+        src=src,
+        dst=dst,
+        nbytes=nbytes,
+        lower_bound=lower_bound,
+    )

@@ -1,0 +1,201 @@
+"""CP-SAT large-neighbourhood search over placements (part of the CP-SAT backend: imports ortools).
+
+Each step frees a *window*: the current bottleneck kernel and its neighbours in dataflow order. Their
+rectangles' bounding box is the arena; the other kernels' rectangles and defective cores inside it are
+fixed obstacles. CP-SAT then decides shapes and positions of the window's kernels together:
+
+* per kernel, one of a few candidate shapes (Boolean ``use[k,s]``, exactly one), sharing start
+  variables ``x[k]``, ``y[k]``; optional intervals feed one ``AddNoOverlap2D`` with the obstacles;
+* stage time ``T >= latency[k,s] + hop * dist(k, producer)`` for window kernels, and for kernels
+  outside the window fed by one inside (their distance changes too); ``dist`` is the gap distance of
+  the rectangles, linear via ``dx >= x_a - x_end_b + 1``, ``dx >= 0``;
+* minimize T. The step's result is re-evaluated with the full communication model (congestion, die
+  penalty) and kept only if the overall (bottleneck, traffic x distance) improves.
+
+Integer scale: cycles. Each step has its own time limit; the search stops at the deadline.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from wsealloc.problem.placement import PlacementProblem
+from wsealloc.solvers.base import SolveOptions
+from wsealloc.solvers.strips import Placed
+
+STEP_SECONDS = 3.0
+MAX_SHAPES = 24
+
+
+def _shape_options(
+    problem: PlacementProblem, k: int, max_rows: int, max_cols: int, current: tuple[int, int], ceiling: int
+) -> list[tuple[int, int, int, int, float]]:
+    """Candidate (r, c, latency, dataflow, noc) for kernel k inside an arena, faster than ``ceiling``."""
+    shape = problem.shape(k)
+    options: dict[tuple[int, int], tuple[int, int, int, int, float]] = {}
+    hmax = shape.height_index(max_rows)
+    lo = problem.lower_bound
+    targets = np.unique(np.linspace(lo, max(lo, ceiling), 8).astype(np.int64))
+    for hidx in range(hmax + 1):
+        for t in targets.tolist():
+            c = shape.width_for(hidx, int(t))
+            if 0 < c <= max_cols:
+                r = int(shape.best_r[hidx, c])
+                if r <= max_rows and (r, c) not in options:
+                    options[(r, c)] = (
+                        r,
+                        c,
+                        int(shape.best[hidx, c]),
+                        int(shape.best_df[hidx, c]),
+                        float(shape.best_noc[hidx, c]),
+                    )
+    # always keep the current shape (a feasible fallback)
+    r0, c0 = current
+    h0 = shape.height_index(r0)
+    if h0 >= 0 and 0 < c0 < shape.best.shape[1]:
+        options[(r0, c0)] = (r0, c0, int(shape.best[h0, c0]), int(shape.best_df[h0, c0]), float(shape.best_noc[h0, c0]))
+    ranked = sorted(options.values(), key=lambda o: (o[2], o[0] * o[1]))
+    return (
+        ranked[:MAX_SHAPES]
+        if (r0, c0) in {(o[0], o[1]) for o in ranked[:MAX_SHAPES]}
+        else ranked[: MAX_SHAPES - 1] + [options[(r0, c0)]]
+    )
+
+
+def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:
+    rects = placed.rects
+    stage, _ = problem.evaluate(rects, placed.latency, placed.noc)
+    ceiling = int(stage.max())
+    y0 = int(min(rects[k, 0] for k in window))
+    x0 = int(min(rects[k, 1] for k in window))
+    y1 = int(max(rects[k, 0] + rects[k, 2] for k in window))
+    x1 = int(max(rects[k, 1] + rects[k, 3] for k in window))
+    in_window = set(window)
+    m = cp_model.CpModel()
+    T = m.new_int_var(0, ceiling, "window_stage_cycles")
+    xs, ys, xe, ye, uses, opts = {}, {}, {}, {}, {}, {}
+    boxes_x, boxes_y = [], []
+    for k in window:
+        cand = _shape_options(problem, k, y1 - y0, x1 - x0, (int(rects[k, 2]), int(rects[k, 3])), ceiling)
+        opts[k] = cand
+        xs[k] = m.new_int_var(x0, x1 - 1, f"x_{k}")
+        ys[k] = m.new_int_var(y0, y1 - 1, f"y_{k}")
+        uses[k] = [m.new_bool_var(f"use_{k}_{s}") for s in range(len(cand))]
+        m.add_exactly_one(uses[k])
+        width = sum(o[1] * u for o, u in zip(cand, uses[k], strict=True))
+        height = sum(o[0] * u for o, u in zip(cand, uses[k], strict=True))
+        xe[k] = xs[k] + width
+        ye[k] = ys[k] + height
+        m.add(xe[k] <= x1)
+        m.add(ye[k] <= y1)
+        if problem.die_rule == "forbid":
+            # the rectangle stays inside one die: x in [d*W, (d+1)*W - width] for some die column d
+            mesh = problem.mesh
+            die_x = m.new_int_var(0, mesh.cols // mesh.die_cols, f"diex_{k}")
+            die_y = m.new_int_var(0, mesh.rows // mesh.die_rows, f"diey_{k}")
+            m.add(xs[k] >= mesh.die_cols * die_x)
+            m.add(xe[k] <= mesh.die_cols * (die_x + 1))
+            m.add(ys[k] >= mesh.die_rows * die_y)
+            m.add(ye[k] <= mesh.die_rows * (die_y + 1))
+            m.add_hint(die_x, int(rects[k, 1]) // mesh.die_cols)
+            m.add_hint(die_y, int(rects[k, 0]) // mesh.die_rows)
+        for o, u in zip(cand, uses[k], strict=True):
+            boxes_x.append(m.new_optional_fixed_size_interval_var(xs[k], o[1], u, f"ix_{k}_{o[0]}x{o[1]}"))
+            boxes_y.append(m.new_optional_fixed_size_interval_var(ys[k], o[0], u, f"iy_{k}_{o[0]}x{o[1]}"))
+        # hint: the current shape at the current position
+        cur = next(s for s, o in enumerate(cand) if (o[0], o[1]) == (int(rects[k, 2]), int(rects[k, 3])))
+        for s, u in enumerate(uses[k]):
+            m.add_hint(u, s == cur)
+        m.add_hint(xs[k], int(rects[k, 1]))
+        m.add_hint(ys[k], int(rects[k, 0]))
+    # obstacles: other kernels' rectangles and defective cores inside the arena
+    for j in range(problem.n_kernels):
+        if j in in_window:
+            continue
+        ry, rx, rr, rc = (int(v) for v in rects[j])
+        oy0, ox0, oy1, ox1 = max(ry, y0), max(rx, x0), min(ry + rr, y1), min(rx + rc, x1)
+        if oy0 < oy1 and ox0 < ox1:
+            boxes_x.append(m.new_fixed_size_interval_var(ox0, ox1 - ox0, f"ox_{j}"))
+            boxes_y.append(m.new_fixed_size_interval_var(oy0, oy1 - oy0, f"oy_{j}"))
+    for dy, dx in np.argwhere(problem.blocked[y0:y1, x0:x1]).tolist():
+        boxes_x.append(m.new_fixed_size_interval_var(x0 + dx, 1, f"dx_{dy}_{dx}"))
+        boxes_y.append(m.new_fixed_size_interval_var(y0 + dy, 1, f"dy_{dy}_{dx}"))
+    m.add_no_overlap_2d(boxes_x, boxes_y)
+
+    hop = problem.mesh.hop_latency
+
+    def pos(k: int) -> tuple[object, object, object, object]:
+        if k in in_window:
+            return xs[k], ys[k], xe[k], ye[k]
+        ry, rx, rr, rc = (int(v) for v in rects[k])
+        return rx, ry, rx + rc, ry + rr
+
+    def dist(a: int, b: int) -> object:
+        ax, ay, axe, aye = pos(a)
+        bx, by, bxe, bye = pos(b)
+        dx = m.new_int_var(0, problem.mesh.cols, "")
+        dy = m.new_int_var(0, problem.mesh.rows, "")
+        m.add(dx >= ax - bxe + 1)  # type: ignore[operator]
+        m.add(dx >= bx - axe + 1)  # type: ignore[operator]
+        m.add(dy >= ay - bye + 1)  # type: ignore[operator]
+        m.add(dy >= by - aye + 1)  # type: ignore[operator]
+        return dx + dy
+
+    lat = {k: sum(o[2] * u for o, u in zip(opts[k], uses[k], strict=True)) for k in window}
+    for k in window:
+        m.add(lat[k] <= T)
+    for s, t in zip(problem.src.tolist(), problem.dst.tolist(), strict=True):
+        if s not in in_window and t not in in_window:
+            continue
+        base = lat[t] if t in in_window else int(placed.latency[t])
+        m.add(base + hop * dist(s, t) <= T)  # type: ignore[operator]
+    m.minimize(T)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = max(1, options.workers)
+    solver.parameters.random_seed = options.seed
+    options.stop.register(solver.stop_search)
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    new_rects = rects.copy()
+    dfs, lats, nocs = placed.dataflow.copy(), placed.latency.copy(), placed.noc.copy()
+    for k in window:
+        s = next(i for i, u in enumerate(uses[k]) if solver.boolean_value(u))
+        r, c, latency, df, noc = opts[k][s]
+        new_rects[k] = (solver.value(ys[k]), solver.value(xs[k]), r, c)
+        dfs[k], lats[k], nocs[k] = df, latency, noc
+    return Placed(new_rects, dfs, lats, nocs)
+
+
+def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, deadline: float) -> Placed | None:
+    """Improve ``placed`` by CP-SAT steps on windows around the bottleneck until ``deadline``."""
+    best = placed
+    stage, comm = problem.evaluate(best.rects, best.latency, best.noc)
+    best_score = (int(stage.max()), comm.traffic_distance)
+    tried: set[tuple[int, int]] = set()
+    radius = 4
+    while time.perf_counter() + 0.5 < deadline and not options.stop.stopped.is_set():
+        stage, _ = problem.evaluate(best.rects, best.latency, best.noc)
+        b = int(np.argmax(stage))
+        if (b, radius) in tried:
+            if radius >= 16:
+                break
+            radius *= 2
+            continue
+        tried.add((b, radius))
+        window = list(range(max(0, b - radius), min(problem.n_kernels, b + radius + 1)))
+        seconds = min(STEP_SECONDS, max(0.1, deadline - time.perf_counter() - 0.2))
+        candidate = _step(problem, best, window, options, seconds)
+        if candidate is None:
+            continue
+        stage, comm = problem.evaluate(candidate.rects, candidate.latency, candidate.noc)
+        score = (int(stage.max()), comm.traffic_distance)
+        if score < best_score:
+            best, best_score = candidate, score
+            tried.clear()
+            radius = 4
+    return best
