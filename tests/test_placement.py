@@ -80,10 +80,31 @@ def test_comm_costs_by_hand() -> None:
         die_cols=12,
         die_penalty=0,
     )
-    rects = np.array([[0, 0, 4, 4], [0, 20, 4, 4]])
-    # one flow of 3200 bytes from kernel 0 (tile 0,0) to kernel 1 (tile 0,1): distance 17 hops,
-    # crosses one vertical tile boundary of 8 links x 4 B/cycle -> 100 busy cycles
-    c = comm_costs(rects, np.array([0.0, 40.0]), np.array([0]), np.array([1]), np.array([3200.0]), mesh)
+    rects = np.array([[0, 0, 8, 4], [0, 20, 8, 4]])
+    # one flow of 3200 bytes from kernel 0 to kernel 1 in the same rows: distance 17 hops; it enters
+    # horizontally as a bundle of 8 rows: 400 bytes per link / 4 B/cycle -> 100 busy cycles.
+    # kernel 1: latency 56 with fill 2*(8+4) = 24 -> max(compute, NoC) = 32 -> 68 extra cycles
+    c = comm_costs(rects, np.array([30.0, 56.0]), np.array([0]), np.array([1]), np.array([3200.0]), mesh)
     assert c.distance_cycles.tolist() == [0, 2 * 17]
-    assert c.congestion_cycles.tolist() == [0, 100 - 40]
+    assert c.congestion_cycles.tolist() == [0, 100 - 32]
+    assert c.comm_cycles.tolist() == [0, 34 + 68]
     assert c.traffic_distance == 3200 * 17
+
+
+def test_weight_stationary_producer_emits_down_its_columns() -> None:
+    mesh = MeshParams(
+        rows=32,
+        cols=24,
+        tile_rows=8,
+        tile_cols=12,
+        link_bytes_per_cycle=1.0,
+        hop_latency=0,
+        die_rows=8,
+        die_cols=12,
+        die_penalty=0,
+    )
+    rects = np.array([[0, 0, 8, 2], [16, 0, 8, 8]])  # consumer below the producer
+    args = (rects, np.array([0.0, 0.0]), np.array([0]), np.array([1]), np.array([1600.0]), mesh)
+    # column edge: 2 links -> 800 B/link; row edge (sideways emitters): 8 links -> 200 B/link
+    assert comm_costs(*args).congestion_cycles[1] == 800 - 0
+    assert comm_costs(*args, emits_sideways=np.array([True, False])).congestion_cycles[1] == 200

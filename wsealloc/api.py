@@ -145,7 +145,7 @@ def solve_costs(
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
         greedy_layout = place_targets(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
         if greedy_layout is not None:
-            stage, _ = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency, greedy_layout.noc)
+            stage, _ = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency, greedy_layout.noc, greedy_layout.dataflow)
             baseline_placed = int(stage.max())
     plan = make_plan(costs, spec, result, baseline, placement, pproblem, baseline_placed)
     return SolveOutcome(plan, result, baseline, exact, costs, opts.stop.stopped.is_set(), placement)

@@ -68,6 +68,79 @@ def save(model: onnx.ModelProto, path) -> str:
     return str(path)
 
 
+def transformer(layers: int = 2, d: int = 64, heads: int = 4, seq: int = 32, vocab: int = 100, ffn: int = 4) -> onnx.ModelProto:
+    """A GPT-style decoder built by hand (embedding, per layer LN -> QKV -> attention -> proj -> LN -> MLP,
+    final LN and LM head). MACs = layers * (4*seq*d*d + 2*seq*d*ffn*d + 2*seq*seq*d) + seq*d*vocab."""
+    hd = d // heads
+    nodes: list[onnx.NodeProto] = []
+    inits = [weight("wte", vocab, d), weight("lm_head", d, vocab)]
+
+    def const(name: str, values: list[int]) -> str:
+        inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    const("heads_shape", [seq, heads, hd])
+    const("merge_shape", [seq, d])
+    nodes.append(helper.make_node("Gather", ["wte", "ids"], ["h0"], name="embed", axis=0))
+    x = "h0"
+    for i in range(layers):
+        p = f"l{i}"
+        inits += [
+            weight(f"{p}.ln1.g", d),
+            weight(f"{p}.ln1.b", d),
+            weight(f"{p}.wqkv", d, 3 * d),
+            weight(f"{p}.bqkv", 3 * d),
+            weight(f"{p}.wo", d, d),
+            weight(f"{p}.bo", d),
+            weight(f"{p}.ln2.g", d),
+            weight(f"{p}.ln2.b", d),
+            weight(f"{p}.w1", d, ffn * d),
+            weight(f"{p}.b1", ffn * d),
+            weight(f"{p}.w2", ffn * d, d),
+            weight(f"{p}.b2", d),
+        ]
+        nodes += [
+            helper.make_node("LayerNormalization", [x, f"{p}.ln1.g", f"{p}.ln1.b"], [f"{p}.a"], name=f"{p}.ln1", axis=-1),
+            helper.make_node("MatMul", [f"{p}.a", f"{p}.wqkv"], [f"{p}.qkv0"], name=f"{p}.qkv"),
+            helper.make_node("Add", [f"{p}.qkv0", f"{p}.bqkv"], [f"{p}.qkv1"], name=f"{p}.qkv_bias"),
+            helper.make_node("Split", [f"{p}.qkv1"], [f"{p}.q", f"{p}.k", f"{p}.v"], name=f"{p}.split", axis=-1, num_outputs=3),
+        ]
+        for t in "qkv":
+            nodes += [
+                helper.make_node("Reshape", [f"{p}.{t}", "heads_shape"], [f"{p}.{t}4"], name=f"{p}.{t}_heads"),
+                helper.make_node(
+                    "Transpose", [f"{p}.{t}4"], [f"{p}.{t}h"], name=f"{p}.{t}_perm", perm=[1, 2, 0] if t == "k" else [1, 0, 2]
+                ),
+            ]
+        nodes += [
+            helper.make_node("MatMul", [f"{p}.qh", f"{p}.kh"], [f"{p}.s0"], name=f"{p}.scores"),
+            helper.make_node("Mul", [f"{p}.s0", "scale"], [f"{p}.s1"], name=f"{p}.scale"),
+            helper.make_node("Softmax", [f"{p}.s1"], [f"{p}.pr"], name=f"{p}.softmax", axis=-1),
+            helper.make_node("MatMul", [f"{p}.pr", f"{p}.vh"], [f"{p}.ctx"], name=f"{p}.context"),
+            helper.make_node("Transpose", [f"{p}.ctx"], [f"{p}.ctx_t"], name=f"{p}.ctx_perm", perm=[1, 0, 2]),
+            helper.make_node("Reshape", [f"{p}.ctx_t", "merge_shape"], [f"{p}.ctx2"], name=f"{p}.merge"),
+            helper.make_node("MatMul", [f"{p}.ctx2", f"{p}.wo"], [f"{p}.o0"], name=f"{p}.proj"),
+            helper.make_node("Add", [f"{p}.o0", f"{p}.bo"], [f"{p}.o1"], name=f"{p}.proj_bias"),
+            helper.make_node("Add", [x, f"{p}.o1"], [f"{p}.r1"], name=f"{p}.residual1"),
+            helper.make_node("LayerNormalization", [f"{p}.r1", f"{p}.ln2.g", f"{p}.ln2.b"], [f"{p}.m"], name=f"{p}.ln2", axis=-1),
+            helper.make_node("MatMul", [f"{p}.m", f"{p}.w1"], [f"{p}.f0"], name=f"{p}.fc1"),
+            helper.make_node("Add", [f"{p}.f0", f"{p}.b1"], [f"{p}.f1"], name=f"{p}.fc1_bias"),
+            helper.make_node("Gelu", [f"{p}.f1"], [f"{p}.f2"], name=f"{p}.gelu"),
+            helper.make_node("MatMul", [f"{p}.f2", f"{p}.w2"], [f"{p}.g0"], name=f"{p}.fc2"),
+            helper.make_node("Add", [f"{p}.g0", f"{p}.b2"], [f"{p}.g1"], name=f"{p}.fc2_bias"),
+            helper.make_node("Add", [f"{p}.r1", f"{p}.g1"], [f"{p}.out"], name=f"{p}.residual2"),
+        ]
+        x = f"{p}.out"
+    inits += [weight("lnf.g", d), weight("lnf.b", d), numpy_helper.from_array(np.array(0.125, dtype=np.float32), "scale")]
+    nodes += [
+        helper.make_node("LayerNormalization", [x, "lnf.g", "lnf.b"], ["hf"], name="ln_f", axis=-1),
+        helper.make_node("MatMul", ["hf", "lm_head"], ["logits"], name="lm_head"),
+    ]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [seq])
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [seq, vocab])
+    return _model(nodes, [ids], [out], inits, opset=20)
+
+
 if __name__ == "__main__":
     from pathlib import Path
 
@@ -75,4 +148,5 @@ if __name__ == "__main__":
     save(mlp(), here / "mlp.onnx")
     save(mlp(batch="batch"), here / "mlp_dynamic.onnx")
     save(reshape_chain(seq=64), here / "attention.onnx")
+    save(transformer(), here / "transformer.onnx")
     print("wrote", ", ".join(p.name for p in sorted(here.glob("*.onnx"))))

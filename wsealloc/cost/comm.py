@@ -5,18 +5,20 @@ by ``wsealloc verify``. Formulas and reasons: docs/cost-model.md, section "Place
 
 A kernel's *stage time* on a placed wafer is
 
+    stage = max(compute, NoC, congestion) + fill + distance + die crossings, i.e.
     stage = latency(op model) + comm,
     comm  = hop_latency * max over its producers of dist(producer, kernel)
-          + max(0, congestion - own NoC cycles)
+          + max(0, congestion - max(compute, NoC))
           + die_crossing_penalty * (die boundaries its rectangle crosses)   [die_boundary: penalty]
 
 * ``dist`` is the Manhattan distance in hops between the nearest cores of the two rectangles
   (1 for rectangles that touch).
-* congestion: every producer->consumer flow is routed X-then-Y between the die-sized tiles holding
-  the rectangles' centres; each tile boundary it crosses carries its bytes; a boundary between two
-  tiles has (tile side) links of ``link_bytes_per_cycle``. A flow is busy for the most loaded boundary
-  on its path (bytes / capacity); a kernel waits for its slowest incoming flow. Only the part beyond
-  the kernel's own NoC time (which already charges its edge ingress) adds.
+* congestion: every producer->consumer flow is routed Y-then-X as a bundle of links: vertically in
+  the producer's columns, as wide as the edge it emits through (its columns for weight-stationary
+  kernels, its rows otherwise), then horizontally into the consumer's side, as wide as the consumer's
+  rows. The loads of all flows add up per link; a flow is busy for its most loaded link (bytes per
+  link / link bandwidth); a kernel waits for its slowest incoming flow. Link traffic is pipelined
+  like compute: only the part beyond max(compute, NoC) adds.
 """
 
 from __future__ import annotations
@@ -67,11 +69,19 @@ def die_crossings(rects: np.ndarray, die_rows: int, die_cols: int) -> np.ndarray
 
 
 def comm_costs(
-    rects: np.ndarray, noc_cycles: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams
+    rects: np.ndarray,
+    latency: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    nbytes: np.ndarray,
+    mesh: MeshParams,
+    emits_sideways: np.ndarray | None = None,
 ) -> CommCosts:
     """Communication cycles of every kernel for rectangles ``rects`` (int array [n, 4]: row, col, r, c).
 
     ``src``, ``dst``, ``nbytes`` describe the producer->consumer flows (kernel indices, bytes per sample).
+    ``emits_sideways[k]`` is True when kernel k's dataflow emits through its row edge (output/vector
+    stationary), False when through its column edge (weight stationary); default: column edge.
     """
     n = rects.shape[0]
     rects = rects.astype(np.int64)
@@ -82,39 +92,69 @@ def comm_costs(
         d = rect_distance(rects[src], rects[dst])
         np.maximum.at(dist_cyc, dst, d * mesh.hop_latency)
         traffic = float(np.sum(d * nbytes))
-        cong_flow = _congestion(rects, src, dst, nbytes, mesh)
+        side = np.zeros(n, dtype=bool) if emits_sideways is None else np.asarray(emits_sideways, dtype=bool)
+        cong_flow = _congestion(rects, src, dst, nbytes, mesh, side)
         np.maximum.at(cong, dst, cong_flow)
-    extra = np.ceil(np.maximum(0.0, cong - noc_cycles)).astype(np.int64)
+    # Links feeding a kernel must carry their traffic within its stage time, overlapped with its
+    # compute and its own NoC transfers: congestion only adds where it exceeds max(compute, NoC).
+    busy = np.maximum(0.0, latency.astype(np.float64) - mesh.hop_latency * (rects[:, 2] + rects[:, 3]))
+    extra = np.ceil(np.maximum(0.0, cong - busy)).astype(np.int64)
     die = die_crossings(rects, mesh.die_rows, mesh.die_cols) * mesh.die_penalty if mesh.die_penalty else np.zeros(n, np.int64)
     return CommCosts(dist_cyc, extra, die.astype(np.int64), dist_cyc + extra + die, traffic)
 
 
-def _congestion(rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams) -> np.ndarray:
-    """Busy cycles per flow: the most loaded tile boundary on its X-then-Y route."""
-    tr, tc = mesh.tile_rows, mesh.tile_cols
-    n_ty = -(-mesh.rows // tr)
-    n_tx = -(-mesh.cols // tc)
-    cy = (rects[:, 0] + rects[:, 2] // 2) // tr
-    cx = (rects[:, 1] + rects[:, 3] // 2) // tc
-    # load on vertical boundaries (between tile x and x+1 in tile row y) and horizontal ones
-    vload = np.zeros((n_ty, max(n_tx - 1, 1)))
-    hload = np.zeros((max(n_ty - 1, 1), n_tx))
-    routes: list[tuple[int, int, int, int]] = []
-    for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True):
-        y0, x0, y1, x1 = int(cy[s]), int(cx[s]), int(cy[t]), int(cx[t])
-        routes.append((y0, x0, y1, x1))
-        if x0 != x1:
-            vload[y0, min(x0, x1) : max(x0, x1)] += b
-        if y0 != y1:
-            hload[min(y0, y1) : max(y0, y1), x1] += b
-    vcap = tr * mesh.link_bytes_per_cycle
-    hcap = tc * mesh.link_bytes_per_cycle
-    out = np.zeros(len(routes))
-    for i, (y0, x0, y1, x1) in enumerate(routes):
+def _congestion(
+    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, side: np.ndarray
+) -> np.ndarray:
+    """Busy cycles per flow: the most loaded link on its Y-then-X bundle route.
+
+    A flow leaves the producer as a bundle as wide as its emitting edge (columns for weight-stationary
+    kernels, which emit down their columns; rows for the others, which emit through their side), travels
+    vertically to the consumer's rows (in the producer's columns), then horizontally into the consumer's
+    side as a bundle as wide as the consumer's rows (the cost model charges every kernel's ingress on
+    its row edge). Each link of a segment carries bytes / bundle
+    width, and the loads of all flows add up per link. A flow is busy for its most loaded link
+    (bytes per link / link bandwidth).
+    """
+    vdiff = np.zeros((mesh.rows + 1, mesh.cols + 2))  # [row, vertical line x]: horizontal travel
+    hdiff = np.zeros((mesh.rows + 2, mesh.cols + 1))  # [horizontal line y, col]: vertical travel
+    segs: list[tuple[tuple[int, int, int, int] | None, tuple[int, int, int, int] | None]] = []
+    for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True):
+        py, px, pr, pc = (int(v) for v in rects[s])
+        cy, cx, cr, cc = (int(v) for v in rects[t])
+        vseg = hseg = None
+        # vertical: across horizontal lines between the producer's and the consumer's rows, in the producer's columns
+        if cy >= py + pr:
+            vseg = (py + pr, cy + 1, px, px + pc)
+        elif cy + cr <= py:
+            vseg = (cy + cr, py + 1, px, px + pc)
+        if vseg is not None:
+            _add(hdiff, vseg, size / (pr if side[s] else pc))
+        # horizontal: across vertical lines between the two column spans, in the consumer's rows
+        if cx >= px + pc:
+            hseg = (cy, cy + cr, px + pc, cx + 1)
+        elif cx + cc <= px:
+            hseg = (cy, cy + cr, cx + cc, px + 1)
+        if hseg is not None:
+            _add(vdiff, (hseg[0], hseg[1], hseg[2], hseg[3]), size / cr)
+        segs.append((vseg, hseg))
+    vload = np.cumsum(np.cumsum(vdiff, axis=0), axis=1)
+    hload = np.cumsum(np.cumsum(hdiff, axis=0), axis=1)
+    out = np.zeros(len(segs))
+    for i, (vseg, hseg) in enumerate(segs):
         busy = 0.0
-        if x0 != x1:
-            busy = max(busy, float(vload[y0, min(x0, x1) : max(x0, x1)].max()) / vcap)
-        if y0 != y1:
-            busy = max(busy, float(hload[min(y0, y1) : max(y0, y1), x1].max()) / hcap)
-        out[i] = busy
+        if vseg is not None:
+            busy = max(busy, float(hload[vseg[0] : vseg[1], vseg[2] : vseg[3]].max()))
+        if hseg is not None:
+            busy = max(busy, float(vload[hseg[0] : hseg[1], hseg[2] : hseg[3]].max()))
+        out[i] = busy / mesh.link_bytes_per_cycle
     return out
+
+
+def _add(diff: np.ndarray, seg: tuple[int, int, int, int], value: float) -> None:
+    """Add ``value`` to the rectangle [y0, y1) x [x0, x1) of a 2D difference array."""
+    y0, y1, x0, x1 = seg
+    diff[y0, x0] += value
+    diff[y1, x0] -= value
+    diff[y0, x1] -= value
+    diff[y1, x1] += value

@@ -88,6 +88,7 @@ def make_plan(
             placement.rects,
             np.array([k.latency_cycles for k in exact]),
             np.array([k.noc_cycles for k in exact], dtype=np.float64),
+            placement.dataflow,
         )
         traffic_distance = comm.traffic_distance
         kernels = [k.model_copy(update={"comm_cycles": int(x)}) for k, x in zip(exact, comm.comm_cycles, strict=True)]

@@ -174,8 +174,9 @@ def _check_comm(plan: Plan, kgraph: KernelGraph, arch: Arch, bad: list[str]) -> 
     kernels = sorted(plan.kernels, key=lambda k: order[k.name])
     rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
     src, dst, nbytes = flows(kgraph, arch)
-    noc = np.array([k.noc_cycles for k in kernels], dtype=np.float64)
-    comm = comm_costs(rects, noc, src, dst, nbytes, mesh_params(arch))
+    latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
+    side = np.array([k.dataflow != Dataflow.WEIGHT_STATIONARY.value for k in kernels])
+    comm = comm_costs(rects, latency, src, dst, nbytes, mesh_params(arch), side)
     for k, value in zip(kernels, comm.comm_cycles.tolist(), strict=True):
         if k.comm_cycles != value:
             bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")

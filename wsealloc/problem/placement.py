@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost import grid_costs
+from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
@@ -69,10 +69,18 @@ class PlacementProblem:
         """The shape table of a kernel."""
         return self.shapes[self.kernel_class[kernel]]
 
-    def evaluate(self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray) -> tuple[np.ndarray, CommCosts]:
+    def evaluate(
+        self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray, dataflow: np.ndarray
+    ) -> tuple[np.ndarray, CommCosts]:
         """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
-        comm = comm_costs(rects, noc, self.src, self.dst, self.nbytes, self.mesh)
+        comm = comm_costs(rects, latency, self.src, self.dst, self.nbytes, self.mesh, emits_sideways(dataflow))
         return latency.astype(np.int64) + comm.comm_cycles, comm
+
+
+def emits_sideways(dataflow: np.ndarray) -> np.ndarray:
+    """True for kernels whose dataflow emits through the row edge (everything but weight stationary)."""
+    ws = DATAFLOW_CODES.index(Dataflow.WEIGHT_STATIONARY)
+    return np.asarray(dataflow) != ws
 
 
 def defect_mask(rows: int, cols: int, cores: tuple[tuple[int, int], ...], rate: float, seed: int) -> np.ndarray:

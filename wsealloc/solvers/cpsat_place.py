@@ -67,7 +67,7 @@ def _shape_options(
 
 def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:
     rects = placed.rects
-    stage, _ = problem.evaluate(rects, placed.latency, placed.noc)
+    stage, _ = problem.evaluate(rects, placed.latency, placed.noc, placed.dataflow)
     ceiling = int(stage.max())
     y0 = int(min(rects[k, 0] for k in window))
     x0 = int(min(rects[k, 1] for k in window))
@@ -174,12 +174,12 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
 def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, deadline: float) -> Placed | None:
     """Improve ``placed`` by CP-SAT steps on windows around the bottleneck until ``deadline``."""
     best = placed
-    stage, comm = problem.evaluate(best.rects, best.latency, best.noc)
+    stage, comm = problem.evaluate(best.rects, best.latency, best.noc, best.dataflow)
     best_score = (int(stage.max()), comm.traffic_distance)
     tried: set[tuple[int, int]] = set()
     radius = 4
     while time.perf_counter() + 0.5 < deadline and not options.stop.stopped.is_set():
-        stage, _ = problem.evaluate(best.rects, best.latency, best.noc)
+        stage, _ = problem.evaluate(best.rects, best.latency, best.noc, best.dataflow)
         b = int(np.argmax(stage))
         if (b, radius) in tried:
             if radius >= 16:
@@ -192,7 +192,7 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
         candidate = _step(problem, best, window, options, seconds)
         if candidate is None:
             continue
-        stage, comm = problem.evaluate(candidate.rects, candidate.latency, candidate.noc)
+        stage, comm = problem.evaluate(candidate.rects, candidate.latency, candidate.noc, candidate.dataflow)
         score = (int(stage.max()), comm.traffic_distance)
         if score < best_score:
             best, best_score = candidate, score

@@ -16,34 +16,62 @@ import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
-from wsealloc.solvers.strips import Placed, smallest_target
+from wsealloc.solvers.strips import Placed, construct, smallest_target
 
-FEEDBACK_ROUNDS = 4
+FEEDBACK_ROUNDS = 3
+SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 
 
 def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
     """(bottleneck stage cycles, traffic x distance) of a placement."""
-    stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc)
+    stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
     return int(stage.max()), comm.traffic_distance
 
 
 def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
-    """Strip construction with communication margins fed back for a few rounds."""
-    margins = np.zeros(problem.n_kernels, dtype=np.int64)
+    """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
+
+    Starts: minimum band heights (flat bands pack tightly but stretch distances) x targets slightly
+    above the smallest packable one (more room per kernel can shorten communication); then the
+    communication of the best layout is fed back as margins of the kernels it made too slow.
+    """
     best: tuple[tuple[int, float], Placed] | None = None
-    for _ in range(FEEDBACK_ROUNDS):
-        found = smallest_target(problem, margins, problem.lower_bound, deadline)
+
+    def consider(placed: Placed | None) -> None:
+        nonlocal best
+        if placed is not None:
+            score = evaluate(problem, placed)
+            if best is None or score < best[0]:
+                best = (score, placed)
+
+    region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
+    zero = np.zeros(problem.n_kernels, dtype=np.int64)
+    for min_band in sorted(
+        {1, max(1, problem.mesh.die_rows // 2), problem.mesh.die_rows, min(region_rows, 2 * problem.mesh.die_rows)}
+    ):
+        if time.perf_counter() > deadline:
+            break
+        found = smallest_target(problem, zero, problem.lower_bound, deadline, min_band)
         if found is None:
+            continue
+        target, placed = found
+        consider(placed)
+        for slack in SLACKS:
+            if time.perf_counter() > deadline:
+                break
+            consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), min_band))
+    for _ in range(FEEDBACK_ROUNDS):
+        if best is None or time.perf_counter() > deadline:
             break
-        placed = found[1]
-        score = evaluate(problem, placed)
-        if best is None or score < best[0]:
-            best = (score, placed)
-        _, comm = problem.evaluate(placed.rects, placed.latency, placed.noc)
-        new = comm.comm_cycles.astype(np.int64)
-        if np.array_equal(new, margins) or time.perf_counter() > deadline:
+        (bottleneck, _), placed = best
+        stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
+        slow = stage > problem.lower_bound
+        margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
+        found = smallest_target(problem, margins, problem.lower_bound, deadline)
+        before = best
+        consider(None if found is None else found[1])
+        if best is before:
             break
-        margins = new
     return None if best is None else best[1]
 
 

@@ -59,10 +59,10 @@ def regions(problem: PlacementProblem) -> list[Region]:
     return out
 
 
-def band_heights(problem: PlacementProblem, limit: int) -> np.ndarray:
-    """Candidate band heights: every shape height up to ``limit`` thinned to ~5% steps, plus the limit."""
+def band_heights(problem: PlacementProblem, limit: int, minimum: int = 1) -> np.ndarray:
+    """Candidate band heights in [minimum, limit]: every shape height thinned to ~5% steps, plus the limit."""
     hs = np.unique(np.concatenate([s.heights for s in problem.shapes] + [np.array([limit])]))
-    hs = hs[hs <= limit]
+    hs = hs[(hs <= limit) & (hs >= min(minimum, limit))]
     kept: list[int] = []
     for h in hs.tolist():
         if not kept or h >= kept[-1] * 1.05 or h == hs[-1]:
@@ -70,10 +70,26 @@ def band_heights(problem: PlacementProblem, limit: int) -> np.ndarray:
     return np.array(kept, dtype=np.int64)
 
 
+def pass_through(problem: PlacementProblem) -> np.ndarray:
+    """Bytes crossing the boundary in front of each kernel when kernels sit in dataflow order:
+    every flow s -> t with s < k <= t (its own inputs included). Laid out left to right in a band,
+    these flows all cross that boundary, so they load its links."""
+    n = problem.n_kernels
+    diff = np.zeros(n + 1)
+    fwd = problem.src < problem.dst
+    np.add.at(diff, problem.src[fwd] + 1, problem.nbytes[fwd])
+    np.add.at(diff, problem.dst[fwd] + 1, -problem.nbytes[fwd])
+    return np.cumsum(diff)[:n]
+
+
 def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarray) -> np.ndarray:
-    """[n, |H|] narrowest width per kernel and band height meeting each kernel's target (INF: none)."""
+    """[n, |H|] narrowest width per kernel and band height meeting each kernel's target (INF: none).
+
+    A band must also be tall enough for the traffic crossing in front of the kernel to pass its links
+    within the target: height >= pass-through bytes / (link bandwidth * target)."""
     n = problem.n_kernels
     out = np.full((n, heights.size), INF, dtype=np.int64)
+    min_height = pass_through(problem) / (problem.mesh.link_bytes_per_cycle * np.maximum(targets, 1))
     cache: dict[tuple[int, int], np.ndarray] = {}
     for k in range(n):
         key = (problem.kernel_class[k], int(targets[k]))
@@ -86,7 +102,7 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
                 if w > 0:
                     row[h] = w
             cache[key] = row
-        out[k] = row
+        out[k] = np.where(heights >= min_height[k], row, INF)
     return out
 
 
@@ -188,10 +204,12 @@ def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], targets: 
     return Placed(rects, dfs, lat, noc)
 
 
-def construct(problem: PlacementProblem, targets: np.ndarray) -> Placed | None:
-    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer."""
+def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1) -> Placed | None:
+    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
+
+    ``min_band`` excludes flat bands, which pack tightly but stretch producer->consumer distances."""
     regs = regions(problem)
-    heights = band_heights(problem, regs[0].rows)
+    heights = band_heights(problem, regs[0].rows, min_band)
     widths = widths_for(problem, targets, heights)
     plan = band_plan(widths, heights, regs[0].rows, regs[0].cols, len(regs))
     if plan is None:
@@ -199,12 +217,14 @@ def construct(problem: PlacementProblem, targets: np.ndarray) -> Placed | None:
     return pack(problem, plan, targets)
 
 
-def smallest_target(problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float) -> tuple[int, Placed] | None:
+def smallest_target(
+    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, min_band: int = 1
+) -> tuple[int, Placed] | None:
     """Bisection on a uniform target T (kernel k aims at T - margins[k]): the smallest T that packs."""
     hi = max(lo, 1)
     found: tuple[int, Placed] | None = None
     while found is None:
-        placed = construct(problem, np.maximum(hi - margins, 1))
+        placed = construct(problem, np.maximum(hi - margins, 1), min_band)
         if placed is not None:
             found = (hi, placed)
             break
@@ -214,7 +234,7 @@ def smallest_target(problem: PlacementProblem, margins: np.ndarray, lo: int, dea
     low = lo
     while low < found[0] and time.perf_counter() < deadline:
         mid = (low + found[0]) // 2
-        placed = construct(problem, np.maximum(mid - margins, 1))
+        placed = construct(problem, np.maximum(mid - margins, 1), min_band)
         if placed is not None:
             found = (mid, placed)
         else:
