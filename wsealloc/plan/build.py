@@ -83,7 +83,7 @@ def make_plan(
     traffic_distance = None
     if placement is not None and pproblem is not None:
         exact = placed_kernel_plans(costs, placement, np.zeros(len(costs.kernels), dtype=np.int64))
-        assert placement.rects is not None
+        assert placement.rects is not None and placement.dataflow is not None
         _, comm = pproblem.evaluate(
             placement.rects,
             np.array([k.latency_cycles for k in exact]),
