@@ -43,8 +43,8 @@ def test_weight_stationary_grid_by_hand(model_dir: Path) -> None:
     assert c.noc_cycles[0] == 256
     # latency = max(compute, noc) + hop fill (r + c) * 1
     assert c.latency[0] == 2112 + 6
-    # SRAM: weight shard 32*64*2 + bias ceil(512/4) + 2 * 8 rows * (32*2 + 64*4)
-    assert c.sram_bytes[0] == 4096 + 128 + 5120
+    # SRAM: weight shard 32*64*2 + bias ceil(512/4) + 2 buffers * 1 row * (32*2 + 64*4)
+    assert c.sram_bytes[0] == 4096 + 128 + 640
 
 
 def test_output_stationary_grid_by_hand(model_dir: Path) -> None:
@@ -54,8 +54,8 @@ def test_output_stationary_grid_by_hand(model_dir: Path) -> None:
     assert c.compute_cycles[0] == 2112
     # noc: in ceil(256/4)=64, out ceil(ceil(2048/2)/4)=256
     assert c.noc_cycles[0] == 256
-    # SRAM: k * tile_cols * 2 = 64*64*2 + bias 128 + 2*8*(64*2 + 64*2)
-    assert c.sram_bytes[0] == 8192 + 128 + 4096
+    # SRAM: k * tile_cols * 2 = 64*64*2 + bias 128 + 2*1*(64*2 + 64*2)
+    assert c.sram_bytes[0] == 8192 + 128 + 512
 
 
 def test_registry_covers_every_classified_op() -> None:

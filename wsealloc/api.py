@@ -24,7 +24,7 @@ from wsealloc.plan.build import make_plan
 from wsealloc.plan.io import check_writable, write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
-from wsealloc.problem.placement import build_placement_problem
+from wsealloc.problem.placement import build_placement_problem, flows
 from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
 from wsealloc.solvers.base import PlacementResult
 from wsealloc.solvers.place import solve as place_solver
@@ -43,6 +43,12 @@ class SolveOutcome:
     costs: CostTable
     interrupted: bool = False
     placement: PlacementResult | None = None
+
+    def flows(self) -> list[tuple[str, str, float]]:
+        """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
+        src, dst, nbytes = flows(self.costs.kgraph, self.costs.arch)
+        names = [kc.kernel.name for kc in self.costs.kernels]
+        return [(names[s], names[t], float(b)) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
 
     @property
     def speedup(self) -> float | None:

@@ -142,6 +142,7 @@ def inspect(
 @click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed.")
 @click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
+@click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
 def solve(
     model: str,
     arch: str,
@@ -158,6 +159,7 @@ def solve(
     seed: int,
     no_place: bool,
     as_json: bool,
+    floorplan: str | None,
 ) -> None:
     """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
     from wsealloc.api import solve_costs
@@ -165,8 +167,11 @@ def solve(
     from wsealloc.report.summary import print_summary
     from wsealloc.solvers import SolveOptions, StopHook, get_solver
 
-    if output is not None:
-        check_writable(output)  # fail before any work
+    for path in (output, floorplan):
+        if path is not None:
+            check_writable(path)  # fail before any work
+    if floorplan is not None and no_place:
+        raise UsageError("--floorplan needs a placement; drop --no-place")
     get_solver(solver)
     if time_limit <= 0:
         raise UsageError(f"--time-limit {time_limit}: must be positive seconds")
@@ -179,6 +184,10 @@ def solve(
         outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place)
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
+    if floorplan is not None:
+        from wsealloc.report.floorplan import write_floorplan
+
+        write_floorplan(outcome.plan, outcome.flows(), floorplan)
     if as_json:
         click.echo(outcome.plan.to_json())
     else:

@@ -41,8 +41,9 @@ class CostOptions:
     """Knobs of the cost model (recorded in every plan so ``verify`` can recompute)."""
 
     model: CostModelName = CostModelName.STANDARD
-    # Rows (tokens/pixels) of a stream block each core double-buffers for its input and output.
-    stream_block_rows: int = 8
+    # Rows (tokens/pixels) of a stream block each core double-buffers for its input and output; data
+    # streams through the mesh in 32-bit wavelets, so one row is enough to keep a core busy.
+    stream_block_rows: int = 1
     # Op models whose tile padding wastes more than this share of the grid's work are rejected.
     max_padding_waste: float = 0.5
     allow_unknown_ops: bool = False
@@ -61,7 +62,7 @@ class CostOptions:
         """Inverse of :meth:`to_dict`."""
         return CostOptions(
             model=CostModelName(str(data.get("model", "standard"))),
-            stream_block_rows=int(data.get("stream_block_rows", 8)),  # type: ignore[call-overload]
+            stream_block_rows=int(data.get("stream_block_rows", 1)),  # type: ignore[call-overload]
             max_padding_waste=float(data.get("max_padding_waste", 0.5)),  # type: ignore[arg-type]
             allow_unknown_ops=bool(data.get("allow_unknown_ops", False)),
         )

@@ -18,6 +18,7 @@ from onnx import numpy_helper
 from wsealloc.errors import ModelLoadError, ShapeError, UsageError
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
+from wsealloc.frontend.normalize import rewrite_sequences
 from wsealloc.frontend.topo import node_label, sorted_nodes
 from wsealloc.graph.ir import AttrValue, OpGraph, OpNode, TensorInfo, TensorKind
 
@@ -200,7 +201,7 @@ class _Importer:
     # -- shapes ----------------------------------------------------------------------------------
     def known_values(self) -> None:
         for name, init in self.initializers.items():
-            if init.data_location != onnx.TensorProto.EXTERNAL:
+            if name not in self.values and init.data_location != onnx.TensorProto.EXTERNAL:
                 try:
                     self.values[name] = numpy_helper.to_array(init)
                 except (ValueError, TypeError):
@@ -288,9 +289,14 @@ class _Importer:
         for _ in range(_MAX_FOLD_ROUNDS):
             before = len(nodes)
             nodes = self.fold_round(nodes, shapes)
-            if len(nodes) == before:
-                break
             self.rebuild(nodes)
+            rewritten = rewrite_sequences(self.graph, shapes, self.values)
+            if rewritten:
+                self.initializers = {t.name: t for t in self.graph.initializer}
+                self.known_values()
+                nodes = sorted_nodes(self.graph, self.source)
+            elif len(nodes) == before:
+                break
             shapes = self.infer()
         return self.emit(nodes, shapes, data_inputs, params)
 

@@ -4,10 +4,11 @@ The rule (``fuse=True``, the default), applied in topological order:
 
 1. A MAC op (MatMul, Gemm, Conv, ConvTranspose, Einsum) or a vector op (Softmax, a normalization,
    a reduction, pooling, Gather) starts a new kernel: its *anchor*.
-2. An elementwise op (bias Add, activation, residual Add, scaling Mul, ...) joins the kernel that
-   produced one of its activation inputs, as an epilogue, when that input has no other consumer and
-   the op does not broadcast it to a larger shape. Otherwise it starts an elementwise kernel of its own
-   (which later elementwise ops can join).
+2. An elementwise op (bias Add, activation, residual Add, scaling Mul, ...) joins, as an epilogue,
+   the kernel that produced all of its activation inputs (a decomposed GELU reads the matmul output
+   several times), or else the kernel that produced one input nobody else reads (a residual Add),
+   provided it does not broadcast that input to a larger shape. Otherwise it starts an elementwise
+   kernel of its own (which later elementwise ops can join).
 3. A layout-only op (Reshape, Transpose, Squeeze, Concat, Slice, Cast, ...) does no arithmetic: it is
    absorbed into the kernel that produced its input, or, when that input is a graph input, into the
    first kernel that reads its output.
@@ -142,17 +143,29 @@ def _epilogue_target(
     graph: OpGraph,
     groups: list[_Group],
 ) -> int | None:
-    """The group an elementwise node may join as an epilogue, or None."""
+    """The group an elementwise node may join as an epilogue, or None.
+
+    It joins kernel K when every activation input comes from K (a decomposed GELU reading the matmul
+    output three times), or else when one input comes from K and nobody else reads it (a residual
+    Add). Either way the output may not be bigger than K's input (no broadcasting expansion).
+    """
     out_numel = graph.tensors[node.outputs[0]].numel if node.outputs and node.outputs[0] else 0
-    for name in data_inputs:
+
+    def fusable(name: str) -> int | None:
         idx = owner.get(name)
         if idx is None or groups[idx].kind in (KernelKind.DATA_MOVEMENT, KernelKind.OTHER):
-            continue
-        if len(consumers.get(name, [])) != 1:
-            continue  # the tensor is needed elsewhere too: fusing would not remove its traffic
-        if graph.tensors[name].numel != out_numel:
-            continue  # broadcasting to a bigger tensor is not an epilogue of this producer
-        return idx
+            return None
+        return idx if graph.tensors[name].numel == out_numel else None
+
+    owners = {owner.get(name) for name in data_inputs}
+    if len(owners) == 1 and data_inputs:
+        idx = next(iter(owners))
+        if idx is not None and any(fusable(name) == idx for name in data_inputs):
+            return idx
+    for name in data_inputs:
+        idx = fusable(name)
+        if idx is not None and len(consumers.get(name, [])) == 1:
+            return idx  # nobody else needs the tensor: fusing removes its traffic
     return None
 
 

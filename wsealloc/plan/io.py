@@ -26,7 +26,7 @@ def check_writable(path: str | Path) -> None:
         raise OutputError(f"{p}: not writable; choose another -o path")
 
 
-def write_atomic(path: str | Path, text: str) -> None:
+def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and an atomic rename.
 
     An interrupted run therefore never leaves a truncated file behind.
@@ -35,7 +35,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     check_writable(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent if str(p.parent) else "."))
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

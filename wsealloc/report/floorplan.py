@@ -1,0 +1,97 @@
+"""Floorplan picture of a placed plan: die grid, kernel rectangles coloured by stage time relative to
+the bottleneck, the bottleneck outlined, the heaviest flows as arrows (SVG or PNG via matplotlib)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from wsealloc.errors import OutputError
+from wsealloc.plan.io import write_atomic
+from wsealloc.plan.schema import Plan
+
+
+def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int):  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    arch = plan.arch
+    spec = arch.spec["wafer"]
+    die_r, die_c = spec["die_cores"]["rows"], spec["die_cores"]["cols"]
+    scale = 10.0 / max(arch.rows, arch.cols)
+    fig, ax = plt.subplots(figsize=(arch.cols * scale + 2.2, arch.rows * scale + 0.8))
+    ax.set_xlim(0, arch.cols)
+    ax.set_ylim(arch.rows, 0)
+    ax.set_aspect("equal")
+    ax.add_patch(Rectangle((0, 0), arch.cols, arch.rows, facecolor="#f4f4f4", edgecolor="none"))
+    for x in range(0, arch.cols + 1, die_c):
+        ax.axvline(x, color="#555555", lw=0.4, alpha=0.5, zorder=4)
+    for y in range(0, arch.rows + 1, die_r):
+        ax.axhline(y, color="#555555", lw=0.4, alpha=0.5, zorder=4)
+    cmap = plt.get_cmap("viridis")
+    bottleneck = max(plan.objective.bottleneck_cycles, 1)
+    centre: dict[str, tuple[float, float]] = {}
+    for k in plan.kernels:
+        if k.placement is None:
+            continue
+        row, col = k.placement
+        r, c = k.grid
+        share = (k.latency_cycles + k.comm_cycles) / bottleneck
+        is_bottleneck = k.name == plan.objective.bottleneck_kernel
+        ax.add_patch(
+            Rectangle(
+                (col, row),
+                c,
+                r,
+                facecolor=cmap(share),
+                edgecolor="red" if is_bottleneck else "white",
+                lw=2.0 if is_bottleneck else 0.3,
+                zorder=2,
+            )
+        )
+        centre[k.name] = (col + c / 2, row + r / 2)
+    for src, dst, _ in sorted(flows, key=lambda f: -f[2])[:heaviest]:
+        if src in centre and dst in centre:
+            ax.add_patch(
+                FancyArrowPatch(
+                    centre[src], centre[dst], arrowstyle="-|>", mutation_scale=6, lw=0.8, color="#d62728", alpha=0.7, zorder=3
+                )
+            )
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(0, 1))
+    fig.colorbar(sm, ax=ax, fraction=0.03, pad=0.02, label="stage time / bottleneck")
+    obj = plan.objective
+    ax.set_title(
+        f"{Path(plan.model.path).name} on {arch.name}: bottleneck {obj.bottleneck_cycles:,} cycles "
+        f"({obj.bottleneck_kernel}), {obj.cores_used:,}/{arch.total_cores:,} cores",
+        fontsize=8,
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.tight_layout()
+    return fig
+
+
+def render_floorplan(plan: Plan, flows: list[tuple[str, str, float]], fmt: str = "svg", heaviest: int = 12) -> bytes:
+    """The floorplan as SVG or PNG bytes."""
+    import matplotlib.pyplot as plt
+
+    fig = _figure(plan, flows, heaviest)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=150)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_floorplan(plan: Plan, flows: list[tuple[str, str, float]], path: str | Path) -> None:
+    """Write the floorplan to ``path`` (.svg or .png), atomically."""
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png"):
+        raise OutputError(f"{p}: floorplan must be .svg or .png")
+    if not any(k.placement for k in plan.kernels):
+        raise OutputError(f"{p}: the plan has no placement (drop --no-place to draw a floorplan)")
+    data = render_floorplan(plan, flows, fmt)
+    write_atomic(p, data.decode("utf-8") if fmt == "svg" else data)
