@@ -21,12 +21,12 @@ from _util import ROOT, markdown, peak_rss_mib, run_child  # noqa: E402
 ZOO = ["gpt2", "gpt2-xl", "bert-base", "bert-large", "resnet50", "vit-b16", "llama-7b"]
 
 
-def measure(model: str, arch: str, solver: str) -> dict[str, object]:
+def measure(model: str, arch: str, solver: str, place: bool, time_limit: float) -> dict[str, object]:
     """Solve one model (in a child process) and report the figures."""
     from wsealloc.api import solve
 
     t0 = time.perf_counter()
-    out = solve(model, arch, solver=solver, time_limit=60)
+    out = solve(model, arch, solver=solver, time_limit=time_limit, place=place)
     total = time.perf_counter() - t0
     obj = out.plan.objective
     return {
@@ -37,7 +37,9 @@ def measure(model: str, arch: str, solver: str) -> dict[str, object]:
         "bottleneck": obj.bottleneck_cycles,
         "bound": obj.lower_bound_cycles,
         "bound_eq_obj": obj.lower_bound_cycles == obj.bottleneck_cycles,
+        "vs_bound": round(obj.bottleneck_cycles / obj.lower_bound_cycles - 1, 4) if obj.lower_bound_cycles else None,
         "greedy": out.baseline.objective,
+        "greedy_placed": out.plan.baseline.placed_bottleneck_cycles,
         "speedup": round(out.speedup or 0.0, 2),
         "solver_s": round(obj.wall_s, 2),
         "total_s": round(total, 2),
@@ -51,30 +53,23 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=[str(ROOT / "models" / f"{m}.onnx") for m in ZOO])
     parser.add_argument("--arch", default="wse2")
     parser.add_argument("--solver", default="cpsat")
+    parser.add_argument("--no-place", action="store_true", help="allocation only")
+    parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.models[0], args.arch, args.solver)))
+        print(json.dumps(measure(args.models[0], args.arch, args.solver, not args.no_place, args.time_limit)))
         return
-    rows = [run_child(__file__, m, "--arch", args.arch, "--solver", args.solver, "--child") for m in args.models]
-    print(
-        markdown(
-            rows,
-            [
-                "model",
-                "kernels",
-                "status",
-                "bottleneck",
-                "bound",
-                "greedy",
-                "speedup",
-                "solver_s",
-                "total_s",
-                "samples_per_s",
-                "peak_mib",
-            ],
+    extra = ["--no-place"] if args.no_place else []
+    rows = [
+        run_child(
+            __file__, m, "--arch", args.arch, "--solver", args.solver, "--time-limit", str(args.time_limit), "--child", *extra
         )
-    )
+        for m in args.models
+    ]
+    cols = ["model", "kernels", "status", "bottleneck", "bound", "vs_bound", "greedy"]
+    cols += [] if args.no_place else ["greedy_placed"]
+    print(markdown(rows, [*cols, "speedup", "solver_s", "total_s", "samples_per_s", "peak_mib"]))
 
 
 if __name__ == "__main__":

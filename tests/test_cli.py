@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,39 @@ def test_infeasible_names_kernels(tmp_path: Path) -> None:
     )
     assert out.returncode == 3, out.stderr
     assert "does not fit" in out.stderr and "short by" in out.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_solve_writes_best_plan(sig: int, tmp_path: Path) -> None:
+    """Ctrl-C / SIGTERM while placing: the best plan so far is written (valid), exit non-zero."""
+    plan = tmp_path / "p.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wsealloc.cli",
+            "solve",
+            str(ROOT / "models" / "gpt2-xl.onnx"),
+            "--arch",
+            "wse2",
+            "-o",
+            str(plan),
+            "--time-limit",
+            "300",
+            "-v",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "placing" in line:
+            break
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "best plan so far was written" in err and "Traceback" not in err
+    check = run("verify", str(plan))
+    assert check.returncode == 0, check.stderr

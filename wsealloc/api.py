@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -100,11 +100,14 @@ def solve_costs(
     options: SolveOptions | None = None,
     use_bound: bool = True,
     place: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> SolveOutcome:
     """Solve an already built cost table (greedy baseline, exact bound, then ``solver``); with ``place``,
     also place every kernel on the wafer (the bound stays the allocation-only optimum)."""
     opts = options or SolveOptions()
+    say = progress or (lambda message: None)
     problem = build_problem(costs)
+    say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     baseline = get_solver("greedy")(problem, opts)
     exact = get_solver("bisect")(problem, opts)
     if exact.status is Status.INFEASIBLE:
@@ -118,6 +121,7 @@ def solve_costs(
         hint = baseline.choice if baseline.status is Status.FEASIBLE else exact.choice
         run_opts = replace(opts, hint=hint, lower_bound=bound if use_bound else None)
         backend = get_solver(solver)
+        say(f"allocation: exact bound {bound:,} cycles; running {solver}")
         result = _run_stoppable(lambda: backend(problem, run_opts), opts.stop)
     interrupted = opts.stop.stopped.is_set()
     if not result.has_solution:
@@ -140,12 +144,14 @@ def solve_costs(
         plan = make_plan(costs, spec, result, baseline)
         return SolveOutcome(plan, result, baseline, exact, costs, interrupted)
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
+    say(f"placement: {len(pproblem.shapes)} shape tables; placing (time limit {opts.time_limit_s:g} s)")
     placement = _run_stoppable(lambda: place_solver(pproblem, opts), opts.stop)
     if placement.rects is None:
         raise InfeasibleError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
             f"({placement.message}); reduce defects, allow die crossings, or plan with --no-place"
         )
+    say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     baseline_placed = None
     if baseline.choice is not None and not opts.stop.stopped.is_set():
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])

@@ -10,6 +10,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -143,6 +144,7 @@ def inspect(
 @click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
+@click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
 def solve(
     model: str,
     arch: str,
@@ -160,6 +162,7 @@ def solve(
     no_place: bool,
     as_json: bool,
     floorplan: str | None,
+    verbose: bool,
 ) -> None:
     """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
     from wsealloc.api import solve_costs
@@ -181,7 +184,7 @@ def solve(
     stop = StopHook()
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
     with _stop_on_signals(stop):
-        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place)
+        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place, progress=_progress(verbose))
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     if floorplan is not None:
@@ -228,6 +231,17 @@ def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> Non
         return
     require_valid(report)
     click.echo(f"{plan}: OK ({report.kernels} kernels, {report.checks} checks)")
+
+
+def _progress(verbose: bool) -> Callable[[str], None] | None:
+    if not verbose:
+        return None
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        click.echo(f"[{time.perf_counter() - start:6.2f}s] {message}", err=True)
+
+    return say
 
 
 @contextlib.contextmanager

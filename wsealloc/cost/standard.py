@@ -24,6 +24,9 @@ def tensor_bytes(graph: OpGraph, name: str, arch: Arch) -> int:
     return t.numel * (arch.dtype.bytes if t.is_float else t.elem_bytes)
 
 
+_SELECTIONS = frozenset({"Gather", "GatherElements", "GatherND"})
+
+
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> KernelWork:
     """Aggregate the work of a kernel's nodes (anchor tiling + epilogue vector ops + bytes)."""
     nodes = {n.name: n for n in graph.nodes}
@@ -45,6 +48,12 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
         else:
             shard_w += size
     in_bytes = sum(tensor_bytes(graph, t, arch) for t in kernel.inputs)
+    anchor_node = nodes[kernel.anchor]
+    if anchor_node.op_type in _SELECTIONS and anchor_node.inputs[0] in kernel.inputs:
+        # A gather of activations (the class token, a last-token slice) only needs the rows it picks:
+        # the producer sends those, not the whole tensor.
+        picked = sum(tensor_bytes(graph, o, arch) for o in anchor_node.outputs if o)
+        in_bytes += picked - tensor_bytes(graph, anchor_node.inputs[0], arch)
     if gemm is not None and gemm.weight is None:
         in_bytes = max(in_bytes - b_bytes, 0)  # the B operand enters through the top edge instead
     return KernelWork(

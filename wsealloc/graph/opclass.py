@@ -52,7 +52,6 @@ VECTOR_OPS: dict[str, KernelKind] = {
         op: KernelKind.NORM
         for op in (
             "LayerNormalization",
-            "BatchNormalization",
             "InstanceNormalization",
             "GroupNormalization",
             "RMSNormalization",
@@ -160,6 +159,8 @@ ELEMENTWISE_OPS: frozenset[str] = frozenset(
         "DequantizeLinear",
         "Trilu",
         "BitShift",
+        # inference batch norm is a per-channel scale and shift: an epilogue of the conv before it
+        "BatchNormalization",
     }
 )
 

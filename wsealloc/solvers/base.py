@@ -6,10 +6,11 @@ imports ``ortools`` and only the PuLP backend imports ``pulp``.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,13 +38,23 @@ class StopHook:
         self._callbacks: list[Callable[[], None]] = []
         self.stopped = threading.Event()
 
-    def register(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` when a stop is requested (immediately if one already was)."""
+    @contextlib.contextmanager
+    def active(self, fn: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, a stop request calls ``fn`` (at once if one already came).
+
+        Only running solves may be stopped: OR-Tools aborts the process when ``stop_search`` is
+        called on a solver that is not solving any more, so the callback is removed on exit.
+        """
         with self._lock:
             self._callbacks.append(fn)
             already = self.stopped.is_set()
-        if already:
-            fn()
+        try:
+            if already:
+                fn()
+            yield
+        finally:
+            with self._lock:
+                self._callbacks.remove(fn)
 
     def stop(self) -> None:
         """Request every registered solve to stop and return its best solution so far."""

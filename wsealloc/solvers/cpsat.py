@@ -101,7 +101,9 @@ def _solver(options: SolveOptions, time_limit: float) -> cp_model.CpSolver:
     s.parameters.num_workers = max(1, options.workers)
     s.parameters.random_seed = options.seed
     s.parameters.log_search_progress = options.log
-    options.stop.register(s.stop_search)
+    # wsealloc handles SIGINT/SIGTERM itself (StopHook); CP-SAT's own handler aborts the process when
+    # the signal arrives while it solves in a worker thread (std::bad_function_call, ortools 9.15).
+    s.parameters.catch_sigint_signal = False
     return s
 
 
@@ -117,7 +119,8 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
         model.model.add(upper >= model.T)
     model.model.minimize(model.T)
     s1 = _solver(options, options.time_limit_s)
-    raw = s1.solve(model.model)
+    with options.stop.active(s1.stop_search):
+        raw = s1.solve(model.model)
     status = _STATUS[raw]
     if status not in (Status.OPTIMAL, Status.FEASIBLE):
         bound = int(np.ceil(s1.best_objective_bound - 1e-6)) if status is Status.UNKNOWN and s1.best_objective_bound > 0 else None
@@ -147,7 +150,8 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
             model.model.minimize(model.cores)
             model.hint(best)
             s2 = _solver(options, remaining)
-            st2 = s2.solve(model.model)
+            with options.stop.active(s2.stop_search):
+                st2 = s2.solve(model.model)
             if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 best = model.read(s2)
     choice = model.kernel_choice(best)

@@ -157,8 +157,9 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = max(1, options.workers)
     solver.parameters.random_seed = options.seed
-    options.stop.register(solver.stop_search)
-    status = solver.solve(m)
+    solver.parameters.catch_sigint_signal = False  # see cpsat._solver
+    with options.stop.active(solver.stop_search):
+        status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     new_rects = rects.copy()
