@@ -27,6 +27,18 @@ def tensor_bytes(graph: OpGraph, name: str, arch: Arch) -> int:
 _SELECTIONS = frozenset({"Gather", "GatherElements", "GatherND"})
 
 
+def ingress_bytes(kernel: Kernel, graph: OpGraph, tensor: str, arch: Arch) -> int:
+    """Bytes of ``tensor`` the kernel must receive per sample.
+
+    A kernel anchored by a gather of activations (the class token, a last-token slice) needs only the
+    rows it picks: the producer sends those, not the whole tensor.
+    """
+    anchor = next(n for n in graph.nodes if n.name == kernel.anchor)
+    if anchor.op_type in _SELECTIONS and anchor.inputs[0] == tensor:
+        return min(tensor_bytes(graph, tensor, arch), sum(tensor_bytes(graph, o, arch) for o in anchor.outputs if o))
+    return tensor_bytes(graph, tensor, arch)
+
+
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> KernelWork:
     """Aggregate the work of a kernel's nodes (anchor tiling + epilogue vector ops + bytes)."""
     nodes = {n.name: n for n in graph.nodes}
@@ -47,13 +59,7 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
             col_w += size
         else:
             shard_w += size
-    in_bytes = sum(tensor_bytes(graph, t, arch) for t in kernel.inputs)
-    anchor_node = nodes[kernel.anchor]
-    if anchor_node.op_type in _SELECTIONS and anchor_node.inputs[0] in kernel.inputs:
-        # A gather of activations (the class token, a last-token slice) only needs the rows it picks:
-        # the producer sends those, not the whole tensor.
-        picked = sum(tensor_bytes(graph, o, arch) for o in anchor_node.outputs if o)
-        in_bytes += picked - tensor_bytes(graph, anchor_node.inputs[0], arch)
+    in_bytes = sum(ingress_bytes(kernel, graph, t, arch) for t in kernel.inputs)
     if gemm is not None and gemm.weight is None:
         in_bytes = max(in_bytes - b_bytes, 0)  # the B operand enters through the top edge instead
     return KernelWork(

@@ -14,6 +14,7 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import Dataflow, grid_costs
+from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
@@ -113,11 +114,9 @@ def mesh_params(a: Arch) -> MeshParams:
 def flows(kgraph: KernelGraph, arch: Arch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Producer->consumer flows between kernels (indices in kernel order) with their bytes per sample."""
     index = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    graph = kgraph.ops
     total: dict[tuple[int, int], int] = {}
     for e in kgraph.edges:
-        t = graph.tensors[e.tensor]
-        size = t.numel * (arch.dtype.bytes if t.is_float else t.elem_bytes)
+        size = ingress_bytes(kgraph.kernels[index[e.dst]], kgraph.ops, e.tensor, arch)
         key = (index[e.src], index[e.dst])
         total[key] = total.get(key, 0) + size
     keys = sorted(total)
