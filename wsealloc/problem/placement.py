@@ -14,8 +14,8 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import Dataflow, grid_costs
-from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
+from wsealloc.cost.standard import ingress_bytes
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
 from wsealloc.opmodels.enumerate import classify
