@@ -291,6 +291,15 @@ def _cost_model(spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[st
     return costs
 
 
+def _register_report_commands() -> None:
+    from wsealloc.cli_reports import register
+
+    register(cli)
+
+
+_register_report_commands()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line on stderr and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
