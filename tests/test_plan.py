@@ -75,7 +75,7 @@ def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
         (lambda d: d["kernels"].pop(), "not in the plan"),
         (lambda d: d["objective"].update(bottleneck_cycles=1), "bottleneck_cycles is 1"),
         (lambda d: d["objective"].update(lower_bound_cycles=10**9), "exceeds the bottleneck"),
-        (lambda d: d["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1), "the wafer has"),
+        (lambda d: d["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1), "a wafer has"),
         (lambda d: d["model"].update(sha256="0" * 64), "SHA-256 mismatch"),
     ],
 )

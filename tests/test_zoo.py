@@ -84,3 +84,23 @@ def test_llama_70b_does_not_fit_one_wafer() -> None:
     costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
     summary = inspect_json(costs)["summary"]
     assert not summary["fits_one_wafer"] and summary["weight_bytes"] > load_arch("wse2").wafer_sram_bytes
+
+
+@pytest.mark.parametrize("name", ["gpt2.onnx", "bert-base.onnx", "resnet50.onnx", "vit-b16.onnx", "llama-7b.onnx"])
+def test_cpsat_pulp_bisect_agree_on_zoo(name: str) -> None:
+    from wsealloc.problem import build_problem
+    from wsealloc.solvers import SolveOptions, Status, get_solver
+
+    costs = build_cost_table(load_kernels(ModelSpec(str(zoo(name)))), load_arch("wse2"), CostOptions())
+    problem = build_problem(costs)
+    exact = get_solver("bisect")(problem, SolveOptions())
+    greedy = get_solver("greedy")(problem, SolveOptions())
+    assert exact.status is Status.OPTIMAL and greedy.objective is not None and exact.objective is not None
+    assert exact.objective <= greedy.objective
+    with_bound = SolveOptions(hint=greedy.choice, lower_bound=exact.objective, time_limit_s=60)
+    for solver in ("cpsat", "pulp"):
+        r = get_solver(solver)(problem, with_bound)
+        assert (r.status, r.objective, r.cores_used) == (Status.OPTIMAL, exact.objective, exact.cores_used), solver
+    if name != "llama-7b.onnx":  # proving optimality without the bound: seconds each on the smaller models
+        r = get_solver("cpsat")(problem, SolveOptions(hint=greedy.choice, time_limit_s=60))
+        assert (r.status, r.objective) == (Status.OPTIMAL, exact.objective)

@@ -17,17 +17,20 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.errors import InfeasibleError, SolverError
+from wsealloc.errors import InfeasibleError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import ModelSpec, cost_model
-from wsealloc.plan.build import make_plan
+from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.io import check_writable, write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.placement import build_placement_problem, flows
+from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
 from wsealloc.solvers.base import PlacementResult
 from wsealloc.solvers.place import solve as place_solver
+from wsealloc.solvers.stages import StagePartition
+from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.solvers.strips import place_targets
 from wsealloc.units import format_bytes
 
@@ -43,6 +46,7 @@ class SolveOutcome:
     costs: CostTable
     interrupted: bool = False
     placement: PlacementResult | None = None
+    partition: StagePartition | None = None  # multi-wafer plans: the stage cut points
 
     def flows(self) -> list[tuple[str, str, float]]:
         """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
@@ -163,6 +167,87 @@ def solve_costs(
     return SolveOutcome(plan, result, baseline, exact, costs, opts.stop.stopped.is_set(), placement)
 
 
+def parse_wafers(value: int | str | None, arch: Arch) -> int | None:
+    """``--wafers`` value: an int >= 1, ``auto`` (None: fewest that fit), or None for the arch's own setting."""
+    if value is None:
+        value = arch.cluster.wafers
+    if value == "auto":
+        return None
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"--wafers {value!r}: expected a positive integer or 'auto'") from None
+    if count < 1:
+        raise UsageError(f"--wafers {value!r}: expected a positive integer or 'auto'")
+    return count
+
+
+def solve_stages(
+    costs: CostTable,
+    spec: ModelSpec,
+    wafers: int | None,
+    *,
+    solver: str = "cpsat",
+    options: SolveOptions | None = None,
+    place: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> SolveOutcome:
+    """Pipeline the model over ``wafers`` wafers (None: the fewest that fit): exact stage partition,
+    then each stage allocated (and placed) on its own wafer."""
+    opts = options or SolveOptions()
+    say = progress or (lambda message: None)
+    sproblem = build_stage_problem(costs)
+    partition = stage_solver(sproblem, wafers)
+    if partition.status is not Status.OPTIMAL or partition.objective is None:
+        raise InfeasibleError(stage_infeasibility(costs, sproblem, wafers, partition.message))
+    say(f"stages: {partition.wafers} wafers, cuts {list(partition.cuts[1:-1])}, bound {partition.objective:,} cycles")
+    per_stage = replace(opts, time_limit_s=max(1.0, opts.time_limit_s / partition.wafers))
+    outcomes = []
+    for s, (first, end) in enumerate(partition.stages()):
+        say(f"stage {s}: kernels [{first}, {end})")
+        outcomes.append(solve_costs(costs.subset(first, end), spec, solver=solver, options=per_stage, place=place))
+    transfer = sproblem.transfer_cycles()
+    wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
+    plan = merge_stages(
+        costs,
+        spec,
+        partition.cuts,
+        [o.plan for o in outcomes],
+        transfer,
+        partition.objective,
+        f"stages+{outcomes[0].plan.objective.solver}",
+        wall,
+    )
+    exact = SolverResult("stages", Status.OPTIMAL, None, partition.objective, partition.objective, partition.wall_s)
+    first_out = outcomes[0]
+    return SolveOutcome(
+        plan, first_out.result, first_out.baseline, exact, costs, opts.stop.stopped.is_set(), None, partition=partition
+    )
+
+
+def stage_infeasibility(costs: CostTable, sproblem: StageProblem, wafers: int | None, reason: str) -> str:
+    """Name the kernels larger than a wafer, or say how many wafers are needed."""
+    total = sproblem.alloc.total_cores
+    too_big = [kc for kc in costs.kernels if not len(kc.frontier) or kc.min_cores > total]
+    if too_big:
+        names = ", ".join(
+            f"{kc.kernel.name} (needs {format_bytes(kc.min_sram_bytes)} per core on the largest grid, "
+            f"weights {format_bytes(kc.work.weight_bytes)})"
+            for kc in too_big[:3]
+        )
+        return (
+            f"{costs.kgraph.ops.source}: {len(too_big)} kernel(s) fit no single {costs.arch.name} wafer: {names}; "
+            "no pipeline over wafers can help: use more SRAM per core (--set core.sram_bytes=...) or smaller --dim values"
+        )
+    return f"{costs.kgraph.ops.source}: {reason}; use --wafers auto to find the fewest wafers that fit"
+
+
+def wafer_sweep(costs: CostTable, counts: Sequence[int]) -> list[tuple[int, int | None]]:
+    """Optimal allocation-only bottleneck for each wafer count (None when it does not fit)."""
+    sproblem = build_stage_problem(costs)
+    return [(n, stage_solver(sproblem, n).objective) for n in counts]
+
+
 def solve(
     model: str | Path,
     arch: str | Arch = "wse2",
@@ -179,6 +264,7 @@ def solve(
     output: str | Path | None = None,
     stop: StopHook | None = None,
     place: bool = True,
+    wafers: int | str | None = 1,
 ) -> SolveOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
     if output is not None:
@@ -188,7 +274,11 @@ def solve(
     options = replace(CostOptions(), model=cost_model_name(cost), allow_unknown_ops=allow_unknown_ops)
     costs = cost_model(spec, arch, options, sets)
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop or StopHook())
-    outcome = solve_costs(costs, spec, solver=solver, options=opts, place=place)
+    count = parse_wafers(wafers, costs.arch)
+    if count == 1:
+        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=place)
+    else:
+        outcome = solve_stages(costs, spec, count, solver=solver, options=opts, place=place)
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     return outcome

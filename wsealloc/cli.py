@@ -145,6 +145,7 @@ def inspect(
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
+@click.option("--wafers", default=None, help="Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's).")
 def solve(
     model: str,
     arch: str,
@@ -163,9 +164,10 @@ def solve(
     as_json: bool,
     floorplan: str | None,
     verbose: bool,
+    wafers: str | None,
 ) -> None:
     """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
-    from wsealloc.api import solve_costs
+    from wsealloc.api import parse_wafers, solve_costs, solve_stages
     from wsealloc.plan.io import check_writable, write_atomic
     from wsealloc.report.summary import print_summary
     from wsealloc.solvers import SolveOptions, StopHook, get_solver
@@ -183,10 +185,18 @@ def solve(
     costs = _cost_model(spec, arch, options, sets)
     stop = StopHook()
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
+    count = parse_wafers(wafers, costs.arch)
     with _stop_on_signals(stop):
-        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place, progress=_progress(verbose))
+        if count == 1:
+            outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place, progress=_progress(verbose))
+        else:
+            outcome = solve_stages(
+                costs, spec, count, solver=solver, options=opts, place=not no_place, progress=_progress(verbose)
+            )
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
+    if floorplan is not None and outcome.partition is not None:
+        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     if floorplan is not None:
         from wsealloc.report.floorplan import write_floorplan
 
@@ -196,6 +206,8 @@ def solve(
     else:
         console = _console()
         print_summary(outcome, console)
+        if outcome.partition is not None and count is None:
+            _print_wafer_sweep(outcome, console)
         console.print(f"plan written to {output}" if output else "(add -o plan.json to save the plan)", highlight=False)
     if outcome.interrupted:
         raise Interrupted(
@@ -231,6 +243,29 @@ def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> Non
         return
     require_valid(report)
     click.echo(f"{plan}: OK ({report.kernels} kernels, {report.checks} checks)")
+
+
+def _print_wafer_sweep(outcome, console: Console) -> None:  # type: ignore[no-untyped-def]
+    """Throughput vs. wafer count around the fewest that fit (allocation-only optimum per count)."""
+    from rich.table import Table
+
+    from wsealloc.api import wafer_sweep
+
+    assert outcome.partition is not None
+    fewest = outcome.partition.wafers
+    table = Table(title="throughput vs. wafers (allocation-only optimum)")
+    for col in ("wafers", "bottleneck cycles", "samples/s", "vs. fewest"):
+        table.add_column(col, justify="right")
+    rows = wafer_sweep(outcome.costs, range(max(1, fewest - 1), fewest + 4))
+    base = dict(rows).get(fewest)
+    clock = outcome.costs.arch.clock_hz
+    for n, cycles in rows:
+        if cycles is None:
+            table.add_row(str(n), "does not fit", "-", "-")
+        else:
+            ratio = f"{base / cycles:.2f}x" if base else "-"
+            table.add_row(str(n), f"{cycles:,}", f"{clock / cycles:,.1f}", ratio)
+    console.print(table)
 
 
 def _progress(verbose: bool) -> Callable[[str], None] | None:

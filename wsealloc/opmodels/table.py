@@ -48,6 +48,14 @@ class CostTable:
     options: CostOptions
     kernels: tuple[KernelCosts, ...]
 
+    def subset(self, first: int, end: int) -> CostTable:
+        """The cost table of kernels [first, end) only (a pipeline stage), with the edges among them."""
+        kernels = self.kernels[first:end]
+        names = {kc.kernel.name for kc in kernels}
+        edges = tuple(e for e in self.kgraph.edges if e.src in names and e.dst in names)
+        kgraph = KernelGraph(self.kgraph.ops, tuple(kc.kernel for kc in kernels), edges, self.kgraph.fused)
+        return CostTable(kgraph, self.arch, self.options, kernels)
+
     def by_name(self, name: str) -> KernelCosts:
         """A kernel's costs by kernel name (KeyError if absent)."""
         for kc in self.kernels:
@@ -75,7 +83,7 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
 
 def check_each_kernel_fits(costs: CostTable) -> None:
     """Every kernel needs at least one legal op model on the whole wafer."""
-    bad = [kc for kc in costs.kernels if len(kc.frontier) == 0]
+    bad = sorted((kc for kc in costs.kernels if len(kc.frontier) == 0), key=lambda kc: -kc.min_sram_bytes)
     if not bad:
         return
     usable = costs.arch.usable_sram_bytes
@@ -89,5 +97,6 @@ def check_each_kernel_fits(costs: CostTable) -> None:
     more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
     raise InfeasibleError(
         f"{costs.kgraph.ops.source}: {len(bad)} kernel(s) fit no grid on {costs.arch.name}: {'; '.join(details)}{more}; "
-        "use an arch with more SRAM per core (--set core.sram_bytes=...), smaller --dim values, or several wafers"
+        "use an arch with more SRAM per core (--set core.sram_bytes=...) or smaller --dim values "
+        "(a kernel cannot span wafers, so more wafers do not help)"
     )

@@ -154,3 +154,94 @@ def make_plan(
         kernels=kernels,
         stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck)],
     )
+
+
+def merge_stages(
+    costs: CostTable,
+    spec: ModelSpec,
+    cuts: tuple[int, ...],
+    stage_plans: list[Plan],
+    transfer: np.ndarray,
+    lower_bound: int | None,
+    solver: str,
+    wall_s: float,
+) -> Plan:
+    """One plan for a pipeline over several wafers: stage s runs kernels [cuts[s], cuts[s+1]) on wafer s."""
+    arch = costs.arch
+    kernels: list[KernelPlan] = []
+    stages: list[StagePlan] = []
+    worst_load, worst_kernel, worst_by = -1, "", "compute"
+    base_worst: int | None = 0
+    for s, plan in enumerate(stage_plans):
+        kernels += [k.model_copy(update={"stage": s}) for k in plan.kernels]
+        t_in, t_out = int(transfer[cuts[s]]), int(transfer[cuts[s + 1]])
+        stages.append(
+            StagePlan(
+                index=s,
+                kernels=len(plan.kernels),
+                cores_used=plan.objective.cores_used,
+                bottleneck_cycles=plan.objective.bottleneck_cycles,
+                transfer_cycles=t_in,
+                status=plan.objective.status,
+            )
+        )
+        load = max(plan.objective.bottleneck_cycles, t_in, t_out)
+        if load > worst_load:
+            worst_load = load
+            if plan.objective.bottleneck_cycles >= max(t_in, t_out):
+                worst_kernel, worst_by = plan.objective.bottleneck_kernel, plan.objective.bound_by
+            else:
+                worst_kernel, worst_by = plan.kernels[0].name, "transfer"
+        placed_base = plan.baseline.placed_bottleneck_cycles if plan.objective.placed else plan.baseline.bottleneck_cycles
+        base_worst = None if base_worst is None or placed_base is None else max(base_worst, placed_base, t_in, t_out)
+    all_optimal = all(p.objective.status == "OPTIMAL" for p in stage_plans)
+    status = (
+        "OPTIMAL"
+        if all_optimal and lower_bound is not None and worst_load <= lower_bound
+        else ("OPTIMAL" if lower_bound is not None and worst_load <= lower_bound else "FEASIBLE")
+    )
+    bound = lower_bound
+    gap = None if bound is None else max(0.0, (worst_load - bound) / max(worst_load, 1))
+    placed = all(p.objective.placed for p in stage_plans)
+    traffic = sum(p.objective.traffic_distance or 0.0 for p in stage_plans) if placed else None
+    sram_limited = next(k for k in kernels if k.name == worst_kernel).cores <= 1 if worst_by != "transfer" else False
+    objective = Objective(
+        bottleneck_cycles=worst_load,
+        lower_bound_cycles=bound,
+        gap=gap,
+        status=status,
+        solver=solver,
+        wall_s=round(wall_s, 4),
+        bottleneck_kernel=worst_kernel,
+        bound_by=worst_by,
+        sram_limited=sram_limited,
+        throughput_samples_per_s=arch.clock_hz / max(worst_load, 1),
+        cores_used=sum(k.cores for k in kernels),
+        placed=placed,
+        traffic_distance=traffic,
+        message=f"{len(stage_plans)} wafers, cuts before kernels {list(cuts[1:-1])}",
+    )
+    first = stage_plans[0]
+    return Plan(
+        schema="wsealloc.plan/1",
+        created_by=f"wsealloc {__version__}",
+        model=ModelRef(
+            path=spec.path,
+            sha256=file_sha256(spec.path),
+            dims=dict(spec.dims),
+            fuse=spec.fuse,
+            weights_as_inputs=spec.weights_as_inputs,
+        ),
+        arch=first.arch,
+        cost=first.cost,
+        objective=objective,
+        baseline=Baseline(
+            name="greedy (same stages)",
+            bottleneck_cycles=base_worst,
+            cores_used=None,
+            status="FEASIBLE",
+            placed_bottleneck_cycles=base_worst if placed else None,
+        ),
+        kernels=kernels,
+        stages=stages,
+    )

@@ -49,7 +49,7 @@ class Objective(_Doc):
     solver: str
     wall_s: float
     bottleneck_kernel: str
-    bound_by: str  # compute | noc
+    bound_by: str  # compute | noc | communication | transfer
     sram_limited: bool  # the bottleneck kernel sits on its smallest legal op model
     throughput_samples_per_s: float
     cores_used: int
@@ -93,8 +93,9 @@ class StagePlan(_Doc):
     index: int
     kernels: int
     cores_used: int
-    bottleneck_cycles: int
-    transfer_cycles: int = 0
+    bottleneck_cycles: int  # slowest kernel stage time on this wafer
+    transfer_cycles: int = 0  # cycles per sample to receive what crosses the cut in front of this wafer
+    status: str = "OPTIMAL"  # of this wafer's allocation/placement
 
 
 class Plan(_Doc):

@@ -25,8 +25,9 @@ from wsealloc.opmodels import Reason
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.pipeline import ModelSpec, load_kernels
 from wsealloc.plan.io import file_sha256, read_plan
-from wsealloc.plan.schema import Plan
+from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.placement import defect_mask, flows, mesh_params
+from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 
 
 @dataclass(frozen=True)
@@ -128,20 +129,55 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
                 getattr(kp, field) == int(value), f"{kp.name}: {field} is {getattr(kp, field)}, the cost model gives {int(value)}"
             )
         total += kp.cores
-    checks += _check_comm(plan, kgraph, arch, bad)
-    worst = max((k.latency_cycles + k.comm_cycles for k in plan.kernels), default=0)
     obj = plan.objective
-    check(total <= arch.total_cores, f"the plan uses {total:,} cores, the wafer has {arch.total_cores:,}")
     check(obj.cores_used == total, f"objective.cores_used is {obj.cores_used}, the kernels add up to {total}")
+    if missing or extra:
+        return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
+    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    planned_in_order = sorted(plan.kernels, key=lambda k: order[k.name])
+    stage_of = [k.stage for k in planned_in_order]
+    check(
+        stage_of[0] == 0 and all(b - a in (0, 1) for a, b in zip(stage_of, stage_of[1:], strict=False)),
+        "kernel stages must be contiguous in topological order, starting at wafer 0",
+    )
+    check(len(plan.stages) == stage_of[-1] + 1, f"the plan lists {len(plan.stages)} stages, its kernels use {stage_of[-1] + 1}")
+    cuts = [0] + [i for i in range(1, len(stage_of)) if stage_of[i] != stage_of[i - 1]] + [len(stage_of)]
+    transfer = transfer_cycles(cut_bytes(kgraph, arch), *link_params(arch)) if len(cuts) > 2 else np.zeros(len(stage_of) + 1, int)
+    worst, worst_names = 0, set[str]()
+    for s, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        members = planned_in_order[first:end]
+        cores = sum(k.cores for k in members)
+        check(cores <= arch.total_cores, f"wafer {s} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
+        sub_names = {k.name for k in members}
+        sub = KernelGraph(
+            kgraph.ops,
+            tuple(k for k in kgraph.kernels if k.name in sub_names),
+            tuple(e for e in kgraph.edges if e.src in sub_names and e.dst in sub_names),
+            kgraph.fused,
+        )
+        checks += _check_comm(members, sub, arch, bad, plan.objective.traffic_distance if len(cuts) == 2 else None)
+        checks += _check_placement(members, arch, bad)
+        stage_time = max(k.latency_cycles + k.comm_cycles for k in members)
+        if s < len(plan.stages):
+            sp = plan.stages[s]
+            check(
+                (sp.index, sp.kernels, sp.cores_used, sp.bottleneck_cycles, sp.transfer_cycles)
+                == (s, len(members), cores, stage_time, int(transfer[first])),
+                f"stages[{s}] does not match its kernels (kernels, cores, bottleneck or transfer cycles)",
+            )
+        load = max(stage_time, int(transfer[first]), int(transfer[end]))
+        if load > worst:
+            worst = load
+        names = {k.name for k in members if k.latency_cycles + k.comm_cycles == load}
+        if load == max(int(transfer[first]), int(transfer[end])) and load > stage_time:
+            names = {members[0].name}
+        if load == worst:
+            worst_names = names if load > 0 else worst_names
     check(
         obj.bottleneck_cycles == worst,
-        f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest kernel takes {worst}",
+        f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest stage takes {worst}",
     )
-    bottleneck = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
-    check(
-        bottleneck is not None and bottleneck.latency_cycles + bottleneck.comm_cycles == worst,
-        f"objective.bottleneck_kernel {obj.bottleneck_kernel!r} is not a slowest kernel",
-    )
+    check(obj.bottleneck_kernel in worst_names, f"objective.bottleneck_kernel {obj.bottleneck_kernel!r} is not a slowest kernel")
     if obj.lower_bound_cycles is not None:
         check(
             obj.lower_bound_cycles <= obj.bottleneck_cycles,
@@ -153,25 +189,21 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         abs(obj.throughput_samples_per_s - arch.clock_hz / max(worst, 1)) <= 1e-6 * obj.throughput_samples_per_s,
         "throughput does not equal clock / bottleneck",
     )
-    checks += _check_placement(plan, arch, bad)
     return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
 
 
-def _check_comm(plan: Plan, kgraph: KernelGraph, arch: Arch, bad: list[str]) -> int:
-    """Communication cycles: zero without placement; recomputed from the rectangles with it."""
-    placed = [k.placement is not None for k in plan.kernels]
+def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad: list[str], traffic: float | None) -> int:
+    """Communication cycles of one wafer's kernels: zero without placement, recomputed with it."""
+    placed = [k.placement is not None for k in members]
     if not any(placed):
-        for k in plan.kernels:
+        for k in members:
             if k.comm_cycles:
                 bad.append(f"{k.name}: comm_cycles {k.comm_cycles} without a placement")
-        return len(plan.kernels)
+        return len(members)
     if not all(placed):
         bad.append(f"{placed.count(False)} kernel(s) have no placement in a placed plan")
         return 1
-    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    if sorted(order) != sorted(k.name for k in plan.kernels):
-        return 0  # reported by the kernel-set checks
-    kernels = sorted(plan.kernels, key=lambda k: order[k.name])
+    kernels = members
     rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
     src, dst, nbytes = flows(kgraph, arch)
     latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
@@ -180,15 +212,14 @@ def _check_comm(plan: Plan, kgraph: KernelGraph, arch: Arch, bad: list[str]) -> 
     for k, value in zip(kernels, comm.comm_cycles.tolist(), strict=True):
         if k.comm_cycles != value:
             bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")
-    recorded = plan.objective.traffic_distance
-    if recorded is not None and abs(recorded - comm.traffic_distance) > 1e-6 * max(1.0, comm.traffic_distance):
-        bad.append(f"objective.traffic_distance is {recorded}, recomputed {comm.traffic_distance}")
+    if traffic is not None and abs(traffic - comm.traffic_distance) > 1e-6 * max(1.0, comm.traffic_distance):
+        bad.append(f"objective.traffic_distance is {traffic}, recomputed {comm.traffic_distance}")
     return len(kernels) + 1
 
 
-def _check_placement(plan: Plan, arch: Arch, bad: list[str]) -> int:
-    """Bounds, die rule, defects and overlap of placed rectangles; returns the number of checks."""
-    placed = [k for k in plan.kernels if k.placement is not None]
+def _check_placement(members: list[KernelPlan], arch: Arch, bad: list[str]) -> int:
+    """Bounds, die rule, defects and overlap of one wafer's rectangles; returns the number of checks."""
+    placed = [k for k in members if k.placement is not None]
     if not placed:
         return 0
     occupancy = np.full((arch.rows, arch.cols), -1, dtype=np.int32)

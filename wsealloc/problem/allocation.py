@@ -37,6 +37,19 @@ class Choices:
         idx = int(np.searchsorted(-self.latency, -target, side="left"))
         return idx if idx < len(self) else -1
 
+    def window(self, lower: int | None, upper: int | None) -> np.ndarray:
+        """Candidate indices an optimal solution may need when lower <= T <= upper.
+
+        Slower than ``upper`` is never chosen; faster than the fewest-core candidate meeting ``lower``
+        can always be swapped for that one (fewer cores, same T). Exact given valid bounds.
+        """
+        last = len(self) - 1
+        if lower is not None:
+            at_lower = self.fewest_cores_within(lower)
+            last = at_lower if at_lower >= 0 else last
+        first = 0 if upper is None else max(0, self.fewest_cores_within(upper))
+        return np.arange(min(first, last), last + 1)
+
 
 @dataclass(frozen=True)
 class GreedyHints:

@@ -16,16 +16,28 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     gap = f"{obj.gap:.2%}" if obj.gap is not None else "n/a"
     bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
     limit = obj.bound_by + (", at its SRAM floor" if obj.sram_limited else "")
+    wafers = len(plan.stages)
+    total = arch.total_cores * wafers
+    on = f"{wafers} x {arch.name}" if wafers > 1 else arch.name
     lines = [
         f"model {plan.model.path}: {len(plan.kernels)} kernels ({out.costs.kgraph.ops.onnx_nodes} ONNX nodes) "
-        f"on {arch.name} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores)",
+        f"on {on} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores{' each' if wafers > 1 else ''})",
         f"solver {obj.solver}: {obj.status} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
         f"bound {bound}, gap {gap}",
         f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
         f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,} cycles, SRAM {bk.sram_bytes_per_core:,} B/core)",
         f"throughput {obj.throughput_samples_per_s:,.1f} samples/s at {arch.clock_hz / 1e9:.2f} GHz; "
-        f"cores used {obj.cores_used:,} of {arch.total_cores:,} ({obj.cores_used / arch.total_cores:.1%})",
+        f"cores used {obj.cores_used:,} of {total:,} ({obj.cores_used / total:.1%})",
     ]
+    if wafers > 1:
+        lines.append(
+            "stages: "
+            + "; ".join(
+                f"wafer {s.index}: {s.kernels} kernels, {s.cores_used:,} cores, {s.bottleneck_cycles:,} cycles, "
+                f"transfer in {s.transfer_cycles:,} ({s.status})"
+                for s in plan.stages
+            )
+        )
     base = plan.baseline
     if base.bottleneck_cycles is not None and out.speedup is not None:
         lines.append(

@@ -35,9 +35,15 @@ _STATUS = {
 
 
 class _Model:
-    """The CP-SAT model over groups (classes of identical kernels, or single kernels)."""
+    """The CP-SAT model over groups (classes of identical kernels, or single kernels).
 
-    def __init__(self, problem: AllocationProblem, options: SolveOptions):
+    Candidates outside the proven bounds are left out, which keeps exactness: with T <= U (the hint's
+    bottleneck) a candidate slower than U can never be chosen, and with T >= L (the exact bound) a
+    candidate faster than the fewest-core one meeting L can always be swapped for it (fewer cores,
+    same T). ``keep[g]`` lists the original candidate indices kept for group g.
+    """
+
+    def __init__(self, problem: AllocationProblem, options: SolveOptions, hint: tuple[int, ...] | None):
         self.problem = problem
         if options.exploit_symmetry:
             self.group_of = list(problem.kernel_class)
@@ -46,25 +52,32 @@ class _Model:
             self.group_of = list(range(problem.n_kernels))
             self.groups = [problem.choices(i) for i in range(problem.n_kernels)]
         self.mult = np.bincount(np.asarray(self.group_of, dtype=np.int64), minlength=len(self.groups))
+        self.hinted = self.group_choice(hint) if hint is not None else None
+        upper = problem.evaluate(self.kernel_choice(self.hinted))[0] if self.hinted is not None else None
+        lower = options.lower_bound
+        self.keep = [ch.window(lower, upper) if self.mult[g] else np.arange(0) for g, ch in enumerate(self.groups)]
         self.model = cp_model.CpModel()
         m = self.model
         # Variables are named after the group's first kernel; groups without kernels get none.
-        first = {g: i for i, g in reversed(list(enumerate(self.group_of)))}
+        first_kernel = {g: i for i, g in reversed(list(enumerate(self.group_of)))}
         self.x = [
-            [m.new_bool_var(f"x_{problem.names[first[g]]}_{j}") for j in range(len(ch))] if g in first else []
-            for g, ch in enumerate(self.groups)
+            [m.new_bool_var(f"x_{problem.names[first_kernel[g]]}_{j}") for j in keep.tolist()] if g in first_kernel else []
+            for g, keep in enumerate(self.keep)
         ]
-        lo = options.lower_bound if options.lower_bound is not None else 0
-        hi = int(max(int(ch.latency[0]) for ch, k in zip(self.groups, self.mult, strict=True) if k > 0))
-        self.T = m.new_int_var(min(lo, hi), hi, "bottleneck_cycles")
+        hi = int(max(int(ch.latency[k[0]]) for ch, k in zip(self.groups, self.keep, strict=True) if k.size))
+        lo = min(lower if lower is not None else 0, hi)
+        self.T = m.new_int_var(lo, hi, "bottleneck_cycles")
+        core_vars: list[cp_model.IntVar] = []
+        core_coeffs: list[int] = []
         for g, ch in enumerate(self.groups):
-            if self.mult[g] == 0:
+            if not self.x[g]:
                 continue
             m.add_exactly_one(self.x[g])
-            m.add(sum(int(ch.latency[j]) * self.x[g][j] for j in range(len(ch))) <= self.T)
-        self.cores = sum(
-            int(self.mult[g]) * int(ch.cores[j]) * var for g, ch in enumerate(self.groups) for j, var in enumerate(self.x[g])
-        )
+            lat = [int(v) for v in ch.latency[self.keep[g]]]
+            m.add(cp_model.LinearExpr.weighted_sum(self.x[g], lat) <= self.T)
+            core_vars += self.x[g]
+            core_coeffs += [int(self.mult[g]) * int(v) for v in ch.cores[self.keep[g]]]
+        self.cores = cp_model.LinearExpr.weighted_sum(core_vars, core_coeffs)
         m.add(self.cores <= problem.total_cores)
 
     def group_choice(self, choice: tuple[int, ...]) -> list[int]:
@@ -76,19 +89,25 @@ class _Model:
         return [0 if v == 10**9 else v for v in out]
 
     def hint(self, group_choice: list[int]) -> None:
-        """A complete hint: every Boolean and T."""
+        """A complete hint: every Boolean and T (original indices, clipped into the kept range)."""
         self.model.clear_hints()
         worst = 0
         for g, j in enumerate(group_choice):
+            if not self.x[g]:
+                continue
+            keep = self.keep[g]
+            pos = int(np.clip(j, keep[0], keep[-1]) - keep[0])
             for jj, var in enumerate(self.x[g]):
-                self.model.add_hint(var, jj == j)
-            if self.mult[g] > 0:
-                worst = max(worst, int(self.groups[g].latency[j]))
+                self.model.add_hint(var, jj == pos)
+            worst = max(worst, int(self.groups[g].latency[keep[pos]]))
         self.model.add_hint(self.T, worst)
 
     def read(self, solver: cp_model.CpSolver) -> list[int]:
-        """Per-group chosen index from the solver's current solution."""
-        return [next(j for j, var in enumerate(row) if solver.boolean_value(var)) if row else 0 for row in self.x]
+        """Per-group chosen original index from the solver's current solution."""
+        return [
+            int(self.keep[g][next(j for j, var in enumerate(row) if solver.boolean_value(var))]) if row else 0
+            for g, row in enumerate(self.x)
+        ]
 
     def kernel_choice(self, group_choice: list[int]) -> tuple[int, ...]:
         """Per-kernel choice from a per-group one."""
@@ -110,13 +129,10 @@ def _solver(options: SolveOptions, time_limit: float) -> cp_model.CpSolver:
 def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
     """Minimize the bottleneck, then the cores used at that bottleneck."""
     start = time.perf_counter()
-    model = _Model(problem, options)
-    upper: int | None = None
-    if options.hint is not None and problem.feasible(options.hint):
-        gc = model.group_choice(options.hint)
-        model.hint(gc)
-        upper = problem.evaluate(model.kernel_choice(gc))[0]
-        model.model.add(upper >= model.T)
+    hint = options.hint if options.hint is not None and problem.feasible(options.hint) else None
+    model = _Model(problem, options, hint)
+    if model.hinted is not None:
+        model.hint(model.hinted)
     model.model.minimize(model.T)
     s1 = _solver(options, options.time_limit_s)
     with options.stop.active(s1.stop_search):

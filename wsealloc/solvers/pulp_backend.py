@@ -51,39 +51,52 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
     group_of, groups = _groups(problem, options)
     mult = np.bincount(np.asarray(group_of, dtype=np.int64), minlength=len(groups))
     name = "pulp" if backend == "cbc" else f"pulp-{backend}"
-    prob = pulp.LpProblem("wsealloc", pulp.LpMinimize)
-    x = [[pulp.LpVariable(f"x_{g}_{j}", cat="Binary") for j in range(len(ch))] if mult[g] else [] for g, ch in enumerate(groups)]
-    hi = max(int(ch.latency[0]) for ch, k in zip(groups, mult, strict=True) if k > 0)
-    lo = options.lower_bound or 0
-    # No upper bound on T: CBC 2.10 reported "Infeasible" for a feasible model whose optimum sat exactly
-    # on T's upper bound (reproduced on a 6-Boolean instance; see tests/test_solvers.py).
-    T = pulp.LpVariable("bottleneck_cycles", lowBound=min(lo, hi))
-    prob += T
-    for g, ch in enumerate(groups):
-        if mult[g] == 0:
-            continue
-        prob += pulp.lpSum(x[g]) == 1
-        prob += pulp.lpSum(int(ch.latency[j]) * x[g][j] for j in range(len(ch))) <= T
-    cores = pulp.lpSum(int(mult[g]) * int(ch.cores[j]) * var for g, ch in enumerate(groups) for j, var in enumerate(x[g]))
-    prob += cores <= problem.total_cores
 
     def to_kernels(gc: list[int]) -> tuple[int, ...]:
         return tuple(gc[g] for g in group_of)
 
+    # Warm start per group: the member with the fewest cores keeps the start feasible.
     hint_groups: list[int] | None = None
     if options.hint is not None and problem.feasible(options.hint):
         hint_groups = [10**9] * len(groups)
         for i, j in enumerate(options.hint):
             hint_groups[group_of[i]] = min(hint_groups[group_of[i]], j)
         hint_groups = [0 if v == 10**9 else v for v in hint_groups]
-        for g, j in enumerate(hint_groups):
-            for jj, var in enumerate(x[g]):
-                var.setInitialValue(1 if jj == j else 0)
-        T.setInitialValue(problem.evaluate(to_kernels(hint_groups))[0])
+    upper = problem.evaluate(to_kernels(hint_groups))[0] if hint_groups is not None else None
+    # Same exact candidate window as the CP-SAT model (see Choices.window).
+    keep = [ch.window(options.lower_bound, upper) if mult[g] else np.arange(0) for g, ch in enumerate(groups)]
+    prob = pulp.LpProblem("wsealloc", pulp.LpMinimize)
+    x = [[pulp.LpVariable(f"x_{g}_{j}", cat="Binary") for j in k.tolist()] for g, k in enumerate(keep)]
+    hi = max(int(ch.latency[k[0]]) for ch, k in zip(groups, keep, strict=True) if k.size)
+    lo = options.lower_bound or 0
+    # No upper bound on T: CBC 2.10 reported "Infeasible" for a feasible model whose optimum sat exactly
+    # on T's upper bound (reproduced on a 6-Boolean instance; see tests/test_solvers.py).
+    T = pulp.LpVariable("bottleneck_cycles", lowBound=min(lo, hi))
+    prob += T
+    for g, ch in enumerate(groups):
+        if not x[g]:
+            continue
+        prob += pulp.lpSum(x[g]) == 1
+        prob += pulp.lpSum(int(lat) * v for lat, v in zip(ch.latency[keep[g]], x[g], strict=True)) <= T
+    cores = pulp.lpSum(
+        int(mult[g]) * int(c) * v for g, ch in enumerate(groups) for c, v in zip(ch.cores[keep[g]], x[g], strict=True)
+    )
+    prob += cores <= problem.total_cores
+
+    def start_from(gc: list[int]) -> None:
+        for g, j in enumerate(gc):
+            if x[g]:
+                pos = int(np.clip(j, keep[g][0], keep[g][-1]) - keep[g][0])
+                for jj, var in enumerate(x[g]):
+                    var.setInitialValue(1 if jj == pos else 0)
+
+    if hint_groups is not None:
+        start_from(hint_groups)
+        T.setInitialValue(upper)
 
     def read() -> list[int] | None:
         chosen = []
-        for row in x:
+        for g, row in enumerate(x):
             if not row:
                 chosen.append(0)
                 continue
@@ -91,7 +104,7 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             ones = [j for j, val in enumerate(vals) if val > 0.5]
             if len(ones) != 1:
                 return None
-            chosen.append(ones[0])
+            chosen.append(int(keep[g][ones[0]]))
         return chosen if problem.feasible(to_kernels(chosen)) else None
 
     prob.solve(_backend(backend, options, options.time_limit_s))
@@ -133,9 +146,7 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
     if options.minimize_cores and remaining > 0.5 and not options.stop.stopped.is_set():
         prob += t_best >= T
         prob.setObjective(cores)
-        for g, j in enumerate(chosen):
-            for jj, var in enumerate(x[g]):
-                var.setInitialValue(1 if jj == j else 0)
+        start_from(chosen)
         prob.solve(_backend(backend, options, remaining))
         second = read()
         if second is not None and problem.evaluate(to_kernels(second))[0] <= t_best:

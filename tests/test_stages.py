@@ -1,0 +1,82 @@
+"""Multi-wafer stage partition: the DP equals brute force over cut points; one wafer that fits equals
+the single-wafer optimum; a kernel larger than a wafer is diagnosed."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_solvers import problems
+
+from wsealloc.problem import AllocationProblem
+from wsealloc.problem.stages import StageProblem
+from wsealloc.solvers import SolveOptions, Status, get_solver
+from wsealloc.solvers.bisect import optimal_bottleneck
+from wsealloc.solvers.stages import solve
+
+
+def _sub(p: AllocationProblem, first: int, end: int) -> AllocationProblem:
+    return AllocationProblem(p.names[first:end], p.kernel_class[first:end], p.classes, p.total_cores, p.hints)
+
+
+def brute_force(sp: StageProblem, wafers: int) -> int | None:
+    n = sp.n_kernels
+    transfer = sp.transfer_cycles()
+    best = None
+    for k in range(1, min(wafers, n) + 1):
+        for inner in itertools.combinations(range(1, n), k - 1):
+            cuts = (0, *inner, n)
+            load = 0
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+                t = optimal_bottleneck(_sub(sp.alloc, a, b))
+                if t is None:
+                    load = None
+                    break
+                load = max(load, t, int(transfer[a]), int(transfer[b]))
+            if load is not None and (best is None or load < best):
+                best = load
+    return best
+
+
+@st.composite
+def stage_problems(draw: st.DrawFn) -> tuple[StageProblem, int]:
+    p = draw(problems(max_kernels=6))
+    n = p.n_kernels
+    cut = np.array([0.0] + [float(draw(st.integers(0, 5000))) for _ in range(n - 1)] + [0.0])
+    sp = StageProblem(p, cut, cycles_per_byte=draw(st.sampled_from([0.01, 0.1, 1.0])), latency_cycles=draw(st.integers(0, 50)))
+    return sp, draw(st.integers(1, 4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(stage_problems())
+def test_dp_equals_brute_force(case: tuple[StageProblem, int]) -> None:
+    sp, wafers = case
+    expected = brute_force(sp, wafers)
+    got = solve(sp, wafers)
+    if expected is None:
+        assert got.status is Status.INFEASIBLE
+    else:
+        assert got.status is Status.OPTIMAL and got.objective == expected
+        assert got.cuts[0] == 0 and got.cuts[-1] == sp.n_kernels and got.wafers <= wafers
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems())
+def test_one_wafer_that_fits_equals_single_wafer_plan(p: AllocationProblem) -> None:
+    sp = StageProblem(p, np.zeros(p.n_kernels + 1), 1.0, 0)
+    single = get_solver("bisect")(p, SolveOptions())
+    staged = solve(sp, 1)
+    assert staged.objective == single.objective and staged.cuts == (0, p.n_kernels)
+    auto = solve(sp, None)
+    assert auto.wafers == 1 and auto.objective == single.objective
+
+
+@settings(max_examples=60, deadline=None)
+@given(stage_problems())
+def test_more_wafers_never_worse(case: tuple[StageProblem, int]) -> None:
+    sp, wafers = case
+    a, b = solve(sp, wafers), solve(sp, wafers + 1)
+    if a.objective is not None:
+        assert b.objective is not None and b.objective <= a.objective

@@ -1,0 +1,76 @@
+"""The multi-wafer problem: cut the kernels (in topological order) into contiguous pipeline stages,
+one per wafer, each stage an allocation problem of its own, with the tensors crossing a cut sent over
+the inter-wafer link.
+
+A stage's load is max(its optimal bottleneck, the transfer cycles of the cut in front of it, the
+transfer cycles of the cut behind it): link transfers are pipelined like compute. Transfer cycles of a
+cut = ceil(bytes crossing it x clock / link bandwidth) + link latency x clock. A tensor that skips
+several stages crosses every cut in between (intermediate wafers forward it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.graph.kernels import KernelGraph
+from wsealloc.opmodels import CostTable
+from wsealloc.problem.allocation import AllocationProblem, build_problem
+from wsealloc.problem.placement import flows
+
+
+@dataclass(frozen=True)
+class StageProblem:
+    """Kernels in topological order with their candidates, and the cost of cutting between them."""
+
+    alloc: AllocationProblem  # total_cores = cores of ONE wafer
+    cut_bytes: np.ndarray  # [n + 1]: bytes crossing the cut in front of kernel i (0 at both ends)
+    cycles_per_byte: float  # clock / inter-wafer link bandwidth
+    latency_cycles: int  # inter-wafer link latency in cycles
+
+    @property
+    def n_kernels(self) -> int:
+        """Number of kernels."""
+        return self.alloc.n_kernels
+
+    def transfer_cycles(self) -> np.ndarray:
+        """[n + 1] cycles per sample to send what crosses each cut (0 at both ends: no cut)."""
+        return transfer_cycles(self.cut_bytes, self.cycles_per_byte, self.latency_cycles)
+
+
+def transfer_cycles(cut: np.ndarray, cycles_per_byte: float, latency_cycles: int) -> np.ndarray:
+    """Cycles per sample to send each cut's bytes over the inter-wafer link (0 at both ends)."""
+    cycles = np.ceil(cut * cycles_per_byte).astype(np.int64) + latency_cycles
+    cycles[0] = cycles[-1] = 0
+    return cycles
+
+
+def link_params(arch: Arch) -> tuple[float, int]:
+    """(cycles per byte, latency cycles) of the arch's inter-wafer link."""
+    return arch.clock_hz / arch.cluster.link_bytes_per_s, int(np.ceil(arch.cluster.link_latency_s * arch.clock_hz))
+
+
+def cut_bytes(kgraph: KernelGraph, arch: Arch) -> np.ndarray:
+    """Bytes crossing each cut position of the kernel sequence (every flow s -> t with s < c <= t)."""
+    n = len(kgraph.kernels)
+    src, dst, nbytes = flows(kgraph, arch)
+    diff = np.zeros(n + 2)
+    fwd = src < dst
+    np.add.at(diff, src[fwd] + 1, nbytes[fwd])
+    np.add.at(diff, dst[fwd] + 1, -nbytes[fwd])
+    out = np.cumsum(diff)[: n + 1]
+    out[0] = 0.0
+    return out
+
+
+def build_stage_problem(costs: CostTable) -> StageProblem:
+    """The stage-partition problem of a cost table on its arch's cluster."""
+    per_byte, latency = link_params(costs.arch)
+    return StageProblem(
+        alloc=build_problem(costs),
+        cut_bytes=cut_bytes(costs.kgraph, costs.arch),
+        cycles_per_byte=per_byte,
+        latency_cycles=latency,
+    )
