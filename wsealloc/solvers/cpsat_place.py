@@ -24,7 +24,7 @@ from ortools.sat.python import cp_model
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import SolveOptions
-from wsealloc.solvers.strips import Placed
+from wsealloc.solvers.strips import Placed, score
 
 STEP_SECONDS = 3.0
 MAX_SHAPES = 24
@@ -175,8 +175,7 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
 def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, deadline: float) -> Placed | None:
     """Improve ``placed`` by CP-SAT steps on windows around the bottleneck until ``deadline``."""
     best = placed
-    stage, comm = problem.evaluate(best.rects, best.latency, best.noc, best.dataflow)
-    best_score = (int(stage.max()), comm.traffic_distance)
+    best_score = score(problem, best)
     tried: set[tuple[int, int]] = set()
     radius = 4
     while time.perf_counter() + 0.5 < deadline and not options.stop.stopped.is_set():
@@ -193,10 +192,9 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
         candidate = _step(problem, best, window, options, seconds)
         if candidate is None:
             continue
-        stage, comm = problem.evaluate(candidate.rects, candidate.latency, candidate.noc, candidate.dataflow)
-        score = (int(stage.max()), comm.traffic_distance)
-        if score < best_score:
-            best, best_score = candidate, score
+        new_score = score(problem, candidate)
+        if new_score < best_score:
+            best, best_score = candidate, new_score
             tried.clear()
             radius = 4
     return best

@@ -16,7 +16,7 @@ import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
-from wsealloc.solvers.strips import Placed, construct, smallest_target
+from wsealloc.solvers.strips import Placed, construct, score, smallest_target
 
 FEEDBACK_ROUNDS = 3
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
@@ -35,14 +35,14 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
     above the smallest packable one (more room per kernel can shorten communication); then the
     communication of the best layout is fed back as margins of the kernels it made too slow.
     """
-    best: tuple[tuple[int, float], Placed] | None = None
+    best: tuple[tuple[int, int, float], Placed] | None = None
 
     def consider(placed: Placed | None) -> None:
         nonlocal best
         if placed is not None:
-            score = evaluate(problem, placed)
-            if best is None or score < best[0]:
-                best = (score, placed)
+            rank = score(problem, placed)
+            if best is None or rank < best[0]:
+                best = (rank, placed)
 
     region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
@@ -63,7 +63,7 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
     for _ in range(FEEDBACK_ROUNDS):
         if best is None or time.perf_counter() > deadline:
             break
-        (bottleneck, _), placed = best
+        _, placed = best
         stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
         slow = stage > problem.lower_bound
         margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
@@ -96,7 +96,7 @@ def solve(problem: PlacementProblem, options: SolveOptions, refine: bool = True)
         from wsealloc.solvers.cpsat_place import refine as cp_refine
 
         improved = cp_refine(problem, placed, options, deadline)
-        if improved is not None and evaluate(problem, improved) < evaluate(problem, placed):
+        if improved is not None and score(problem, improved) < score(problem, placed):
             placed, solver = improved, "strips+cpsat"
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if objective <= problem.lower_bound else Status.FEASIBLE

@@ -18,6 +18,7 @@ rounds, keeping the best placement.
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass
 
@@ -34,6 +35,15 @@ class Placed:
     dataflow: np.ndarray  # [n] dataflow codes
     latency: np.ndarray  # [n] op-model latency (without communication)
     noc: np.ndarray  # [n] op-model NoC cycles
+
+
+def score(problem: PlacementProblem, placed: Placed) -> tuple[int, int, float]:
+    """Ranking of placements: bottleneck stage, then how many kernels sit at it, then traffic x distance.
+
+    Counting the kernels at the bottleneck lets a search improve identical layers one at a time."""
+    stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
+    worst = int(stage.max())
+    return worst, int((stage == worst).sum()), comm.traffic_distance
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ def band_heights(problem: PlacementProblem, limit: int, minimum: int = 1) -> np.
     hs = hs[(hs <= limit) & (hs >= min(minimum, limit))]
     kept: list[int] = []
     for h in hs.tolist():
-        if not kept or h >= kept[-1] * 1.05 or h == hs[-1]:
+        if not kept or h >= kept[-1] * 1.02 or h == hs[-1]:
             kept.append(int(h))
     return np.array(kept, dtype=np.int64)
 
@@ -142,8 +152,54 @@ def band_plan(
     return bands[::-1]
 
 
-def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], targets: np.ndarray) -> Placed | None:
-    """Place the bands' rectangles on the real wafer (defects, regions); None if they do not fit."""
+def band_widths(problem: PlacementProblem, bands: list[tuple[int, int, int]], targets: np.ndarray) -> np.ndarray:
+    """Each kernel's narrowest width in its band meeting its target (0 when none)."""
+    widths = np.zeros(problem.n_kernels, dtype=np.int64)
+    for first, end, height in bands:
+        for k in range(first, end):
+            shape = problem.shape(k)
+            widths[k] = shape.width_for(shape.height_index(height), int(targets[k]))
+    return widths
+
+
+def stretch(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths: np.ndarray, region_cols: int) -> np.ndarray:
+    """Hand each band's unused columns, one at a time, to its slowest kernel (where a wider rectangle
+    is faster): the band's end would otherwise idle."""
+    out = widths.copy()
+    for first, end, height in bands:
+        spare = region_cols - int(out[first:end].sum())
+        if spare <= 0:
+            continue
+        heap: list[tuple[int, int]] = []
+        for k in range(first, end):
+            shape = problem.shape(k)
+            heapq.heappush(heap, (-int(shape.prefix[shape.height_index(height), out[k]]), k))
+        while spare > 0 and heap:
+            neg, k = heapq.heappop(heap)
+            shape = problem.shape(k)
+            h = shape.height_index(height)
+            if out[k] + 1 >= shape.prefix.shape[1]:
+                continue
+            now, wider = -neg, int(shape.prefix[h, out[k] + 1])
+            if wider >= now:
+                # one more column does not help this kernel now; look a few columns further
+                ahead = shape.prefix[h, out[k] + 1 : out[k] + 1 + spare]
+                better = np.flatnonzero(ahead < now)
+                if better.size == 0:
+                    continue
+                step = int(better[0]) + 1
+            else:
+                step = 1
+            out[k] += step
+            spare -= step
+            heapq.heappush(heap, (-int(shape.prefix[h, out[k]]), k))
+    return out
+
+
+def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths: np.ndarray) -> Placed | None:
+    """Place the bands' rectangles on the real wafer (defects, regions); None if they do not fit.
+
+    Kernel k takes the best rectangle with exactly ``widths[k]`` columns and at most its band's rows."""
     n = problem.n_kernels
     regs = regions(problem)
     blocked = problem.blocked
@@ -170,8 +226,8 @@ def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], targets: 
             reg = regs[reg_i]
             shape = problem.shape(k)
             hidx = shape.height_index(height)
-            c = shape.width_for(hidx, int(targets[k]))
-            if c <= 0:
+            c = int(widths[k])
+            if c <= 0 or shape.best[hidx, c] >= INF:
                 return None
             r = int(shape.best_r[hidx, c])
             placed = False
@@ -214,7 +270,9 @@ def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1)
     plan = band_plan(widths, heights, regs[0].rows, regs[0].cols, len(regs))
     if plan is None:
         return None
-    return pack(problem, plan, targets)
+    chosen = band_widths(problem, plan, targets)
+    # wider rectangles may no longer slide past defects: fall back to the narrow ones
+    return pack(problem, plan, stretch(problem, plan, chosen, regs[0].cols)) or pack(problem, plan, chosen)
 
 
 def smallest_target(
