@@ -31,7 +31,7 @@ from wsealloc.solvers.base import PlacementResult
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
-from wsealloc.solvers.strips import place_targets
+from wsealloc.solvers.strips import place_targets, score
 from wsealloc.units import format_bytes
 
 
@@ -149,20 +149,23 @@ def solve_costs(
         return SolveOutcome(plan, result, baseline, exact, costs, interrupted)
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
     say(f"placement: {len(pproblem.shapes)} shape tables; placing (time limit {opts.time_limit_s:g} s)")
-    placement = _run_stoppable(lambda: place_solver(pproblem, opts), opts.stop)
+    # The baseline: the greedy allocation's latencies placed by the same construction. It is also a
+    # start of the placement search, so the result is never worse than it.
+    greedy_layout = None
+    baseline_placed = None
+    if baseline.choice is not None:
+        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
+        greedy_layout = place_targets(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
+        if greedy_layout is not None:
+            baseline_placed = score(pproblem, greedy_layout)[0]
+    starts = (greedy_layout,) if greedy_layout is not None else ()
+    placement = _run_stoppable(lambda: place_solver(pproblem, opts, starts=starts), opts.stop)
     if placement.rects is None:
         raise InfeasibleError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
             f"({placement.message}); reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
-    baseline_placed = None
-    if baseline.choice is not None and not opts.stop.stopped.is_set():
-        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
-        greedy_layout = place_targets(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
-        if greedy_layout is not None:
-            stage, _ = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency, greedy_layout.noc, greedy_layout.dataflow)
-            baseline_placed = int(stage.max())
     plan = make_plan(costs, spec, result, baseline, placement, pproblem, baseline_placed)
     return SolveOutcome(plan, result, baseline, exact, costs, opts.stop.stopped.is_set(), placement)
 

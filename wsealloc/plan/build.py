@@ -67,6 +67,14 @@ def placed_kernel_plans(costs: CostTable, placement: PlacementResult, comm: np.n
     return out
 
 
+def _bound_by(k: KernelPlan) -> str:
+    """What dominates a kernel's stage time: compute or NoC, plus communication when it adds >= 10%."""
+    base = "compute" if k.compute_cycles >= k.noc_cycles else "noc"
+    if k.comm_cycles > max(k.compute_cycles, k.noc_cycles):
+        return "communication"
+    return f"{base}+communication" if k.comm_cycles >= 0.1 * (k.latency_cycles + k.comm_cycles) else base
+
+
 def make_plan(
     costs: CostTable,
     spec: ModelSpec,
@@ -113,9 +121,7 @@ def make_plan(
         solver=solver,
         wall_s=round(wall, 4),
         bottleneck_kernel=bk.name,
-        bound_by="communication"
-        if bk.comm_cycles > max(bk.compute_cycles, bk.noc_cycles)
-        else ("compute" if bk.compute_cycles >= bk.noc_cycles else "noc"),
+        bound_by=_bound_by(bk),
         sram_limited=bool(len(kc.frontier) and bk.cores <= int(kc.frontier.cores[0]) and bk.cores > 1),
         throughput_samples_per_s=arch.clock_hz / max(bottleneck, 1),
         cores_used=cores_used,

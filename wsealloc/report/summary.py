@@ -40,8 +40,13 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         )
     base = plan.baseline
     if base.bottleneck_cycles is not None and out.speedup is not None:
+        placed = (
+            f", placed by the same construction {base.placed_bottleneck_cycles:,} cycles"
+            if obj.placed and base.placed_bottleneck_cycles is not None
+            else ""
+        )
         lines.append(
-            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status}); speed-up over it {out.speedup:.2f}x"
+            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status}){placed}; speed-up {out.speedup:.2f}x"
         )
     if obj.message:
         lines.append(f"note: {obj.message}")

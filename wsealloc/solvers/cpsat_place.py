@@ -12,7 +12,8 @@ fixed obstacles. CP-SAT then decides shapes and positions of the window's kernel
 * minimize T. The step's result is re-evaluated with the full communication model (congestion, die
   penalty) and kept only if the overall (bottleneck, traffic x distance) improves.
 
-Integer scale: cycles. Each step has its own time limit; the search stops at the deadline.
+Integer scale: cycles. Each step has a deterministic-time budget (reproducible for a given seed and
+one worker); the wall-clock deadline only caps the whole search.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import SolveOptions
 from wsealloc.solvers.strips import Placed, score
 
-STEP_SECONDS = 3.0
+STEP_SECONDS = 10.0  # wall-clock cap per step
+STEP_DETERMINISTIC_TIME = 1.0  # CP-SAT deterministic time units per step (~1 s here)
 MAX_SHAPES = 24
 
 
@@ -154,6 +156,8 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
         m.add(base + hop * dist(s, t) <= T)  # type: ignore[operator]
     m.minimize(T)
     solver = cp_model.CpSolver()
+    # A deterministic budget per step makes the search reproducible; wall-clock time only caps it.
+    solver.parameters.max_deterministic_time = STEP_DETERMINISTIC_TIME
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = max(1, options.workers)
     solver.parameters.random_seed = options.seed

@@ -75,11 +75,19 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
     return None if best is None else best[1]
 
 
-def solve(problem: PlacementProblem, options: SolveOptions, refine: bool = True) -> PlacementResult:
-    """Place every kernel; best placement within the time limit with its status, bound and gap."""
+def solve(
+    problem: PlacementProblem, options: SolveOptions, refine: bool = True, starts: tuple[Placed, ...] = ()
+) -> PlacementResult:
+    """Place every kernel; best placement within the time limit with its status, bound and gap.
+
+    ``starts`` are further candidate layouts (e.g. the greedy allocation placed by the same
+    construction): the result is never worse than any of them."""
     start = time.perf_counter()
     deadline = start + options.time_limit_s
     placed = construct_best(problem, deadline)
+    for other in starts:
+        if placed is None or score(problem, other) < score(problem, placed):
+            placed = other
     if placed is None:
         return PlacementResult(
             "strips",
