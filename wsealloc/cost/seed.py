@@ -56,7 +56,7 @@ def node_compute(node: OpNode, graph: OpGraph, arch: Arch) -> int:
 
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> SeedWork:
     """Sum the notebook's per-node estimates over a kernel."""
-    nodes = {n.name: n for n in graph.nodes}
+    nodes = graph.node_by_name
     compute = comm = memory = macs = vec = 0
     for name in kernel.nodes:
         node = nodes[name]

@@ -33,7 +33,7 @@ def ingress_bytes(kernel: Kernel, graph: OpGraph, tensor: str, arch: Arch) -> in
     A kernel anchored by a gather of activations (the class token, a last-token slice) needs only the
     rows it picks: the producer sends those, not the whole tensor.
     """
-    anchor = next(n for n in graph.nodes if n.name == kernel.anchor)
+    anchor = graph.node_by_name[kernel.anchor]
     if anchor.op_type in _SELECTIONS and anchor.inputs[0] == tensor:
         return min(tensor_bytes(graph, tensor, arch), sum(tensor_bytes(graph, o, arch) for o in anchor.outputs if o))
     return tensor_bytes(graph, tensor, arch)
@@ -41,7 +41,7 @@ def ingress_bytes(kernel: Kernel, graph: OpGraph, tensor: str, arch: Arch) -> in
 
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> KernelWork:
     """Aggregate the work of a kernel's nodes (anchor tiling + epilogue vector ops + bytes)."""
-    nodes = {n.name: n for n in graph.nodes}
+    nodes = graph.node_by_name
     works: list[OpWork] = [op_work(nodes[name], graph, allow_unknown=options.allow_unknown_ops) for name in kernel.nodes]
     anchor = op_work(nodes[kernel.anchor], graph, allow_unknown=options.allow_unknown_ops)
     macs = sum(w.macs for w in works)

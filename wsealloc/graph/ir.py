@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 from typing import Union
 
@@ -72,6 +73,16 @@ class OpGraph:
     dims: Mapping[str, int]
     onnx_nodes: int  # nodes in the file, before dropping shape-only/constant ones
     dropped_nodes: int
+
+    @cached_property
+    def node_by_name(self) -> dict[str, OpNode]:
+        """Map node name -> node (built once: lookups are on hot paths)."""
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def node_index(self) -> dict[str, int]:
+        """Map node name -> position in topological order."""
+        return {n.name: i for i, n in enumerate(self.nodes)}
 
     def tensor(self, name: str) -> TensorInfo:
         """Look up a tensor by name."""

@@ -21,7 +21,6 @@ Every ONNX node of the :class:`OpGraph` is covered by exactly one kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from wsealloc.graph.ir import OpGraph, OpNode, TensorKind
 from wsealloc.graph.opclass import KernelKind, OpClass, kernel_kind, op_class
@@ -69,9 +68,9 @@ class KernelGraph:
         """Look up an op node by name."""
         return self._nodes[name]
 
-    @cached_property
+    @property
     def _nodes(self) -> dict[str, OpNode]:
-        return {n.name: n for n in self.ops.nodes}
+        return self.ops.node_by_name
 
 
 @dataclass
@@ -176,7 +175,7 @@ def _finish(graph: OpGraph, groups: list[_Group], fuse: bool) -> KernelGraph:
     produced_by: dict[str, str] = {}
     used_names: set[str] = set()
     for group in groups:
-        order = sorted(group.nodes, key=_position(graph))
+        order = sorted(group.nodes, key=lambda n: graph.node_index[n.name])
         produced = {o for n in order for o in n.outputs if o}
         member = {n.name for n in order}
         inputs: list[str] = []
@@ -212,8 +211,3 @@ def _finish(graph: OpGraph, groups: list[_Group], fuse: bool) -> KernelGraph:
         Edge(produced_by[t], k.name, t) for k in kernels for t in k.inputs if t in produced_by and produced_by[t] != k.name
     )
     return KernelGraph(ops=graph, kernels=tuple(kernels), edges=edges, fused=fuse)
-
-
-def _position(graph: OpGraph):  # type: ignore[no-untyped-def]
-    index = {n.name: i for i, n in enumerate(graph.nodes)}
-    return lambda n: index[n.name]
