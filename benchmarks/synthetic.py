@@ -1,7 +1,7 @@
 """Large synthetic graphs: a 20k-kernel model planned within a stated memory bound.
 
-Builds (in a temp dir, nothing downloaded) a chain of N MatMul+bias+GELU layers with widths cycling
-through a few sizes and a residual Add every 4 layers, then times the front end, the cost table and an
+Builds (in a temp dir, nothing downloaded) ``synthetic:chain:N`` (wsealloc/bench/synthetic.py: N
+MatMul+GELU kernels, weights as absent external data), then times the front end, the cost table and an
 allocation-only solve (exact bound + CP-SAT) in a child process and reports its peak memory.
 
     python benchmarks/synthetic.py [--kernels 20000] [--arch wse2]
@@ -21,35 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import markdown, peak_rss_mib, run_child  # noqa: E402
 
 
-def build(path: Path, kernels: int, seq: int = 64) -> None:
-    """Write a chain of ``kernels`` fused MatMul layers (weights as external data that is absent)."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    widths = [256, 512, 384, 256]
-    nodes, inits = [], []
-    x, d = "x", widths[0]
-    for i in range(kernels):
-        d_out = widths[(i + 1) % len(widths)]
-        # weight metadata only: an external-data reference to a file that is never written
-        w = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[d, d_out], data_location=TensorProto.EXTERNAL)
-        for key, value in (("location", f"{path.stem}.weights"), ("offset", "0"), ("length", str(4 * d * d_out))):
-            entry = w.external_data.add()
-            entry.key, entry.value = key, value
-        inits.append(w)
-        nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"], name=f"mm{i}"))
-        nodes.append(helper.make_node("Gelu", [f"m{i}"], [f"h{i}"], name=f"gelu{i}"))
-        x, d = f"h{i}", d_out
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, widths[0]])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [seq, d])], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-    onnx.save(model, str(path))
-
-
 def measure(kernels: int, arch: str) -> dict[str, object]:
     """Build, then time each stage in this (child) process."""
     from wsealloc.api import solve_costs
     from wsealloc.arch import load_arch
+    from wsealloc.bench.synthetic import build_chain
     from wsealloc.cost import CostOptions
     from wsealloc.frontend import import_onnx
     from wsealloc.graph.kernels import build_kernels
@@ -59,7 +35,7 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chain.onnx"
         t0 = time.perf_counter()
-        build(path, kernels)
+        build_chain(path, kernels)
         t1 = time.perf_counter()
         graph = import_onnx(path)
         kgraph = build_kernels(graph)
@@ -69,9 +45,14 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
         out = solve_costs(costs, ModelSpec(str(path)), solver="cpsat")
         t4 = time.perf_counter()
         return {
-            "kernels": len(kgraph.kernels), "onnx_nodes": graph.onnx_nodes, "build_s": round(t1 - t0, 1),
-            "frontend_s": round(t2 - t1, 1), "cost_s": round(t3 - t2, 1), "solve_s": round(t4 - t3, 1),
-            "status": out.plan.objective.status, "bottleneck": out.plan.objective.bottleneck_cycles,
+            "kernels": len(kgraph.kernels),
+            "onnx_nodes": graph.onnx_nodes,
+            "build_s": round(t1 - t0, 1),
+            "frontend_s": round(t2 - t1, 1),
+            "cost_s": round(t3 - t2, 1),
+            "solve_s": round(t4 - t3, 1),
+            "status": out.plan.objective.status,
+            "bottleneck": out.plan.objective.bottleneck_cycles,
             "peak_mib": round(peak_rss_mib(), 1),
         }
 

@@ -1,0 +1,87 @@
+"""`wsealloc compare`: JSON/Markdown/HTML reports; the HTML renders in headless Chromium with its pictures."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import wsealloc
+from wsealloc.cli import main
+from wsealloc.report.compare import Comparison, to_html, to_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
+
+
+@pytest.fixture(scope="module")
+def comparison() -> Comparison:
+    return wsealloc.compare(TRANSFORMER, "tiny", time_limit=5)
+
+
+def test_python_api_is_typed(comparison: Comparison) -> None:
+    assert isinstance(comparison, Comparison)
+    names = [r.name for r in comparison.rows]
+    assert names[0].startswith("greedy") and names[-1].startswith("exact bound")
+    solver = next(r for r in comparison.rows if r.name.startswith("solver"))
+    assert solver.bottleneck_cycles >= comparison.bound_cycles
+    outcome = wsealloc.solve(TRANSFORMER, "tiny", place=False)
+    assert outcome.plan.objective.status == "OPTIMAL"
+
+
+def test_markdown_stands_alone(comparison: Comparison) -> None:
+    md = to_markdown(comparison)
+    assert md.count("data:image/svg+xml;base64,") == 3  # latency bars, core share, floorplan
+    assert "| allocation |" in md
+
+
+def test_html_is_self_contained(comparison: Comparison) -> None:
+    page = to_html(comparison)
+    assert page.count("<svg") == 3
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # no network resources
+    ids = re.findall(r'\sid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+
+
+def test_cli_compare_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    assert (
+        main(
+            ["compare", str(TRANSFORMER), "--arch", "tiny", "--time-limit", "5", "--report", str(html), "--md", str(md), "--json"]
+        )
+        == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["speedup"] >= 1.0 and len(doc["kernels"]) == 21
+    assert html.stat().st_size > 10_000 and md.stat().st_size > 10_000
+
+
+def test_html_renders_in_headless_chromium(comparison: Comparison, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium package is required (.ci/run installs it)"
+    page = tmp_path / "report.html"
+    page.write_text(to_html(comparison))
+    flags = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    assert dom.stdout.count("<svg") == 3 and "Per-kernel stage cycles" in dom.stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    from matplotlib.image import imread
+
+    pixels = imread(str(shot))
+    assert pixels.shape[0] >= 2000 and pixels.std() > 0.05  # not blank: the pictures are drawn

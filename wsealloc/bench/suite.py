@@ -1,0 +1,108 @@
+"""Instance suites: YAML files validated once into frozen objects (``instances/*.yaml``).
+
+name: smoke
+description: ...
+instances:
+  - name: attention-tiny
+    model: ../models/tiny/attention.onnx     # relative to the suite file, or synthetic:chain:N
+    arch: tiny                               # preset or YAML path (relative to the suite file)
+    sets: [core.sram_bytes=24KiB]            # --set overrides
+    dims: {seq: 64}
+    solver: cpsat
+    place: false
+    wafers: 1                                # or auto
+    time_limit: 10
+    best: {objective: 661, bound: 661}       # best known (the regression gate); bench --update-best
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from wsealloc.bench.synthetic import PREFIX
+from wsealloc.errors import UsageError
+
+SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Best(_Frozen):
+    """Best known result of an instance."""
+
+    objective: int = Field(gt=0)
+    bound: int | None = None
+
+
+class Instance(_Frozen):
+    """One benchmark instance."""
+
+    name: str
+    model: str
+    arch: str = "wse2"
+    sets: tuple[str, ...] = ()
+    dims: dict[str, int] = {}
+    solver: str = "cpsat"
+    place: bool = False
+    wafers: int | Literal["auto"] = 1
+    time_limit: float = Field(default=30.0, gt=0)
+    best: Best | None = None
+
+    def resolved(self, base: Path) -> dict[str, Any]:
+        """Plain data for a worker, with paths resolved against the suite's folder."""
+        data = self.model_dump(mode="json")
+        if not self.model.startswith(PREFIX):
+            data["model"] = str((base / self.model).resolve()) if not Path(self.model).is_absolute() else self.model
+        arch = base / self.arch
+        if self.arch.endswith((".yaml", ".yml")) and not Path(self.arch).is_absolute():
+            data["arch"] = str(arch.resolve())
+        return data
+
+
+class Suite(_Frozen):
+    """A named list of instances."""
+
+    name: str
+    description: str = ""
+    instances: tuple[Instance, ...]
+
+
+def suite_path(spec: str) -> Path:
+    """A suite by name (``instances/<name>.yaml``) or by path."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    return SUITES_DIR / f"{spec}.yaml"
+
+
+def load_suite(spec: str) -> tuple[Suite, Path]:
+    """Load and validate a suite; errors name the file and the field."""
+    path = suite_path(spec)
+    if not path.exists():
+        names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
+        raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML: {exc}") from exc
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"{path}: {where}: {err['msg']}") from exc
+    names = [i.name for i in suite.instances]
+    if len(set(names)) != len(names):
+        raise UsageError(f"{path}: instance names must be unique")
+    return suite, path
+
+
+def suite_document(suite: Suite) -> str:
+    """YAML text of a suite (used to record improved best-known values)."""
+    return yaml.safe_dump(suite.model_dump(mode="json", exclude_defaults=True), sort_keys=False)

@@ -1,0 +1,330 @@
+"""``wsealloc compare``: greedy vs. solver vs. exact bound on the same cost model, as a table, JSON,
+Markdown, or one self-contained HTML page with its pictures inline (no network, no tool needed)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wsealloc.api import SolveOutcome, solve
+from wsealloc.arch import Arch
+from wsealloc.plan.build import make_plan
+from wsealloc.plan.schema import Plan
+
+
+@dataclass(frozen=True)
+class Row:
+    """One allocation (or the bound) in the comparison table."""
+
+    name: str
+    bottleneck_cycles: int
+    throughput_samples_per_s: float
+    bottleneck_kernel: str
+    bound_by: str
+    cores_used: int | None
+    gap: float | None
+    wall_s: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Greedy and solver plans of one model on one arch, with the exact bound."""
+
+    model: str
+    arch: str
+    total_cores: int
+    greedy: Plan
+    solver: Plan
+    bound_cycles: int
+    rows: tuple[Row, ...]
+    flows: tuple[tuple[str, str, float], ...] = field(default=())
+
+    @property
+    def speedup(self) -> float:
+        """Greedy bottleneck / solver bottleneck, like for like (greedy placed by the same construction
+        when the solver's plan is placed)."""
+        placed = self.solver.baseline.placed_bottleneck_cycles if self.solver.objective.placed else None
+        greedy = placed or self.greedy.objective.bottleneck_cycles
+        return greedy / max(self.solver.objective.bottleneck_cycles, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {
+            "model": self.model,
+            "arch": self.arch,
+            "speedup": round(self.speedup, 4),
+            "bound_cycles": self.bound_cycles,
+            "rows": [r.__dict__ for r in self.rows],
+            "kernels": [
+                {
+                    "name": g.name,
+                    "type": g.type,
+                    "greedy_cores": g.cores,
+                    "greedy_cycles": g.latency_cycles + g.comm_cycles,
+                    "solver_cores": s.cores,
+                    "solver_cycles": s.latency_cycles + s.comm_cycles,
+                }
+                for g, s in zip(self.greedy.kernels, self.solver.kernels, strict=True)
+            ],
+        }
+
+
+def _row(name: str, plan: Plan, bound: int) -> Row:
+    obj = plan.objective
+    return Row(
+        name,
+        obj.bottleneck_cycles,
+        round(obj.throughput_samples_per_s, 2),
+        obj.bottleneck_kernel,
+        obj.bound_by,
+        obj.cores_used,
+        round(max(0.0, (obj.bottleneck_cycles - bound) / max(obj.bottleneck_cycles, 1)), 6),
+        obj.wall_s,
+        obj.status,
+    )
+
+
+def from_outcome(outcome: SolveOutcome) -> Comparison:
+    """Build the comparison from a solve outcome (its greedy baseline and its plan)."""
+    costs = outcome.costs
+    spec_plan = outcome.plan
+    from wsealloc.pipeline import ModelSpec
+
+    spec = ModelSpec(spec_plan.model.path, spec_plan.model.dims, spec_plan.model.fuse, spec_plan.model.weights_as_inputs)
+    greedy = make_plan(costs, spec, outcome.baseline, outcome.baseline)
+    bound = int(outcome.exact.objective or 0)
+    clock = costs.arch.clock_hz
+    bound_row = Row(
+        "exact bound (bisection)",
+        bound,
+        round(clock / max(bound, 1), 2),
+        "-",
+        "-",
+        None,
+        0.0,
+        round(outcome.exact.wall_s, 4),
+        "OPTIMAL",
+    )
+    rows: tuple[Row, ...] = (_row("greedy (notebook rule)", greedy, bound),)
+    placed_greedy = spec_plan.baseline.placed_bottleneck_cycles
+    if spec_plan.objective.placed and placed_greedy is not None:
+        gap = round(max(0.0, (placed_greedy - bound) / max(placed_greedy, 1)), 6)
+        rows += (
+            Row(
+                "greedy, placed by the same construction",
+                placed_greedy,
+                round(clock / max(placed_greedy, 1), 2),
+                "-",
+                "-",
+                None,
+                gap,
+                None,
+                "FEASIBLE",
+            ),
+        )
+    rows += (_row(f"solver ({spec_plan.objective.solver})", spec_plan, bound), bound_row)
+    return Comparison(
+        spec_plan.model.path, costs.arch.name, costs.arch.total_cores, greedy, spec_plan, bound, rows, tuple(outcome.flows())
+    )
+
+
+def compare(
+    model: str | Path,
+    arch: str | Arch = "wse2",
+    *,
+    dims: Mapping[str, int] | None = None,
+    sets: Sequence[str] = (),
+    solver: str = "cpsat",
+    time_limit: float = 30.0,
+    place: bool = True,
+    seed: int = 0,
+) -> Comparison:
+    """Solve ``model`` and compare the solver's plan with the greedy baseline and the exact bound."""
+    return from_outcome(solve(model, arch, dims=dims, sets=sets, solver=solver, time_limit=time_limit, place=place, seed=seed))
+
+
+# -- pictures --------------------------------------------------------------------------------------
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    text = buf.getvalue()
+    # inline <svg> element: drop the XML prolog and DOCTYPE
+    return text[text.index("<svg") :]
+
+
+def latency_chart(c: Comparison) -> str:
+    """Per-kernel stage cycles of both allocations, with each bottleneck as a line (SVG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g = [k.latency_cycles + k.comm_cycles for k in c.greedy.kernels]
+    s = [k.latency_cycles + k.comm_cycles for k in c.solver.kernels]
+    x = range(len(g))
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    width = 0.45
+    ax.bar([i - width / 2 for i in x], g, width, label="greedy", color="#9e9e9e")
+    ax.bar([i + width / 2 for i in x], s, width, label="solver", color="#1f77b4")
+    ax.axhline(c.greedy.objective.bottleneck_cycles, color="#616161", ls="--", lw=1, label="greedy bottleneck")
+    ax.axhline(c.solver.objective.bottleneck_cycles, color="#d62728", ls="-", lw=1.2, label="solver bottleneck")
+    ax.set_xlabel("kernel (topological order)")
+    ax.set_ylabel("stage cycles per sample")
+    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    ax.margins(x=0.005)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def core_share_chart(c: Comparison) -> str:
+    """Share of the used cores by kernel type, greedy vs. solver (SVG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    types = sorted({k.type for k in c.solver.kernels})
+    fig, ax = plt.subplots(figsize=(7, 2.2))
+    cmap = plt.get_cmap("tab10")
+    for row, plan in enumerate((c.greedy, c.solver)):
+        total = max(sum(k.cores for k in plan.kernels), 1)
+        left = 0.0
+        for i, t in enumerate(types):
+            share = sum(k.cores for k in plan.kernels if k.type == t) / total
+            ax.barh(row, share, left=left, color=cmap(i % 10), label=t if row == 0 else None)
+            left += share
+    ax.set_yticks([0, 1], ["greedy", "solver"])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of used cores")
+    ax.legend(fontsize=7, ncol=min(len(types), 6), loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def floorplan_svg(c: Comparison) -> str | None:
+    """The solver plan's floorplan, when it is placed on one wafer."""
+    if not c.solver.objective.placed or len(c.solver.stages) != 1:
+        return None
+    from wsealloc.report.floorplan import render_floorplan
+
+    text = render_floorplan(c.solver, list(c.flows), "svg").decode("utf-8")
+    return text[text.index("<svg") :]
+
+
+# -- documents -------------------------------------------------------------------------------------
+
+_COLUMNS = (
+    "allocation",
+    "bottleneck cycles",
+    "samples/s",
+    "bottleneck kernel",
+    "bound by",
+    "cores used",
+    "gap",
+    "solve s",
+    "status",
+)
+
+
+def _cells(r: Row) -> list[str]:
+    return [
+        r.name,
+        f"{r.bottleneck_cycles:,}",
+        f"{r.throughput_samples_per_s:,.1f}",
+        r.bottleneck_kernel,
+        r.bound_by,
+        "-" if r.cores_used is None else f"{r.cores_used:,}",
+        "-" if r.gap is None else f"{r.gap:.2%}",
+        "-" if r.wall_s is None else f"{r.wall_s:.2f}",
+        r.status,
+    ]
+
+
+def to_markdown(c: Comparison) -> str:
+    """Markdown report; pictures embedded as data URIs so the file stands alone."""
+
+    def img(svg: str, alt: str) -> str:
+        data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+        return f"![{alt}](data:image/svg+xml;base64,{data})"
+
+    lines = [
+        f"# wsealloc compare: {Path(c.model).name} on {c.arch}",
+        "",
+        f"Solver speed-up over greedy: **{c.speedup:.2f}x** (exact allocation bound {c.bound_cycles:,} cycles).",
+        "",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|" + "---|" * len(_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(_cells(r)) + " |" for r in c.rows]
+    lines += [
+        "",
+        "## Per-kernel stage cycles",
+        "",
+        img(latency_chart(c), "per-kernel latency"),
+        "",
+        "## Core share by kernel type",
+        "",
+        img(core_share_chart(c), "core share"),
+    ]
+    fp = floorplan_svg(c)
+    if fp is not None:
+        lines += ["", "## Floorplan", "", img(fp, "floorplan")]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f2f2f2}figure{margin:1em 0}svg{max-width:100%;height:auto}
+.note{color:#666;font-size:90%}"""
+
+
+def to_html(c: Comparison) -> str:
+    """One self-contained HTML page: tables and inline SVG pictures, no external resources."""
+    e = html.escape
+    head = "".join(f"<th>{e(col)}</th>" for col in _COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in _cells(r)) + "</tr>" for r in c.rows)
+    sections = [
+        f"<h1>wsealloc compare: {e(Path(c.model).name)} on {e(c.arch)}</h1>",
+        f"<p>Solver speed-up over greedy: <b>{c.speedup:.2f}x</b>; exact allocation bound {c.bound_cycles:,} cycles; "
+        f"{len(c.solver.kernels)} kernels, {c.total_cores:,} cores per wafer.</p>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+        "<h2>Per-kernel stage cycles</h2>",
+        f'<figure id="latency">{latency_chart(c)}</figure>',
+        "<h2>Core share by kernel type</h2>",
+        f'<figure id="cores">{core_share_chart(c)}</figure>',
+    ]
+    fp = floorplan_svg(c)
+    if fp is not None:
+        sections += ["<h2>Floorplan</h2>", f'<figure id="floorplan">{fp}</figure>']
+    sections.append(
+        '<p class="note">Generated by wsealloc. Stage cycles include communication for placed plans; '
+        "the bound is the optimum of the allocation-only problem.</p>"
+    )
+    page = _unique_ids("\n".join(sections))  # matplotlib reuses ids across figures
+    head = f'<head><meta charset="utf-8"><title>wsealloc compare</title><style>{_CSS}</style></head>'
+    return f'<!DOCTYPE html>\n<html lang="en">{head}\n<body>\n{page}\n</body></html>\n'
+
+
+def _unique_ids(page: str) -> str:
+    """Prefix the ids (and their references) of each inline SVG so figures do not clash."""
+    parts = re.split(r"(<svg[\s\S]*?</svg>)", page)
+    for i, part in enumerate(parts):
+        if part.startswith("<svg"):
+            prefix = f"f{i}_"
+            part = re.sub(r'id="([^"]+)"', rf'id="{prefix}\1"', part)
+            part = re.sub(r"url\(#([^)]+)\)", rf"url(#{prefix}\1)", part)
+            part = re.sub(r'href="#([^"]+)"', rf'href="#{prefix}\1"', part)
+            parts[i] = part
+    return "".join(parts)
