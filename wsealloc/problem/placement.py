@@ -139,6 +139,10 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
     for df in kc.work.dataflows():
         g = grid_costs(kc.work, arch, options, df, rr.ravel(), cc.ravel())
         legal = classify(arch, options, g.rows, g.cols, g.sram_bytes, g.waste) == Reason.LEGAL
+        # Only the enumerated op models (the allocation's candidates): otherwise a placement could use a
+        # shape the allocation never saw, and the allocation optimum would not bound it.
+        er, ec = kc.work.split_extents(df)
+        legal &= np.isin(g.rows, grid_sides(int(er), arch.rows)) & np.isin(g.cols, grid_sides(int(ec), arch.cols))
         cand = np.where(legal, g.latency, INF).reshape(rr.shape)
         better = cand < lat[:, 1:]
         lat[:, 1:] = np.where(better, cand, lat[:, 1:])
