@@ -25,6 +25,13 @@ FAULT_ENV = "WSEALLOC_FAULT_INJECT"
 ROW_FIELDS = ("instance", "kernels", "greedy", "solver", "bound", "gap", "status", "wall_s", "speedup")
 
 
+def failed_row(name: str, status: str, error: str) -> dict[str, Any]:
+    """The row of an instance that produced no plan (an error, or a crashed worker)."""
+    row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
+    row.update(instance=name, status=status, error=error)
+    return row
+
+
 def run_instance(data: dict[str, Any]) -> dict[str, Any]:
     """Solve one instance (resolved plain data) and return its result row; never raises."""
     from wsealloc.api import solve
@@ -34,18 +41,7 @@ def run_instance(data: dict[str, Any]) -> dict[str, Any]:
     if os.environ.get(FAULT_ENV) == f"abort:{data['name']}":
         os.abort()
     start = time.perf_counter()
-    row: dict[str, Any] = {
-        "instance": data["name"],
-        "kernels": None,
-        "greedy": None,
-        "solver": None,
-        "bound": None,
-        "gap": None,
-        "status": "ERROR",
-        "wall_s": None,
-        "speedup": None,
-        "error": "",
-    }
+    row = failed_row(data["name"], "ERROR", "")
     try:
         model = str(resolve(data["model"])) if data["model"].startswith(PREFIX) else data["model"]
         out = solve(
@@ -91,18 +87,7 @@ def _isolated(data: dict[str, Any]) -> dict[str, Any]:
         f"worker exited with code {proc.returncode}" if proc.returncode >= 0 else f"worker killed by signal {-proc.returncode}"
     )
     tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else []
-    return {
-        "instance": data["name"],
-        "kernels": None,
-        "greedy": None,
-        "solver": None,
-        "bound": None,
-        "gap": None,
-        "status": "CRASHED",
-        "wall_s": None,
-        "speedup": None,
-        "error": " ".join([reason, *tail]),
-    }
+    return failed_row(data["name"], "CRASHED", " ".join([reason, *tail]))
 
 
 def run_all(
@@ -149,18 +134,7 @@ def _run_dask(
             try:
                 rows[i] = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost or crashed task is reported for its instance
-                rows[i] = {
-                    "instance": instances[i]["name"],
-                    "kernels": None,
-                    "greedy": None,
-                    "solver": None,
-                    "bound": None,
-                    "gap": None,
-                    "status": "CRASHED",
-                    "wall_s": None,
-                    "speedup": None,
-                    "error": str(exc),
-                }
+                rows[i] = failed_row(instances[i]["name"], "CRASHED", str(exc))
             done(rows[i])
         return [rows[i] for i in range(len(instances))]
     finally:

@@ -67,6 +67,17 @@ def placed_kernel_plans(costs: CostTable, placement: PlacementResult, comm: np.n
     return out
 
 
+def model_ref(spec: ModelSpec) -> ModelRef:
+    """The plan's record of the model file (with its hash) and how it was read."""
+    return ModelRef(
+        path=spec.path,
+        sha256=file_sha256(spec.path),
+        dims=dict(spec.dims),
+        fuse=spec.fuse,
+        weights_as_inputs=spec.weights_as_inputs,
+    )
+
+
 def _bound_by(k: KernelPlan) -> str:
     """What dominates a kernel's stage time: compute or NoC, plus communication when it adds >= 10%."""
     base = "compute" if k.compute_cycles >= k.noc_cycles else "noc"
@@ -132,13 +143,7 @@ def make_plan(
     return Plan(
         schema="wsealloc.plan/1",
         created_by=f"wsealloc {__version__}",
-        model=ModelRef(
-            path=spec.path,
-            sha256=file_sha256(spec.path),
-            dims=dict(spec.dims),
-            fuse=spec.fuse,
-            weights_as_inputs=spec.weights_as_inputs,
-        ),
+        model=model_ref(spec),
         arch=ArchRef(
             name=arch.name,
             rows=arch.rows,
@@ -231,13 +236,7 @@ def merge_stages(
     return Plan(
         schema="wsealloc.plan/1",
         created_by=f"wsealloc {__version__}",
-        model=ModelRef(
-            path=spec.path,
-            sha256=file_sha256(spec.path),
-            dims=dict(spec.dims),
-            fuse=spec.fuse,
-            weights_as_inputs=spec.weights_as_inputs,
-        ),
+        model=model_ref(spec),
         arch=first.arch,
         cost=first.cost,
         objective=objective,
