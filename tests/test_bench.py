@@ -85,3 +85,49 @@ def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
 def test_unknown_suite_lists_choices(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "nonesuch"]) == 2
     assert "known suites: smoke, standard, stress" in capsys.readouterr().err
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Pids of live processes whose environment carries ``marker``."""
+    pids = []
+    for env in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in env.read_bytes():
+                pids.append(int(env.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_sigterm_stops_workers(tmp_path: Path) -> None:
+    """Killing a bench run leaves no worker processes behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(f"""name: slow
+instances:
+- {{name: a, model: {ROOT / "models" / "gpt2-xl.onnx"}, arch: wse2, place: true, time_limit: 300}}
+- {{name: b, model: {ROOT / "models" / "gpt2-xl.onnx"}, arch: wse2, place: true, time_limit: 300}}
+- {{name: c, model: {ROOT / "models" / "gpt2-xl.onnx"}, arch: wse2, place: true, time_limit: 300}}
+""")
+    marker = f"WSEALLOC_TEST_MARK_{os.getpid()}_{time.time_ns()}"
+    env = {**os.environ, marker: "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wsealloc.cli", "bench", str(suite), "--out", str(tmp_path), "-j", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 60
+    while len(_with_marker(marker)) < 3 and time.time() < deadline:  # the bench and two workers
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    time.sleep(1)
+    assert _with_marker(marker) == []

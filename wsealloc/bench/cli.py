@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,10 @@ def _progress(total: int, label: str) -> Progress:
 def _run(instances: list[dict[str, Any]], jobs: int, scheduler: str | None, label: str) -> list[dict[str, Any]]:
     from wsealloc.bench.runner import run_all
 
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM like Ctrl-C: the runner stops its workers
+
+    signal.signal(signal.SIGTERM, terminate)
     with _progress(len(instances), label) as progress:
         task = progress.add_task(label, total=len(instances))
         return run_all(instances, jobs=jobs, scheduler=scheduler, on_done=lambda row: progress.advance(task))

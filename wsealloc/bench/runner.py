@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -74,19 +75,36 @@ def run_instance(data: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+_LIVE: set[subprocess.Popen[str]] = set()  # running workers, stopped if the run is interrupted
+_LIVE_LOCK = threading.Lock()
+
+
 def _isolated(data: dict[str, Any]) -> dict[str, Any]:
     """Run one instance in a fresh worker process; a crash becomes a failed row."""
-    proc = subprocess.run([sys.executable, "-m", "wsealloc.bench.worker"], input=json.dumps(data), capture_output=True, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wsealloc.bench.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    try:
+        stdout, stderr = proc.communicate(json.dumps(data))
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     if proc.returncode == 0:
         try:
-            result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+            result: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
             return result
         except (ValueError, IndexError):
             pass
     reason = (
         f"worker exited with code {proc.returncode}" if proc.returncode >= 0 else f"worker killed by signal {-proc.returncode}"
     )
-    tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else []
+    tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
     return failed_row(data["name"], "CRASHED", " ".join([reason, *tail]))
 
 
@@ -103,11 +121,20 @@ def run_all(
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
     rows: dict[int, dict[str, Any]] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = {pool.submit(_isolated, data): i for i, data in enumerate(instances)}
         for fut in as_completed(futures):
             rows[futures[fut]] = fut.result()
             done(rows[futures[fut]])
+    except BaseException:
+        # interrupted: drop queued instances and stop running workers, leaving no orphans behind
+        pool.shutdown(wait=False, cancel_futures=True)
+        with _LIVE_LOCK:
+            for proc in _LIVE:
+                proc.terminate()
+        raise
+    pool.shutdown()
     return [rows[i] for i in range(len(instances))]
 
 
