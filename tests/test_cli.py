@@ -134,3 +134,42 @@ def test_signal_during_solve_writes_best_plan(sig: int, tmp_path: Path) -> None:
     assert "best plan so far was written" in err and "Traceback" not in err
     check = run("verify", str(plan))
     assert check.returncode == 0, check.stderr
+
+
+def test_arch_commands() -> None:
+    out = run("arch", "list")
+    assert out.returncode == 0 and "wse2" in out.stdout and "975,744" in out.stdout
+    shown = run("arch", "show", "wse2", "--set", "core.sram_bytes=96KiB")
+    doc = json.loads(shown.stdout)
+    assert doc["core"]["sram_bytes"] == 96 * 1024 and doc["derived"]["total_cores"] == 975_744
+
+
+def test_seed_cost_model_plans_verify(tmp_path: Path) -> None:
+    plan = tmp_path / "seed.json"
+    out = run(
+        "solve",
+        str(ROOT / "models" / "tiny" / "transformer.onnx"),
+        "--arch",
+        "tiny",
+        "--cost-model",
+        "seed",
+        "-o",
+        str(plan),
+        "--time-limit",
+        "5",
+    )
+    assert out.returncode == 0, out.stderr
+    assert run("verify", str(plan)).returncode == 0
+    faithful = run(
+        "solve",
+        str(ROOT / "models" / "tiny" / "transformer.onnx"),
+        "--arch",
+        "tiny",
+        "--cost-model",
+        "seed",
+        "--no-place",
+        "--solver",
+        "greedy-seed",
+        "--json",
+    )
+    assert faithful.returncode == 0 and json.loads(faithful.stdout)["objective"]["status"] in ("INVALID", "FEASIBLE", "OPTIMAL")
