@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 ALIGN = 4096
 
 
-def _causal_lm(config_cls: str, model_cls: str, seq: int, **cfg: object) -> tuple[object, tuple[object, ...]]:
+def _on_meta(config_cls: str, model_cls: str, **cfg: object) -> object:
+    """A transformers model built from a config in code, on the meta device (no weights, no download)."""
     import torch
     import transformers
 
@@ -30,59 +31,44 @@ def _causal_lm(config_cls: str, model_cls: str, seq: int, **cfg: object) -> tupl
     with torch.device("meta"):
         model = getattr(transformers, model_cls)(config)
     model.eval()
+    return model
 
-    class Logits(torch.nn.Module):
+
+def _wrap(model: object, output: Callable[[object], object]) -> object:
+    """A module whose forward maps the inner model's output through ``output`` (tensors only)."""
+    import torch
+
+    class Wrapped(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            return self.inner(input_ids=input_ids, use_cache=False).logits
+        def forward(self, x: torch.Tensor) -> object:
+            return output(self.inner(x))
 
-    return Logits(model), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)
+    return Wrapped(model)  # type: ignore[arg-type]
+
+
+def _causal_lm(config_cls: str, model_cls: str, seq: int, **cfg: object) -> tuple[object, tuple[object, ...]]:
+    import torch
+
+    model = _on_meta(config_cls, model_cls, **cfg)
+    return _wrap(model, lambda out: out.logits), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)  # type: ignore[attr-defined]
 
 
 def _encoder(seq: int, **cfg: object) -> tuple[object, tuple[object, ...]]:
     import torch
-    import transformers
 
-    config = transformers.BertConfig(**cfg)
-    config._attn_implementation = "eager"
-    with torch.device("meta"):
-        model = transformers.BertModel(config)
-    model.eval()
-
-    class Hidden(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            out = self.inner(input_ids=input_ids)
-            return out.last_hidden_state, out.pooler_output
-
-    return Hidden(model), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)
+    model = _on_meta("BertConfig", "BertModel", **cfg)
+    outputs = lambda out: (out.last_hidden_state, out.pooler_output)  # noqa: E731
+    return _wrap(model, outputs), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)
 
 
 def _vision(config_cls: str, model_cls: str, **cfg: object) -> tuple[object, tuple[object, ...]]:
     import torch
-    import transformers
 
-    config = getattr(transformers, config_cls)(**cfg)
-    config._attn_implementation = "eager"
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    model.eval()
-
-    class Logits(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-            return self.inner(pixel_values=pixel_values).logits
-
-    return Logits(model), (torch.zeros((1, 3, 224, 224), dtype=torch.float32, device="meta"),)
+    model = _on_meta(config_cls, model_cls, **cfg)
+    return _wrap(model, lambda out: out.logits), (torch.zeros((1, 3, 224, 224), dtype=torch.float32, device="meta"),)  # type: ignore[attr-defined]
 
 
 LLAMA_7B = dict(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from wsealloc import __version__
-from wsealloc.cost import grid_costs
+from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.errors import SolverError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
 from wsealloc.pipeline import ModelSpec
@@ -16,55 +16,45 @@ from wsealloc.solvers import SolverResult
 from wsealloc.solvers.base import PlacementResult
 
 
+def kernel_plan(
+    costs: CostTable, index: int, dataflow: Dataflow, r: int, c: int, comm: int = 0, placement: tuple[int, int] | None = None
+) -> KernelPlan:
+    """The plan record of kernel ``index`` on an r x c grid, numbers recomputed by the cost model."""
+    kc = costs.kernels[index]
+    g = grid_costs(kc.work, costs.arch, costs.options, dataflow, np.array([r]), np.array([c]))
+    return KernelPlan(
+        name=kc.kernel.name,
+        type=kc.kernel.kind.value,
+        onnx_nodes=list(kc.kernel.nodes),
+        cores=r * c,
+        grid=(r, c),
+        dataflow=dataflow.value,
+        latency_cycles=int(g.latency[0]),
+        compute_cycles=int(g.compute_cycles[0]),
+        noc_cycles=int(g.noc_cycles[0]),
+        sram_bytes_per_core=int(g.sram_bytes[0]),
+        comm_cycles=comm,
+        placement=placement,
+    )
+
+
 def kernel_plans(costs: CostTable, choice: tuple[int, ...]) -> list[KernelPlan]:
     """One record per kernel for a choice vector (index into each kernel's frontier)."""
     out = []
-    for kc, j in zip(costs.kernels, choice, strict=True):
+    for i, (kc, j) in enumerate(zip(costs.kernels, choice, strict=True)):
         row = int(kc.frontier.index[j])
         t = kc.table
-        r, c = int(t.r[row]), int(t.c[row])
-        out.append(
-            KernelPlan(
-                name=kc.kernel.name,
-                type=kc.kernel.kind.value,
-                onnx_nodes=list(kc.kernel.nodes),
-                cores=r * c,
-                grid=(r, c),
-                dataflow=DATAFLOW_CODES[int(t.dataflow[row])].value,
-                latency_cycles=int(t.latency[row]),
-                compute_cycles=int(t.compute[row]),
-                noc_cycles=int(t.noc[row]),
-                sram_bytes_per_core=int(t.sram[row]),
-            )
-        )
+        out.append(kernel_plan(costs, i, DATAFLOW_CODES[int(t.dataflow[row])], int(t.r[row]), int(t.c[row])))
     return out
 
 
 def placed_kernel_plans(costs: CostTable, placement: PlacementResult, comm: np.ndarray) -> list[KernelPlan]:
-    """One record per kernel for a placement, numbers recomputed exactly for each placed shape."""
+    """One record per kernel for a placement."""
     assert placement.rects is not None and placement.dataflow is not None
-    out = []
-    for kc, rect, code, extra in zip(costs.kernels, placement.rects, placement.dataflow, comm, strict=True):
-        row, col, r, c = (int(v) for v in rect)
-        df = DATAFLOW_CODES[int(code)]
-        g = grid_costs(kc.work, costs.arch, costs.options, df, np.array([r]), np.array([c]))
-        out.append(
-            KernelPlan(
-                name=kc.kernel.name,
-                type=kc.kernel.kind.value,
-                onnx_nodes=list(kc.kernel.nodes),
-                cores=r * c,
-                grid=(r, c),
-                dataflow=df.value,
-                latency_cycles=int(g.latency[0]),
-                compute_cycles=int(g.compute_cycles[0]),
-                noc_cycles=int(g.noc_cycles[0]),
-                sram_bytes_per_core=int(g.sram_bytes[0]),
-                comm_cycles=int(extra),
-                placement=(row, col),
-            )
-        )
-    return out
+    return [
+        kernel_plan(costs, i, DATAFLOW_CODES[int(code)], int(rect[2]), int(rect[3]), int(extra), (int(rect[0]), int(rect[1])))
+        for i, (rect, code, extra) in enumerate(zip(placement.rects, placement.dataflow, comm, strict=True))
+    ]
 
 
 def model_ref(spec: ModelSpec) -> ModelRef:
