@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from wsealloc.bench.runner import FAULT_ENV, run_all
+import wsealloc
+from wsealloc.bench.results import to_csv, to_markdown
+from wsealloc.bench.runner import FAULT_ENV, BenchRow, _portable, run_all, run_instance
 from wsealloc.bench.suite import load_suite
 from wsealloc.cli import main
+from wsealloc.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,33 +41,75 @@ instances:
     return path
 
 
-def test_smoke_suite_passes(tmp_path: Path) -> None:
+def test_smoke_suite_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "smoke", "--out", str(tmp_path), "-j", "2"]) == 0
     rows = json.loads((tmp_path / "smoke.json").read_text())["results"]
     suite, _ = load_suite("smoke")
     assert [r["instance"] for r in rows] == [i.name for i in suite.instances]
-    assert all(r["status"] == "OPTIMAL" or r["status"] == "FEASIBLE" for r in rows)
-    assert (tmp_path / "smoke.csv").read_text().startswith("instance,kernels,greedy,solver,bound,gap,status,wall_s,speedup")
-    assert "| instance |" in (tmp_path / "smoke.md").read_text()
+    assert all(r["status"] in ("OPTIMAL", "FEASIBLE") for r in rows)
+    for inst, row in zip(suite.instances, rows, strict=True):  # the recorded best-known values hold
+        assert inst.best is not None and row["solver"] <= inst.best.objective and row["bound"] == inst.best.bound
+    csv_text = (tmp_path / "smoke.csv").read_text()
+    assert csv_text.startswith("instance,kernels,greedy,solver,bound,gap,status,wall_s,speedup,error\n")
+    assert len(csv_text.splitlines()) == len(rows) + 1
+    md = (tmp_path / "smoke.md").read_text()
+    assert md.startswith("| instance | kernels | greedy | solver | bound | gap | status | wall_s | speedup |")
+    assert md in capsys.readouterr().out  # the table is printed too
 
 
-def test_regression_gate_and_update_best(tmp_path: Path) -> None:
+def test_python_api_run_suite(tmp_path: Path) -> None:
+    run = wsealloc.run_suite(_copy_suite(tmp_path, best=100), jobs=2)  # no --out: nothing written
+    assert isinstance(run, wsealloc.BenchRun) and run.written == () and not run.passed
+    assert [type(r) for r in run.rows] == [BenchRow, BenchRow]
+    assert run.rows[0].solver == 661 and "worse than the best known 100" in run.regressions[0]
+
+
+def test_result_tables_carry_failures() -> None:
+    rows = [
+        BenchRow("a", 3, 10, 8, 8, 0.0, "OPTIMAL", 0.5, 1.25),
+        BenchRow("b", status="CRASHED", error="worker killed by signal 6"),
+    ]
+    md = to_markdown(rows)
+    assert "| a | 3 | 10 | 8 | 8 | 0 | OPTIMAL | 0.5 | 1.25 |" in md
+    assert "| b |  |  |  |  |  | CRASHED |  |  |" in md and "- b: CRASHED: worker killed by signal 6" in md
+    assert to_csv(rows).splitlines()[2] == "b,,,,,,CRASHED,,,worker killed by signal 6"
+
+
+def test_bad_suite_names_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ninstances:\n- name: x\n  model: m.onnx\n  time_limt: 3\n")
+    assert main(["bench", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "instances.0.time_limt" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing written
+
+
+def test_regression_gate_and_update_best(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = _copy_suite(tmp_path, best=100)  # impossible: the optimum is 661 cycles
     assert main(["bench", str(suite), "--out", str(tmp_path / "out")]) == 5
+    assert "attention: 661 cycles, worse than the best known 100" in capsys.readouterr().err
     (tmp_path / "b").mkdir()
     fresh = _copy_suite(tmp_path / "b")
     assert main(["bench", str(fresh), "--out", str(tmp_path / "out2"), "--update-best"]) == 0
     recorded, _ = load_suite(str(fresh))
-    assert [i.best.objective for i in recorded.instances if i.best] == [661, 2745]
+    assert [(i.best.objective, i.best.bound) for i in recorded.instances if i.best] == [(661, 661), (2745, 2745)]
+    assert not list(fresh.parent.glob(".*.tmp"))  # rewritten atomically
     assert main(["bench", str(fresh), "--out", str(tmp_path / "out3")]) == 0  # now gated, and it holds
+    # a recorded bound tighter than this run proves is a regression too (the bound got weaker)
+    fresh.write_text(fresh.read_text().replace("bound: 2745", "bound: 2746").replace("objective: 2745", "objective: 2800"))
+    assert main(["bench", str(fresh), "--out", str(tmp_path / "out4")]) == 5
+    assert "bound 2,745 cycles, weaker than the recorded 2,746" in capsys.readouterr().err
 
 
 def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     suite, path = load_suite(str(_copy_suite(tmp_path)))
     monkeypatch.setenv(FAULT_ENV, "abort:attention")
     rows = run_all([i.resolved(path.parent) for i in suite.instances], jobs=2)
-    assert rows[0]["status"] == "CRASHED" and "signal" in rows[0]["error"]
-    assert rows[1]["status"] == "OPTIMAL"
+    assert rows[0].status == "CRASHED" and "signal 6" in rows[0].error and rows[0].solver is None
+    assert rows[1].status == "OPTIMAL"
+    assert main(["bench", str(path), "--out", str(tmp_path / "out")]) == 5  # reported, the rest completes
+    doc = json.loads((tmp_path / "out" / "mini.json").read_text())
+    assert [r["status"] for r in doc["results"]] == ["CRASHED", "OPTIMAL"]
 
 
 def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
@@ -76,10 +121,26 @@ def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         remote = run_all(instances, scheduler=cluster.scheduler_address)
 
-    def strip(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
-        return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+    def strip(rows: list[BenchRow]) -> list[dict[str, object]]:
+        return [{k: v for k, v in r.to_dict().items() if k != "wall_s"} for r in rows]
 
-    assert strip(remote) == strip(local)
+    assert strip(remote) == strip(local) and all(r.ok for r in local)
+
+
+def test_dask_tasks_carry_their_model(tmp_path: Path) -> None:
+    """Workers on other machines need no shared file system: the task ships the model's bytes."""
+    suite, path = load_suite(str(_copy_suite(tmp_path)))
+    data = suite.instances[0].resolved(path.parent)
+    here = run_instance(data)
+    shipped = _portable(data)
+    assert shipped["model_data"] == Path(data["model"]).read_bytes()
+    elsewhere = run_instance({**shipped, "model": "/nonexistent/cluster/node/attention.onnx"})
+    assert elsewhere.ok and elsewhere.solver == here.solver and elsewhere.bound == here.bound
+
+
+def test_unreachable_scheduler_is_reported() -> None:
+    with pytest.raises(UsageError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect .*is a dask scheduler running"):
+        run_all([{"name": "x"}], scheduler="tcp://127.0.0.1:9", connect_timeout=1)
 
 
 def test_unknown_suite_lists_choices(capsys: pytest.CaptureFixture[str]) -> None:

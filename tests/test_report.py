@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import wsealloc
+import wsealloc.api
 from wsealloc.cli import main
-from wsealloc.report.compare import Comparison, to_html, to_markdown
+from wsealloc.report.compare import Comparison, compare, to_html, to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
@@ -24,6 +25,10 @@ def comparison() -> Comparison:
 
 
 def test_python_api_is_typed(comparison: Comparison) -> None:
+    import inspect
+
+    assert wsealloc.solve is wsealloc.api.solve and wsealloc.compare is compare  # real signatures for notebooks
+    assert "time_limit" in inspect.signature(wsealloc.compare).parameters
     assert isinstance(comparison, Comparison)
     names = [r.name for r in comparison.rows]
     assert names[0].startswith("greedy") and names[-1].startswith("exact bound")
@@ -58,6 +63,15 @@ def test_cli_compare_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixtur
     doc = json.loads(capsys.readouterr().out)
     assert doc["speedup"] >= 1.0 and len(doc["kernels"]) == 21
     assert html.stat().st_size > 10_000 and md.stat().st_size > 10_000
+    assert main(["compare", str(TRANSFORMER), "--arch", "tiny", "--report", str(tmp_path / "r.pdf")]) == 2
+    assert "--report" in capsys.readouterr().err
+
+
+def test_cli_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(TRANSFORMER), "--arch", "tiny", "--no-place", "--time-limit", "5"]) == 0
+    out = capsys.readouterr().out
+    for text in ("greedy (notebook rule)", "solver (cpsat)", "exact bound (bisection)", "speed-up over greedy"):
+        assert text in out
 
 
 def test_html_renders_in_headless_chromium(comparison: Comparison, tmp_path: Path) -> None:
@@ -84,4 +98,13 @@ def test_html_renders_in_headless_chromium(comparison: Comparison, tmp_path: Pat
     from matplotlib.image import imread
 
     pixels = imread(str(shot))
-    assert pixels.shape[0] >= 2000 and pixels.std() > 0.05  # not blank: the pictures are drawn
+    assert pixels.shape[0] >= 2000 and pixels.std() > 0.05  # not blank
+    # the solver's bars (#1f77b4) and the floorplan's colour map are drawn, not just the tables
+    blue = (
+        (abs(pixels[..., 0] - 0x1F / 255) < 0.02)
+        & (abs(pixels[..., 1] - 0x77 / 255) < 0.02)
+        & (abs(pixels[..., 2] - 0xB4 / 255) < 0.02)
+    )
+    assert blue.sum() > 500
+    saturated = (pixels[..., :3].max(axis=-1) - pixels[..., :3].min(axis=-1)) > 0.3
+    assert saturated.sum() > 20_000

@@ -3,25 +3,97 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import wsealloc
+import wsealloc.bench.sweep as sweep_mod
+from wsealloc.bench.runner import BenchRow
 from wsealloc.bench.sweep import grid, non_monotone, parse_axes
 from wsealloc.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
 
 
 def test_non_monotone_pairs_are_found() -> None:
     axes = parse_axes(["core.sram_bytes=24KiB,48KiB", "noc.link_bytes_per_cycle=2,4"])
     points = grid(axes)  # (24K,2) (24K,4) (48K,2) (48K,4)
-    assert non_monotone(axes, points, [100, 90, 90, 80]) == []
+    assert non_monotone(axes, points, [1.0, 2.0, 2.0, 3.0]) == []
     # 48KiB/4 is better than 24KiB/4 in every field yet slower: the ZigZag bug
-    assert (1, 3) in non_monotone(axes, points, [100, 90, 90, 95])
+    assert non_monotone(axes, points, [1.0, 2.0, 2.0, 1.5]) == [(1, 3), (2, 3)]
+    # incomparable machines (more SRAM, narrower links) may go either way; failed points are skipped
+    assert non_monotone(axes, points, [1.0, 3.0, 2.0, None]) == []
     # a worse-when-larger field flips the direction
     hop = parse_axes(["noc.hop_latency_cycles=1,2"])
-    assert non_monotone(hop, grid(hop), [10, 9]) == [(1, 0)]
+    assert non_monotone(hop, grid(hop), [1.0, 1.1]) == [(1, 0)]
+    # a seed has no better direction: points differing in it are never compared
+    seeds = parse_axes(["wafer.defects.seed=1,2", "core.sram_bytes=24KiB,48KiB"])
+    assert non_monotone(seeds, grid(seeds), [1.0, 0.5, 3.0, 2.0]) == [(0, 1), (2, 3)]
+
+
+def _fake_run_all(cycles: Sequence[int | None]) -> Any:
+    """A stand-in for the executors returning a constructed result table."""
+
+    def run_all(instances: list[dict[str, Any]], **kwargs: Any) -> list[BenchRow]:
+        assert len(instances) == len(cycles)
+        rows = [
+            BenchRow(d["name"], 1, c, c, c, 0.0, "OPTIMAL", 0.1, 1.0) if c else BenchRow(d["name"], error="boom")
+            for d, c in zip(instances, cycles, strict=True)
+        ]
+        for row in rows:
+            kwargs["on_done"](row)
+        return rows
+
+    return run_all
+
+
+def test_cli_warns_on_a_constructed_non_monotone_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sweep_mod, "run_all", _fake_run_all([1000, 900, 900, 950]))
+    args = ["sweep", str(TRANSFORMER), "--arch", "tiny", "--out", str(tmp_path)]
+    sets = ["--set", "core.sram_bytes=24KiB,48KiB", "--set", "noc.link_bytes_per_cycle=2,4"]
+    assert main([*args, *sets]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if "WARNING" in line]
+    better = "wsealloc: WARNING: non-monotone: core.sram_bytes=48KiB, noc.link_bytes_per_cycle=4 is a better machine than"
+    assert warnings == [
+        f"{better} core.sram_bytes=24KiB, noc.link_bytes_per_cycle=4 but gives 1,052,631.6 samples/s (950 cycles) "
+        "vs 1,111,111.1 (900 cycles)",
+        f"{better} core.sram_bytes=48KiB, noc.link_bytes_per_cycle=2 but gives 1,052,631.6 samples/s (950 cycles) "
+        "vs 1,111,111.1 (900 cycles)",
+    ]
+    assert "1,111,111.1" in captured.out  # the table
+    stem = tmp_path / "sweep-transformer-tiny"
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    assert doc["warnings"] == [w.removeprefix("wsealloc: WARNING: ") for w in warnings]
+    assert "WARNING: non-monotone" in stem.with_suffix(".md").read_text()
+    assert stem.with_suffix(".csv").read_text().startswith("core.sram_bytes,noc.link_bytes_per_cycle,cycles,samples_per_s")
+    assert stem.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_throughput_uses_each_points_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A faster clock with the same cycles is faster; with more than twice the cycles it is slower."""
+    monkeypatch.setattr(sweep_mod, "run_all", _fake_run_all([1000, 1000]))
+    same = wsealloc.sweep(TRANSFORMER, "tiny", ["clock_hz=1GHz,2GHz"], on_done=lambda row: None)
+    assert [p.throughput for p in same.points] == [1e6, 2e6] and same.warnings == []
+    monkeypatch.setattr(sweep_mod, "run_all", _fake_run_all([1000, 2500]))
+    worse = wsealloc.sweep(TRANSFORMER, "tiny", ["clock_hz=1GHz,2GHz"], on_done=lambda row: None)
+    assert worse.pairs == ((0, 1),) and "clock_hz=2GHz is a better machine than clock_hz=1GHz" in worse.warnings[0]
+
+
+def test_all_points_failing_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sweep_mod, "run_all", _fake_run_all([None, None]))
+    assert (
+        main(["sweep", str(TRANSFORMER), "--arch", "tiny", "--set", "core.sram_bytes=24KiB,48KiB", "--out", str(tmp_path)]) == 2
+    )
+    assert "no point of the sweep produced a plan; core.sram_bytes=24KiB: ERROR: boom" in capsys.readouterr().err
 
 
 def test_real_sweep_is_monotone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +101,7 @@ def test_real_sweep_is_monotone(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code = main(
         [
             "sweep",
-            str(ROOT / "models" / "tiny" / "transformer.onnx"),
+            str(TRANSFORMER),
             "--arch",
             "tiny",
             "--set",
@@ -38,6 +110,8 @@ def test_real_sweep_is_monotone(tmp_path: Path, capsys: pytest.CaptureFixture[st
             "noc.link_bytes_per_cycle=1,4",
             "-j",
             "2",
+            "--out",
+            str(tmp_path),
             "--plot",
             str(plot),
             "--json",
@@ -47,10 +121,22 @@ def test_real_sweep_is_monotone(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 0
     doc = json.loads(captured.out)
     assert len(doc["points"]) == 6 and doc["warnings"] == []
-    assert "non-monotone" not in captured.err
+    assert all(p["status"] == "OPTIMAL" for p in doc["points"])
+    cycles = {(p["core.sram_bytes"], p["noc.link_bytes_per_cycle"]): p["cycles"] for p in doc["points"]}
+    assert cycles[("96KiB", "4")] <= cycles[("24KiB", "1")]
+    assert cycles[("24KiB", "4")] < cycles[("24KiB", "1")]  # the links matter on this model
+    assert "WARNING" not in captured.err
     assert plot.read_text().lstrip().startswith("<?xml")
 
 
-def test_bad_sweep_values(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", str(ROOT / "models" / "tiny" / "mlp.onnx"), "--arch", "tiny", "--set", "core.sram_bytes=big"]) == 2
+def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    mlp = str(ROOT / "models" / "tiny" / "mlp.onnx")
+    assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=big", "--out", str(out)]) == 2
     assert "not a number" in capsys.readouterr().err
+    assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=1KiB,2KiB", "--out", str(out)]) == 2
+    assert "sram_reserve_bytes" in capsys.readouterr().err  # validated before anything is solved
+    assert main(["sweep", "nope.onnx", "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--out", str(out)]) == 2
+    assert "nope.onnx: no such file" in capsys.readouterr().err
+    assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--plot", "x.pdf"]) == 2
+    assert "expected a .png or .svg file" in capsys.readouterr().err

@@ -1,38 +1,68 @@
 """wsealloc: allocate the cores of a wafer-scale engine to the operators of an ONNX model.
 
 Layers (one-way dependencies): frontend (ONNX) -> graph (kernels) -> cost -> opmodels -> problem
--> solvers -> plan -> report -> cli. See docs/architecture.md.
+-> solvers -> plan -> report / bench -> cli. See docs/architecture.md.
 
-Python API (typed results)::
+Python API (typed results; the functions are imported on first use, so ``import wsealloc`` is cheap)::
 
     import wsealloc
-    outcome = wsealloc.solve("models/gpt2.onnx", arch="wse2")       # SolveOutcome (.plan, .speedup, ...)
-    report = wsealloc.compare("models/gpt2.onnx", arch="wse2")      # Comparison (.rows, .speedup, ...)
+    outcome = wsealloc.solve("models/gpt2.onnx", arch="wse2")        # SolveOutcome (.plan, .speedup, ...)
+    report = wsealloc.compare("models/gpt2.onnx", arch="wse2")       # Comparison (.rows, .speedup, .to_dict())
+    grid = wsealloc.sweep("models/gpt2.onnx", "wse2", ["core.sram_bytes=24KiB,48KiB"])   # Sweep (.points, .warnings)
+    run = wsealloc.run_suite("smoke", jobs=2)                         # BenchRun (.rows, .regressions)
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from wsealloc.api import SolveOutcome
-    from wsealloc.report.compare import Comparison
+    from wsealloc.api import SolveOutcome, solve
+    from wsealloc.bench.results import BenchRun, run_suite
+    from wsealloc.bench.runner import BenchRow
+    from wsealloc.bench.sweep import Sweep, sweep
+    from wsealloc.report.compare import Comparison, compare
+
+# public name -> module that defines it
+_LAZY = {
+    "solve": "wsealloc.api",
+    "SolveOutcome": "wsealloc.api",
+    "compare": "wsealloc.report.compare",
+    "Comparison": "wsealloc.report.compare",
+    "sweep": "wsealloc.bench.sweep",
+    "Sweep": "wsealloc.bench.sweep",
+    "run_suite": "wsealloc.bench.results",
+    "BenchRun": "wsealloc.bench.results",
+    "BenchRow": "wsealloc.bench.runner",
+}
 
 
-def solve(*args: Any, **kwargs: Any) -> SolveOutcome:
-    """Plan a model: see :func:`wsealloc.api.solve` for the parameters."""
-    from wsealloc.api import solve as _solve
-
-    return _solve(*args, **kwargs)
-
-
-def compare(*args: Any, **kwargs: Any) -> Comparison:
-    """Greedy vs. solver vs. exact bound: see :func:`wsealloc.report.compare.compare`."""
-    from wsealloc.report.compare import compare as _compare
-
-    return _compare(*args, **kwargs)
+def __getattr__(name: str) -> Any:
+    """Import the API functions and result types on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wsealloc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["__version__", "compare", "solve"]
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = [
+    "BenchRow",
+    "BenchRun",
+    "Comparison",
+    "SolveOutcome",
+    "Sweep",
+    "__version__",
+    "compare",
+    "run_suite",
+    "solve",
+    "sweep",
+]

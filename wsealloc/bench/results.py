@@ -1,71 +1,143 @@
 """Bench results: CSV, JSON and Markdown tables (written atomically), the regression gate against the
-suite's best-known values, and recording improvements."""
+suite's best-known values, recording improvements, and :func:`run_suite` (the ``bench`` command as
+a function)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wsealloc.bench.runner import ROW_FIELDS
-from wsealloc.bench.suite import Best, Suite, suite_document
+from wsealloc.bench.runner import ROW_FIELDS, BenchRow, run_all
+from wsealloc.bench.suite import Best, Suite, load_suite, suite_document
 from wsealloc.plan.io import write_atomic
 
 
-def to_csv(rows: list[dict[str, Any]]) -> str:
+def to_csv(rows: Sequence[BenchRow]) -> str:
     """Rows as CSV (the fixed columns plus the error text)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[*ROW_FIELDS, "error"], extrasaction="ignore")
+    writer = csv.DictWriter(buf, fieldnames=[*ROW_FIELDS, "error"], lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(r.to_dict() for r in rows)
     return buf.getvalue()
 
 
-def to_markdown(rows: list[dict[str, Any]]) -> str:
-    """Rows as a Markdown table."""
+def _cell(v: Any) -> str:
+    return "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def to_markdown(rows: Sequence[BenchRow]) -> str:
+    """Rows as a Markdown table (failed instances carry their error after the table)."""
     head = "| " + " | ".join(ROW_FIELDS) + " |\n|" + "---|" * len(ROW_FIELDS) + "\n"
+    data = rows_as_dicts(rows)
+    table = head + "".join("| " + " | ".join(_cell(r[f]) for f in ROW_FIELDS) + " |\n" for r in data)
+    errors = "".join(f"\n- {r.instance}: {r.status}: {r.error}" for r in rows if r.error)
+    return table + (f"\nFailed:\n{errors}\n" if errors else "")
 
-    def cell(v: Any) -> str:
-        return "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    return head + "".join("| " + " | ".join(cell(r.get(f)) for f in ROW_FIELDS) + " |\n" for r in rows)
+def rows_as_dicts(rows: Sequence[BenchRow]) -> list[dict[str, Any]]:
+    """Rows as plain dicts (the JSON document's ``results``)."""
+    return [r.to_dict() for r in rows]
 
 
-def write_results(out: Path, suite: str, rows: list[dict[str, Any]]) -> list[Path]:
-    """Write ``<suite>.csv``, ``<suite>.json`` and ``<suite>.md`` into ``out``."""
+def write_results(out: Path, suite: str, rows: Sequence[BenchRow]) -> list[Path]:
+    """Write ``<suite>.csv``, ``<suite>.json`` and ``<suite>.md`` into ``out`` (each atomically)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{suite}.csv", out / f"{suite}.json", out / f"{suite}.md"]
     write_atomic(paths[0], to_csv(rows))
-    write_atomic(paths[1], json.dumps({"suite": suite, "results": rows}, indent=1))
+    write_atomic(paths[1], json.dumps({"suite": suite, "results": rows_as_dicts(rows)}, indent=1) + "\n")
     write_atomic(paths[2], to_markdown(rows))
     return paths
 
 
-def regressions(suite: Suite, rows: list[dict[str, Any]]) -> list[str]:
-    """Instances worse than their best-known objective, or failed: one message each."""
+def regressions(suite: Suite, rows: Sequence[BenchRow]) -> list[str]:
+    """One message per instance that failed, is worse than its best-known objective, proves a weaker
+    bound than the recorded one, or claims a bound above the best known objective (an unsound bound)."""
     out = []
     for inst, row in zip(suite.instances, rows, strict=True):
-        if row["solver"] is None:
-            out.append(f"{inst.name}: {row['status']} ({row.get('error', '')})")
-        elif inst.best is not None and row["solver"] > inst.best.objective:
-            out.append(f"{inst.name}: {row['solver']:,} cycles, worse than the best known {inst.best.objective:,}")
+        best = inst.best
+        if row.solver is None:
+            out.append(f"{inst.name}: {row.status} ({row.error})")
+            continue
+        if best is None:
+            continue
+        if row.solver > best.objective:
+            out.append(f"{inst.name}: {row.solver:,} cycles, worse than the best known {best.objective:,}")
+        if row.bound is not None and best.bound is not None and row.bound < best.bound:
+            out.append(f"{inst.name}: bound {row.bound:,} cycles, weaker than the recorded {best.bound:,}")
+        if row.bound is not None and row.bound > best.objective:
+            out.append(f"{inst.name}: bound {row.bound:,} cycles exceeds the best known objective {best.objective:,} (unsound)")
     return out
 
 
-def with_improvements(suite: Suite, rows: list[dict[str, Any]]) -> tuple[Suite, list[str]]:
-    """The suite with every better (or first) result recorded as its best known."""
+def with_improvements(suite: Suite, rows: Sequence[BenchRow]) -> tuple[Suite, list[str]]:
+    """The suite with every better (or first) objective and every tighter bound recorded as best known."""
     changed = []
     instances = []
     for inst, row in zip(suite.instances, rows, strict=True):
-        if row["solver"] is not None and (inst.best is None or row["solver"] < inst.best.objective):
-            inst = inst.model_copy(update={"best": Best(objective=row["solver"], bound=row["bound"])})
-            changed.append(inst.name)
+        if row.solver is not None:
+            old = inst.best
+            objective = row.solver if old is None else min(old.objective, row.solver)
+            bound = row.bound if old is None or old.bound is None else max(old.bound, row.bound or 0)
+            if bound is not None and bound > objective:  # never record an unsound pair
+                bound = old.bound if old is not None else None
+            best = Best(objective=objective, bound=bound)
+            if best != old:
+                inst = inst.model_copy(update={"best": best})
+                changed.append(inst.name)
         instances.append(inst)
     return suite.model_copy(update={"instances": tuple(instances)}), changed
 
 
 def record(path: Path, suite: Suite) -> None:
-    """Rewrite the suite file (atomically) with its best-known values."""
+    """Rewrite the suite file (atomically) with its best-known values, keeping its permissions."""
+    mode = path.stat().st_mode & 0o777
     write_atomic(path, suite_document(suite))
+    path.chmod(mode)
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """The outcome of running a suite: rows in suite order, regressions (empty when the gate holds),
+    the instances whose best-known values were recorded, and the files written."""
+
+    suite: Suite
+    path: Path
+    rows: tuple[BenchRow, ...]
+    regressions: tuple[str, ...]
+    improved: tuple[str, ...]
+    written: tuple[Path, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no instance regressed or failed."""
+        return not self.regressions
+
+
+def run_suite(
+    suite: str | Path,
+    *,
+    out: str | Path | None = None,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    update_best: bool = False,
+    on_done: Callable[[BenchRow], None] | None = None,
+) -> BenchRun:
+    """Run a suite (a name in ``instances/`` or a YAML path): locally with ``jobs`` worker processes,
+    or on the Dask cluster at ``scheduler``; write CSV/JSON/Markdown into ``out`` when given; with
+    ``update_best``, record improvements into the suite file. Never raises on a regression: see
+    :attr:`BenchRun.regressions`."""
+    loaded, path = load_suite(str(suite))
+    instances = [inst.resolved(path.parent) for inst in loaded.instances]
+    rows = run_all(instances, jobs=jobs, scheduler=scheduler, on_done=on_done)
+    written = write_results(Path(out), loaded.name, rows) if out is not None else []
+    names: list[str] = []
+    if update_best:
+        loaded, names = with_improvements(loaded, rows)
+        if names:
+            record(path, loaded)
+    return BenchRun(loaded, path, tuple(rows), tuple(regressions(loaded, rows)), tuple(names), tuple(written))

@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 from wsealloc.errors import UsageError
 
 PREFIX = "synthetic:"
+# Bumped whenever build_chain changes, so cached models from an older generator are not reused.
+VERSION = 1
 
 
 def build_chain(path: Path, kernels: int, seq: int = 64) -> None:
@@ -44,15 +47,20 @@ def build_chain(path: Path, kernels: int, seq: int = 64) -> None:
 
 
 def resolve(spec: str, cache: Path | None = None) -> Path:
-    """Path of a ``synthetic:KIND:N`` model, generated into ``cache`` (a temp dir by default) once."""
+    """Path of a ``synthetic:KIND:N`` model, generated into ``cache`` (a temp dir by default) once.
+
+    Concurrent workers may build the same model: each builds in its own temporary folder and renames
+    the result into place atomically, so a reader never sees a half-written file.
+    """
     parts = spec[len(PREFIX) :].split(":")
     if len(parts) != 2 or parts[0] != "chain" or not parts[1].isdigit() or int(parts[1]) < 1:
         raise UsageError(f"model {spec!r}: expected synthetic:chain:N with N >= 1 kernels")
     folder = cache or Path(tempfile.gettempdir()) / "wsealloc-synthetic"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"chain-{int(parts[1])}.onnx"
+    path = folder / f"chain-{int(parts[1])}-v{VERSION}.onnx"
     if not path.exists():
-        tmp = path.with_suffix(".tmp.onnx")
-        build_chain(tmp, int(parts[1]))
-        tmp.replace(path)
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+            built = Path(tmp) / path.name
+            build_chain(built, int(parts[1]))
+            os.replace(built, path)
     return path

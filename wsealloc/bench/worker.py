@@ -10,7 +10,7 @@ from wsealloc.bench.runner import run_instance
 
 def main() -> None:
     """Entry point of ``python -m wsealloc.bench.worker``."""
-    print(json.dumps(run_instance(json.loads(sys.stdin.read()))))
+    print(json.dumps(run_instance(json.loads(sys.stdin.read())).to_dict()))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any
 
 from wsealloc.api import SolveOutcome, solve
 from wsealloc.arch import Arch
+from wsealloc.errors import UsageError
 from wsealloc.plan.build import make_plan
 from wsealloc.plan.schema import Plan
 
@@ -93,6 +94,8 @@ def _row(name: str, plan: Plan, bound: int) -> Row:
 
 def from_outcome(outcome: SolveOutcome) -> Comparison:
     """Build the comparison from a solve outcome (its greedy baseline and its plan)."""
+    if outcome.partition is not None and outcome.partition.wafers > 1:
+        raise UsageError("compare works on one-wafer plans; solve multi-wafer pipelines with wsealloc solve --wafers")
     costs = outcome.costs
     spec_plan = outcome.plan
     from wsealloc.pipeline import ModelSpec
@@ -145,9 +148,32 @@ def compare(
     time_limit: float = 30.0,
     place: bool = True,
     seed: int = 0,
+    workers: int = 1,
+    cost: str = "standard",
+    fuse: bool = True,
+    allow_unknown_ops: bool = False,
 ) -> Comparison:
-    """Solve ``model`` and compare the solver's plan with the greedy baseline and the exact bound."""
-    return from_outcome(solve(model, arch, dims=dims, sets=sets, solver=solver, time_limit=time_limit, place=place, seed=seed))
+    """Solve ``model`` on ``arch`` once and compare the solver's plan with the greedy baseline (same
+    cost model; placed by the same construction when ``place``) and the exact allocation bound.
+
+    >>> c = compare("models/gpt2.onnx", "wse2", place=False)   # doctest: +SKIP
+    >>> c.speedup, [(r.name, r.bottleneck_cycles) for r in c.rows]   # doctest: +SKIP
+    """
+    outcome = solve(
+        model,
+        arch,
+        dims=dims,
+        sets=sets,
+        solver=solver,
+        time_limit=time_limit,
+        place=place,
+        seed=seed,
+        workers=workers,
+        cost=cost,
+        fuse=fuse,
+        allow_unknown_ops=allow_unknown_ops,
+    )
+    return from_outcome(outcome)
 
 
 # -- pictures --------------------------------------------------------------------------------------
@@ -174,15 +200,23 @@ def latency_chart(c: Comparison) -> str:
     g = [k.latency_cycles + k.comm_cycles for k in c.greedy.kernels]
     s = [k.latency_cycles + k.comm_cycles for k in c.solver.kernels]
     x = range(len(g))
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = plt.subplots(figsize=(10, 3.2 if len(g) > 48 else 4.2))
     width = 0.45
     ax.bar([i - width / 2 for i in x], g, width, label="greedy", color="#9e9e9e")
     ax.bar([i + width / 2 for i in x], s, width, label="solver", color="#1f77b4")
     ax.axhline(c.greedy.objective.bottleneck_cycles, color="#616161", ls="--", lw=1, label="greedy bottleneck")
     ax.axhline(c.solver.objective.bottleneck_cycles, color="#d62728", ls="-", lw=1.2, label="solver bottleneck")
-    ax.set_xlabel("kernel (topological order)")
+    ax.axhline(c.bound_cycles, color="#2ca02c", ls=":", lw=1.2, label="exact bound")
+    if len(g) <= 48:  # few kernels: name them
+        ax.set_xticks(list(x), [k.name for k in c.solver.kernels], rotation=90, fontsize=6)
+        ax.set_xlabel("kernel (topological order)")
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("kernel index (topological order)")
     ax.set_ylabel("stage cycles per sample")
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
+    ax.legend(fontsize=7, ncol=5, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.margins(x=0.005)
     fig.tight_layout()
     return _svg(fig)
@@ -225,7 +259,7 @@ def floorplan_svg(c: Comparison) -> str | None:
 
 # -- documents -------------------------------------------------------------------------------------
 
-_COLUMNS = (
+COLUMNS = (
     "allocation",
     "bottleneck cycles",
     "samples/s",
@@ -238,7 +272,8 @@ _COLUMNS = (
 )
 
 
-def _cells(r: Row) -> list[str]:
+def cells(r: Row) -> list[str]:
+    """A row formatted for a table (thousands separators, percent gap, "-" when not applicable)."""
     return [
         r.name,
         f"{r.bottleneck_cycles:,}",
@@ -264,10 +299,10 @@ def to_markdown(c: Comparison) -> str:
         "",
         f"Solver speed-up over greedy: **{c.speedup:.2f}x** (exact allocation bound {c.bound_cycles:,} cycles).",
         "",
-        "| " + " | ".join(_COLUMNS) + " |",
-        "|" + "---|" * len(_COLUMNS),
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
     ]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in c.rows]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in c.rows]
     lines += [
         "",
         "## Per-kernel stage cycles",
@@ -293,8 +328,8 @@ td:first-child,th:first-child{text-align:left}th{background:#f2f2f2}figure{margi
 def to_html(c: Comparison) -> str:
     """One self-contained HTML page: tables and inline SVG pictures, no external resources."""
     e = html.escape
-    head = "".join(f"<th>{e(col)}</th>" for col in _COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in _cells(r)) + "</tr>" for r in c.rows)
+    head = "".join(f"<th>{e(col)}</th>" for col in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in cells(r)) + "</tr>" for r in c.rows)
     sections = [
         f"<h1>wsealloc compare: {e(Path(c.model).name)} on {e(c.arch)}</h1>",
         f"<p>Solver speed-up over greedy: <b>{c.speedup:.2f}x</b>; exact allocation bound {c.bound_cycles:,} cycles; "
