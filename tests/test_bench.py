@@ -4,6 +4,7 @@ crashed workers, and identical results on a Dask LocalCluster."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -73,6 +74,23 @@ def test_result_tables_carry_failures() -> None:
     assert "| a | 3 | 10 | 8 | 8 | 0 | OPTIMAL | 0.5 | 1.25 |" in md
     assert "| b |  |  |  |  |  | CRASHED |  |  |" in md and "- b: CRASHED: worker killed by signal 6" in md
     assert to_csv(rows).splitlines()[2] == "b,,,,,,CRASHED,,,worker killed by signal 6"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("model: nope.onnx", "instances.0 (x): model nope.onnx: no such file"),
+        ("model: synthetic:ring:9", "expected synthetic:chain:N"),
+        ("model: models/attention.onnx\n  solver: gurobi", "gurobi"),
+        ("model: models/attention.onnx\n  arch: tiny\n  sets: [core.sram_byte=1KiB]", "sram_byte"),
+    ],
+)
+def test_suite_instances_are_checked_before_running(tmp_path: Path, entry: str, message: str) -> None:
+    _copy_suite(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"name: bad\ninstances:\n- name: x\n  {entry}\n")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        load_suite(str(bad))
 
 
 def test_bad_suite_names_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

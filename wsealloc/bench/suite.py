@@ -4,7 +4,8 @@ name: smoke
 description: ...
 instances:
   - name: attention-tiny
-    model: ../models/tiny/attention.onnx     # relative to the suite file, or synthetic:chain:N
+    note: why it is in the suite             # optional; kept by --update-best (comments are not)
+    model: ../models/tiny/attention.onnx     # relative to the suite file, or synthetic:chain:N | synthetic:transformer:L
     arch: tiny                               # preset or YAML path (relative to the suite file)
     sets: [core.sram_bytes=24KiB]            # --set overrides
     dims: {seq: 64}
@@ -23,8 +24,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wsealloc.bench.synthetic import PREFIX
-from wsealloc.errors import UsageError
+from wsealloc.bench.synthetic import PREFIX, parse_spec
+from wsealloc.errors import UsageError, WseallocError
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -44,6 +45,7 @@ class Instance(_Frozen):
     """One benchmark instance."""
 
     name: str
+    note: str = ""  # why the instance is there (kept when --update-best rewrites the file, unlike comments)
     model: str
     arch: str = "wse2"
     sets: tuple[str, ...] = ()
@@ -97,12 +99,33 @@ def load_suite(spec: str) -> tuple[Suite, Path]:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UsageError(f"{path}: {where}: {err['msg']}") from exc
-    names = [i.name for i in suite.instances]
-    if len(set(names)) != len(names):
-        raise UsageError(f"{path}: instance names must be unique")
+    seen: set[str] = set()
+    for i, inst in enumerate(suite.instances):
+        if inst.name in seen:
+            raise UsageError(f"{path}: instances.{i}.name: {inst.name!r} is used twice; instance names must be unique")
+        seen.add(inst.name)
+        try:
+            check_instance(inst, path.parent)
+        except WseallocError as exc:
+            raise UsageError(f"{path}: instances.{i} ({inst.name}): {exc}") from exc
     return suite, path
+
+
+def check_instance(inst: Instance, base: Path) -> None:
+    """What can be checked without solving: the model exists (or is a valid synthetic spec), the solver
+    is known, and the arch with its overrides loads (so a typo fails before a long run, not in it)."""
+    from wsealloc.arch import load_arch
+    from wsealloc.solvers import get_solver
+
+    data = inst.resolved(base)
+    if inst.model.startswith(PREFIX):
+        parse_spec(inst.model)
+    elif not Path(data["model"]).is_file():
+        raise UsageError(f"model {inst.model}: no such file (paths are relative to the suite file)")
+    get_solver(inst.solver)
+    load_arch(data["arch"], inst.sets)
 
 
 def suite_document(suite: Suite) -> str:
     """YAML text of a suite (used to record improved best-known values)."""
-    return yaml.safe_dump(suite.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
+    return yaml.safe_dump(suite.model_dump(mode="json", exclude_defaults=True), sort_keys=False, width=120)

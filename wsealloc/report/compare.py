@@ -202,9 +202,13 @@ def latency_chart(c: Comparison) -> str:
     x = range(len(g))
     fig, ax = plt.subplots(figsize=(10, 3.2 if len(g) > 48 else 4.2))
     width = 0.45
-    ax.bar([i - width / 2 for i in x], g, width, label="greedy", color="#9e9e9e")
-    ax.bar([i + width / 2 for i in x], s, width, label="solver", color="#1f77b4")
+    placed = c.solver.objective.placed
+    ax.bar([i - width / 2 for i in x], g, width, label="greedy (allocation)", color="#9e9e9e")
+    ax.bar([i + width / 2 for i in x], s, width, label="solver (placed, with comm.)" if placed else "solver", color="#1f77b4")
     ax.axhline(c.greedy.objective.bottleneck_cycles, color="#616161", ls="--", lw=1, label="greedy bottleneck")
+    greedy_placed = c.solver.baseline.placed_bottleneck_cycles if placed else None
+    if greedy_placed is not None:
+        ax.axhline(greedy_placed, color="#ff7f0e", ls="-.", lw=1.2, label="greedy placed bottleneck")
     ax.axhline(c.solver.objective.bottleneck_cycles, color="#d62728", ls="-", lw=1.2, label="solver bottleneck")
     ax.axhline(c.bound_cycles, color="#2ca02c", ls=":", lw=1.2, label="exact bound")
     if len(g) <= 48:  # few kernels: name them
@@ -216,14 +220,14 @@ def latency_chart(c: Comparison) -> str:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("kernel index (topological order)")
     ax.set_ylabel("stage cycles per sample")
-    ax.legend(fontsize=7, ncol=5, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.legend(fontsize=7, ncol=4, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.margins(x=0.005)
     fig.tight_layout()
     return _svg(fig)
 
 
 def core_share_chart(c: Comparison) -> str:
-    """Share of the used cores by kernel type, greedy vs. solver (SVG)."""
+    """Share of the used cores by kernel type, greedy vs. solver; the legend gives the solver's shares (SVG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,7 +241,8 @@ def core_share_chart(c: Comparison) -> str:
         left = 0.0
         for i, t in enumerate(types):
             share = sum(k.cores for k in plan.kernels if k.type == t) / total
-            ax.barh(row, share, left=left, color=cmap(i % 10), label=t if row == 0 else None)
+            solver_share = sum(k.cores for k in c.solver.kernels if k.type == t) / max(sum(k.cores for k in c.solver.kernels), 1)
+            ax.barh(row, share, left=left, color=cmap(i % 10), label=f"{t} ({solver_share:.1%})" if row == 0 else None)
             left += share
     ax.set_yticks([0, 1], ["greedy", "solver"])
     ax.set_xlim(0, 1)
