@@ -130,6 +130,16 @@ def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path, monkeypa
     assert [r["status"] for r in doc["results"]] == ["CRASHED", "OPTIMAL"]
 
 
+def test_hung_worker_times_out_and_suite_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite, path = load_suite(str(_copy_suite(tmp_path)))
+    monkeypatch.setenv(FAULT_ENV, "hang:attention")
+    instances = [i.resolved(path.parent) for i in suite.instances]
+    instances[0]["timeout"] = 3  # the other instance keeps its generous default
+    rows = run_all(instances, jobs=2)
+    assert rows[0].status == "TIMEOUT" and "after 3 s" in rows[0].error
+    assert rows[1].status == "OPTIMAL"
+
+
 def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     from distributed import LocalCluster
 

@@ -75,8 +75,11 @@ def run_instance(data: dict[str, Any]) -> BenchRow:
     from wsealloc.bench.synthetic import PREFIX, resolve
     from wsealloc.errors import WseallocError
 
-    if os.environ.get(FAULT_ENV) == f"abort:{data['name']}":
+    fault = os.environ.get(FAULT_ENV, "")
+    if fault == f"abort:{data['name']}":
         os.abort()
+    if fault == f"hang:{data['name']}":
+        time.sleep(3600)
     start = time.perf_counter()
     try:
         model = str(resolve(data["model"])) if data["model"].startswith(PREFIX) else _local(data["model"], data.get("model_data"))
@@ -136,8 +139,16 @@ _LIVE: set[subprocess.Popen[str]] = set()  # running workers, stopped if the run
 _LIVE_LOCK = threading.Lock()
 
 
+def deadline_s(data: dict[str, Any]) -> float:
+    """Wall-clock limit of one local worker: the instance's ``timeout``, or a generous multiple of its
+    solver time limit (allocation, greedy placement and placement each get up to ``time_limit``)."""
+    timeout = data.get("timeout")
+    return float(timeout) if timeout else 4 * float(data["time_limit"]) + 300
+
+
 def _isolated(data: dict[str, Any]) -> BenchRow:
-    """Run one instance in a fresh worker process; a crash becomes a CRASHED row."""
+    """Run one instance in a fresh worker process; a crash becomes a CRASHED row, a worker past its
+    deadline is killed and becomes a TIMEOUT row."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "wsealloc.bench.worker"],
         stdin=subprocess.PIPE,
@@ -147,8 +158,13 @@ def _isolated(data: dict[str, Any]) -> BenchRow:
     )
     with _LIVE_LOCK:
         _LIVE.add(proc)
+    limit = deadline_s(data)
     try:
-        stdout, stderr = proc.communicate(json.dumps(data))
+        stdout, stderr = proc.communicate(json.dumps(data), timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return failed_row(data["name"], "TIMEOUT", f"worker killed after {limit:g} s (the instance's timeout)", round(limit, 2))
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)

@@ -12,7 +12,8 @@ instances:
     solver: cpsat
     place: false
     wafers: 1                                # or auto
-    time_limit: 10
+    time_limit: 10                           # seconds per solver stage
+    timeout: 120                             # wall-clock limit of the worker (default 4 x time_limit + 300)
     best: {objective: 661, bound: 661}       # best known (the regression gate); bench --update-best
 """
 
@@ -54,6 +55,8 @@ class Instance(_Frozen):
     place: bool = False
     wafers: int | Literal["auto"] = 1
     time_limit: float = Field(default=30.0, gt=0)
+    # Wall-clock limit of a local worker (seconds); default 4 x time_limit + 300. Past it: a TIMEOUT row.
+    timeout: float | None = Field(default=None, gt=0)
     best: Best | None = None
 
     def resolved(self, base: Path) -> dict[str, Any]:
