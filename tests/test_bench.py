@@ -12,7 +12,7 @@ import pytest
 
 import wsealloc
 from wsealloc.bench.results import to_csv, to_markdown
-from wsealloc.bench.runner import FAULT_ENV, BenchRow, _portable, run_all, run_instance
+from wsealloc.bench.runner import FAULT_ENV, BenchRow, _portable, run_all, run_instance, run_task
 from wsealloc.bench.suite import load_suite
 from wsealloc.cli import main
 from wsealloc.errors import UsageError
@@ -155,6 +155,18 @@ def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     assert strip(remote) == strip(local) and all(r.ok for r in local)
 
 
+def test_dask_crash_costs_only_its_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task whose solver aborts is reported CRASHED; the Dask worker and the other tasks survive."""
+    from distributed import LocalCluster
+
+    suite, path = load_suite(str(_copy_suite(tmp_path)))
+    monkeypatch.setenv(FAULT_ENV, "abort:attention")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        rows = run_all([i.resolved(path.parent) for i in suite.instances], scheduler=cluster.scheduler_address)
+    assert rows[0].status == "CRASHED" and "signal 6" in rows[0].error
+    assert rows[1].status == "OPTIMAL"
+
+
 def test_dask_tasks_carry_their_model(tmp_path: Path) -> None:
     """Workers on other machines need no shared file system: the task ships the model's bytes."""
     suite, path = load_suite(str(_copy_suite(tmp_path)))
@@ -162,7 +174,7 @@ def test_dask_tasks_carry_their_model(tmp_path: Path) -> None:
     here = run_instance(data)
     shipped = _portable(data)
     assert shipped["model_data"] == Path(data["model"]).read_bytes()
-    elsewhere = run_instance({**shipped, "model": "/nonexistent/cluster/node/attention.onnx"})
+    elsewhere = run_task({**shipped, "model": "/nonexistent/cluster/node/attention.onnx"})
     assert elsewhere.ok and elsewhere.solver == here.solver and elsewhere.bound == here.bound
 
 

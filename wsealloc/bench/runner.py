@@ -1,10 +1,11 @@
 """Run instances: one function per instance (what a Dask task or a local worker process executes),
 and executors that fan them out with a progress bar.
 
-Local runs isolate each instance in its own worker process (``python -m wsealloc.bench.worker``):
-a worker that crashes (segfault, abort, out of memory) is reported as a failed row for its instance
-and the rest of the suite completes. ``--scheduler tcp://HOST:PORT`` submits the same function to a
-Dask distributed cluster, one task per instance.
+Each instance runs in its own worker process (``python -m wsealloc.bench.worker``): a worker that
+crashes (segfault, abort, out of memory) or passes its deadline is reported as a failed row for its
+instance and the rest of the suite completes. Locally ``-j`` of them run at a time;
+``--scheduler tcp://HOST:PORT`` submits one Dask task per instance (:func:`run_task`), which starts
+the same worker process on the cluster node.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class BenchRow:
 
 def failed_row(name: str, status: str, error: str, wall_s: float | None = None) -> BenchRow:
     """The row of an instance that produced no plan (an error, or a crashed worker)."""
-    return BenchRow(instance=name, status=status, error=error, wall_s=wall_s)
+    return BenchRow(instance=name, status=status, error=" ".join(error.split()), wall_s=wall_s)
 
 
 def run_instance(data: dict[str, Any]) -> BenchRow:
@@ -82,11 +83,10 @@ def run_instance(data: dict[str, Any]) -> BenchRow:
         time.sleep(3600)
     start = time.perf_counter()
     try:
-        model = str(resolve(data["model"])) if data["model"].startswith(PREFIX) else _local(data["model"], data.get("model_data"))
-        arch = _local(data["arch"], data.get("arch_data")) if data.get("arch_data") is not None else data["arch"]
+        model = str(resolve(data["model"])) if data["model"].startswith(PREFIX) else data["model"]
         out = solve(
             model,
-            arch,
+            data["arch"],
             dims=data.get("dims") or {},
             sets=data.get("sets") or (),
             solver=data["solver"],
@@ -123,6 +123,18 @@ def _local(path: str, content: bytes | None) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, content)
     return str(target)
+
+
+def run_task(data: dict[str, Any]) -> BenchRow:
+    """One Dask task: write the shipped model/arch bytes where this machine lacks the files, then run
+    the instance in its own worker process, exactly like a local run (a crash or a hang costs that
+    instance only, never the Dask worker and the other tasks queued on it)."""
+    data = dict(data)
+    for key in ("model", "arch"):
+        content = data.pop(f"{key}_data", None)
+        if content is not None:
+            data[key] = _local(data[key], content)
+    return _isolated(data)
 
 
 def _portable(data: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +238,7 @@ def _run_dask(
         raise UsageError(f"--scheduler {scheduler}: cannot connect ({exc}); is a dask scheduler running there?") from exc
     try:
         futures = [
-            client.submit(run_instance, _portable(data), pure=False, key=f"wsealloc-{data['name']}-{i}")
+            client.submit(run_task, _portable(data), pure=False, key=f"wsealloc-{data['name']}-{i}")
             for i, data in enumerate(instances)
         ]
         index = {f.key: i for i, f in enumerate(futures)}

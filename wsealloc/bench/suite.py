@@ -81,7 +81,7 @@ class Suite(_Frozen):
 def suite_path(spec: str) -> Path:
     """A suite by name (``instances/<name>.yaml``) or by path."""
     path = Path(spec)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.is_file():
         return path
     return SUITES_DIR / f"{spec}.yaml"
 
@@ -89,11 +89,13 @@ def suite_path(spec: str) -> Path:
 def load_suite(spec: str) -> tuple[Suite, Path]:
     """Load and validate a suite; errors name the file and the field."""
     path = suite_path(spec)
-    if not path.exists():
+    if not path.is_file():
         names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:
         data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {exc}") from exc
     try:

@@ -225,7 +225,10 @@ class Sweep:
         ax.set_ylabel("samples/s")
         ax.set_title(f"{Path(self.model).name} on {self.arch}" + (" (x: non-monotone)" if self.pairs else ""), fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if groups:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no point produced a plan", ha="center", va="center", transform=ax.transAxes)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=120)
