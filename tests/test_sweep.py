@@ -140,3 +140,5 @@ def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "nope.onnx: no such file" in capsys.readouterr().err
     assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--plot", "x.pdf"]) == 2
     assert "expected a .png or .svg file" in capsys.readouterr().err
+    assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--solver", "x", "--out", str(out)]) == 2
+    assert "unknown solver 'x'" in capsys.readouterr().err

@@ -121,9 +121,9 @@ def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_bes
 @click.option("--arch", default="wse2", show_default=True, help="Base architecture (preset or YAML path).")
 @click.option("--set", "sets", multiple=True, required=True, metavar="FIELD=V1,V2,...", help="A swept field (repeatable).")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable).")
-@click.option("--solver", default="cpsat", show_default=True)
-@click.option("--place", is_flag=True, help="Place every point too (slower).")
-@click.option("--time-limit", default=30.0, show_default=True, type=float)
+@click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
+@click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
+@click.option("--time-limit", default=30.0, show_default=True, type=float, help="Seconds per solver stage and point.")
 @_jobs_option(os.cpu_count() or 1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
 @click.option(

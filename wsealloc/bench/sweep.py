@@ -252,7 +252,9 @@ def sweep(
     """Solve ``model`` on every point of the grid spanned by ``sets`` (``"field=v1,v2,..."`` each) over
     the base ``arch``, locally with ``jobs`` worker processes or on the Dask cluster at ``scheduler``."""
     from wsealloc.arch import load_arch
+    from wsealloc.solvers import get_solver
 
+    get_solver(solver)  # an unknown name fails before anything runs
     axes = parse_axes(sets)
     points = grid(axes)
     if not str(model).startswith(PREFIX) and not Path(model).exists():
