@@ -8,7 +8,7 @@ import html
 import io
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class Comparison:
             "arch": self.arch,
             "speedup": round(self.speedup, 4),
             "bound_cycles": self.bound_cycles,
-            "rows": [r.__dict__ for r in self.rows],
+            "rows": [asdict(r) for r in self.rows],
             "kernels": [
                 {
                     "name": g.name,
