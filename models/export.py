@@ -1,76 +1,75 @@
-"""Regenerate the model zoo: real architectures exported with torch.onnx's dynamo exporter, stored
-WITHOUT weight data (see models/README.md for the convention).
+"""Regenerate the model zoo: real architectures exported with torch.onnx's dynamo exporter
+(``torch.onnx.export(..., dynamo=True)``), stored WITHOUT weight data (the weightless convention in
+models/README.md).
 
-Needs the optional extra: ``pip install -e ".[zoo]"`` (torch, transformers, onnxscript). Nothing is
-downloaded: configurations are built in code and models are instantiated on the meta device, so even
-LLaMA-70B-shaped models export in seconds without materializing weights.
+Needs torch (a CPU build), transformers, onnxscript and onnx (``pip install -e ".[zoo]"``, or see
+models/README.md). Nothing is downloaded: every configuration is built in code (never
+``from_pretrained``) and every model is exported from the meta device, so no weights are ever
+materialized and even the LLaMA-70B-shaped model exports in about a minute. Every model here
+works with the dynamo exporter; the TorchScript exporter is not used.
 
-    python models/export.py                 # all models
-    python models/export.py gpt2 llama-7b   # some
+    python models/export.py                          # every model, into models/
+    python models/export.py gpt2 llama-7b            # some
+    python models/export.py --out /tmp/zoo resnet50  # elsewhere
+
+Each model is then post-processed with the ``onnx`` package (``apply_weightless_convention``):
+initializers with more than 64 elements lose their data and become external-data references into
+``<stem>.weights`` (a file that is never written), small ones keep their data, big Constant nodes
+become initializers first. Each file is checked with ``onnx.checker.check_model`` and
+``onnx.shape_inference.infer_shapes(data_prop=True)``; the summary line counts node outputs whose
+shape shape inference cannot make fully static.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ALIGN = 4096
+ALIGN = 4096  # offsets into the (absent) data file are aligned as onnx's own external-data writer may
+SMALL = 64  # initializers with at most this many elements keep their data (shape constants, scalars)
+OPSET = 20
 
 
-def _on_meta(config_cls: str, model_cls: str, **cfg: object) -> object:
-    """A transformers model built from a config in code, on the meta device (no weights, no download)."""
-    import torch
-    import transformers
-
-    config = getattr(transformers, config_cls)(**cfg)
-    config._attn_implementation = "eager"  # explicit MatMul + Softmax attention, not a fused SDPA op
-    config.use_cache = False
-    with torch.device("meta"):
-        model = getattr(transformers, model_cls)(config)
-    model.eval()
-    return model
+# --------------------------------------------------------------------------------------------------
+# The zoo
 
 
-def _wrap(model: object, output: Callable[[object], object]) -> object:
-    """A module whose forward maps the inner model's output through ``output`` (tensors only)."""
-    import torch
+@dataclass(frozen=True)
+class Spec:
+    """One zoo model: a transformers class built from a configuration written out here."""
 
-    class Wrapped(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x: torch.Tensor) -> object:
-            return output(self.inner(x))
-
-    return Wrapped(model)  # type: ignore[arg-type]
-
-
-def _causal_lm(config_cls: str, model_cls: str, seq: int, **cfg: object) -> tuple[object, tuple[object, ...]]:
-    import torch
-
-    model = _on_meta(config_cls, model_cls, **cfg)
-    return _wrap(model, lambda out: out.logits), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)  # type: ignore[attr-defined]
+    config_cls: str
+    model_cls: str
+    cfg: dict[str, Any]
+    inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, dtype)
+    outputs: tuple[str, ...]  # attributes of the model output, in order
+    note: str = ""
+    # Small (<= SMALL elements) parameters and buffers need real values. They are taken from a
+    # randomly initialized CPU copy of the model; for the big models a copy with one layer, whose
+    # layer 0 stands for every layer (those tensors are initialized the same in every layer).
+    source_layers: int | None = None
 
 
-def _encoder(seq: int, **cfg: object) -> tuple[object, tuple[object, ...]]:
-    import torch
-
-    model = _on_meta("BertConfig", "BertModel", **cfg)
-    outputs = lambda out: (out.last_hidden_state, out.pooler_output)  # noqa: E731
-    return _wrap(model, outputs), (torch.zeros((1, seq), dtype=torch.long, device="meta"),)
+def _ids(seq: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    return (("input_ids", (1, seq), "int64"),)
 
 
-def _vision(config_cls: str, model_cls: str, **cfg: object) -> tuple[object, tuple[object, ...]]:
-    import torch
+PIXELS = (("pixel_values", (1, 3, 224, 224), "float32"),)
 
-    model = _on_meta(config_cls, model_cls, **cfg)
-    return _wrap(model, lambda out: out.logits), (torch.zeros((1, 3, 224, 224), dtype=torch.float32, device="meta"),)  # type: ignore[attr-defined]
-
-
+GPT2_XL = dict(n_embd=1600, n_layer=48, n_head=25)
+BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
 LLAMA_7B = dict(
     hidden_size=4096,
     intermediate_size=11008,
@@ -90,73 +89,344 @@ LLAMA_70B = dict(
     max_position_embeddings=2048,
 )
 
-MODELS: dict[str, Callable[[], tuple[object, tuple[object, ...]]]] = {
-    "gpt2": lambda: _causal_lm("GPT2Config", "GPT2LMHeadModel", 1024, n_positions=1024),
-    "gpt2-xl": lambda: _causal_lm("GPT2Config", "GPT2LMHeadModel", 1024, n_positions=1024, n_embd=1600, n_layer=48, n_head=25),
-    "bert-base": lambda: _encoder(384),
-    "bert-large": lambda: _encoder(384, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-    "resnet50": lambda: _vision("ResNetConfig", "ResNetForImageClassification", num_labels=1000),
-    "vit-b16": lambda: _vision("ViTConfig", "ViTForImageClassification", num_labels=1000),
-    "llama-7b": lambda: _causal_lm("LlamaConfig", "LlamaForCausalLM", 2048, **LLAMA_7B),
-    "llama-70b": lambda: _causal_lm("LlamaConfig", "LlamaForCausalLM", 2048, **LLAMA_70B),
+MODELS: dict[str, Spec] = {
+    "gpt2": Spec("GPT2Config", "GPT2LMHeadModel", {}, _ids(1024), ("logits",), "GPT2Config() defaults"),
+    "gpt2-xl": Spec("GPT2Config", "GPT2LMHeadModel", GPT2_XL, _ids(1024), ("logits",), source_layers=1),
+    "bert-base": Spec("BertConfig", "BertModel", {}, _ids(384), ("last_hidden_state", "pooler_output"), "BertConfig() defaults"),
+    "bert-large": Spec("BertConfig", "BertModel", BERT_LARGE, _ids(384), ("last_hidden_state", "pooler_output")),
+    "resnet50": Spec(
+        "ResNetConfig", "ResNetForImageClassification", {"num_labels": 1000}, PIXELS, ("logits",), "ResNetConfig() = ResNet-50"
+    ),
+    "vit-b16": Spec(
+        "ViTConfig", "ViTForImageClassification", {"num_labels": 1000}, PIXELS, ("logits",), "ViTConfig() = ViT-B/16 at 224"
+    ),
+    "llama-7b": Spec("LlamaConfig", "LlamaForCausalLM", LLAMA_7B, _ids(2048), ("logits",), source_layers=1),
+    "llama-70b": Spec("LlamaConfig", "LlamaForCausalLM", LLAMA_70B, _ids(2048), ("logits",), source_layers=1),
 }
 
 
-def strip_weights(model: object, location: str) -> None:
-    """Replace every initializer's data by a reference into ``location`` (a file that is not shipped),
-    laid out consecutively and aligned as a real external-data file would be."""
-    import onnx_ir as ir
+def make_config(spec: Spec, layers: int | None = None) -> Any:
+    import transformers
 
-    offset = 0
-    for name, value in model.graph.initializers.items():  # type: ignore[attr-defined]
-        length = value.dtype.itemsize * _numel(value.shape)
-        value.const_value = ir.ExternalTensor(location, offset, length, value.dtype, shape=value.shape, name=name)
-        offset += -(-length // ALIGN) * ALIGN
-
-
-def _numel(shape: object) -> int:
-    n = 1
-    for d in shape:  # type: ignore[attr-defined]
-        n *= int(d)
-    return n
+    config = getattr(transformers, spec.config_cls)(**spec.cfg)
+    config._attn_implementation = "eager"  # explicit MatMul + Softmax attention, not a fused SDPA op
+    config.use_cache = False  # no KV cache inputs or outputs
+    if layers is not None:
+        config.num_hidden_layers = layers  # GPT2Config maps this onto n_layer
+    return config
 
 
-def export(name: str, out_dir: Path) -> Path:
-    """Export one zoo model to ``out_dir/name.onnx`` (weightless) and check it loads."""
-    import onnx
+def make_model(spec: Spec, device: str, layers: int | None = None) -> Any:
+    """The model, wrapped so that its forward takes the inputs positionally and returns tensors only."""
+    import torch
+    import transformers
+
+    config = make_config(spec, layers)
+    with torch.device(device):
+        inner = getattr(transformers, spec.model_cls)(config)
+    inner.eval()
+    names = [name for name, _, _ in spec.inputs]
+    outputs = spec.outputs
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: torch.Tensor) -> Any:
+            out = self.inner(**dict(zip(names, args, strict=True)))
+            return tuple(getattr(out, o) for o in outputs) if len(outputs) > 1 else getattr(out, outputs[0])
+
+    return Wrapped().eval()
+
+
+def example_inputs(spec: Spec, device: str) -> tuple[Any, ...]:
+    import torch
+
+    return tuple(torch.zeros(shape, dtype=getattr(torch, dtype), device=device) for _, shape, dtype in spec.inputs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Export
+
+
+_LAYER_INDEX = re.compile(r"\.(h|layer|layers)\.\d+\.")
+
+
+def _small_values(spec: Spec, wanted: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+    """Real values for the small initializers ``wanted`` (name -> shape) of a meta-device export."""
+    import torch
+
+    if not wanted:
+        return {}
+    torch.manual_seed(0)
+    source = make_model(spec, "cpu", spec.source_layers)
+    tensors = dict(source.named_parameters())
+    tensors.update(source.named_buffers())  # non-persistent buffers too (e.g. rotary inv_freq)
+    values = {}
+    for name, shape in wanted.items():
+        key = name if spec.source_layers is None else _LAYER_INDEX.sub(lambda m: f".{m.group(1)}.0.", name)
+        tensor = tensors.get(key)
+        if tensor is None or tuple(tensor.shape) != shape:
+            raise RuntimeError(f"no value for small initializer {name} {shape} (looked up {key})")
+        values[name] = tensor.detach().clone()
+    del source, tensors
+    return values
+
+
+def export_proto(name: str) -> Any:
+    """Export one zoo model with the dynamo exporter from the meta device; returns an onnx ModelProto
+    whose big initializers are (provisional) external references and small ones hold real values."""
     import onnx_ir as ir
     import torch
 
-    start = time.perf_counter()
-    module, args = MODELS[name]()
-    module.eval()  # type: ignore[attr-defined]
-    program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
+    spec = MODELS[name]
+    module = make_model(spec, "meta")
+    program = torch.onnx.export(
+        module,
+        example_inputs(spec, "meta"),
+        dynamo=True,
+        optimize=False,  # the onnxscript optimizer cannot fold meta tensors (it reads their data)
+        opset_version=OPSET,
+        input_names=[n for n, _, _ in spec.inputs],
+        output_names=list(spec.outputs),
+        verbose=False,
+    )
     model = program.model
-    strip_weights(model, f"{name}.weights")
+    small = {}
+    for init_name, value in model.graph.initializers.items():
+        shape = tuple(int(d) for d in value.shape)
+        if math.prod(shape) <= SMALL and _is_meta(value.const_value):
+            small[init_name] = shape
+    fill = _small_values(spec, small)
+    for init_name, value in model.graph.initializers.items():
+        shape = tuple(int(d) for d in value.shape)
+        if init_name in small:
+            value.const_value = ir.tensor(fill[init_name].numpy(), name=init_name)
+        elif math.prod(shape) > SMALL:
+            # Provisional reference (no data is read); apply_weightless_convention lays them out.
+            value.const_value = ir.ExternalTensor(f"{name}.weights", 0, 0, value.dtype, shape=value.shape, name=init_name)
+        elif _is_meta(value.const_value):
+            raise RuntimeError(f"{init_name}: small initializer without data")
     proto = ir.serde.serialize_model(model)
-    for node in proto.graph.node:  # stack traces and name scopes: megabytes nobody reads
-        del node.metadata_props[:]
-        node.doc_string = ""
+    _strip_metadata(proto.graph)
+    config = make_config(spec)
+    meta = {
+        "wsealloc.zoo.model": f"transformers.{spec.model_cls}",
+        "wsealloc.zoo.config": json.dumps(
+            {k: v for k, v in config.to_diff_dict().items() if k not in ("id2label", "label2id")}, sort_keys=True
+        ),
+        "wsealloc.zoo.exporter": f"torch.onnx.export(dynamo=True, optimize=False), {_versions()}",
+        "wsealloc.zoo.weights": "absent: weightless convention, see models/README.md",
+    }
+    for key, value in meta.items():
+        proto.metadata_props.add(key=key, value=value)
+    return proto
+
+
+def _is_meta(tensor: Any) -> bool:
+    raw = getattr(tensor, "raw", None)
+    return tensor is None or getattr(raw, "is_meta", False)
+
+
+def _strip_metadata(graph: Any) -> None:
+    """Stack traces and name scopes: megabytes nobody reads."""
+    for g in _graphs(graph):
+        for node in g.node:
+            del node.metadata_props[:]
+            node.doc_string = ""
+
+
+def _versions() -> str:
+    import onnx
+    import onnxscript
+    import torch
+    import transformers
+
+    return (
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"onnxscript {onnxscript.__version__}, onnx {onnx.__version__}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The weightless convention (pure onnx: applies to any ModelProto)
+
+
+def _graphs(graph: Any) -> Iterator[Any]:
+    """``graph`` and every subgraph under it (If/Loop/Scan bodies), depth first."""
+    import onnx
+
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _numel(tensor: Any) -> int:
+    return math.prod(tensor.dims)
+
+
+def _constant_tensor(node: Any) -> Any | None:
+    """The tensor a Constant node holds, if it is bigger than SMALL elements."""
+    import onnx
+    from onnx import helper
+
+    for attr in node.attribute:
+        if attr.name == "value" and _numel(attr.t) > SMALL:
+            return attr.t
+        if attr.name in ("value_floats", "value_ints") and len(getattr(attr, attr.name[6:])) > SMALL:
+            values = list(getattr(attr, attr.name[6:]))
+            dtype = onnx.TensorProto.FLOAT if attr.name == "value_floats" else onnx.TensorProto.INT64
+            return helper.make_tensor("", dtype, [len(values)], values)
+    return None
+
+
+_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+
+
+def apply_weightless_convention(model: Any, location: str) -> int:
+    """Turn every initializer with more than SMALL elements (in every graph) into a reference into
+    ``location`` laid out consecutively with ALIGN-byte alignment, dropping its data; convert Constant
+    nodes holding more than SMALL elements into initializers first. Returns the data file's length."""
+    import onnx
+    from onnx import helper
+
+    offset = 0
+    for graph in _graphs(model.graph):
+        keep = []
+        for node in graph.node:
+            tensor = _constant_tensor(node) if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
+            if tensor is None:
+                keep.append(node)
+                continue
+            init = graph.initializer.add()
+            init.CopyFrom(tensor)
+            init.name = node.output[0]
+        if len(keep) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(keep)
+        for tensor in graph.initializer:
+            if _numel(tensor) <= SMALL:
+                if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                    raise ValueError(f"small initializer {tensor.name} has no embedded data")
+                continue
+            itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+            length = _numel(tensor) * itemsize
+            for f in _DATA_FIELDS:
+                tensor.ClearField(f)
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+                tensor.external_data.add(key=key, value=value)
+            offset += -(-length // ALIGN) * ALIGN
+    return offset
+
+
+@contextlib.contextmanager
+def _absent_data_file(location: str, length: int) -> Iterator[None]:
+    """onnx.checker insists that an external data file exists (it reads none of it): check inside a
+    scratch directory holding an empty sparse stand-in, never next to the model."""
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="wsealloc-zoo-check-") as tmp:
+        with open(os.path.join(tmp, location), "wb") as f:
+            f.truncate(length)
+        os.chdir(tmp)
+        try:
+            yield
+        finally:
+            os.chdir(cwd)
+
+
+def _static(value_info: Any) -> bool:
+    t = value_info.type
+    if not t.HasField("tensor_type"):
+        return False
+    return t.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim)
+
+
+def verify(path: Path, length: int) -> dict[str, Any]:
+    """Load without external data, run the checker and shape inference (data_prop=True); count node
+    outputs without a fully static tensor shape (sequence-typed outputs counted separately)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    location = f"{path.stem}.weights"
+    with _absent_data_file(location, length):
+        onnx.checker.check_model(model)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    infos = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)}
+    lacking: collections.Counter[str] = collections.Counter()
+    sequences = 0
+    for node in inferred.graph.node:
+        for out in node.output:
+            if not out:
+                continue
+            info = infos.get(out)
+            if info is not None and info.type.HasField("sequence_type"):
+                sequences += 1
+            elif info is None or not _static(info):
+                lacking[node.op_type] += 1
+    inits = list(model.graph.initializer)
+    external = [t for t in inits if t.data_location == onnx.TensorProto.EXTERNAL]
+    return {
+        "nodes": len(model.graph.node),
+        "opset": {o.domain or "ai.onnx": o.version for o in model.opset_import},
+        "initializers": len(inits),
+        "external": len(external),
+        "embedded": len(inits) - len(external),
+        "not_static": sum(lacking.values()),
+        "not_static_by_op": dict(lacking),
+        "sequence_outputs": sequences,
+        "ops": collections.Counter(n.op_type for n in model.graph.node).most_common(10),
+        "domains": sorted({n.domain or "ai.onnx" for n in model.graph.node}),
+    }
+
+
+def export(name: str, out_dir: Path) -> dict[str, Any]:
+    """Export one zoo model to ``out_dir/name.onnx`` (weightless) and verify it."""
+    import onnx
+
+    start = time.perf_counter()
+    proto = export_proto(name)
+    location = f"{name}.weights"
+    length = apply_weightless_convention(proto, location)
+    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.onnx"
-    onnx.save(proto, str(path))
-    check = onnx.load(str(path), load_external_data=False)
-    # onnx.checker insists that external data files exist, and ours deliberately do not: check the
-    # structure with shape inference instead (wsealloc's front end is the real consumer).
-    onnx.shape_inference.infer_shapes(check, strict_mode=False)
-    print(f"{name}: {len(check.graph.node)} nodes, {path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s")
-    return path
+    onnx.save(proto, str(path))  # every big tensor is already external: nothing else is written
+    if (out_dir / location).exists():
+        raise RuntimeError(f"{out_dir / location} must not exist")
+    report = verify(path, length)
+    report.update(file=str(path), bytes=path.stat().st_size, weights_bytes=length, seconds=round(time.perf_counter() - start, 1))
+    return report
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help=f"any of {', '.join(MODELS)} (default: all)")
-    parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--out", type=Path, default=HERE, help="output directory (default: models/)")
+    parser.add_argument("--json", action="store_true", help="print each model's report as one JSON line")
     args = parser.parse_args()
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     for name in args.models or list(MODELS):
-        export(name, args.out)
+        r = export(name, args.out)
+        if args.json:
+            print(json.dumps({"model": name, **r}), flush=True)
+        else:
+            seqs = f" (+{r['sequence_outputs']} sequence-typed outputs)" if r["sequence_outputs"] else ""
+            print(
+                f"{name}: {r['nodes']} nodes, opset {r['opset']}, {r['bytes']:,} bytes "
+                f"({r['external']} external / {r['embedded']} embedded initializers, "
+                f"absent data {r['weights_bytes'] / 1e9:.2f} GB), "
+                f"{r['not_static']} outputs without a static shape {r['not_static_by_op'] or ''}{seqs}, {r['seconds']} s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -117,3 +117,19 @@ def test_atomic_write_and_unwritable(tmp_path: Path) -> None:
         write_atomic(tmp_path / "nope" / "x.json", "{}")
     with pytest.raises(OutputError, match="directory"):
         write_atomic(tmp_path, "{}")
+
+
+def test_atomic_write_keeps_readable_permissions(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    new = tmp_path / "new.json"
+    write_atomic(new, "{}")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+    kept = tmp_path / "kept.json"
+    kept.write_text("x")
+    kept.chmod(0o640)
+    write_atomic(kept, "{}")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640

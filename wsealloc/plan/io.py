@@ -35,6 +35,9 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     check_writable(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent if str(p.parent) else "."))
     try:
+        # mkstemp creates 0600 files: keep an existing file's mode, else the usual 0666 & ~umask
+        mode = p.stat().st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as fh:
             fh.write(text)
             fh.flush()
@@ -43,6 +46,12 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def file_sha256(path: str | Path) -> str:
