@@ -24,6 +24,7 @@ from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import Interrupted, UsageError, WseallocError
 from wsealloc.opmodels import KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
+from wsealloc.report.console import console as make_console
 from wsealloc.solvers.base import StopHook
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,11 +64,6 @@ def _model_options(fn: F) -> F:
     return fn
 
 
-def _console() -> Console:
-    # Pipes and CI logs get a wide table instead of rich's 80-column fallback.
-    return Console(width=None if sys.stdout.isatty() else 160)
-
-
 def _options(cost_model_arg: str, allow_unknown: bool) -> CostOptions:
     return replace(CostOptions(), model=cost_model_name(cost_model_arg), allow_unknown_ops=allow_unknown)
 
@@ -103,7 +99,7 @@ def inspect(
     spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
     options = _options(cost_model, allow_unknown_ops)
     costs = _cost_model(spec, arch, options, sets, check_feasible=False)
-    console = _console()
+    console = make_console()
     if kernel_name is not None:
         names = [kc.kernel.name for kc in costs.kernels]
         if kernel_name not in names:
@@ -204,7 +200,7 @@ def solve(
     if as_json:
         click.echo(outcome.plan.to_json())
     else:
-        console = _console()
+        console = make_console()
         print_summary(outcome, console)
         if outcome.partition is not None and count is None:
             _print_wafer_sweep(outcome, console)

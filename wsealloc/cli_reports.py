@@ -7,17 +7,12 @@ Kept apart from ``wsealloc/cli.py`` so the report layer can grow without touchin
 from __future__ import annotations
 
 import json
-import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from wsealloc.errors import UsageError
-
-
-def _console() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 160)
+from wsealloc.report.console import console as make_console
 
 
 def _compare(
@@ -75,7 +70,7 @@ def _compare(
         table.add_column(col, justify="left" if col in ("allocation", "bottleneck kernel", "bound by", "status") else "right")
     for row in result.rows:
         table.add_row(*cells(row))
-    console = _console()
+    console = make_console()
     console.print(table)
     for label, path in (("HTML report", report_path), ("Markdown report", md_path)):
         if path:

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
 from wsealloc.errors import OutputError, UsageError, WseallocError
+from wsealloc.report.console import console as make_console
 
 
 class RegressionError(WseallocError):
@@ -28,11 +28,6 @@ class RegressionError(WseallocError):
 
 class SweepError(WseallocError):
     """Every point of a sweep failed."""
-
-
-def _console(err: bool = False) -> Console:
-    stream = sys.stderr if err else sys.stdout
-    return Console(file=stream, width=None if stream.isatty() else 160)
 
 
 @contextmanager
@@ -50,7 +45,7 @@ def _progress(total: int, label: str) -> Iterator[Callable[[BenchRow], None]]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
-        console=_console(err=True),
+        console=make_console(err=True),
         disable=not sys.stderr.isatty(),
     )
     try:
@@ -198,7 +193,7 @@ def sweep(
                 "-" if p.throughput is None else f"{p.throughput:,.1f}",
                 p.row.status if not p.row.error else f"{p.row.status}: {p.row.error}",
             )
-        console = _console()
+        console = make_console()
         console.print(table)
         console.print(f"results written to {out / stem}.{{csv,json,md}}; plot {plot_file}", highlight=False)
     for w in result.warnings:
