@@ -50,9 +50,8 @@ class SolveOutcome:
 
     def flows(self) -> list[tuple[str, str, float]]:
         """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
-        src, dst, nbytes = flows(self.costs.kgraph, self.costs.arch)
         names = [kc.kernel.name for kc in self.costs.kernels]
-        return [(names[s], names[t], float(b)) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
+        return [(names[s], names[t], b) for s, t, b in flows(self.costs.kgraph, self.costs.arch).pairs()]
 
     @property
     def speedup(self) -> float | None:

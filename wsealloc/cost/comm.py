@@ -76,12 +76,15 @@ def comm_costs(
     nbytes: np.ndarray,
     mesh: MeshParams,
     emits_sideways: np.ndarray | None = None,
+    group: np.ndarray | None = None,
 ) -> CommCosts:
     """Communication cycles of every kernel for rectangles ``rects`` (int array [n, 4]: row, col, r, c).
 
     ``src``, ``dst``, ``nbytes`` describe the producer->consumer flows (kernel indices, bytes per sample).
     ``emits_sideways[k]`` is True when kernel k's dataflow emits through its row edge (output/vector
     stationary), False when through its column edge (weight stationary); default: column edge.
+    ``group[f]`` is flow f's multicast group (same producer, same tensor): a link shared by flows of one
+    group carries the data once. Default: every flow its own group (no multicast).
     """
     n = rects.shape[0]
     rects = rects.astype(np.int64)
@@ -93,7 +96,8 @@ def comm_costs(
         np.maximum.at(dist_cyc, dst, d * mesh.hop_latency)
         traffic = float(np.sum(d * nbytes))
         side = np.zeros(n, dtype=bool) if emits_sideways is None else np.asarray(emits_sideways, dtype=bool)
-        cong_flow = _congestion(rects, src, dst, nbytes, mesh, side)
+        groups = np.arange(src.size) if group is None else np.asarray(group)
+        cong_flow = _congestion(rects, src, dst, nbytes, mesh, side, groups)
         np.maximum.at(cong, dst, cong_flow)
     # Links feeding a kernel must carry their traffic within its stage time, overlapped with its
     # compute and its own NoC transfers: congestion only adds where it exceeds max(compute, NoC).
@@ -103,8 +107,35 @@ def comm_costs(
     return CommCosts(dist_cyc, extra, die.astype(np.int64), dist_cyc + extra + die, traffic)
 
 
+Segment = tuple[int, int, int, int]  # [y0, y1) x [x0, x1) of a load grid
+
+
+def _route(rect_p: np.ndarray, rect_c: np.ndarray, sideways: bool, size: float) -> tuple[tuple[Segment, float] | None, ...]:
+    """The Y-then-X bundle route of one flow: (vertical segment, bytes per link), (horizontal one, ...).
+
+    Vertical travel crosses horizontal lines between the producer's and the consumer's rows, in the
+    producer's columns; horizontal travel crosses vertical lines between the two column spans, in the
+    consumer's rows."""
+    py, px, pr, pc = (int(v) for v in rect_p)
+    cy, cx, cr, cc = (int(v) for v in rect_c)
+    vseg: Segment | None = None
+    hseg: Segment | None = None
+    if cy >= py + pr:
+        vseg = (py + pr, cy + 1, px, px + pc)
+    elif cy + cr <= py:
+        vseg = (cy + cr, py + 1, px, px + pc)
+    if cx >= px + pc:
+        hseg = (cy, cy + cr, px + pc, cx + 1)
+    elif cx + cc <= px:
+        hseg = (cy, cy + cr, cx + cc, px + 1)
+    return (
+        None if vseg is None else (vseg, size / (pr if sideways else pc)),
+        None if hseg is None else (hseg, size / cr),
+    )
+
+
 def _congestion(
-    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, side: np.ndarray
+    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, side: np.ndarray, group: np.ndarray
 ) -> np.ndarray:
     """Busy cycles per flow: the most loaded link on its Y-then-X bundle route.
 
@@ -112,49 +143,66 @@ def _congestion(
     kernels, which emit down their columns; rows for the others, which emit through their side), travels
     vertically to the consumer's rows (in the producer's columns), then horizontally into the consumer's
     side as a bundle as wide as the consumer's rows (the cost model charges every kernel's ingress on
-    its row edge). Each link of a segment carries bytes / bundle
-    width, and the loads of all flows add up per link. A flow is busy for its most loaded link
-    (bytes per link / link bandwidth).
+    its row edge). Each link of a segment carries bytes / bundle width. Loads add up per link over
+    multicast groups; within a group a link carries the largest of its flows' loads (the data once).
+    A flow is busy for its most loaded link (bytes per link / link bandwidth).
     """
-    vdiff = np.zeros((mesh.rows + 1, mesh.cols + 2))  # [row, vertical line x]: horizontal travel
-    hdiff = np.zeros((mesh.rows + 2, mesh.cols + 1))  # [horizontal line y, col]: vertical travel
-    segs: list[tuple[tuple[int, int, int, int] | None, tuple[int, int, int, int] | None]] = []
-    for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True):
-        py, px, pr, pc = (int(v) for v in rects[s])
-        cy, cx, cr, cc = (int(v) for v in rects[t])
-        vseg = hseg = None
-        # vertical: across horizontal lines between the producer's and the consumer's rows, in the producer's columns
-        if cy >= py + pr:
-            vseg = (py + pr, cy + 1, px, px + pc)
-        elif cy + cr <= py:
-            vseg = (cy + cr, py + 1, px, px + pc)
-        if vseg is not None:
-            _add(hdiff, vseg, size / (pr if side[s] else pc))
-        # horizontal: across vertical lines between the two column spans, in the consumer's rows
-        if cx >= px + pc:
-            hseg = (cy, cy + cr, px + pc, cx + 1)
-        elif cx + cc <= px:
-            hseg = (cy, cy + cr, cx + cc, px + 1)
-        if hseg is not None:
-            _add(vdiff, (hseg[0], hseg[1], hseg[2], hseg[3]), size / cr)
-        segs.append((vseg, hseg))
-    vload = np.cumsum(np.cumsum(vdiff, axis=0), axis=1)
-    hload = np.cumsum(np.cumsum(hdiff, axis=0), axis=1)
-    out = np.zeros(len(segs))
-    for i, (vseg, hseg) in enumerate(segs):
+    # load grids: [row, vertical line x] for horizontal travel, [horizontal line y, col] for vertical travel
+    shapes = ((mesh.rows + 2, mesh.cols + 1), (mesh.rows + 1, mesh.cols + 2))
+    diffs = (np.zeros(shapes[0]), np.zeros(shapes[1]))
+    extras: list[np.ndarray | None] = [None, None]
+    routes = [
+        _route(rects[s], rects[t], bool(side[s]), size)
+        for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)
+    ]
+    members: dict[int, list[int]] = {}
+    for f, g in enumerate(group.tolist()):
+        members.setdefault(g, []).append(f)
+    for flows_of in members.values():
+        for kind in (0, 1):
+            segs = [routes[f][kind] for f in flows_of]
+            segs_present = [x for x in segs if x is not None]
+            if len(segs_present) == 1:
+                _add(diffs[kind], *segs_present[0])
+            elif segs_present:
+                _add_max(extras, kind, shapes[kind], segs_present)
+    loads = []
+    for kind in (0, 1):
+        load = np.cumsum(np.cumsum(diffs[kind], axis=0), axis=1)
+        extra = extras[kind]
+        loads.append(load if extra is None else load + extra)
+    out = np.zeros(len(routes))
+    for i, route in enumerate(routes):
         busy = 0.0
-        if vseg is not None:
-            busy = max(busy, float(hload[vseg[0] : vseg[1], vseg[2] : vseg[3]].max()))
-        if hseg is not None:
-            busy = max(busy, float(vload[hseg[0] : hseg[1], hseg[2] : hseg[3]].max()))
+        for kind in (0, 1):
+            seg = route[kind]
+            if seg is not None:
+                y0, y1, x0, x1 = seg[0]
+                busy = max(busy, float(loads[kind][y0:y1, x0:x1].max()))
         out[i] = busy / mesh.link_bytes_per_cycle
     return out
 
 
-def _add(diff: np.ndarray, seg: tuple[int, int, int, int], value: float) -> None:
+def _add(diff: np.ndarray, seg: Segment, value: float) -> None:
     """Add ``value`` to the rectangle [y0, y1) x [x0, x1) of a 2D difference array."""
     y0, y1, x0, x1 = seg
     diff[y0, x0] += value
     diff[y1, x0] -= value
     diff[y0, x1] -= value
     diff[y1, x1] += value
+
+
+def _add_max(extras: list[np.ndarray | None], kind: int, shape: tuple[int, int], segs: list[tuple[Segment, float]]) -> None:
+    """Add the pointwise maximum of one multicast group's segments to a dense load grid."""
+    y0 = min(s[0][0] for s in segs)
+    y1 = max(s[0][1] for s in segs)
+    x0 = min(s[0][2] for s in segs)
+    x1 = max(s[0][3] for s in segs)
+    local = np.zeros((y1 - y0, x1 - x0))
+    for (sy0, sy1, sx0, sx1), value in segs:
+        view = local[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0]
+        np.maximum(view, value, out=view)
+    grid = extras[kind]
+    if grid is None:
+        grid = extras[kind] = np.zeros(shape)
+    grid[y0:y1, x0:x1] += local

@@ -205,10 +205,10 @@ def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad:
         return 1
     kernels = members
     rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
-    src, dst, nbytes = flows(kgraph, arch)
+    fl = flows(kgraph, arch)
     latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
     side = np.array([k.dataflow != Dataflow.WEIGHT_STATIONARY.value for k in kernels])
-    comm = comm_costs(rects, latency, src, dst, nbytes, mesh_params(arch), side)
+    comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), side, fl.group)
     for k, value in zip(kernels, comm.comm_cycles.tolist(), strict=True):
         if k.comm_cycles != value:
             bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")

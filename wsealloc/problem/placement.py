@@ -15,10 +15,11 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
-from wsealloc.cost.standard import ingress_bytes
-from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
 from wsealloc.opmodels.enumerate import classify
+from wsealloc.problem.flows import Flows, flows
+
+__all__ = ["INF", "Flows", "PlacementProblem", "ShapeTable", "build_placement_problem", "flows"]
 
 INF = np.iinfo(np.int64).max // 4
 
@@ -59,12 +60,18 @@ class PlacementProblem:
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
+    group: np.ndarray  # multicast group of each flow (see Flows)
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
 
     @property
     def n_kernels(self) -> int:
         """Number of kernels."""
         return len(self.names)
+
+    @property
+    def flows(self) -> Flows:
+        """The producer->consumer flows with their multicast groups."""
+        return Flows(self.src, self.dst, self.nbytes, self.group)
 
     def shape(self, kernel: int) -> ShapeTable:
         """The shape table of a kernel."""
@@ -74,7 +81,7 @@ class PlacementProblem:
         self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray, dataflow: np.ndarray
     ) -> tuple[np.ndarray, CommCosts]:
         """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
-        comm = comm_costs(rects, latency, self.src, self.dst, self.nbytes, self.mesh, emits_sideways(dataflow))
+        comm = comm_costs(rects, latency, self.src, self.dst, self.nbytes, self.mesh, emits_sideways(dataflow), self.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
 
 
@@ -108,22 +115,6 @@ def mesh_params(a: Arch) -> MeshParams:
         die_rows=w.die_cores.rows,
         die_cols=w.die_cores.cols,
         die_penalty=w.die_crossing_penalty_cycles if w.die_boundary == "penalty" else 0,
-    )
-
-
-def flows(kgraph: KernelGraph, arch: Arch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Producer->consumer flows between kernels (indices in kernel order) with their bytes per sample."""
-    index = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    total: dict[tuple[int, int], int] = {}
-    for e in kgraph.edges:
-        size = ingress_bytes(kgraph.kernels[index[e.dst]], kgraph.ops, e.tensor, arch)
-        key = (index[e.src], index[e.dst])
-        total[key] = total.get(key, 0) + size
-    keys = sorted(total)
-    return (
-        np.array([k[0] for k in keys], dtype=np.int64),
-        np.array([k[1] for k in keys], dtype=np.int64),
-        np.array([total[k] for k in keys], dtype=np.float64),
     )
 
 
@@ -176,7 +167,7 @@ def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProb
             sig_to_class[kc.signature] = len(shapes)
             shapes.append(_shape_table(costs, i))
         kernel_class.append(sig_to_class[kc.signature])
-    src, dst, nbytes = flows(costs.kgraph, costs.arch)
+    fl = flows(costs.kgraph, costs.arch)
     w = costs.arch.wafer
     return PlacementProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
@@ -185,8 +176,9 @@ def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProb
         mesh=mesh_params(costs.arch),
         blocked=defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed),
         die_rule=w.die_boundary,
-        src=src,
-        dst=dst,
-        nbytes=nbytes,
+        src=fl.src,
+        dst=fl.dst,
+        nbytes=fl.nbytes,
+        group=fl.group,
         lower_bound=lower_bound,
     )

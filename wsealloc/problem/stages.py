@@ -5,7 +5,8 @@ the inter-wafer link.
 A stage's load is max(its optimal bottleneck, the transfer cycles of the cut in front of it, the
 transfer cycles of the cut behind it): link transfers are pipelined like compute. Transfer cycles of a
 cut = ceil(bytes crossing it x clock / link bandwidth) + link latency x clock. A tensor that skips
-several stages crosses every cut in between (intermediate wafers forward it).
+several stages crosses every cut in between (intermediate wafers forward it), once however many
+kernels behind the cut read it (multicast, see ``wsealloc.problem.flows``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from wsealloc.arch import Arch
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import AllocationProblem, build_problem
-from wsealloc.problem.placement import flows
+from wsealloc.problem.flows import crossing_bytes, flows
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,9 @@ def link_params(arch: Arch) -> tuple[float, int]:
 
 
 def cut_bytes(kgraph: KernelGraph, arch: Arch) -> np.ndarray:
-    """Bytes crossing each cut position of the kernel sequence (every flow s -> t with s < c <= t)."""
-    n = len(kgraph.kernels)
-    src, dst, nbytes = flows(kgraph, arch)
-    diff = np.zeros(n + 2)
-    fwd = src < dst
-    np.add.at(diff, src[fwd] + 1, nbytes[fwd])
-    np.add.at(diff, dst[fwd] + 1, -nbytes[fwd])
-    out = np.cumsum(diff)[: n + 1]
-    out[0] = 0.0
-    return out
+    """Bytes crossing each cut position of the kernel sequence (every flow s -> t with s < c <= t; a
+    tensor read by several kernels behind the cut crosses it once)."""
+    return crossing_bytes(len(kgraph.kernels), flows(kgraph, arch))
 
 
 def build_stage_problem(costs: CostTable) -> StageProblem:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem
 
 
@@ -82,14 +83,9 @@ def band_heights(problem: PlacementProblem, limit: int, minimum: int = 1) -> np.
 
 def pass_through(problem: PlacementProblem) -> np.ndarray:
     """Bytes crossing the boundary in front of each kernel when kernels sit in dataflow order:
-    every flow s -> t with s < k <= t (its own inputs included). Laid out left to right in a band,
-    these flows all cross that boundary, so they load its links."""
-    n = problem.n_kernels
-    diff = np.zeros(n + 1)
-    fwd = problem.src < problem.dst
-    np.add.at(diff, problem.src[fwd] + 1, problem.nbytes[fwd])
-    np.add.at(diff, problem.dst[fwd] + 1, -problem.nbytes[fwd])
-    return np.cumsum(diff)[:n]
+    every flow s -> t with s < k <= t (its own inputs included; a multicast group once). Laid out left
+    to right in a band, these flows all cross that boundary, so they load its links."""
+    return crossing_bytes(problem.n_kernels, problem.flows)[: problem.n_kernels]
 
 
 def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarray) -> np.ndarray:
