@@ -24,7 +24,8 @@ from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.io import check_writable, write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
-from wsealloc.problem.placement import build_placement_problem, flows
+from wsealloc.problem.flows import flows
+from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
 from wsealloc.solvers.base import PlacementResult

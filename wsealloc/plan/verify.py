@@ -26,7 +26,8 @@ from wsealloc.opmodels.enumerate import classify
 from wsealloc.pipeline import ModelSpec, load_kernels
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import KernelPlan, Plan
-from wsealloc.problem.placement import defect_mask, flows, mesh_params
+from wsealloc.problem.flows import flows
+from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 
 

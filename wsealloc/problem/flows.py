@@ -1,7 +1,7 @@
 """Producer->consumer flows between kernels, with multicast groups, and the bytes crossing each cut.
 
 A tensor read by several kernels is sent once and forked by the routers (multicast, as the op
-model's row multicast already assumes): flows carrying the same tensor(s) from the same producer form
+model's row multicast already assumes): the flows of one tensor from its producer to its readers form
 a *group*, and a link or cut they share carries the data once.
 """
 

@@ -19,8 +19,6 @@ from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.problem.flows import Flows, flows
 
-__all__ = ["INF", "Flows", "PlacementProblem", "ShapeTable", "build_placement_problem", "flows"]
-
 INF = np.iinfo(np.int64).max // 4
 
 
@@ -57,21 +55,13 @@ class PlacementProblem:
     mesh: MeshParams
     blocked: np.ndarray  # bool [rows, cols]: defective cores
     die_rule: str  # ignore | penalty | forbid
-    src: np.ndarray
-    dst: np.ndarray
-    nbytes: np.ndarray
-    group: np.ndarray  # multicast group of each flow (see Flows)
+    flows: Flows  # producer->consumer flows with their multicast groups
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
 
     @property
     def n_kernels(self) -> int:
         """Number of kernels."""
         return len(self.names)
-
-    @property
-    def flows(self) -> Flows:
-        """The producer->consumer flows with their multicast groups."""
-        return Flows(self.src, self.dst, self.nbytes, self.group)
 
     def shape(self, kernel: int) -> ShapeTable:
         """The shape table of a kernel."""
@@ -81,7 +71,8 @@ class PlacementProblem:
         self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray, dataflow: np.ndarray
     ) -> tuple[np.ndarray, CommCosts]:
         """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
-        comm = comm_costs(rects, latency, self.src, self.dst, self.nbytes, self.mesh, emits_sideways(dataflow), self.group)
+        fl = self.flows
+        comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, emits_sideways(dataflow), fl.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
 
 
@@ -167,7 +158,6 @@ def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProb
             sig_to_class[kc.signature] = len(shapes)
             shapes.append(_shape_table(costs, i))
         kernel_class.append(sig_to_class[kc.signature])
-    fl = flows(costs.kgraph, costs.arch)
     w = costs.arch.wafer
     return PlacementProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
@@ -176,9 +166,6 @@ def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProb
         mesh=mesh_params(costs.arch),
         blocked=defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed),
         die_rule=w.die_boundary,
-        src=fl.src,
-        dst=fl.dst,
-        nbytes=fl.nbytes,
-        group=fl.group,
+        flows=flows(costs.kgraph, costs.arch),
         lower_bound=lower_bound,
     )

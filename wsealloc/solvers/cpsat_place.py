@@ -149,7 +149,7 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
     lat = {k: sum(o[2] * u for o, u in zip(opts[k], uses[k], strict=True)) for k in window}
     for k in window:
         m.add(lat[k] <= T)
-    for s, t in zip(problem.src.tolist(), problem.dst.tolist(), strict=True):
+    for s, t in zip(problem.flows.src.tolist(), problem.flows.dst.tolist(), strict=True):
         if s not in in_window and t not in in_window:
             continue
         base = lat[t] if t in in_window else int(placed.latency[t])
