@@ -70,10 +70,10 @@ def regions(problem: PlacementProblem) -> list[Region]:
     return out
 
 
-def band_heights(problem: PlacementProblem, limit: int, minimum: int = 1) -> np.ndarray:
-    """Candidate band heights in [minimum, limit]: every shape height thinned to ~5% steps, plus the limit."""
+def band_heights(problem: PlacementProblem, limit: int) -> np.ndarray:
+    """Candidate band and lane heights up to ``limit``: every shape height thinned to ~2% steps, plus the limit."""
     hs = np.unique(np.concatenate([s.heights for s in problem.shapes] + [np.array([limit])]))
-    hs = hs[(hs <= limit) & (hs >= min(minimum, limit))]
+    hs = hs[hs <= limit]
     kept: list[int] = []
     for h in hs.tolist():
         if not kept or h >= kept[-1] * 1.02 or h == hs[-1]:
@@ -112,24 +112,94 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
     return out
 
 
+@dataclass(frozen=True)
+class Band:
+    """Kernels [first, end) side by side in a band of ``height`` rows; ``stacked`` lists the pairs of
+    consecutive kernels sharing one column slot, one above the other: (first kernel, top lane rows)."""
+
+    first: int
+    end: int
+    height: int
+    stacked: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Column slots per band height: kernels alone, or two consecutive kernels stacked.
+
+    Stacking lets two kernels that are each shorter than the band share its height (e.g. a 349-row and
+    a 392-row convolution in a 792-row band) instead of each taking a full-height slot."""
+
+    width: np.ndarray  # [n, |H|]: columns kernel k adds to its band (a pair's width on its second kernel, 0 on its first)
+    top: np.ndarray  # [n, |H|]: rows of the top lane when kernel k starts a stacked pair, else 0
+    inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
+
+
+def slots(widths: np.ndarray, heights: np.ndarray, cols: int, stack: bool) -> Slots:
+    """Per band height, the partition of the kernel sequence into single and stacked slots of least
+    total width (DP over the sequence, all heights at once); without ``stack`` every kernel has a slot
+    of its own."""
+    n, nh = widths.shape
+    capped = np.minimum(widths, cols + 1)
+    width = capped.copy()
+    top = np.zeros((n, nh), dtype=np.int64)
+    inside = np.zeros((n + 1, nh), dtype=bool)
+    if not stack or n < 2:
+        return Slots(width, top, inside)
+    # narrowest stacked slot of (k, k+1) per band height: top lane heights[t], bottom lane the rest
+    pair = np.full((n - 1, nh), cols + 1, dtype=np.int64)
+    split = np.zeros((n - 1, nh), dtype=np.int64)
+    for t in range(nh):
+        bottom = np.searchsorted(heights, heights - heights[t], side="right") - 1  # [nh]
+        w = np.maximum(capped[:-1, t][:, None], capped[1:, np.maximum(bottom, 0)])
+        better = (w < pair) & (bottom >= 0)[None, :]
+        pair = np.where(better, w, pair)
+        split = np.where(better, heights[t], split)
+    g = np.zeros((n + 1, nh), dtype=np.int64)
+    stacked = np.zeros((n + 1, nh), dtype=bool)
+    g[1] = capped[0]
+    for i in range(2, n + 1):
+        alone = g[i - 1] + capped[i - 1]
+        both = np.where(pair[i - 2] <= cols, g[i - 2] + pair[i - 2], INF)  # no pair fits: never stack
+        stacked[i] = both < alone
+        g[i] = np.minimum(alone, both)
+    for h in range(nh):
+        i = n
+        while i > 0:
+            if stacked[i, h]:
+                k = i - 2
+                width[k, h], width[k + 1, h] = 0, pair[k, h]
+                top[k, h] = split[k, h]
+                inside[k + 1, h] = True
+                i -= 2
+            else:
+                i -= 1
+    return Slots(width, top, inside)
+
+
 def band_plan(
-    widths: np.ndarray, heights: np.ndarray, region_rows: int, region_cols: int, n_regions: int
-) -> list[tuple[int, int, int]] | None:
-    """Least-height partition of the kernel sequence into bands: [(first, end, height)] or None."""
-    n = widths.shape[0]
+    sl: Slots, heights: np.ndarray, region_rows: int, region_cols: int, n_regions: int, min_band: int = 1
+) -> list[Band] | None:
+    """Least-height partition of the kernel sequence into bands, or None.
+
+    DP over the end of the last band: f(j) = min over heights H of align(f(lo_H(j))) + H, where
+    lo_H(j) is the first kernel that fits with kernel j-1 into a band of height H (slot widths summing
+    to at most the region width); a band never ends inside a stacked pair. f(lo) at the window's left
+    end stands for the window minimum (exact when f is non-decreasing, as without stacking)."""
+    n = sl.width.shape[0]
     total = region_rows * n_regions
-    capped = np.minimum(widths, region_cols + 1)
-    prefix = np.vstack([np.zeros((1, heights.size), dtype=np.int64), np.cumsum(capped, axis=0)])  # [n+1, H]
+    prefix = np.vstack([np.zeros((1, heights.size), dtype=np.int64), np.cumsum(sl.width, axis=0)])  # [n+1, H]
     f = np.full(n + 1, INF, dtype=np.int64)
     f[0] = 0
     arg_h = np.zeros(n + 1, dtype=np.int64)
     arg_lo = np.zeros(n + 1, dtype=np.int64)
-    # first kernel of a band ending at j, per height: prefix[j] - prefix[lo] <= region width
+    # first kernel of a band ending at j, per height: prefix[j] - prefix[lo] <= region width (a pair's
+    # first kernel adds no width, so the search never lands inside a pair)
     lows = np.stack([np.searchsorted(prefix[:, h], prefix[:, h] - region_cols, side="left") for h in range(heights.size)], axis=1)
     for j in range(1, n + 1):
-        ok = capped[j - 1] <= region_cols
+        ok = (sl.width[j - 1] <= region_cols) & ~sl.inside[j] & (heights >= min(min_band, region_rows))
         if not ok.any():
-            return None
+            continue  # no band ends here (a kernel too wide, or j splits a pair at every height)
         lo = lows[j]
         start = f[np.minimum(lo, j - 1)]
         # bands never cross a region boundary: move a band that would to the next region
@@ -143,37 +213,63 @@ def band_plan(
     bands = []
     j = n
     while j > 0:
-        bands.append((int(arg_lo[j]), j, int(heights[arg_h[j]])))
-        j = int(arg_lo[j])
+        h, lo = int(arg_h[j]), int(arg_lo[j])
+        pairs = tuple((k, int(sl.top[k, h])) for k in range(lo, j) if sl.top[k, h] > 0)
+        bands.append(Band(lo, j, int(heights[h]), pairs))
+        j = lo
     return bands[::-1]
 
 
-def band_widths(problem: PlacementProblem, bands: list[tuple[int, int, int]], targets: np.ndarray) -> np.ndarray:
-    """Each kernel's narrowest width in its band meeting its target (0 when none)."""
+def lanes(band: Band) -> dict[int, tuple[int, int]]:
+    """Rows available to each kernel of a band: (offset below the band top, rows). The bottom kernel
+    of a pair starts under its top lane."""
+    out = {k: (0, band.height) for k in range(band.first, band.end)}
+    for k, top in band.stacked:
+        out[k] = (0, top)
+        out[k + 1] = (top, band.height - top)
+    return out
+
+
+def band_widths(problem: PlacementProblem, bands: list[Band], targets: np.ndarray) -> np.ndarray:
+    """Each kernel's narrowest width in its lane meeting its target (0 when none)."""
     widths = np.zeros(problem.n_kernels, dtype=np.int64)
-    for first, end, height in bands:
-        for k in range(first, end):
+    for band in bands:
+        for k, (_, rows) in lanes(band).items():
             shape = problem.shape(k)
-            widths[k] = shape.width_for(shape.height_index(height), int(targets[k]))
+            widths[k] = shape.width_for(shape.height_index(rows), int(targets[k]))
     return widths
 
 
-def stretch(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths: np.ndarray, region_cols: int) -> np.ndarray:
-    """Hand each band's unused columns, one at a time, to its slowest kernel (where a wider rectangle
-    is faster): the band's end would otherwise idle."""
+def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, region_cols: int) -> np.ndarray:
+    """Hand each band's unused columns, one at a time, to its slowest single kernel (where a wider
+    rectangle is faster): the band's end would otherwise idle. The narrower kernel of a stacked pair
+    widens to the pair's width for free."""
     out = widths.copy()
-    for first, end, height in bands:
-        spare = region_cols - int(out[first:end].sum())
+    for band in bands:
+        rows = lanes(band)
+        paired: set[int] = set()
+        for k, _ in band.stacked:
+            paired.update((k, k + 1))
+            slot = int(max(out[k], out[k + 1]))
+            for m in (k, k + 1):
+                shape = problem.shape(m)
+                h = shape.height_index(rows[m][1])
+                if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
+                    out[m] = slot
+        used = sum(int(max(out[k], out[k + 1])) for k, _ in band.stacked)
+        used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
+        spare = region_cols - used
         if spare <= 0:
             continue
         heap: list[tuple[int, int]] = []
-        for k in range(first, end):
-            shape = problem.shape(k)
-            heapq.heappush(heap, (-int(shape.prefix[shape.height_index(height), out[k]]), k))
+        for k in range(band.first, band.end):
+            if k not in paired:
+                shape = problem.shape(k)
+                heapq.heappush(heap, (-int(shape.prefix[shape.height_index(band.height), out[k]]), k))
         while spare > 0 and heap:
             neg, k = heapq.heappop(heap)
             shape = problem.shape(k)
-            h = shape.height_index(height)
+            h = shape.height_index(band.height)
             if out[k] + 1 >= shape.prefix.shape[1]:
                 continue
             now, wider = -neg, int(shape.prefix[h, out[k] + 1])
@@ -192,10 +288,11 @@ def stretch(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths
     return out
 
 
-def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths: np.ndarray) -> Placed | None:
+def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray) -> Placed | None:
     """Place the bands' rectangles on the real wafer (defects, regions); None if they do not fit.
 
-    Kernel k takes the best rectangle with exactly ``widths[k]`` columns and at most its band's rows."""
+    Kernel k takes the best rectangle with exactly ``widths[k]`` columns and at most its lane's rows;
+    a stacked pair shares one column slot (the bottom kernel right under the top one)."""
     n = problem.n_kernels
     regs = regions(problem)
     blocked = problem.blocked
@@ -210,60 +307,84 @@ def pack(problem: PlacementProblem, bands: list[tuple[int, int, int]], widths: n
     def free(row: int, col: int, r: int, c: int) -> bool:
         return int(integral[row + r, col + c] - integral[row, col + c] - integral[row + r, col] + integral[row, col]) == 0
 
-    for first, end, height in bands:
-        # open a band of this height (next region if it does not fit in this one)
+    def shape_of(k: int, rows: int) -> tuple[int, int, int] | None:
+        """(hidx, r, c) of kernel k's rectangle within ``rows``, None if it has none."""
+        shape = problem.shape(k)
+        hidx, c = shape.height_index(rows), int(widths[k])
+        if c <= 0 or hidx < 0 or shape.best[hidx, c] >= INF:
+            return None
+        return hidx, int(shape.best_r[hidx, c]), c
+
+    def open_band(height: int) -> bool:
+        nonlocal reg_i, y
         while reg_i < len(regs) and y + height > regs[reg_i].rows:
             reg_i, y = reg_i + 1, 0
-        if reg_i >= len(regs):
+        return reg_i < len(regs)
+
+    for band in bands:
+        if not open_band(band.height):
             return None
+        tops = dict(band.stacked)
         cursor = 0
-        k = first
-        while k < end:
+        k = band.first
+        while k < band.end:
             reg = regs[reg_i]
-            shape = problem.shape(k)
-            hidx = shape.height_index(height)
-            c = int(widths[k])
-            if c <= 0 or shape.best[hidx, c] >= INF:
+            members = [k, k + 1] if k in tops else [k]
+            lane_rows = [tops[k], band.height - tops[k]] if k in tops else [band.height]
+            dims = [shape_of(m, rows) for m, rows in zip(members, lane_rows, strict=True)]
+            if any(d is None for d in dims):
                 return None
-            r = int(shape.best_r[hidx, c])
-            placed = False
+            got = [d for d in dims if d is not None]
+            slot = max(d[2] for d in got)
+            found: list[tuple[int, int]] | None = None
             x = cursor
-            while x + c <= reg.cols:
-                col = reg.col + (x if band_no % 2 == 0 else reg.cols - x - c)
-                offsets = [dy for dy in range(0, height - r + 1) if free(reg.row + y + dy, col, r, c)]
-                if offsets:
-                    rects[k] = (reg.row + y + offsets[0], col, r, c)
-                    dfs[k] = shape.best_df[hidx, c]
-                    lat[k] = shape.best[hidx, c]
-                    noc[k] = shape.best_noc[hidx, c]
-                    cursor = x + c
-                    placed = True
-                    break
-                x += 1
-            if placed:
-                k += 1
+            while found is None and x + slot <= reg.cols:
+                spots: list[tuple[int, int]] = []
+                dy0 = 0
+                for (_, r, c), rows in zip(got, lane_rows, strict=True):
+                    col = reg.col + (x if band_no % 2 == 0 else reg.cols - x - c)
+                    room = band.height - dy0 if len(got) > 1 and spots else rows
+                    offsets = [dy for dy in range(dy0, dy0 + room - r + 1) if free(reg.row + y + dy, col, r, c)]
+                    if not offsets:
+                        break
+                    spots.append((reg.row + y + offsets[0], col))
+                    dy0 = offsets[0] + r
+                if len(spots) == len(got):
+                    found = spots
+                else:
+                    x += 1
+            if found is not None:
+                for m, (hidx, r, c), (row, col) in zip(members, got, found, strict=True):
+                    shape = problem.shape(m)
+                    rects[m] = (row, col, r, c)
+                    dfs[m] = shape.best_df[hidx, c]
+                    lat[m] = shape.best[hidx, c]
+                    noc[m] = shape.best_noc[hidx, c]
+                cursor = x + slot
+                k += len(members)
                 continue
             # band overflow (defects): continue in a fresh band of the same height
-            y += height
+            y += band.height
             band_no += 1
             cursor = 0
-            while reg_i < len(regs) and y + height > regs[reg_i].rows:
-                reg_i, y = reg_i + 1, 0
-            if reg_i >= len(regs):
+            if not open_band(band.height):
                 return None
-        y += height
+        y += band.height
         band_no += 1
     return Placed(rects, dfs, lat, noc)
 
 
-def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1) -> Placed | None:
+def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1, stack: bool = False) -> Placed | None:
     """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
 
-    ``min_band`` excludes flat bands, which pack tightly but stretch producer->consumer distances."""
+    ``min_band`` excludes flat bands, which pack tightly but stretch producer->consumer distances;
+    ``stack`` lets two consecutive kernels share a column slot of a band."""
     regs = regions(problem)
-    heights = band_heights(problem, regs[0].rows, min_band)
+    # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
+    heights = band_heights(problem, regs[0].rows)
     widths = widths_for(problem, targets, heights)
-    plan = band_plan(widths, heights, regs[0].rows, regs[0].cols, len(regs))
+    sl = slots(widths, heights, regs[0].cols, stack)
+    plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), min_band)
     if plan is None:
         return None
     chosen = band_widths(problem, plan, targets)
@@ -272,13 +393,13 @@ def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1)
 
 
 def smallest_target(
-    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, min_band: int = 1
+    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, min_band: int = 1, stack: bool = False
 ) -> tuple[int, Placed] | None:
     """Bisection on a uniform target T (kernel k aims at T - margins[k]): the smallest T that packs."""
     hi = max(lo, 1)
     found: tuple[int, Placed] | None = None
     while found is None:
-        placed = construct(problem, np.maximum(hi - margins, 1), min_band)
+        placed = construct(problem, np.maximum(hi - margins, 1), min_band, stack)
         if placed is not None:
             found = (hi, placed)
             break
@@ -288,7 +409,7 @@ def smallest_target(
     low = lo
     while low < found[0] and time.perf_counter() < deadline:
         mid = (low + found[0]) // 2
-        placed = construct(problem, np.maximum(mid - margins, 1), min_band)
+        placed = construct(problem, np.maximum(mid - margins, 1), min_band, stack)
         if placed is not None:
             found = (mid, placed)
         else:
