@@ -2,13 +2,16 @@
 
 Kernels keep their topological order and are laid out in horizontal *bands* (strips), left to right
 in even bands and right to left in odd ones (a snake, as wafer compilers lay out pipelines), so a
-producer and its consumer are neighbours. A band has one height H; each kernel in it takes the
-narrowest legal rectangle with at most H rows meeting its latency target.
+producer and its consumer are neighbours. A band has one height H and is a row of *column slots*: a
+slot holds one kernel (at most H rows) or two consecutive kernels stacked (their rows summing to at
+most H), each the narrowest legal rectangle meeting its latency target. Per band height a DP over the
+sequence picks the slots of least total width (``slots``).
 
 For a target T, a dynamic program over the kernel sequence chooses the band boundaries and heights
 with the least total height:  f(j) = min over H of align(f(lo_H(j))) + H, where lo_H(j) is the first
-kernel that can share a band of height H with kernel j-1 (widths summing to at most the region
-width). f is non-decreasing in j, so the window minimum is its left end and the DP is O(n * |H|).
+kernel that can share a band of height H with kernel j-1 (slot widths summing to at most the region
+width; a band never ends inside a stacked pair). Without stacking f is non-decreasing in j, so the
+window minimum is its left end and the DP is O(n * |H|); with it the left end stands for the minimum.
 With ``die_boundary: forbid`` the regions are the dies (snake order) and bands never cross them.
 Bisection over T finds the smallest feasible target; a packer then places the rectangles for real,
 sliding past defective cores and opening a new band when one overflows. Communication (distance,
