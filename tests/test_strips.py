@@ -42,8 +42,8 @@ def test_stacked_resnet_layout_is_valid_and_packs_tighter() -> None:
     problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     deadline = time.perf_counter() + 60
-    alone = strips.smallest_target(problem, zero, problem.lower_bound, deadline, 1, stack=False)
-    stacked = strips.smallest_target(problem, zero, problem.lower_bound, deadline, 1, stack=True)
+    alone = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=False))
+    stacked = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=True))
     assert alone is not None and stacked is not None
     assert stacked[0] < alone[0]  # measured: 1,612 vs 1,702 cycles
     rects = stacked[1].rects
@@ -55,4 +55,4 @@ def test_stacked_resnet_layout_is_valid_and_packs_tighter() -> None:
     assert (stacked[1].latency <= stacked[0]).all()
     # some kernels share a column slot: their column spans overlap
     spans = [(col, col + c) for _, col, _, c in rects.tolist()]
-    assert any(a[0] < b[1] and b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    assert any(a[0] < b[1] and b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))

@@ -16,7 +16,7 @@ import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
-from wsealloc.solvers.strips import Placed, construct, score, smallest_target
+from wsealloc.solvers.strips import Placed, Style, construct, score, smallest_target
 
 FEEDBACK_ROUNDS = 3
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
@@ -28,51 +28,56 @@ def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
     return int(stage.max()), comm.traffic_distance
 
 
+def styles(problem: PlacementProblem) -> list[Style]:
+    """Layouts the multi-start tries: minimum band heights x stacked slots or not."""
+    region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
+    die = problem.mesh.die_rows
+    return [
+        Style(min_band, stack)
+        for stack in (False, True)
+        for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
+    ]
+
+
 def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
     """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
 
-    Starts: minimum band heights (flat bands pack tightly but stretch distances) x one kernel per
-    column slot or stacked pairs x targets slightly above the smallest packable one (more room per
+    Starts: every ``styles`` layout x targets slightly above the smallest packable one (more room per
     kernel can shorten communication); then the communication of the best layout is fed back as
-    margins of the kernels it made too slow, with the settings that produced it.
+    margins of the kernels it made too slow, in the style that produced it.
     """
-    best: tuple[tuple[int, int, float], Placed, int, bool] | None = None
+    best: tuple[tuple[int, int, float], Placed, Style] | None = None
 
-    def consider(placed: Placed | None, min_band: int, stack: bool) -> None:
+    def consider(placed: Placed | None, style: Style) -> None:
         nonlocal best
         if placed is not None:
             rank = score(problem, placed)
             if best is None or rank < best[0]:
-                best = (rank, placed, min_band, stack)
+                best = (rank, placed, style)
 
-    region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
-    die = problem.mesh.die_rows
-    min_bands = sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
-    for stack in (False, True):
-        for min_band in min_bands:
+    for style in styles(problem):
+        if time.perf_counter() > deadline:
+            break
+        found = smallest_target(problem, zero, problem.lower_bound, deadline, style)
+        if found is None:
+            continue
+        target, placed = found
+        consider(placed, style)
+        for slack in SLACKS:
             if time.perf_counter() > deadline:
                 break
-            found = smallest_target(problem, zero, problem.lower_bound, deadline, min_band, stack)
-            if found is None:
-                continue
-            target, placed = found
-            consider(placed, min_band, stack)
-            for slack in SLACKS:
-                if time.perf_counter() > deadline:
-                    break
-                targets = np.full(problem.n_kernels, int(target * (1 + slack)))
-                consider(construct(problem, targets, min_band, stack), min_band, stack)
+            consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), style), style)
     for _ in range(FEEDBACK_ROUNDS):
         if best is None or time.perf_counter() > deadline:
             break
-        _, placed, min_band, stack = best
+        _, placed, style = best
         stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
         slow = stage > problem.lower_bound
         margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
-        found = smallest_target(problem, margins, problem.lower_bound, deadline, min_band, stack)
+        found = smallest_target(problem, margins, problem.lower_bound, deadline, style)
         before = best
-        consider(None if found is None else found[1], min_band, stack)
+        consider(None if found is None else found[1], style)
         if best is before:
             break
     return None if best is None else best[1]

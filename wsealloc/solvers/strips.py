@@ -51,6 +51,18 @@ def score(problem: PlacementProblem, placed: Placed) -> tuple[int, int, float]:
 
 
 @dataclass(frozen=True)
+class Style:
+    """Shape of a strip layout: the multi-start varies these.
+
+    ``min_band`` excludes flat bands (they pack tightly but stretch producer->consumer distances);
+    ``stack`` lets two consecutive kernels share a column slot. (Splitting the wafer into 2-4 vertical
+    regions to shorten skip flows was measured too: worse on ResNet-50, BERT-base and ViT-B/16.)"""
+
+    min_band: int = 1
+    stack: bool = False
+
+
+@dataclass(frozen=True)
 class Region:
     """A rectangle of the wafer that bands fill (the wafer, or one die)."""
 
@@ -291,13 +303,12 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
     return out
 
 
-def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray) -> Placed | None:
+def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs: list[Region]) -> Placed | None:
     """Place the bands' rectangles on the real wafer (defects, regions); None if they do not fit.
 
     Kernel k takes the best rectangle with exactly ``widths[k]`` columns and at most its lane's rows;
     a stacked pair shares one column slot (the bottom kernel right under the top one)."""
     n = problem.n_kernels
-    regs = regions(problem)
     blocked = problem.blocked
     integral = np.zeros((blocked.shape[0] + 1, blocked.shape[1] + 1), dtype=np.int32)
     integral[1:, 1:] = np.cumsum(np.cumsum(blocked, axis=0), axis=1)
@@ -377,32 +388,29 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray) -> Pl
     return Placed(rects, dfs, lat, noc)
 
 
-def construct(problem: PlacementProblem, targets: np.ndarray, min_band: int = 1, stack: bool = False) -> Placed | None:
-    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
-
-    ``min_band`` excludes flat bands, which pack tightly but stretch producer->consumer distances;
-    ``stack`` lets two consecutive kernels share a column slot of a band."""
+def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Style()) -> Placed | None:
+    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer."""
     regs = regions(problem)
     # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
     heights = band_heights(problem, regs[0].rows)
     widths = widths_for(problem, targets, heights)
-    sl = slots(widths, heights, regs[0].cols, stack)
-    plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), min_band)
+    sl = slots(widths, heights, regs[0].cols, style.stack)
+    plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None:
         return None
     chosen = band_widths(problem, plan, targets)
     # wider rectangles may no longer slide past defects: fall back to the narrow ones
-    return pack(problem, plan, stretch(problem, plan, chosen, regs[0].cols)) or pack(problem, plan, chosen)
+    return pack(problem, plan, stretch(problem, plan, chosen, regs[0].cols), regs) or pack(problem, plan, chosen, regs)
 
 
 def smallest_target(
-    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, min_band: int = 1, stack: bool = False
+    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, style: Style = Style()
 ) -> tuple[int, Placed] | None:
     """Bisection on a uniform target T (kernel k aims at T - margins[k]): the smallest T that packs."""
     hi = max(lo, 1)
     found: tuple[int, Placed] | None = None
     while found is None:
-        placed = construct(problem, np.maximum(hi - margins, 1), min_band, stack)
+        placed = construct(problem, np.maximum(hi - margins, 1), style)
         if placed is not None:
             found = (hi, placed)
             break
@@ -412,7 +420,7 @@ def smallest_target(
     low = lo
     while low < found[0] and time.perf_counter() < deadline:
         mid = (low + found[0]) // 2
-        placed = construct(problem, np.maximum(mid - margins, 1), min_band, stack)
+        placed = construct(problem, np.maximum(mid - margins, 1), style)
         if placed is not None:
             found = (mid, placed)
         else:
