@@ -59,3 +59,26 @@ def test_broken_stage_is_caught(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     assert any("contiguous" in v for v in verify_plan(bad).violations)
+
+
+def test_stages_tied_at_the_bottleneck_all_hold_slowest_kernels(tmp_path: Path) -> None:
+    """A chain of identical layers over 2 wafers: both stages take the same time, and the plan may
+    name a slowest kernel of either (the verifier once accepted only the last stage's)."""
+    from wsealloc.bench.synthetic import build_chain
+
+    model = tmp_path / "chain.onnx"
+    build_chain(model, 8)
+    out = tmp_path / "p.json"
+    solve(model, "tiny", wafers=2, output=out, place=False, sets=["wafer.dies.rows=4", "wafer.dies.cols=4"])
+    doc = json.loads(out.read_text())
+    times = [s["bottleneck_cycles"] for s in doc["stages"]]
+    assert times[0] == times[1] == doc["objective"]["bottleneck_cycles"]
+    for s in (0, 1):
+        slowest = next(
+            k["name"] for k in doc["kernels"] if k["stage"] == s and k["latency_cycles"] + k["comm_cycles"] == times[s]
+        )
+        doc["objective"]["bottleneck_kernel"] = slowest
+        path = tmp_path / f"named-{s}.json"
+        path.write_text(json.dumps(doc))
+        report = verify_plan(path)
+        assert report.ok, report.violations

@@ -167,13 +167,14 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
                 f"stages[{s}] does not match its kernels (kernels, cores, bottleneck or transfer cycles)",
             )
         load = max(stage_time, int(transfer[first]), int(transfer[end]))
-        if load > worst:
-            worst = load
         names = {k.name for k in members if k.latency_cycles + k.comm_cycles == load}
         if load == max(int(transfer[first]), int(transfer[end])) and load > stage_time:
             names = {members[0].name}
-        if load == worst:
-            worst_names = names if load > 0 else worst_names
+        # stages tied at the slowest load all hold slowest kernels
+        if load > worst:
+            worst, worst_names = load, names
+        elif load == worst and load > 0:
+            worst_names |= names
     check(
         obj.bottleneck_cycles == worst,
         f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest stage takes {worst}",
