@@ -1,7 +1,8 @@
 """Allocation-only solves of the zoo: status, bound == objective, wall time incl. front end, speed-up.
 
 Target (issue: solve): every zoo model OPTIMAL with bound == objective within 10 s on a 2-core machine
-including the front end, never worse than greedy. One child process per (model, solver). Usage::
+including the front end, never worse than greedy. Placed runs (the default) also check the plan with
+``wsealloc verify`` (column ``valid``). One child process per (model, solver). Usage::
 
     python benchmarks/solve.py [--arch wse2] [--solver cpsat] [models ...]
 """
@@ -23,17 +24,24 @@ ZOO = ["gpt2", "gpt2-xl", "bert-base", "bert-large", "resnet50", "vit-b16", "lla
 
 def measure(model: str, arch: str, solver: str, place: bool, time_limit: float) -> dict[str, object]:
     """Solve one model (in a child process) and report the figures."""
-    from wsealloc.api import solve
+    import tempfile
 
-    t0 = time.perf_counter()
-    out = solve(model, arch, solver=solver, time_limit=time_limit, place=place)
-    total = time.perf_counter() - t0
+    from wsealloc.api import solve
+    from wsealloc.plan.verify import verify_plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan_path = Path(tmp) / "plan.json"
+        t0 = time.perf_counter()
+        out = solve(model, arch, solver=solver, time_limit=time_limit, place=place, output=plan_path)
+        total = time.perf_counter() - t0
+        report = verify_plan(plan_path)
     obj = out.plan.objective
     return {
         "model": Path(model).stem,
         "solver": solver,
         "kernels": len(out.plan.kernels),
         "status": obj.status,
+        "valid": report.ok,
         "bottleneck": obj.bottleneck_cycles,
         "bound": obj.lower_bound_cycles,
         "bound_eq_obj": obj.lower_bound_cycles == obj.bottleneck_cycles,
@@ -67,7 +75,7 @@ def main() -> None:
         )
         for m in args.models
     ]
-    cols = ["model", "kernels", "status", "bottleneck", "bound", "vs_bound", "greedy"]
+    cols = ["model", "kernels", "status", "valid", "bottleneck", "bound", "vs_bound", "greedy"]
     cols += [] if args.no_place else ["greedy_placed"]
     print(markdown(rows, [*cols, "speedup", "solver_s", "total_s", "samples_per_s", "peak_mib"]))
 
