@@ -108,3 +108,27 @@ def test_weight_stationary_producer_emits_down_its_columns() -> None:
     # column edge: 2 links -> 800 B/link; row edge (sideways emitters): 8 links -> 200 B/link
     assert comm_costs(*args).congestion_cycles[1] == 800 - 0
     assert comm_costs(*args, emits_sideways=np.array([True, False])).congestion_cycles[1] == 200
+
+
+def test_communication_parts_are_recorded_verified_and_printed(tmp_path: Path) -> None:
+    from wsealloc.report.summary import communication, summary_lines
+
+    out = tmp_path / "p.json"
+    result = solve(ATTENTION, "tiny", sets=["wafer.die_boundary=penalty", "wafer.die_crossing_penalty_cycles=50"], output=out)
+    kernels = result.plan.kernels
+    for k in kernels:
+        assert k.distance_cycles is not None and k.congestion_cycles is not None and k.die_cycles is not None
+        assert k.comm_cycles == k.distance_cycles + k.congestion_cycles + k.die_cycles
+    fed = [k for k in kernels if k.comm_cycles]
+    assert fed and all(communication(k).startswith(f", communication {k.comm_cycles:,}") for k in fed)
+    bk = next(k for k in kernels if k.name == result.plan.objective.bottleneck_kernel)
+    assert communication(bk) in summary_lines(result)[2]
+    # a tampered part is caught, even when the total still adds up
+    doc = json.loads(out.read_text())
+    victim = next(k for k in doc["kernels"] if k["distance_cycles"])
+    victim["distance_cycles"] -= 1
+    victim["congestion_cycles"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    report = verify_plan(bad)
+    assert not report.ok and any("distance/congestion/die" in v for v in report.violations)

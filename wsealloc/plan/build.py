@@ -100,7 +100,13 @@ def make_plan(
             placement.dataflow,
         )
         traffic_distance = comm.traffic_distance
-        kernels = [k.model_copy(update={"comm_cycles": int(x)}) for k, x in zip(exact, comm.comm_cycles, strict=True)]
+        parts = zip(comm.comm_cycles, comm.distance_cycles, comm.congestion_cycles, comm.die_cycles, strict=True)
+        kernels = [
+            k.model_copy(
+                update={"comm_cycles": int(c), "distance_cycles": int(d), "congestion_cycles": int(g), "die_cycles": int(e)}
+            )
+            for k, (c, d, g, e) in zip(exact, parts, strict=True)
+        ]
         solver, status, wall = f"{result.solver}+{placement.solver}", placement.status.value, result.wall_s + placement.wall_s
         message = placement.message
     else:

@@ -83,6 +83,10 @@ class KernelPlan(_Doc):
     noc_cycles: int
     sram_bytes_per_core: int
     comm_cycles: int = 0  # distance + congestion + die crossings (placed plans); stage = latency + comm
+    # the three parts of comm_cycles (placed plans; absent in plans written before they were recorded)
+    distance_cycles: int | None = None
+    congestion_cycles: int | None = None
+    die_cycles: int | None = None
     placement: tuple[int, int] | None = None  # [row, col] of the top-left core, or null
     stage: int = 0
 

@@ -211,9 +211,21 @@ def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad:
     latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
     side = np.array([k.dataflow != Dataflow.WEIGHT_STATIONARY.value for k in kernels])
     comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), side, fl.group)
-    for k, value in zip(kernels, comm.comm_cycles.tolist(), strict=True):
+    parts = zip(
+        comm.comm_cycles.tolist(),
+        comm.distance_cycles.tolist(),
+        comm.congestion_cycles.tolist(),
+        comm.die_cycles.tolist(),
+        strict=True,
+    )
+    for k, (value, dist, cong, die) in zip(kernels, parts, strict=True):
         if k.comm_cycles != value:
             bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")
+        recorded = (k.distance_cycles, k.congestion_cycles, k.die_cycles)
+        if any(x is not None for x in recorded) and recorded != (dist, cong, die):
+            bad.append(
+                f"{k.name}: distance/congestion/die cycles are {recorded}, the communication model gives {(dist, cong, die)}"
+            )
     if traffic is not None and abs(traffic - comm.traffic_distance) > 1e-6 * max(1.0, comm.traffic_distance):
         bad.append(f"objective.traffic_distance is {traffic}, recomputed {comm.traffic_distance}")
     return len(kernels) + 1

@@ -5,6 +5,16 @@ from __future__ import annotations
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
+from wsealloc.plan.schema import KernelPlan
+
+
+def communication(k: KernelPlan) -> str:
+    """ ", communication N (distance a + congestion b + die crossings c)" for a placed kernel, else ""."""
+    if not k.comm_cycles:
+        return ""
+    named = [("distance", k.distance_cycles), ("congestion", k.congestion_cycles), ("die crossings", k.die_cycles)]
+    parts = " + ".join(f"{name} {value:,}" for name, value in named if value)
+    return f", communication {k.comm_cycles:,}" + (f" = {parts}" if parts else "")
 
 
 def summary_lines(out: SolveOutcome) -> list[str]:
@@ -25,7 +35,8 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         f"solver {obj.solver}: {obj.status} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
         f"bound {bound}, gap {gap}",
         f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
-        f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,} cycles, SRAM {bk.sram_bytes_per_core:,} B/core)",
+        f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,}{communication(bk)} cycles, "
+        f"SRAM {bk.sram_bytes_per_core:,} B/core)",
         f"throughput {obj.throughput_samples_per_s:,.1f} samples/s at {arch.clock_hz / 1e9:.2f} GHz; "
         f"cores used {obj.cores_used:,} of {total:,} ({obj.cores_used / total:.1%})",
     ]
