@@ -91,7 +91,7 @@ def test_comm_costs_by_hand() -> None:
     assert c.traffic_distance == 3200 * 17
 
 
-def test_weight_stationary_producer_emits_down_its_columns() -> None:
+def test_vertical_leg_runs_in_the_wider_columns() -> None:
     mesh = MeshParams(
         rows=32,
         cols=24,
@@ -103,11 +103,18 @@ def test_weight_stationary_producer_emits_down_its_columns() -> None:
         die_cols=12,
         die_penalty=0,
     )
-    rects = np.array([[0, 0, 8, 2], [16, 0, 8, 8]])  # consumer below the producer
-    args = (rects, np.array([0.0, 0.0]), np.array([0]), np.array([1]), np.array([1600.0]), mesh)
-    # column edge: 2 links -> 800 B/link; row edge (sideways emitters): 8 links -> 200 B/link
-    assert comm_costs(*args).congestion_cycles[1] == 800 - 0
-    assert comm_costs(*args, emits_sideways=np.array([True, False])).congestion_cycles[1] == 200
+    latency, src, dst, size = np.array([0.0, 0.0]), np.array([0]), np.array([1]), np.array([1600.0])
+    # consumer 8 columns wide below a 2-column producer: X-then-Y, down the consumer's 8 columns
+    # (200 B/link) instead of the producer's 2 (800 B/link)
+    wide_below = np.array([[0, 0, 8, 2], [16, 0, 8, 8]])
+    assert comm_costs(wide_below, latency, src, dst, size, mesh).congestion_cycles[1] == 200
+    # consumer 2 columns wide below an 8-column producer: Y-then-X, down the producer's 8 columns
+    narrow_below = np.array([[0, 0, 8, 8], [16, 0, 8, 2]])
+    assert comm_costs(narrow_below, latency, src, dst, size, mesh).congestion_cycles[1] == 200
+    # and to the right and below a 2-column producer: X-then-Y runs 8 rows (producer) to the right,
+    # 200 B/link, then down the consumer's 4 columns, 400 B/link: the flow is busy 400 cycles
+    right_below = np.array([[0, 0, 8, 2], [16, 10, 8, 4]])
+    assert comm_costs(right_below, latency, src, dst, size, mesh).congestion_cycles[1] == 400
 
 
 def test_communication_parts_are_recorded_verified_and_printed(tmp_path: Path) -> None:

@@ -13,12 +13,16 @@ A kernel's *stage time* on a placed wafer is
 
 * ``dist`` is the Manhattan distance in hops between the nearest cores of the two rectangles
   (1 for rectangles that touch).
-* congestion: every producer->consumer flow is routed Y-then-X as a bundle of links: vertically in
-  the producer's columns, as wide as the edge it emits through (its columns for weight-stationary
-  kernels, its rows otherwise), then horizontally into the consumer's side, as wide as the consumer's
-  rows. The loads of all flows add up per link; a flow is busy for its most loaded link (bytes per
-  link / link bandwidth); a kernel waits for its slowest incoming flow. Link traffic is pipelined
-  like compute: only the part beyond max(compute, NoC) adds.
+* congestion: every producer->consumer flow is routed as a bundle of parallel links in two legs. A
+  bundle crossing a line of the mesh is as wide as the rows (horizontal travel) or columns (vertical
+  travel) it runs in. Y-then-X: vertically in the producer's columns, then horizontally in the
+  consumer's rows into its side (the cost model charges every kernel's ingress on its row edge);
+  X-then-Y: horizontally in the producer's rows, then vertically in the consumer's columns. Each flow
+  takes the route whose vertical leg is wider (Y-then-X on ties), a static choice that keeps the
+  evaluation one pass. The loads of all flows add up per link (a multicast group counted once); a
+  flow is busy for its most loaded link (bytes per link / link bandwidth); a kernel waits for its
+  slowest incoming flow. Link traffic is pipelined like compute: only the part beyond
+  max(compute, NoC) adds.
 """
 
 from __future__ import annotations
@@ -75,14 +79,11 @@ def comm_costs(
     dst: np.ndarray,
     nbytes: np.ndarray,
     mesh: MeshParams,
-    emits_sideways: np.ndarray | None = None,
     group: np.ndarray | None = None,
 ) -> CommCosts:
     """Communication cycles of every kernel for rectangles ``rects`` (int array [n, 4]: row, col, r, c).
 
     ``src``, ``dst``, ``nbytes`` describe the producer->consumer flows (kernel indices, bytes per sample).
-    ``emits_sideways[k]`` is True when kernel k's dataflow emits through its row edge (output/vector
-    stationary), False when through its column edge (weight stationary); default: column edge.
     ``group[f]`` is flow f's multicast group (same producer, same tensor): a link shared by flows of one
     group carries the data once. Default: every flow its own group (no multicast).
     """
@@ -95,9 +96,8 @@ def comm_costs(
         d = rect_distance(rects[src], rects[dst])
         np.maximum.at(dist_cyc, dst, d * mesh.hop_latency)
         traffic = float(np.sum(d * nbytes))
-        side = np.zeros(n, dtype=bool) if emits_sideways is None else np.asarray(emits_sideways, dtype=bool)
         groups = np.arange(src.size) if group is None else np.asarray(group)
-        cong_flow = _congestion(rects, src, dst, nbytes, mesh, side, groups)
+        cong_flow = _congestion(rects, src, dst, nbytes, mesh, groups)
         np.maximum.at(cong, dst, cong_flow)
     # Links feeding a kernel must carry their traffic within its stage time, overlapped with its
     # compute and its own NoC transfers: congestion only adds where it exceeds max(compute, NoC).
@@ -110,51 +110,49 @@ def comm_costs(
 Segment = tuple[int, int, int, int]  # [y0, y1) x [x0, x1) of a load grid
 
 
-def _route(rect_p: np.ndarray, rect_c: np.ndarray, sideways: bool, size: float) -> tuple[tuple[Segment, float] | None, ...]:
-    """The Y-then-X bundle route of one flow: (vertical segment, bytes per link), (horizontal one, ...).
+def _route(rect_p: np.ndarray, rect_c: np.ndarray, size: float) -> tuple[tuple[Segment, float] | None, ...]:
+    """The bundle route of one flow: (vertical leg, bytes per link), (horizontal leg, bytes per link).
 
-    Vertical travel crosses horizontal lines between the producer's and the consumer's rows, in the
-    producer's columns; horizontal travel crosses vertical lines between the two column spans, in the
-    consumer's rows."""
+    Vertical travel crosses horizontal lines between the two row spans, horizontal travel vertical
+    lines between the two column spans. The vertical leg runs in the producer's columns (Y-then-X,
+    then horizontally in the consumer's rows) or in the consumer's columns (X-then-Y, after running
+    horizontally in the producer's rows), whichever is wider: a bundle is as wide as the links it
+    runs on."""
     py, px, pr, pc = (int(v) for v in rect_p)
     cy, cx, cr, cc = (int(v) for v in rect_c)
+    x_first = cc > pc
+    lx, lw = (cx, cc) if x_first else (px, pc)  # columns of the vertical leg
+    ly, lh = (py, pr) if x_first else (cy, cr)  # rows of the horizontal leg
     vseg: Segment | None = None
     hseg: Segment | None = None
     if cy >= py + pr:
-        vseg = (py + pr, cy + 1, px, px + pc)
+        vseg = (py + pr, cy + 1, lx, lx + lw)
     elif cy + cr <= py:
-        vseg = (cy + cr, py + 1, px, px + pc)
+        vseg = (cy + cr, py + 1, lx, lx + lw)
     if cx >= px + pc:
-        hseg = (cy, cy + cr, px + pc, cx + 1)
+        hseg = (ly, ly + lh, px + pc, cx + 1)
     elif cx + cc <= px:
-        hseg = (cy, cy + cr, cx + cc, px + 1)
+        hseg = (ly, ly + lh, cx + cc, px + 1)
     return (
-        None if vseg is None else (vseg, size / (pr if sideways else pc)),
-        None if hseg is None else (hseg, size / cr),
+        None if vseg is None else (vseg, size / lw),
+        None if hseg is None else (hseg, size / lh),
     )
 
 
 def _congestion(
-    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, side: np.ndarray, group: np.ndarray
+    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, group: np.ndarray
 ) -> np.ndarray:
-    """Busy cycles per flow: the most loaded link on its Y-then-X bundle route.
+    """Busy cycles per flow: the most loaded link on its bundle route (``_route``).
 
-    A flow leaves the producer as a bundle as wide as its emitting edge (columns for weight-stationary
-    kernels, which emit down their columns; rows for the others, which emit through their side), travels
-    vertically to the consumer's rows (in the producer's columns), then horizontally into the consumer's
-    side as a bundle as wide as the consumer's rows (the cost model charges every kernel's ingress on
-    its row edge). Each link of a segment carries bytes / bundle width. Loads add up per link over
-    multicast groups; within a group a link carries the largest of its flows' loads (the data once).
-    A flow is busy for its most loaded link (bytes per link / link bandwidth).
+    Each link of a leg carries bytes / bundle width. Loads add up per link over multicast groups;
+    within a group a link carries the largest of its flows' loads (the data once). A flow is busy for
+    its most loaded link (bytes per link / link bandwidth).
     """
     # load grids: [row, vertical line x] for horizontal travel, [horizontal line y, col] for vertical travel
     shapes = ((mesh.rows + 2, mesh.cols + 1), (mesh.rows + 1, mesh.cols + 2))
     diffs = (np.zeros(shapes[0]), np.zeros(shapes[1]))
     extras: list[np.ndarray | None] = [None, None]
-    routes = [
-        _route(rects[s], rects[t], bool(side[s]), size)
-        for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)
-    ]
+    routes = [_route(rects[s], rects[t], size) for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
     members: dict[int, list[int]] = {}
     for f, g in enumerate(group.tolist()):
         members.setdefault(g, []).append(f)

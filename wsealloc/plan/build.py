@@ -93,12 +93,7 @@ def make_plan(
     if placement is not None and pproblem is not None:
         exact = placed_kernel_plans(costs, placement, np.zeros(len(costs.kernels), dtype=np.int64))
         assert placement.rects is not None and placement.dataflow is not None
-        _, comm = pproblem.evaluate(
-            placement.rects,
-            np.array([k.latency_cycles for k in exact]),
-            np.array([k.noc_cycles for k in exact], dtype=np.float64),
-            placement.dataflow,
-        )
+        _, comm = pproblem.evaluate(placement.rects, np.array([k.latency_cycles for k in exact]))
         traffic_distance = comm.traffic_distance
         parts = zip(comm.comm_cycles, comm.distance_cycles, comm.congestion_cycles, comm.die_cycles, strict=True)
         kernels = [

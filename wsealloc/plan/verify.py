@@ -209,8 +209,7 @@ def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad:
     rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
     fl = flows(kgraph, arch)
     latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
-    side = np.array([k.dataflow != Dataflow.WEIGHT_STATIONARY.value for k in kernels])
-    comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), side, fl.group)
+    comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), fl.group)
     parts = zip(
         comm.comm_cycles.tolist(),
         comm.distance_cycles.tolist(),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost import Dataflow, grid_costs
+from wsealloc.cost import grid_costs
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
 from wsealloc.opmodels.enumerate import classify
@@ -30,7 +30,6 @@ class ShapeTable:
     best: np.ndarray  # [H, cols+1]: min latency over r <= heights[h] with exactly c columns (INF: none legal)
     best_r: np.ndarray  # [H, cols+1]: the r achieving it
     best_df: np.ndarray  # [H, cols+1]: its dataflow code
-    best_noc: np.ndarray  # [H, cols+1]: its NoC cycles (float32)
     prefix: np.ndarray  # [H, cols+1]: min over c' <= c of best (non-increasing in c)
 
     def height_index(self, max_rows: int) -> int:
@@ -67,19 +66,11 @@ class PlacementProblem:
         """The shape table of a kernel."""
         return self.shapes[self.kernel_class[kernel]]
 
-    def evaluate(
-        self, rects: np.ndarray, latency: np.ndarray, noc: np.ndarray, dataflow: np.ndarray
-    ) -> tuple[np.ndarray, CommCosts]:
+    def evaluate(self, rects: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, CommCosts]:
         """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
         fl = self.flows
-        comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, emits_sideways(dataflow), fl.group)
+        comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, fl.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
-
-
-def emits_sideways(dataflow: np.ndarray) -> np.ndarray:
-    """True for kernels whose dataflow emits through the row edge (everything but weight stationary)."""
-    ws = DATAFLOW_CODES.index(Dataflow.WEIGHT_STATIONARY)
-    return np.asarray(dataflow) != ws
 
 
 def defect_mask(rows: int, cols: int, cores: tuple[tuple[int, int], ...], rate: float, seed: int) -> np.ndarray:
@@ -115,7 +106,6 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
     heights = np.unique(np.concatenate([grid_sides(int(kc.work.split_extents(df)[0]), arch.rows) for df in kc.work.dataflows()]))
     widths = np.arange(0, arch.cols + 1, dtype=np.int64)
     lat = np.full((heights.size, widths.size), INF, dtype=np.int64)
-    noc = np.zeros((heights.size, widths.size), dtype=np.float32)
     dfc = np.zeros((heights.size, widths.size), dtype=np.int8)
     rr, cc = np.meshgrid(heights, widths[1:], indexing="ij")
     for df in kc.work.dataflows():
@@ -128,7 +118,6 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
         cand = np.where(legal, g.latency, INF).reshape(rr.shape)
         better = cand < lat[:, 1:]
         lat[:, 1:] = np.where(better, cand, lat[:, 1:])
-        noc[:, 1:] = np.where(better, g.noc_cycles.reshape(rr.shape), noc[:, 1:])
         dfc[:, 1:] = np.where(better, DATAFLOW_CODES.index(df), dfc[:, 1:])
     # best over all r' <= heights[h]: running minimum down the height axis, remembering the arg
     best = lat.copy()
@@ -143,7 +132,6 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
         best=best,
         best_r=heights[arg],
         best_df=dfc[arg, cols_idx],
-        best_noc=noc[arg, cols_idx],
         prefix=np.minimum.accumulate(best, axis=1),
     )
 

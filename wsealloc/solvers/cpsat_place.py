@@ -34,10 +34,10 @@ MAX_SHAPES = 24
 
 def _shape_options(
     problem: PlacementProblem, k: int, max_rows: int, max_cols: int, current: tuple[int, int], ceiling: int
-) -> list[tuple[int, int, int, int, float]]:
-    """Candidate (r, c, latency, dataflow, noc) for kernel k inside an arena, faster than ``ceiling``."""
+) -> list[tuple[int, int, int, int]]:
+    """Candidate (r, c, latency, dataflow) for kernel k inside an arena, faster than ``ceiling``."""
     shape = problem.shape(k)
-    options: dict[tuple[int, int], tuple[int, int, int, int, float]] = {}
+    options: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     hmax = shape.height_index(max_rows)
     lo = problem.lower_bound
     targets = np.unique(np.linspace(lo, max(lo, ceiling), 8).astype(np.int64))
@@ -47,18 +47,12 @@ def _shape_options(
             if 0 < c <= max_cols:
                 r = int(shape.best_r[hidx, c])
                 if r <= max_rows and (r, c) not in options:
-                    options[(r, c)] = (
-                        r,
-                        c,
-                        int(shape.best[hidx, c]),
-                        int(shape.best_df[hidx, c]),
-                        float(shape.best_noc[hidx, c]),
-                    )
+                    options[(r, c)] = (r, c, int(shape.best[hidx, c]), int(shape.best_df[hidx, c]))
     # always keep the current shape (a feasible fallback)
     r0, c0 = current
     h0 = shape.height_index(r0)
     if h0 >= 0 and 0 < c0 < shape.best.shape[1]:
-        options[(r0, c0)] = (r0, c0, int(shape.best[h0, c0]), int(shape.best_df[h0, c0]), float(shape.best_noc[h0, c0]))
+        options[(r0, c0)] = (r0, c0, int(shape.best[h0, c0]), int(shape.best_df[h0, c0]))
     ranked = sorted(options.values(), key=lambda o: (o[2], o[0] * o[1]))
     return (
         ranked[:MAX_SHAPES]
@@ -69,7 +63,7 @@ def _shape_options(
 
 def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:
     rects = placed.rects
-    stage, _ = problem.evaluate(rects, placed.latency, placed.noc, placed.dataflow)
+    stage, _ = problem.evaluate(rects, placed.latency)
     ceiling = int(stage.max())
     y0 = int(min(rects[k, 0] for k in window))
     x0 = int(min(rects[k, 1] for k in window))
@@ -167,13 +161,13 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     new_rects = rects.copy()
-    dfs, lats, nocs = placed.dataflow.copy(), placed.latency.copy(), placed.noc.copy()
+    dfs, lats = placed.dataflow.copy(), placed.latency.copy()
     for k in window:
         s = next(i for i, u in enumerate(uses[k]) if solver.boolean_value(u))
-        r, c, latency, df, noc = opts[k][s]
+        r, c, latency, df = opts[k][s]
         new_rects[k] = (solver.value(ys[k]), solver.value(xs[k]), r, c)
-        dfs[k], lats[k], nocs[k] = df, latency, noc
-    return Placed(new_rects, dfs, lats, nocs)
+        dfs[k], lats[k] = df, latency
+    return Placed(new_rects, dfs, lats)
 
 
 def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, deadline: float) -> Placed | None:
@@ -183,7 +177,7 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
     tried: set[tuple[int, int]] = set()
     radius = 4
     while time.perf_counter() + 0.5 < deadline and not options.stop.stopped.is_set():
-        stage, _ = problem.evaluate(best.rects, best.latency, best.noc, best.dataflow)
+        stage, _ = problem.evaluate(best.rects, best.latency)
         b = int(np.argmax(stage))
         if (b, radius) in tried:
             if radius >= 16:

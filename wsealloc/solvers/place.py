@@ -24,7 +24,7 @@ SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 
 def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
     """(bottleneck stage cycles, traffic x distance) of a placement."""
-    stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
+    stage, comm = problem.evaluate(placed.rects, placed.latency)
     return int(stage.max()), comm.traffic_distance
 
 
@@ -72,7 +72,7 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
         if best is None or time.perf_counter() > deadline:
             break
         _, placed, style = best
-        stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
+        stage, comm = problem.evaluate(placed.rects, placed.latency)
         slow = stage > problem.lower_bound
         margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
         found = smallest_target(problem, margins, problem.lower_bound, deadline, style)

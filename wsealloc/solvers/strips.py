@@ -38,14 +38,13 @@ class Placed:
     rects: np.ndarray  # [n, 4] int64: row, col, r, c
     dataflow: np.ndarray  # [n] dataflow codes
     latency: np.ndarray  # [n] op-model latency (without communication)
-    noc: np.ndarray  # [n] op-model NoC cycles
 
 
 def score(problem: PlacementProblem, placed: Placed) -> tuple[int, int, float]:
     """Ranking of placements: bottleneck stage, then how many kernels sit at it, then traffic x distance.
 
     Counting the kernels at the bottleneck lets a search improve identical layers one at a time."""
-    stage, comm = problem.evaluate(placed.rects, placed.latency, placed.noc, placed.dataflow)
+    stage, comm = problem.evaluate(placed.rects, placed.latency)
     worst = int(stage.max())
     return worst, int((stage == worst).sum()), comm.traffic_distance
 
@@ -315,7 +314,6 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
     rects = np.zeros((n, 4), dtype=np.int64)
     dfs = np.zeros(n, dtype=np.int8)
     lat = np.zeros(n, dtype=np.int64)
-    noc = np.zeros(n, dtype=np.float64)
     reg_i, y, band_no = 0, 0, 0
 
     def free(row: int, col: int, r: int, c: int) -> bool:
@@ -373,7 +371,6 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
                     rects[m] = (row, col, r, c)
                     dfs[m] = shape.best_df[hidx, c]
                     lat[m] = shape.best[hidx, c]
-                    noc[m] = shape.best_noc[hidx, c]
                 cursor = x + slot
                 k += len(members)
                 continue
@@ -385,7 +382,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
                 return None
         y += band.height
         band_no += 1
-    return Placed(rects, dfs, lat, noc)
+    return Placed(rects, dfs, lat)
 
 
 def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Style()) -> Placed | None:
