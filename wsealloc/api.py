@@ -29,10 +29,11 @@ from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
 from wsealloc.solvers.base import PlacementResult
+from wsealloc.solvers.place import place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
-from wsealloc.solvers.strips import place_targets, score
+from wsealloc.solvers.strips import score
 from wsealloc.units import format_bytes
 
 
@@ -155,7 +156,7 @@ def solve_costs(
     baseline_placed = None
     if baseline.choice is not None:
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
-        greedy_layout = place_targets(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
+        greedy_layout = place_baseline(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
         if greedy_layout is not None:
             baseline_placed = score(pproblem, greedy_layout)[0]
     starts = (greedy_layout,) if greedy_layout is not None else ()

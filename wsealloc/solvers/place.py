@@ -16,7 +16,7 @@ import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
-from wsealloc.solvers.strips import Placed, Style, construct, score, smallest_target
+from wsealloc.solvers.strips import Placed, Style, construct, place_targets, score, smallest_target
 
 FEEDBACK_ROUNDS = 3
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
@@ -37,6 +37,22 @@ def styles(problem: PlacementProblem) -> list[Style]:
         for stack in (False, True)
         for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
     ]
+
+
+def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: float) -> Placed | None:
+    """Per-kernel targets ``base`` (the greedy allocation's latencies) placed in every ``styles``
+    layout, the best kept: the baseline gets the same multi-start as the search."""
+    best: tuple[tuple[int, int, float], Placed] | None = None
+    candidates = styles(problem)
+    start = time.perf_counter()
+    for i, style in enumerate(candidates):
+        share = start + (deadline - start) * (i + 1) / len(candidates)
+        placed = place_targets(problem, base, share, style)
+        if placed is not None and (best is None or score(problem, placed) < best[0]):
+            best = (score(problem, placed), placed)
+        if time.perf_counter() > deadline:
+            break
+    return None if best is None else best[1]
 
 
 def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:

@@ -425,13 +425,13 @@ def smallest_target(
     return found
 
 
-def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: float) -> Placed | None:
+def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: float, style: Style = Style()) -> Placed | None:
     """Place kernels aiming at per-kernel targets ``base`` (e.g. the greedy allocation's latencies),
     relaxed by the smallest common factor (1 + x/1000) that packs."""
     base = np.maximum(base.astype(np.int64), 1)
 
     def attempt(x: int) -> Placed | None:
-        return construct(problem, -(-base * (1000 + x) // 1000))
+        return construct(problem, -(-base * (1000 + x) // 1000), style)
 
     hi, found = 0, attempt(0)
     while found is None:
