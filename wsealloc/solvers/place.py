@@ -1,6 +1,7 @@
 """Placement driver: strip construction with communication feedback, then CP-SAT refinement.
 
-1. ``strips.smallest_target`` with zero margins gives the least uniform latency target that packs.
+1. For every layout ``Style`` (minimum band height, stacked slots or not), ``strips.smallest_target``
+   with zero margins gives the least uniform latency target that packs, tried with a little slack.
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
    (bottleneck stage, traffic x distance) is kept.
@@ -48,8 +49,9 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: float)
     for i, style in enumerate(candidates):
         share = start + (deadline - start) * (i + 1) / len(candidates)
         placed = place_targets(problem, base, share, style)
-        if placed is not None and (best is None or score(problem, placed) < best[0]):
-            best = (score(problem, placed), placed)
+        rank = None if placed is None else score(problem, placed)
+        if placed is not None and rank is not None and (best is None or rank < best[0]):
+            best = (rank, placed)
         if time.perf_counter() > deadline:
             break
     return None if best is None else best[1]
