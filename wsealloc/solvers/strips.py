@@ -337,12 +337,13 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
         if not open_band(band.height):
             return None
         tops = dict(band.stacked)
+        lane = lanes(band)
         cursor = 0
         k = band.first
         while k < band.end:
             reg = regs[reg_i]
             members = [k, k + 1] if k in tops else [k]
-            lane_rows = [tops[k], band.height - tops[k]] if k in tops else [band.height]
+            lane_rows = [lane[m][1] for m in members]
             dims = [shape_of(m, rows) for m, rows in zip(members, lane_rows, strict=True)]
             if any(d is None for d in dims):
                 return None
