@@ -106,10 +106,12 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
     """[n, |H|] narrowest width per kernel and band height meeting each kernel's target (INF: none).
 
     A band must also be tall enough for the traffic crossing in front of the kernel to pass its links
-    within the target: height >= pass-through bytes / (link bandwidth * target)."""
+    while the kernel computes: link traffic overlaps compute but not the pipeline fill (the
+    communication model, ``wsealloc.cost.comm``), so with a rectangle of at most H rows and w columns
+    the pass-through bytes P must satisfy P / (link bandwidth * H) <= target - (H + w)."""
     n = problem.n_kernels
     out = np.full((n, heights.size), INF, dtype=np.int64)
-    min_height = pass_through(problem) / (problem.mesh.link_bytes_per_cycle * np.maximum(targets, 1))
+    link_cycles = pass_through(problem) / problem.mesh.link_bytes_per_cycle  # per kernel, over one link
     cache: dict[tuple[int, int], np.ndarray] = {}
     for k in range(n):
         key = (problem.kernel_class[k], int(targets[k]))
@@ -122,7 +124,8 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
                 if w > 0:
                     row[h] = w
             cache[key] = row
-        out[k] = np.where(heights >= min_height[k], row, INF)
+        busy = targets[k] - heights - np.where(row < INF, row, 0)
+        out[k] = np.where((busy > 0) & (link_cycles[k] <= busy * heights), row, INF)
     return out
 
 
