@@ -117,6 +117,22 @@ def test_vertical_leg_runs_in_the_wider_columns() -> None:
     assert comm_costs(right_below, latency, src, dst, size, mesh).congestion_cycles[1] == 400
 
 
+def test_route_with_the_widest_narrowest_leg_wins() -> None:
+    mesh = MeshParams(32, 24, 8, 12, 1.0, 0, 8, 12, 0)
+    latency, src, dst, size = np.array([0.0, 0.0]), np.array([0]), np.array([1]), np.array([1600.0])
+    # a 1-row, 2-column producer feeds a 16-row, 4-column consumer below and to its right.
+    # X-then-Y: right in the producer's 1 row (1600 B/link), down the consumer's 4 columns (400);
+    # Y-then-X: down the producer's 2 columns (800), right in the consumer's 16 rows (100).
+    # The narrowest legs are 1 and 2 links: Y-then-X, busy 800 cycles (the wider vertical leg alone
+    # would pick X-then-Y and its 1-row bottleneck: 1600).
+    rects = np.array([[0, 0, 1, 2], [4, 10, 16, 4]])
+    assert comm_costs(rects, latency, src, dst, size, mesh).congestion_cycles[1] == 800
+    # mirrored roles: a 16-row, 2-column producer feeds a 1-row, 4-column consumer: X-then-Y runs
+    # right in 16 rows (100) and down 4 columns (400); Y-then-X would turn into the consumer's 1 row
+    rects = np.array([[0, 0, 16, 2], [20, 10, 1, 4]])
+    assert comm_costs(rects, latency, src, dst, size, mesh).congestion_cycles[1] == 400
+
+
 def test_communication_parts_are_recorded_verified_and_printed(tmp_path: Path) -> None:
     from wsealloc.report.summary import communication, summary_lines
 

@@ -18,21 +18,52 @@ def test_slots_by_hand() -> None:
     heights = np.array([2, 4])
     # narrowest widths of three kernels in lanes of 2 and 4 rows
     widths = np.array([[5, 3], [6, 4], [2, 1]])
-    sl = strips.slots(widths, heights, cols=100, stack=True)
+    sl = strips.slots(widths, heights, cols=100, rule=_free_pairs(3))
     # 2-row bands: no room to stack; 4-row bands: kernels 0 over 1 (2 + 2 rows, width max(5, 6) = 6)
     # plus kernel 2 alone = 7 columns, against 3 + 4 + 1 = 8 alone or 3 + max(6, 2) = 9
     assert sl.width[:, 0].tolist() == [5, 6, 2]
     assert sl.width[:, 1].tolist() == [0, 6, 1]
     assert sl.top[:, 1].tolist() == [2, 0, 0]
     assert sl.inside[:, 1].tolist() == [False, True, False, False]
-    plain = strips.slots(widths, heights, cols=100, stack=False)
+    plain = strips.slots(widths, heights, cols=100, rule=None)
     assert plain.width.tolist() == widths.tolist() and not plain.inside.any()
+
+
+def _free_pairs(n: int) -> strips.PairRule:
+    """Every consecutive pair may stack, and nothing flows between them."""
+    return strips.PairRule(np.zeros(n - 1), np.full(n, 1000), np.ones(n - 1, dtype=bool))
+
+
+def test_pair_rule_rejects_a_pair_whose_vertical_flow_does_not_fit() -> None:
+    heights = np.array([2, 4])
+    widths = np.array([[5, 3], [6, 4], [2, 1]])
+    # kernel 0 over kernel 1 in a 4-row band: a 6-column slot, kernel 1 in the 2-row bottom lane with
+    # 6 columns: it computes for 100 - (2 + 6) = 92 cycles, during which 6 links carry the flow 0 -> 1:
+    # at most 92 x 6 = 552 link cycles fit.
+    fits = strips.PairRule(np.array([552.0, 0.0]), np.full(3, 100), np.array([True, False]))
+    assert strips.slots(widths, heights, cols=100, rule=fits).width[:, 1].tolist() == [0, 6, 1]
+    too_much = strips.PairRule(np.array([553.0, 0.0]), np.full(3, 100), np.array([True, False]))
+    sl = strips.slots(widths, heights, cols=100, rule=too_much)
+    assert sl.width[:, 1].tolist() == [3, 4, 1] and not sl.inside.any()  # every kernel alone: 8 columns
+    # a mode that does not admit the pair at all: alone too
+    barred = strips.PairRule(np.zeros(2), np.full(3, 100), np.array([False, True]))
+    assert strips.slots(widths, heights, cols=100, rule=barred).width[:, 1].tolist() == [3, 4, 1]
+
+
+def test_pair_rule_modes_by_hand() -> None:
+    # 0 -> 1 (400 B), 1 -> 2 (800 B), 0 -> 2 (a skip flow around kernel 1): SKIP admits only (1, 2)
+    problem = _chain_problem(3, [(0, 1, 400.0), (1, 2, 800.0), (0, 2, 400.0)])
+    targets = np.array([100, 100, 100])
+    skip = strips.pair_rule(problem, targets, strips.Stacking.SKIP)
+    assert skip.allowed.tolist() == [False, True]
+    assert skip.link_cycles.tolist() == [100.0, 200.0]  # bytes k -> k+1 over 4 B/cycle
+    assert strips.pair_rule(problem, targets, strips.Stacking.ANY).allowed.tolist() == [True, True]
 
 
 def test_band_plan_never_ends_inside_a_pair() -> None:
     heights = np.array([2, 4])
     widths = np.array([[5, 3], [6, 4], [2, 1]])
-    sl = strips.slots(widths, heights, cols=7, stack=True)
+    sl = strips.slots(widths, heights, cols=7, rule=_free_pairs(3))
     plan = strips.band_plan(sl, heights, region_rows=8, region_cols=7, n_regions=1)
     assert plan == [strips.Band(0, 3, 4, ((0, 2),))]
 
@@ -42,8 +73,8 @@ def test_stacked_resnet_layout_is_valid_and_packs_tighter() -> None:
     problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     deadline = time.perf_counter() + 60
-    alone = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=False))
-    stacked = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=True))
+    alone = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=strips.Stacking.NONE))
+    stacked = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=strips.Stacking.ANY))
     assert alone is not None and stacked is not None
     assert stacked[0] < alone[0]  # measured: 1,743 vs 1,794 cycles (bands leave room for pass-through)
     rects = stacked[1].rects
@@ -76,7 +107,7 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
 
     from wsealloc.pipeline import ModelSpec, cost_model
 
-    laid_out = {False: 0, True: 0}
+    laid_out = dict.fromkeys(strips.Stacking, 0)
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(random_models(), random_archs())
@@ -87,7 +118,7 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
         costs = cost_model(ModelSpec(str(path)), "tiny", out.costs.options, [*sets, "wafer.defects.rate=0.01"])
         problem = build_placement_problem(costs, out.plan.objective.lower_bound_cycles)
         zero = np.zeros(problem.n_kernels, dtype=np.int64)
-        for style in (strips.Style(1, False), strips.Style(1, True)):
+        for style in (strips.Style(1, stack) for stack in strips.Stacking):
             found = strips.smallest_target(problem, zero, problem.lower_bound, time.perf_counter() + 30, style)
             if found is None:
                 continue  # too little room at any target (defects): the driver reports it
@@ -102,6 +133,12 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
 
 def _two_kernel_problem(link_cycles: float) -> PlacementProblem:
     """Kernel 0 -> kernel 1, ``link_cycles`` x 4 bytes; every rectangle needs 20 columns for 100 cycles."""
+    return _chain_problem(2, [(0, 1, 4.0 * link_cycles)])
+
+
+def _chain_problem(n: int, flows: list[tuple[int, int, float]]) -> PlacementProblem:
+    """``n`` kernels of one class on an 8 x 40 mesh (4 B/cycle links) with the given flows (src, dst,
+    bytes); every rectangle needs 20 columns for 100 cycles."""
     from wsealloc.cost.comm import MeshParams
     from wsealloc.problem.flows import Flows
     from wsealloc.problem.placement import INF, ShapeTable
@@ -118,8 +155,10 @@ def _two_kernel_problem(link_cycles: float) -> PlacementProblem:
         prefix=np.minimum.accumulate(best, axis=1),
     )
     mesh = MeshParams(8, cols, 8, cols, 4.0, 1, 8, cols, 0)
-    fl = Flows(np.array([0]), np.array([1]), np.array([4.0 * link_cycles]), np.array([0]))
-    return PlacementProblem(("a", "b"), (0, 0), (table,), mesh, np.zeros((8, cols), bool), "ignore", fl, 100)
+    src, dst, nbytes = (np.array(v) for v in zip(*flows, strict=True))
+    fl = Flows(src, dst, nbytes.astype(np.float64), np.arange(len(flows)))
+    names = tuple(f"k{i}" for i in range(n))
+    return PlacementProblem(names, (0,) * n, (table,), mesh, np.zeros((8, cols), bool), "ignore", fl, 100)
 
 
 def test_band_height_leaves_the_pass_through_room_beside_the_fill() -> None:

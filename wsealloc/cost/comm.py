@@ -18,7 +18,7 @@ A kernel's *stage time* on a placed wafer is
   travel) it runs in. Y-then-X: vertically in the producer's columns, then horizontally in the
   consumer's rows into its side (the cost model charges every kernel's ingress on its row edge);
   X-then-Y: horizontally in the producer's rows, then vertically in the consumer's columns. Each flow
-  takes the route whose vertical leg is wider (Y-then-X on ties), a static choice that keeps the
+  takes the route whose narrowest leg is wider (Y-then-X on ties), a static choice that keeps the
   evaluation one pass. The loads of all flows add up per link (a multicast group counted once); a
   flow is busy for its most loaded link (bytes per link / link bandwidth); a kernel waits for its
   slowest incoming flow. Link traffic is pipelined like compute: only the part beyond
@@ -114,13 +114,18 @@ def _route(rect_p: np.ndarray, rect_c: np.ndarray, size: float) -> tuple[tuple[S
     """The bundle route of one flow: (vertical leg, bytes per link), (horizontal leg, bytes per link).
 
     Vertical travel crosses horizontal lines between the two row spans, horizontal travel vertical
-    lines between the two column spans. The vertical leg runs in the producer's columns (Y-then-X,
-    then horizontally in the consumer's rows) or in the consumer's columns (X-then-Y, after running
-    horizontally in the producer's rows), whichever is wider: a bundle is as wide as the links it
-    runs on."""
+    lines between the two column spans. Y-then-X runs vertically in the producer's columns, then
+    horizontally in the consumer's rows; X-then-Y horizontally in the producer's rows, then vertically
+    in the consumer's columns. A bundle is as wide as the links it runs on and a flow is as slow as
+    its narrowest leg, so the route whose narrowest existing leg is wider wins (Y-then-X on ties).
+    Comparing the vertical legs alone sent a stacked few-row producer's flow through its few rows."""
     py, px, pr, pc = (int(v) for v in rect_p)
     cy, cx, cr, cc = (int(v) for v in rect_c)
-    x_first = cc > pc
+    vertical = cy >= py + pr or cy + cr <= py  # row spans disjoint: a vertical leg is needed
+    horizontal = cx >= px + pc or cx + cc <= px
+    # narrowest bundle of each route (its legs that exist); the wider one wins, Y-then-X on ties
+    y_first = min([pc] * vertical + [cr] * horizontal, default=0)
+    x_first = min([cc] * vertical + [pr] * horizontal, default=0) > y_first
     lx, lw = (cx, cc) if x_first else (px, pc)  # columns of the vertical leg
     ly, lh = (py, pr) if x_first else (cy, cr)  # rows of the horizontal leg
     vseg: Segment | None = None

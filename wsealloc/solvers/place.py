@@ -1,6 +1,6 @@
 """Placement driver: strip construction with communication feedback, then CP-SAT refinement.
 
-1. For every layout ``Style`` (minimum band height, stacked slots or not), ``strips.smallest_target``
+1. For every layout ``Style`` (minimum band height, which pairs may stack), ``strips.smallest_target``
    with zero margins gives the least uniform latency target that packs, tried with a little slack.
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
@@ -17,7 +17,7 @@ import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
-from wsealloc.solvers.strips import Placed, Style, construct, place_targets, score, smallest_target
+from wsealloc.solvers.strips import Placed, Stacking, Style, construct, place_targets, score, smallest_target
 
 FEEDBACK_ROUNDS = 3
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
@@ -30,13 +30,11 @@ def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
 
 
 def styles(problem: PlacementProblem) -> list[Style]:
-    """Layouts the multi-start tries: minimum band heights x stacked slots or not."""
+    """Layouts the multi-start tries: minimum band heights x stacking modes (``strips.Stacking``)."""
     region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
     die = problem.mesh.die_rows
     return [
-        Style(min_band, stack)
-        for stack in (False, True)
-        for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
+        Style(min_band, stack) for stack in Stacking for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
     ]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -49,16 +50,52 @@ def score(problem: PlacementProblem, placed: Placed) -> tuple[int, int, float]:
     return worst, int((stage == worst).sum()), comm.traffic_distance
 
 
+class Stacking(Enum):
+    """Which pairs of consecutive kernels may share a column slot."""
+
+    NONE = "none"
+    ANY = "any"  # wherever it narrows the band
+    SKIP = "skip"  # only (k, k+1) where k+1 also reads a tensor from before k (a residual add after
+    # the branch's last kernel): the skip flow then passes one slot fewer
+
+
 @dataclass(frozen=True)
 class Style:
     """Shape of a strip layout: the multi-start varies these.
 
     ``min_band`` excludes flat bands (they pack tightly but stretch producer->consumer distances);
-    ``stack`` lets two consecutive kernels share a column slot. (Splitting the wafer into 2-4 vertical
-    regions to shorten skip flows was measured too: worse on ResNet-50, BERT-base and ViT-B/16.)"""
+    ``stack`` says which consecutive kernels may share a column slot. (Splitting the wafer into 2-4
+    vertical regions to shorten skip flows was measured too: worse on ResNet-50, BERT-base and
+    ViT-B/16.)"""
 
     min_band: int = 1
-    stack: bool = False
+    stack: Stacking = Stacking.NONE
+
+
+@dataclass(frozen=True)
+class PairRule:
+    """What a stacked pair (k, k+1) must leave room for: the flow k -> k+1 runs vertically between
+    the lanes, in a bundle as wide as the slot, while k+1 computes (``widths_for``'s rule, turned by
+    90 degrees): link cycles / slot width <= target[k+1] - (lane rows + width of k+1)."""
+
+    link_cycles: np.ndarray  # [n - 1]: bytes k -> k+1 over one link's bandwidth
+    targets: np.ndarray  # [n]
+    allowed: np.ndarray  # [n - 1] bool: the stacking mode admits (k, k+1)
+
+
+def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -> PairRule:
+    """The ``PairRule`` of a problem for per-kernel targets and a stacking mode."""
+    n = problem.n_kernels
+    fl = problem.flows
+    down = np.zeros(max(n - 1, 0))
+    skip = np.zeros(max(n - 1, 0), dtype=bool)
+    for s, t, b in zip(fl.src.tolist(), fl.dst.tolist(), fl.nbytes.tolist(), strict=True):
+        if t == s + 1:
+            down[s] += b
+        if s < t - 1:
+            skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
+    allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack is Stacking.ANY)
+    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed)
 
 
 @dataclass(frozen=True)
@@ -152,24 +189,27 @@ class Slots:
     inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
 
 
-def slots(widths: np.ndarray, heights: np.ndarray, cols: int, stack: bool) -> Slots:
+def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | None) -> Slots:
     """Per band height, the partition of the kernel sequence into single and stacked slots of least
-    total width (DP over the sequence, all heights at once); without ``stack`` every kernel has a slot
-    of its own."""
+    total width (DP over the sequence, all heights at once); pairs only where ``rule`` admits them
+    (None: every kernel has a slot of its own)."""
     n, nh = widths.shape
     capped = np.minimum(widths, cols + 1)
     width = capped.copy()
     top = np.zeros((n, nh), dtype=np.int64)
     inside = np.zeros((n + 1, nh), dtype=bool)
-    if not stack or n < 2:
+    if rule is None or n < 2 or not rule.allowed.any():
         return Slots(width, top, inside)
     # narrowest stacked slot of (k, k+1) per band height: top lane heights[t], bottom lane the rest
     pair = np.full((n - 1, nh), cols + 1, dtype=np.int64)
     split = np.zeros((n - 1, nh), dtype=np.int64)
     for t in range(nh):
         bottom = np.searchsorted(heights, heights - heights[t], side="right") - 1  # [nh]
-        w = np.maximum(capped[:-1, t][:, None], capped[1:, np.maximum(bottom, 0)])
-        better = (w < pair) & (bottom >= 0)[None, :]
+        low = np.maximum(bottom, 0)
+        w = np.maximum(capped[:-1, t][:, None], capped[1:, low])
+        busy = rule.targets[1:, None] - heights[low][None, :] - capped[1:, low]
+        room = rule.allowed[:, None] & (busy > 0) & (rule.link_cycles[:, None] <= busy * w)
+        better = (w < pair) & (bottom >= 0)[None, :] & room
         pair = np.where(better, w, pair)
         split = np.where(better, heights[t], split)
     g = np.zeros((n + 1, nh), dtype=np.int64)
@@ -395,7 +435,8 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
     # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
     heights = band_heights(problem, regs[0].rows)
     widths = widths_for(problem, targets, heights)
-    sl = slots(widths, heights, regs[0].cols, style.stack)
+    rule = None if style.stack is Stacking.NONE else pair_rule(problem, targets, style.stack)
+    sl = slots(widths, heights, regs[0].cols, rule)
     plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None:
         return None
