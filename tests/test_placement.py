@@ -155,3 +155,40 @@ def test_communication_parts_are_recorded_verified_and_printed(tmp_path: Path) -
     bad.write_text(json.dumps(doc))
     report = verify_plan(bad)
     assert not report.ok and any("distance/congestion/die" in v for v in report.violations)
+
+
+def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The greedy allocation's layout is built inside the placement stage's time limit: the search
+    gets what is left of it (the stage ends within the limit)."""
+    import time
+
+    import wsealloc.api as api
+
+    seen: list[float] = []
+    real_baseline, real_solver = api.place_baseline, api.place_solver
+
+    def slow_baseline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.5)
+        return real_baseline(*args, **kwargs)
+
+    def spy(problem, options, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(options.time_limit_s)
+        return real_solver(problem, options, **kwargs)
+
+    monkeypatch.setattr(api, "place_baseline", slow_baseline)
+    monkeypatch.setattr(api, "place_solver", spy)
+    out = solve(ATTENTION, "tiny", time_limit=5)
+    assert out.placement is not None and out.placement.rects is not None
+    assert len(seen) == 1 and seen[0] <= 5 - 0.5
+
+
+def test_construction_finds_a_first_layout_past_its_deadline() -> None:
+    """A deadline already past still yields a valid layout (the best found, never none for the clock)."""
+    import time
+
+    from wsealloc.problem.placement import build_placement_problem
+    from wsealloc.solvers.place import construct_best
+
+    out = solve(ATTENTION, "tiny", place=False)
+    problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
+    assert construct_best(problem, time.perf_counter() - 1.0) is not None

@@ -151,16 +151,20 @@ def solve_costs(
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
     say(f"placement: {len(pproblem.shapes)} shape tables; placing (time limit {opts.time_limit_s:g} s)")
     # The baseline: the greedy allocation's latencies placed by the same construction. It is also a
-    # start of the placement search, so the result is never worse than it.
+    # start of the placement search, so the result is never worse than it. Both share the placement
+    # stage's time limit (a quarter at most for the baseline), so the stage ends within it.
+    stage_start = time.perf_counter()
     greedy_layout = None
     baseline_placed = None
     if baseline.choice is not None:
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
-        greedy_layout = place_baseline(pproblem, targets, time.perf_counter() + max(5.0, opts.time_limit_s / 4))
+        greedy_layout = place_baseline(pproblem, targets, stage_start + opts.time_limit_s / 4)
         if greedy_layout is not None:
             baseline_placed = score(pproblem, greedy_layout)[0]
     starts = (greedy_layout,) if greedy_layout is not None else ()
-    placement = _run_stoppable(lambda: place_solver(pproblem, opts, starts=starts), opts.stop)
+    left = max(0.0, opts.time_limit_s - (time.perf_counter() - stage_start))
+    place_opts = replace(opts, time_limit_s=left)
+    placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), opts.stop)
     if placement.rects is None:
         raise InfeasibleError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "

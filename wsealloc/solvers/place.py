@@ -11,6 +11,7 @@ Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a pr
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -73,9 +74,11 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
 
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     for style in styles(problem):
-        if time.perf_counter() > deadline:
+        if best is not None and time.perf_counter() > deadline:
             break
-        found = smallest_target(problem, zero, problem.lower_bound, deadline, style)
+        # until a first layout exists the clock does not stop the search: a late valid placement
+        # beats none (the time limit returns the best placement found, not an error)
+        found = smallest_target(problem, zero, problem.lower_bound, deadline if best is not None else math.inf, style)
         if found is None:
             continue
         target, placed = found
