@@ -192,3 +192,22 @@ def test_construction_finds_a_first_layout_past_its_deadline() -> None:
     out = solve(ATTENTION, "tiny", place=False)
     problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
     assert construct_best(problem, time.perf_counter() - 1.0) is not None
+
+
+def test_summary_reports_what_placing_cost() -> None:
+    """A placement that loses cycles against the allocation says how many, for which kernels, the
+    cores it kept and the defective cores it avoided."""
+    from wsealloc.problem.placement import defect_mask
+    from wsealloc.report.summary import placement_cost, summary_lines
+
+    sets = ["wafer.defects.rate=0.02", "wafer.defects.seed=7"]
+    out = solve(ATTENTION, "tiny", sets=sets, time_limit=5)
+    alloc, placed = out.result.objective, out.plan.objective.bottleneck_cycles
+    assert alloc is not None and placed > alloc  # the 16 x 24 tiny wafer with 2% defects cannot keep the allocation
+    line = placement_cost(out)
+    assert line is not None and line in summary_lines(out)
+    assert f"+{placed - alloc:,} cycles" in line and f"optimum {alloc:,}" in line
+    d = out.costs.arch.wafer.defects
+    assert f"{int(defect_mask(16, 24, d.cores, d.rate, d.seed).sum())} defective cores avoided" in line
+    # an allocation-only plan has nothing to report
+    assert placement_cost(solve(ATTENTION, "tiny", place=False)) is None

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from wsealloc.api import SolveOutcome
 from wsealloc.plan.schema import KernelPlan
+from wsealloc.problem.placement import defect_mask
 
 
 def communication(k: KernelPlan) -> str:
@@ -15,6 +16,28 @@ def communication(k: KernelPlan) -> str:
     named = [("distance", k.distance_cycles), ("congestion", k.congestion_cycles), ("die crossings", k.die_cycles)]
     parts = " + ".join(f"{name} {value:,}" for name, value in named if value)
     return f", communication {k.comm_cycles:,}" + (f" = {parts}" if parts else "")
+
+
+def placement_cost(out: SolveOutcome) -> str | None:
+    """What placing cost against the allocation-only optimum (single-wafer placed plans that lost
+    cycles): the cycles, the kernels above the optimum, the cores kept, the defective cores avoided."""
+    plan = out.plan
+    obj = plan.objective
+    alloc = out.result.objective
+    if not obj.placed or len(plan.stages) > 1 or alloc is None or obj.bottleneck_cycles <= alloc:
+        return None
+    extra = obj.bottleneck_cycles - alloc
+    slower = sum(1 for k in plan.kernels if k.latency_cycles + k.comm_cycles > alloc)
+    cores = f"cores used {obj.cores_used:,} vs {out.result.cores_used:,} allocated" if out.result.cores_used else ""
+    d = out.costs.arch.wafer.defects
+    bad = int(defect_mask(out.costs.arch.rows, out.costs.arch.cols, d.cores, d.rate, d.seed).sum()) if d.cores or d.rate else 0
+    parts = [
+        f"placement cost: +{extra:,} cycles (+{100 * extra / alloc:.3g}%) over the allocation-only optimum {alloc:,}",
+        f"{slower} of {len(plan.kernels)} kernels above it (communication, or fewer cores to fit the rectangles)",
+        cores,
+        f"{bad:,} defective cores avoided" if bad else "",
+    ]
+    return "; ".join(part for part in parts if part)
 
 
 def summary_lines(out: SolveOutcome) -> list[str]:
@@ -49,6 +72,9 @@ def summary_lines(out: SolveOutcome) -> list[str]:
                 for s in plan.stages
             )
         )
+    cost = placement_cost(out)
+    if cost is not None:
+        lines.append(cost)
     base = plan.baseline
     if base.bottleneck_cycles is not None and out.speedup is not None:
         placed = (
