@@ -173,3 +173,29 @@ def test_band_height_leaves_the_pass_through_room_beside_the_fill() -> None:
     # 300 link cycles: H = 4 is enough (304 >= 300), H = 2 not (78 x 2 = 156)
     widths = strips.widths_for(_two_kernel_problem(300), targets, heights)
     assert widths[1].tolist() == [strips.INF, 20, 20]
+
+
+def test_widths_within_by_hand() -> None:
+    from wsealloc.problem.placement import INF, ShapeTable
+
+    # two heights (2 and 4 rows), widths 0..4: with 4 rows the kernel is faster at every width
+    best = np.array([[INF, 300, 200, 150, 120], [INF, 200, 120, 100, 90]], dtype=np.int64)
+    table = ShapeTable(np.array([2, 4]), best, np.zeros_like(best), np.zeros_like(best, dtype=np.int8), best)
+    lanes = np.array([1, 2, 3, 4, 9])
+    # 1 row: no height fits; 2-3 rows: the 2-row table; 4 and more rows: the 4-row table
+    assert table.widths_within(lanes, 150).tolist() == [0, 3, 3, 2, 2]
+    assert table.widths_within(lanes, 100).tolist() == [0, 0, 0, 3, 3]
+    assert table.widths_within(lanes, 50).tolist() == [0, 0, 0, 0, 0]
+    for target in (50, 100, 120, 150, 200, 300):
+        expected = [table.width_for(table.height_index(int(m)), target) for m in lanes]
+        assert table.widths_within(lanes, target).tolist() == expected
+
+
+def test_repeated_pairs_get_the_slots_of_their_first_occurrence() -> None:
+    # the three kernels of test_slots_by_hand, repeated four times: every repetition stacks alike
+    heights = np.array([2, 4])
+    widths = np.tile(np.array([[5, 3], [6, 4], [2, 1]]), (4, 1))
+    sl = strips.slots(widths, heights, cols=100, rule=_free_pairs(12))
+    assert sl.width[:, 1].tolist() == [0, 6, 1] * 4
+    assert sl.top[:, 1].tolist() == [2, 0, 0] * 4
+    assert sl.width[:, 0].tolist() == [5, 6, 2] * 4

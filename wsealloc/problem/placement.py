@@ -9,6 +9,7 @@ mesh parameters of the communication model (``wsealloc.cost.comm``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -43,6 +44,16 @@ class ShapeTable:
         c = int(np.searchsorted(-self.prefix[hidx], -target, side="left"))
         return c if c < self.prefix.shape[1] else 0
 
+    def widths_within(self, max_rows: np.ndarray, target: int) -> np.ndarray:
+        """``width_for(height_index(m), target)`` for every m of ``max_rows`` at once (0: none).
+
+        Each row of ``prefix`` is non-increasing, so the fewest columns meeting the target is the
+        count of its leading entries above it."""
+        per_height = (self.prefix > target).sum(axis=1)
+        per_height = np.where(per_height < self.prefix.shape[1], per_height, 0)
+        hidx = np.searchsorted(self.heights, max_rows, side="right") - 1
+        return np.where(hidx >= 0, per_height[np.maximum(hidx, 0)], 0)
+
 
 @dataclass(frozen=True)
 class PlacementProblem:
@@ -61,6 +72,14 @@ class PlacementProblem:
     def n_kernels(self) -> int:
         """Number of kernels."""
         return len(self.names)
+
+    @cached_property
+    def blocked_prefix(self) -> np.ndarray:
+        """[rows + 1, cols + 1] 2D prefix sums of ``blocked``: defects in any rectangle in O(1).
+        Computed once per problem (the constructions test thousands of rectangles)."""
+        out = np.zeros((self.blocked.shape[0] + 1, self.blocked.shape[1] + 1), dtype=np.int32)
+        out[1:, 1:] = np.cumsum(np.cumsum(self.blocked, axis=0), axis=1)
+        return out
 
     def shape(self, kernel: int) -> ShapeTable:
         """The shape table of a kernel."""

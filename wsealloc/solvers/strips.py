@@ -147,23 +147,19 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
     communication model, ``wsealloc.cost.comm``), so with a rectangle of at most H rows and w columns
     the pass-through bytes P must satisfy P / (link bandwidth * H) <= target - (H + w)."""
     n = problem.n_kernels
-    out = np.full((n, heights.size), INF, dtype=np.int64)
     link_cycles = pass_through(problem) / problem.mesh.link_bytes_per_cycle  # per kernel, over one link
-    cache: dict[tuple[int, int], np.ndarray] = {}
+    cache: dict[tuple[int, int], np.ndarray] = {}  # identical kernels at one target: one row
+    rows = []
     for k in range(n):
         key = (problem.kernel_class[k], int(targets[k]))
         row = cache.get(key)
         if row is None:
-            shape = problem.shape(k)
-            row = np.full(heights.size, INF, dtype=np.int64)
-            for h, height in enumerate(heights.tolist()):
-                w = shape.width_for(shape.height_index(height), int(targets[k]))
-                if w > 0:
-                    row[h] = w
-            cache[key] = row
-        busy = targets[k] - heights - np.where(row < INF, row, 0)
-        out[k] = np.where((busy > 0) & (link_cycles[k] <= busy * heights), row, INF)
-    return out
+            row = cache[key] = problem.shape(k).widths_within(heights, int(targets[k]))
+        rows.append(row)
+    width = np.array(rows, dtype=np.int64).reshape(n, heights.size)
+    busy = targets[:, None] - heights[None, :] - width
+    fits = (width > 0) & (busy > 0) & (link_cycles[:, None] <= busy * heights[None, :])
+    return np.where(fits, width, INF)
 
 
 @dataclass(frozen=True)
@@ -189,6 +185,34 @@ class Slots:
     inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
 
 
+def _pair_slots(
+    above: np.ndarray,
+    below: np.ndarray,
+    heights: np.ndarray,
+    cols: int,
+    targets: np.ndarray,
+    link_cycles: np.ndarray,
+    allowed: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Narrowest stacked slot of pairs (a, b) per band height, and its top lane's rows (0: none).
+
+    ``above``/``below`` [p, |H|]: each kernel's width per lane height; the top lane takes heights[t],
+    the bottom one the rest; ``targets``, ``link_cycles``, ``allowed`` [p]: the ``PairRule`` of b."""
+    p, nh = above.shape
+    pair = np.full((p, nh), cols + 1, dtype=np.int64)
+    split = np.zeros((p, nh), dtype=np.int64)
+    for t in range(nh):
+        bottom = np.searchsorted(heights, heights - heights[t], side="right") - 1  # [nh]
+        low = np.maximum(bottom, 0)
+        w = np.maximum(above[:, t][:, None], below[:, low])
+        busy = targets[:, None] - heights[low][None, :] - below[:, low]
+        room = allowed[:, None] & (busy > 0) & (link_cycles[:, None] <= busy * w)
+        better = (w < pair) & (bottom >= 0)[None, :] & room
+        pair = np.where(better, w, pair)
+        split = np.where(better, heights[t], split)
+    return pair, split
+
+
 def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | None) -> Slots:
     """Per band height, the partition of the kernel sequence into single and stacked slots of least
     total width (DP over the sequence, all heights at once); pairs only where ``rule`` admits them
@@ -200,18 +224,17 @@ def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | N
     inside = np.zeros((n + 1, nh), dtype=bool)
     if rule is None or n < 2 or not rule.allowed.any():
         return Slots(width, top, inside)
-    # narrowest stacked slot of (k, k+1) per band height: top lane heights[t], bottom lane the rest
-    pair = np.full((n - 1, nh), cols + 1, dtype=np.int64)
-    split = np.zeros((n - 1, nh), dtype=np.int64)
-    for t in range(nh):
-        bottom = np.searchsorted(heights, heights - heights[t], side="right") - 1  # [nh]
-        low = np.maximum(bottom, 0)
-        w = np.maximum(capped[:-1, t][:, None], capped[1:, low])
-        busy = rule.targets[1:, None] - heights[low][None, :] - capped[1:, low]
-        room = rule.allowed[:, None] & (busy > 0) & (rule.link_cycles[:, None] <= busy * w)
-        better = (w < pair) & (bottom >= 0)[None, :] & room
-        pair = np.where(better, w, pair)
-        split = np.where(better, heights[t], split)
+    # Pairs with identical inputs (repeated layers) have identical slots: compute each distinct one once.
+    key = np.ascontiguousarray(
+        np.column_stack([capped[:-1], capped[1:], rule.targets[1:], rule.link_cycles, rule.allowed]).astype(np.float64)
+    )
+    seen: dict[bytes, int] = {}
+    again = np.array([seen.setdefault(row.tobytes(), len(seen)) for row in key], dtype=np.int64)
+    first = np.unique(again, return_index=True)[1]  # each distinct pair's first occurrence
+    pair_u, split_u = _pair_slots(
+        capped[first], capped[first + 1], heights, cols, rule.targets[first + 1], rule.link_cycles[first], rule.allowed[first]
+    )
+    pair, split = pair_u[again], split_u[again]
     g = np.zeros((n + 1, nh), dtype=np.int64)
     stacked = np.zeros((n + 1, nh), dtype=bool)
     g[1] = capped[0]
@@ -220,17 +243,19 @@ def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | N
         both = np.where(pair[i - 2] <= cols, g[i - 2] + pair[i - 2], INF)  # no pair fits: never stack
         stacked[i] = both < alone
         g[i] = np.minimum(alone, both)
-    for h in range(nh):
-        i = n
-        while i > 0:
-            if stacked[i, h]:
-                k = i - 2
-                width[k, h], width[k + 1, h] = 0, pair[k, h]
-                top[k, h] = split[k, h]
-                inside[k + 1, h] = True
-                i -= 2
-            else:
-                i -= 1
+    # trace the chosen partition back from the end, every band height at once
+    at = np.full(nh, n, dtype=np.int64)  # per height: kernels [0, at) still to trace
+    cols_h = np.arange(nh)
+    while True:
+        live = at > 0
+        if not live.any():
+            break
+        paired = live & stacked[at, cols_h]
+        h, k = cols_h[paired], at[paired] - 2
+        width[k, h], width[k + 1, h] = 0, pair[k, h]
+        top[k, h] = split[k, h]
+        inside[k + 1, h] = True
+        at = np.where(paired, at - 2, np.where(live, at - 1, at))
     return Slots(width, top, inside)
 
 
@@ -351,9 +376,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
     Kernel k takes the best rectangle with exactly ``widths[k]`` columns and at most its lane's rows;
     a stacked pair shares one column slot (the bottom kernel right under the top one)."""
     n = problem.n_kernels
-    blocked = problem.blocked
-    integral = np.zeros((blocked.shape[0] + 1, blocked.shape[1] + 1), dtype=np.int32)
-    integral[1:, 1:] = np.cumsum(np.cumsum(blocked, axis=0), axis=1)
+    integral = problem.blocked_prefix
     rects = np.zeros((n, 4), dtype=np.int64)
     dfs = np.zeros(n, dtype=np.int8)
     lat = np.zeros(n, dtype=np.int64)
