@@ -313,6 +313,13 @@ def arch_list() -> None:
 
 def _cost_model(spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[str, ...], check_feasible: bool = True):  # type: ignore[no-untyped-def]
     costs = cost_model(spec, arch, options, sets, check_feasible=check_feasible)
+    if costs.arch.cluster.offwafer_bytes_per_s is not None:
+        # accepted by the schema (issue 5 reserves it for a weight-streaming mode), used by no planner yet
+        click.echo(
+            "wsealloc: warning: cluster.offwafer_bytes_per_s is ignored: no planner streams weights yet "
+            "(every plan keeps its weights resident in SRAM)",
+            err=True,
+        )
     if options.allow_unknown_ops:
         from wsealloc.graph.opclass import OpClass, op_class
 

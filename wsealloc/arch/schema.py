@@ -90,7 +90,8 @@ class Cluster(_Frozen):
     wafers: int | Literal["auto"] = 1
     link_bytes_per_s: float = Field(default=150e9, gt=0)
     link_latency_s: float = Field(default=1e-6, ge=0)
-    # Off-wafer weight memory (weight-streaming mode); None = not available.
+    # Off-wafer weight memory for a weight-streaming mode; None = not available. No planner uses it
+    # yet: the CLI warns when it is set (every plan keeps its weights resident).
     offwafer_bytes_per_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
