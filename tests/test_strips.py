@@ -10,6 +10,7 @@ import numpy as np
 from wsealloc.api import solve
 from wsealloc.problem.placement import PlacementProblem, build_placement_problem
 from wsealloc.solvers import strips
+from wsealloc.solvers.align import align
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,6 +126,10 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
             target, placed = found
             _valid(problem, placed)
             assert (placed.latency <= target).all()
+            aligned, rank = align(problem, placed)
+            _valid(problem, aligned)
+            assert rank == strips.score(problem, aligned) <= strips.score(problem, placed)
+            assert (aligned.rects[:, 1:] == placed.rects[:, 1:]).all()  # only rows change
             laid_out[style.stack] += 1
 
     check()
@@ -199,3 +204,46 @@ def test_repeated_pairs_get_the_slots_of_their_first_occurrence() -> None:
     assert sl.width[:, 1].tolist() == [0, 6, 1] * 4
     assert sl.top[:, 1].tolist() == [2, 0, 0] * 4
     assert sl.width[:, 0].tolist() == [5, 6, 2] * 4
+
+
+def _turn(problem: PlacementProblem) -> strips.Placed:
+    """Kernel 0 top-aligned in a 6-row band (rows 0-1 of 0-5), kernel 1 in the band below (rows 6-7):
+    the flow 0 -> 1 turns across the 4 idle rows under kernel 0."""
+    rects = np.array([[0, 0, 2, 20], [6, 0, 2, 20]])
+    return strips.Placed(rects, np.zeros(2, dtype=np.int8), np.array([100, 100]))
+
+
+def test_align_closes_the_gap_of_a_turn() -> None:
+    problem = _two_kernel_problem(1.0)
+    placed = _turn(problem)
+    assert strips.score(problem, placed)[0] == 100 + 5  # rows 2-5 between them: 5 hops
+    aligned, rank = align(problem, placed)
+    _valid(problem, aligned)
+    assert rank[0] == 101  # touching: one hop
+    (y0, _, r0, _), (y1, _, _, _) = aligned.rects.tolist()
+    assert y1 == y0 + r0
+
+
+def test_align_keeps_rectangles_inside_their_die_with_the_forbid_rule() -> None:
+    from dataclasses import replace
+
+    base = _two_kernel_problem(1.0)
+    problem = replace(base, mesh=replace(base.mesh, die_rows=4), die_rule="forbid")
+    aligned, rank = align(problem, _turn(problem))
+    _valid(problem, aligned)
+    for y, _, r, _ in aligned.rects.tolist():
+        assert y // 4 == (y + r - 1) // 4
+    assert aligned.rects[:, 0].tolist() == [2, 4] and rank[0] == 101  # each slides to the die boundary
+
+
+def test_align_does_not_slide_over_a_defect() -> None:
+    from dataclasses import replace
+
+    base = _two_kernel_problem(1.0)
+    blocked = base.blocked.copy()
+    blocked[3, 5] = True  # in the columns of both kernels, between them
+    problem = replace(base, blocked=blocked)
+    aligned, rank = align(problem, _turn(problem))
+    _valid(problem, aligned)
+    # kernel 0 can reach rows 1-2 at most, kernel 1 rows 4-5: one free row (3) between them
+    assert rank[0] == 102

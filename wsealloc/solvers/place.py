@@ -2,9 +2,11 @@
 
 1. For every layout ``Style`` (minimum band height, which pairs may stack), ``strips.smallest_target``
    with zero margins gives the least uniform latency target that packs, tried with a little slack.
+   Every layout is first slid into shape by ``align.align`` (kernels moved within the free rows of
+   their columns, so flows that turn between bands do not cross idle rows), then ranked.
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
-   (bottleneck stage, traffic x distance) is kept.
+   (bottleneck stage, traffic x distance) is kept and aligned once more, move by move.
 3. ``cpsat_place.refine`` (large-neighbourhood search with CP-SAT) improves it until the time limit.
 Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a proven lower bound).
 """
@@ -17,6 +19,7 @@ import time
 import numpy as np
 
 from wsealloc.problem.placement import PlacementProblem
+from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
 from wsealloc.solvers.strips import Placed, Stacking, Style, construct, place_targets, score, smallest_target
 
@@ -48,12 +51,13 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: float)
     for i, style in enumerate(candidates):
         share = start + (deadline - start) * (i + 1) / len(candidates)
         placed = place_targets(problem, base, share, style)
-        rank = None if placed is None else score(problem, placed)
-        if placed is not None and rank is not None and (best is None or rank < best[0]):
-            best = (rank, placed)
+        if placed is not None:
+            placed, rank = align(problem, placed, share, one_by_one=False)
+            if best is None or rank < best[0]:
+                best = (rank, placed)
         if time.perf_counter() > deadline:
             break
-    return None if best is None else best[1]
+    return None if best is None else align(problem, best[1], deadline)[0]
 
 
 def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
@@ -68,7 +72,7 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
     def consider(placed: Placed | None, style: Style) -> None:
         nonlocal best
         if placed is not None:
-            rank = score(problem, placed)
+            placed, rank = align(problem, placed, deadline, one_by_one=False)
             if best is None or rank < best[0]:
                 best = (rank, placed, style)
 
@@ -99,7 +103,7 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
         consider(None if found is None else found[1], style)
         if best is before:
             break
-    return None if best is None else best[1]
+    return None if best is None else align(problem, best[1], deadline)[0]
 
 
 def solve(

@@ -1,0 +1,166 @@
+"""Vertical alignment of a placed layout: slide kernels within the free rows of their columns.
+
+The strip construction top-aligns every rectangle in its band (or lane). Where a band is taller than
+a kernel, that leaves a gap between the kernel and the band below, and a flow that turns there (the
+snake passing from one band to the next, or a skip flow into the next band) pays the gap in hops: on
+ResNet-50 (wse3) a 610-row band made the first kernel of the next band wait 424 hop cycles.
+
+``align`` moves each kernel up or down within the rows its own columns leave free (other rectangles,
+defects and, with ``die_boundary: forbid``, die rows stay out of reach), to the row that minimizes
+the distance part of the stage times it touches: its own (its producers) and its consumers'. Moving
+a kernel also moves the links its flows load, so a proposal is only a proposal: the real
+communication model judges. Two passes are tried, keeping the better by ``strips.score``:
+
+* all proposed moves at once (flows often need the producer and the consumer moved together), then
+* one move at a time, each kept only if the score improves (guards layouts where moves add
+  congestion elsewhere), until the deadline.
+
+The result is never worse than the input by ``strips.score``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from wsealloc.problem.placement import PlacementProblem
+from wsealloc.solvers.strips import Placed, score
+
+SWEEPS = 2
+Neighbours = tuple[list[list[tuple[int, float]]], list[list[tuple[int, float]]]]  # producers, consumers
+Score = tuple[int, int, float]  # strips.score
+
+
+class _Layout:
+    """Rectangles plus an occupancy grid (kernel id, -1 free, -2 unusable) for sliding kernels."""
+
+    def __init__(self, problem: PlacementProblem, rects: np.ndarray) -> None:
+        self.problem = problem
+        self.rects = rects.copy()
+        occ = np.full((problem.mesh.rows, problem.mesh.cols), -1, dtype=np.int64)
+        occ[problem.blocked] = -2
+        for k, (y, x, r, c) in enumerate(self.rects.tolist()):
+            occ[y : y + r, x : x + c] = k
+        self.occ = occ
+
+    def span(self, k: int) -> tuple[int, int]:
+        """[lo, hi): the rows kernel k's columns leave free around its rectangle (its own included)."""
+        y, x, r, c = (int(v) for v in self.rects[k])
+        rows = self.occ.shape[0]
+        if (y == 0 or (self.occ[y - 1, x : x + c] != -1).any()) and (y + r == rows or (self.occ[y + r, x : x + c] != -1).any()):
+            return y, y + r  # boxed in above and below (most kernels): no need to scan the columns
+        cols = self.occ[:, x : x + c]
+        free = ((cols == -1) | (cols == k)).all(axis=1)
+        blocked_above = np.flatnonzero(~free[:y])
+        blocked_below = np.flatnonzero(~free[y + r :])
+        lo = int(blocked_above[-1]) + 1 if blocked_above.size else 0
+        hi = y + r + int(blocked_below[0]) if blocked_below.size else free.size
+        mesh = self.problem.mesh
+        if self.problem.die_rule == "forbid":  # stay inside the die rows the rectangle is in
+            lo = max(lo, (y // mesh.die_rows) * mesh.die_rows)
+            hi = min(hi, ((y + r - 1) // mesh.die_rows + 1) * mesh.die_rows)
+        return lo, hi
+
+    def move(self, k: int, row: int) -> None:
+        y, x, r, c = (int(v) for v in self.rects[k])
+        self.occ[y : y + r, x : x + c] = -1
+        self.occ[row : row + r, x : x + c] = k
+        self.rects[k, 0] = row
+
+
+def _neighbours(problem: PlacementProblem) -> Neighbours:
+    """Per kernel: its producers and its consumers, with the bytes of each flow."""
+    n = problem.n_kernels
+    producers: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    consumers: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    fl = problem.flows
+    for s, t, b in zip(fl.src.tolist(), fl.dst.tolist(), fl.nbytes.tolist(), strict=True):
+        producers[t].append((s, b))
+        consumers[s].append((t, b))
+    return producers, consumers
+
+
+def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: int, neighbours: Neighbours) -> int | None:
+    """The row kernel k should move to (None: stay): least (worst distance-driven stage time among k
+    and its consumers, bytes x hops of its flows), op-model latencies ``lat``."""
+    producers, consumers = neighbours
+    y, x, r, c = (int(v) for v in layout.rects[k])
+    lo, hi = layout.span(k)
+    if hi - lo == r:
+        return None
+    hop = problem.mesh.hop_latency
+    rows = {lo, hi - r, y}
+    for j, _ in producers[k] + consumers[k]:
+        jy, jr = int(layout.rects[j, 0]), int(layout.rects[j, 2])
+        for v in (jy, jy + jr - r, jy + jr - 1, jy - r + 1):  # aligned edges, or one row of overlap
+            rows.add(min(max(v, lo), hi - r))
+
+    def dist(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        # ``wsealloc.cost.comm.rect_distance`` for one pair, without numpy's per-call overhead
+        dy = max(0, b[0] - (a[0] + a[2] - 1), a[0] - (b[0] + b[2] - 1))
+        dx = max(0, b[1] - (a[1] + a[3] - 1), a[1] - (b[1] + b[3] - 1))
+        return dx + dy
+
+    rects = [tuple(v) for v in layout.rects.tolist()]
+
+    def cost(row: int) -> tuple[int, float]:
+        me = (row, x, r, c)
+        worst = int(lat[k]) + hop * max([dist(me, rects[p]) for p, _ in producers[k]], default=0)
+        traffic = sum(b * dist(me, rects[p]) for p, b in producers[k])
+        for t, b in consumers[k]:
+            far = max(dist(me, rects[t]) if p == k else dist(rects[p], rects[t]) for p, _ in producers[t])
+            worst = max(worst, int(lat[t]) + hop * far)
+            traffic += b * dist(me, rects[t])
+        return worst, traffic
+
+    best = min(sorted(rows), key=cost)
+    return best if cost(best) < cost(y) else None
+
+
+def align(
+    problem: PlacementProblem, placed: Placed, deadline: float = float("inf"), one_by_one: bool = True
+) -> tuple[Placed, Score]:
+    """``placed`` with kernels slid vertically to shorten their flows, and its ``strips.score``: never
+    worse than ``placed``'s (then ``placed`` itself). Without ``one_by_one`` only the all-at-once pass
+    runs (one evaluation of the communication model: cheap enough for every start of a multi-start)."""
+    neighbours = _neighbours(problem)
+    original = score(problem, placed)
+    lat = placed.latency
+
+    together = _Layout(problem, placed.rects)
+    moved = False
+    for _ in range(SWEEPS):
+        for k in range(problem.n_kernels):
+            row = _proposal(problem, lat, together, k, neighbours)
+            if row is not None:
+                together.move(k, row)
+                moved = True
+    best_rects, best_score = placed.rects, original
+    if moved:
+        all_at_once = score(problem, Placed(together.rects, placed.dataflow, placed.latency))
+        if all_at_once < best_score:
+            best_rects, best_score = together.rects, all_at_once
+
+    if one_by_one:
+        single = _Layout(problem, best_rects)
+        current = best_score
+        for _ in range(SWEEPS):
+            for k in range(problem.n_kernels):
+                if time.perf_counter() > deadline:
+                    break
+                row = _proposal(problem, lat, single, k, neighbours)
+                if row is None:
+                    continue
+                previous = int(single.rects[k, 0])
+                single.move(k, row)
+                trial = score(problem, Placed(single.rects, placed.dataflow, placed.latency))
+                if trial < current:
+                    current = trial
+                else:
+                    single.move(k, previous)
+        if current < best_score:
+            best_rects, best_score = single.rects, current
+    if best_score >= original:
+        return placed, original
+    return Placed(best_rects.copy(), placed.dataflow, placed.latency), best_score
