@@ -152,38 +152,45 @@ def _congestion(
     Each link of a leg carries bytes / bundle width. Loads add up per link over multicast groups;
     within a group a link carries the largest of its flows' loads (the data once). A flow is busy for
     its most loaded link (bytes per link / link bandwidth).
+
+    Loads are piecewise constant between the rows and lines where legs start or end, so the load grids
+    are kept on those coordinates only (compressed): the same additions in the same order as on the
+    full mesh, hence the same numbers, on a grid often 10-100x smaller.
     """
-    # load grids: [row, vertical line x] for horizontal travel, [horizontal line y, col] for vertical travel
-    shapes = ((mesh.rows + 2, mesh.cols + 1), (mesh.rows + 1, mesh.cols + 2))
-    diffs = (np.zeros(shapes[0]), np.zeros(shapes[1]))
-    extras: list[np.ndarray | None] = [None, None]
     routes = [_route(rects[s], rects[t], size) for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
     members: dict[int, list[int]] = {}
     for f, g in enumerate(group.tolist()):
         members.setdefault(g, []).append(f)
-    for flows_of in members.values():
-        for kind in (0, 1):
-            segs = [routes[f][kind] for f in flows_of]
-            segs_present = [x for x in segs if x is not None]
-            if len(segs_present) == 1:
-                _add(diffs[kind], *segs_present[0])
-            elif segs_present:
-                _add_max(extras, kind, shapes[kind], segs_present)
-    loads = []
-    for kind in (0, 1):
-        load = np.cumsum(np.cumsum(diffs[kind], axis=0), axis=1)
-        extra = extras[kind]
-        loads.append(load if extra is None else load + extra)
     out = np.zeros(len(routes))
-    for i, route in enumerate(routes):
-        busy = 0.0
-        for kind in (0, 1):
-            seg = route[kind]
-            if seg is not None:
-                y0, y1, x0, x1 = seg[0]
-                busy = max(busy, float(loads[kind][y0:y1, x0:x1].max()))
-        out[i] = busy / mesh.link_bytes_per_cycle
-    return out
+    for kind in (0, 1):  # 0: horizontal travel ([row, vertical line x]), 1: vertical ([horizontal line y, col])
+        legs = [route[kind] for route in routes]
+        present = [leg for leg in legs if leg is not None]
+        if not present:
+            continue
+        ys = sorted({leg[0][0] for leg in present} | {leg[0][1] for leg in present})
+        xs = sorted({leg[0][2] for leg in present} | {leg[0][3] for leg in present})
+        yi = {v: i for i, v in enumerate(ys)}
+        xi = {v: i for i, v in enumerate(xs)}
+        small: list[tuple[Segment, float] | None] = [
+            None if leg is None else ((yi[leg[0][0]], yi[leg[0][1]], xi[leg[0][2]], xi[leg[0][3]]), leg[1]) for leg in legs
+        ]
+        shape = (len(ys) + 1, len(xs) + 1)
+        diff = np.zeros(shape)
+        extra: np.ndarray | None = None  # multicast groups: the pointwise maximum of their legs
+        for flows_of in members.values():
+            segs = [leg for leg in (small[f] for f in flows_of) if leg is not None]
+            if len(segs) == 1:
+                _add(diff, *segs[0])
+            elif segs:
+                extra = _add_max(extra, shape, segs)
+        load = np.cumsum(np.cumsum(diff, axis=0), axis=1)
+        if extra is not None:
+            load = load + extra
+        for f, leg in enumerate(small):
+            if leg is not None:
+                y0, y1, x0, x1 = leg[0]
+                out[f] = max(out[f], float(load[y0:y1, x0:x1].max()))
+    return out / mesh.link_bytes_per_cycle
 
 
 def _add(diff: np.ndarray, seg: Segment, value: float) -> None:
@@ -195,8 +202,9 @@ def _add(diff: np.ndarray, seg: Segment, value: float) -> None:
     diff[y1, x1] += value
 
 
-def _add_max(extras: list[np.ndarray | None], kind: int, shape: tuple[int, int], segs: list[tuple[Segment, float]]) -> None:
-    """Add the pointwise maximum of one multicast group's segments to a dense load grid."""
+def _add_max(grid: np.ndarray | None, shape: tuple[int, int], segs: list[tuple[Segment, float]]) -> np.ndarray:
+    """Add the pointwise maximum of one multicast group's segments to a dense load grid (created with
+    ``shape`` when None); returns the grid."""
     y0 = min(s[0][0] for s in segs)
     y1 = max(s[0][1] for s in segs)
     x0 = min(s[0][2] for s in segs)
@@ -205,7 +213,7 @@ def _add_max(extras: list[np.ndarray | None], kind: int, shape: tuple[int, int],
     for (sy0, sy1, sx0, sx1), value in segs:
         view = local[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0]
         np.maximum(view, value, out=view)
-    grid = extras[kind]
     if grid is None:
-        grid = extras[kind] = np.zeros(shape)
+        grid = np.zeros(shape)
     grid[y0:y1, x0:x1] += local
+    return grid
