@@ -211,3 +211,50 @@ def test_summary_reports_what_placing_cost() -> None:
     assert f"{int(defect_mask(16, 24, d.cores, d.rate, d.seed).sum())} defective cores avoided" in line
     # an allocation-only plan has nothing to report
     assert placement_cost(solve(ATTENTION, "tiny", place=False)) is None
+
+
+def _dense_busy(
+    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, mesh: MeshParams, group: np.ndarray
+) -> np.ndarray:
+    """Reference for the congestion model, link by link on the full mesh: every leg of every flow
+    (``comm._route``) loads each link it crosses with bytes / bundle width, flows of one multicast
+    group count once per link (their largest load); a flow is busy for its most loaded link."""
+    from wsealloc.cost.comm import _route
+
+    loads = [np.zeros((mesh.rows + 2, mesh.cols + 2)), np.zeros((mesh.rows + 2, mesh.cols + 2))]
+    routes = [_route(rects[s], rects[t], b) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
+    for g in sorted(set(group.tolist())):
+        for kind in (0, 1):
+            mine = np.zeros_like(loads[kind])
+            for f in np.flatnonzero(group == g).tolist():
+                leg = routes[f][kind]
+                if leg is not None:
+                    (y0, y1, x0, x1), value = leg
+                    np.maximum(mine[y0:y1, x0:x1], value, out=mine[y0:y1, x0:x1])
+            loads[kind] += mine
+    busy = np.zeros(len(routes))
+    for f, route in enumerate(routes):
+        for kind in (0, 1):
+            if route[kind] is not None:
+                y0, y1, x0, x1 = route[kind][0]
+                busy[f] = max(busy[f], loads[kind][y0:y1, x0:x1].max())
+    return busy / mesh.link_bytes_per_cycle
+
+
+def test_congestion_matches_a_link_by_link_reference() -> None:
+    from wsealloc.cost.comm import _congestion
+
+    mesh = MeshParams(30, 40, 10, 20, 4.0, 1, 10, 20, 0)
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        n = int(rng.integers(2, 9))
+        r, c = rng.integers(1, 12, n), rng.integers(1, 15, n)
+        rects = np.stack([rng.integers(0, 30 - r + 1), rng.integers(0, 40 - c + 1), r, c], axis=1)
+        m = int(rng.integers(1, 12))
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        nbytes = rng.integers(1, 5000, src.size).astype(np.float64)
+        group = rng.integers(0, 4, src.size)  # some flows share a multicast group
+        got = _congestion(rects, src, dst, nbytes, mesh, group)
+        assert np.allclose(got, _dense_busy(rects, src, dst, nbytes, mesh, group), rtol=1e-12, atol=1e-9)
