@@ -136,7 +136,7 @@ def solve(
 
         improved = cp_refine(problem, placed, options, deadline)
         if improved is not None and score(problem, improved) < score(problem, placed):
-            placed, solver = improved, "strips+cpsat"
+            placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if objective <= problem.lower_bound else Status.FEASIBLE
     return PlacementResult(
