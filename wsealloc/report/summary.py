@@ -31,8 +31,9 @@ def placement_cost(out: SolveOutcome) -> str | None:
     cores = f"cores used {obj.cores_used:,} vs {out.result.cores_used:,} allocated" if out.result.cores_used else ""
     d = out.costs.arch.wafer.defects
     bad = int(defect_mask(out.costs.arch.rows, out.costs.arch.cols, d.cores, d.rate, d.seed).sum()) if d.cores or d.rate else 0
+    unit = "cycle" if extra == 1 else "cycles"
     parts = [
-        f"placement cost: +{extra:,} cycles (+{100 * extra / alloc:.3g}%) over the allocation-only optimum {alloc:,}",
+        f"placement cost: +{extra:,} {unit} (+{100 * extra / alloc:.3g}%) over the allocation-only optimum {alloc:,}",
         f"{slower} of {len(plan.kernels)} kernels above it (communication, or fewer cores to fit the rectangles)",
         cores,
         f"{bad:,} defective cores avoided" if bad else "",
