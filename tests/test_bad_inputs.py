@@ -47,6 +47,13 @@ def _opset99(tmp: Path) -> str:
     return save(m, tmp / "opset99.onnx")
 
 
+def _unknown_dtype(tmp: Path) -> str:
+    """An input whose element type code (29) ONNX does not define (found by the loader fuzzer)."""
+    m = mlp()
+    m.graph.input[0].type.tensor_type.elem_type = 29
+    return save(m, tmp / "dtype29.onnx")
+
+
 def _truncated(tmp: Path) -> str:
     data = mlp().SerializeToString()
     return _write(tmp, "trunc.onnx", data[: len(data) // 3])
@@ -62,6 +69,7 @@ CASES: list[Case] = [
     ("truncated protobuf", lambda t: ["inspect", _truncated(t)], "re-export"),
     ("text named .onnx", lambda t: ["inspect", _write(t, "t.onnx", "graph { node { op_type: 'Relu' } }\n" * 5)], "text file"),
     ("opset newer than onnx", lambda t: ["inspect", _opset99(t)], "opset 99"),
+    ("unknown element type", lambda t: ["inspect", _unknown_dtype(t)], "element type 29"),
     (
         "custom-domain op",
         lambda t: [

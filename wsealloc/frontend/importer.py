@@ -62,11 +62,15 @@ def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     return out
 
 
-def _elem_info(elem_type: int) -> tuple[int, bool]:
-    """(bytes per element, is floating point) of an ONNX element type."""
+def _elem_info(elem_type: int) -> tuple[int, bool] | None:
+    """(bytes per element, is floating point) of an ONNX element type; None if ONNX knows no such type
+    (a corrupt or newer file: the caller names the tensor)."""
     if elem_type == 0:
         return 4, True
-    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    try:
+        np_type = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    except KeyError:
+        return None
     return int(np.dtype(np_type).itemsize), bool(np.issubdtype(np_type, np.floating))
 
 
@@ -334,7 +338,14 @@ class _Importer:
                         f"{self.source}: tensor {name!r} of {node_label(node, idx)} has a zero-sized dim {list(shape)}; "
                         "check the --dim values and the exported shapes"
                     )
-                elem_bytes, is_float = _elem_info(self.elem_types.get(name, 1))
+                elem_type = self.elem_types.get(name, 1)
+                info = _elem_info(elem_type)
+                if info is None:
+                    raise ModelLoadError(
+                        f"{self.source}: tensor {name!r} of {node_label(node, idx)} has element type {elem_type}, "
+                        "which ONNX does not define; re-export the model (the file may be corrupt)"
+                    )
+                elem_bytes, is_float = info
                 kind = self._kind(name, live, data_names, params, shape, is_float)
                 tensors[name] = TensorInfo(name, shape, elem_bytes, is_float, kind)
         if missing:
