@@ -100,3 +100,16 @@ def test_residual_stream_flows_share_a_group() -> None:
         by_group.setdefault(g, set()).add((s, tensor))
     assert all(len(members) == 1 for members in by_group.values())  # one (producer, tensor) per group
     assert (np.bincount(fl.group) > 1).any()  # and some tensors are multicast
+
+
+def test_opposite_directions_do_not_share_a_link() -> None:
+    # A B C D side by side in one band of 8 rows. A -> C (east) and D -> B (west) both cross the line
+    # between B and C, each at 800 / 8 = 100 B per link: a link has one channel per direction, so
+    # neither waits for the other. A -> C and B -> D (both east) share the eastward channel: 200.
+    rects = np.array([[0, 0, 8, 4], [0, 4, 8, 4], [0, 8, 8, 4], [0, 12, 8, 4]])
+    latency = np.zeros(4)
+    nbytes = np.array([800.0, 800.0])
+    opposite = comm_costs(rects, latency, np.array([0, 3]), np.array([2, 1]), nbytes, MESH)
+    assert opposite.congestion_cycles.tolist() == [0, 100, 100, 0]
+    same = comm_costs(rects, latency, np.array([0, 1]), np.array([2, 3]), nbytes, MESH)
+    assert same.congestion_cycles.tolist() == [0, 0, 200, 200]

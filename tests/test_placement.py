@@ -219,26 +219,33 @@ def _dense_busy(
 ) -> np.ndarray:
     """Reference for the congestion model, link by link on the full mesh: every leg of every flow
     (``comm._route``) loads each link it crosses with bytes / bundle width, flows of one multicast
-    group count once per link (their largest load); a flow is busy for its most loaded link."""
+    group count once per link (their largest load), each direction of a link on its own; a flow is
+    busy for its most loaded link."""
     from wsealloc.cost.comm import _route
 
-    loads = [np.zeros((mesh.rows + 2, mesh.cols + 2)), np.zeros((mesh.rows + 2, mesh.cols + 2))]
     routes = [_route(rects[s], rects[t], b) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
+
+    def way(f: int, kind: int) -> int:  # direction of travel: 1 south/east, 0 north/west
+        axis = 0 if kind == 0 else 1
+        return int(rects[dst[f], axis] > rects[src[f], axis])
+
+    # one grid per (leg kind, direction): links carry each direction on their own channel
+    loads = {(kind, d): np.zeros((mesh.rows + 2, mesh.cols + 2)) for kind in (0, 1) for d in (0, 1)}
     for g in sorted(set(group.tolist())):
-        for kind in (0, 1):
-            mine = np.zeros_like(loads[kind])
+        for (kind, d), grid in loads.items():
+            mine = np.zeros_like(grid)
             for f in np.flatnonzero(group == g).tolist():
                 leg = routes[f][kind]
-                if leg is not None:
+                if leg is not None and way(f, kind) == d:
                     (y0, y1, x0, x1), value = leg
                     np.maximum(mine[y0:y1, x0:x1], value, out=mine[y0:y1, x0:x1])
-            loads[kind] += mine
+            grid += mine
     busy = np.zeros(len(routes))
     for f, route in enumerate(routes):
         for kind in (0, 1):
             if route[kind] is not None:
                 y0, y1, x0, x1 = route[kind][0]
-                busy[f] = max(busy[f], loads[kind][y0:y1, x0:x1].max())
+                busy[f] = max(busy[f], loads[kind, way(f, kind)][y0:y1, x0:x1].max())
     return busy / mesh.link_bytes_per_cycle
 
 

@@ -72,7 +72,7 @@ class Core(_Frozen):
 class Noc(_Frozen):
     """The 2D mesh network on chip."""
 
-    link_bytes_per_cycle: float = Field(gt=0)
+    link_bytes_per_cycle: float = Field(gt=0)  # per link and direction (a link has one channel each way)
     hop_latency_cycles: int = Field(default=1, ge=0)
 
 

@@ -19,7 +19,8 @@ A kernel's *stage time* on a placed wafer is
   consumer's rows into its side (the cost model charges every kernel's ingress on its row edge);
   X-then-Y: horizontally in the producer's rows, then vertically in the consumer's columns. Each flow
   takes the route whose narrowest leg is wider (Y-then-X on ties), a static choice that keeps the
-  evaluation one pass. The loads of all flows add up per link (a multicast group counted once); a
+  evaluation one pass. The loads of all flows add up per link and direction (a link has a channel
+  each way; a multicast group counted once); a
   flow is busy for its most loaded link (bytes per link / link bandwidth); a kernel waits for its
   slowest incoming flow. Link traffic is pipelined like compute: only the part beyond
   max(compute, NoC) adds.
@@ -149,7 +150,8 @@ def _congestion(
 ) -> np.ndarray:
     """Busy cycles per flow: the most loaded link on its bundle route (``_route``).
 
-    Each link of a leg carries bytes / bundle width. Loads add up per link over multicast groups;
+    Each link of a leg carries bytes / bundle width. Loads add up per link and direction over
+    multicast groups;
     within a group a link carries the largest of its flows' loads (the data once). A flow is busy for
     its most loaded link (bytes per link / link bandwidth).
 
@@ -158,12 +160,19 @@ def _congestion(
     full mesh, hence the same numbers, on a grid often 10-100x smaller.
     """
     routes = [_route(rects[s], rects[t], size) for s, t, size in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
+    # Travel direction of each leg: a link carries each direction on its own channel, so flows going
+    # opposite ways over the same links do not load each other.
+    down = (rects[dst, 0] > rects[src, 0]).tolist()  # vertical leg southwards
+    east = (rects[dst, 1] > rects[src, 1]).tolist()  # horizontal leg eastwards
     members: dict[int, list[int]] = {}
     for f, g in enumerate(group.tolist()):
         members.setdefault(g, []).append(f)
     out = np.zeros(len(routes))
-    for kind in (0, 1):  # 0: horizontal travel ([row, vertical line x]), 1: vertical ([horizontal line y, col])
-        legs = [route[kind] for route in routes]
+    # kind 0: vertical travel (load on [horizontal line y, col]), 1: horizontal ([row, vertical line x]);
+    # each in its two directions
+    for kind, forward in ((0, True), (0, False), (1, True), (1, False)):
+        ways = down if kind == 0 else east
+        legs = [route[kind] if way is forward else None for route, way in zip(routes, ways, strict=True)]
         present = [leg for leg in legs if leg is not None]
         if not present:
             continue
