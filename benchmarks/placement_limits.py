@@ -15,15 +15,20 @@ For a target bottleneck ``T = factor x allocation optimum`` (the issue's 10%: fa
   laid out in one lane (an estimate for that layout, not a bound for every layout), and the area
   left to the other kernels.
 
+With ``--pack SECONDS`` it also asks CP-SAT whether the legal rectangles at T pack on the wafer at
+all with communication ignored (a relaxation: "no packing" proves T unreachable; a packing says the
+area is not what stops a placement).
+
 Usage::
 
-    python benchmarks/placement_limits.py models/resnet50.onnx [--arch wse2] [--factor 1.1]
+    python benchmarks/placement_limits.py models/resnet50.onnx [--arch wse2] [--factor 1.1] [--pack 120]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,6 +57,32 @@ def smallest(problem, k: int, target: int) -> tuple[int, int, int, int]:  # type
     return area, r_min, c_max, half
 
 
+def packing(problem, factors: list[float], seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """Whether the kernels' legal rectangles at each target pack on the wafer at all, communication
+    ignored (``cpsat_place.pack_ignoring_comm``); a packing found is checked here independently."""
+    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.cpsat_place import pack_ignoring_comm
+
+    mesh = problem.mesh
+    rows = []
+    for factor in factors:
+        t = int(factor * problem.lower_bound)
+        start = time.perf_counter()
+        status, rects = pack_ignoring_comm(problem, t, SolveOptions(time_limit_s=seconds, workers=2))
+        wall = time.perf_counter() - start
+        if rects is not None:
+            grid = np.zeros((mesh.rows, mesh.cols), dtype=np.int32)
+            for row, col, r, c in rects.tolist():
+                assert row >= 0 and col >= 0 and row + r <= mesh.rows and col + c <= mesh.cols
+                grid[row : row + r, col : col + c] += 1
+            assert grid.max() <= 1 and not (grid.astype(bool) & problem.blocked).any(), "packing overlaps"
+            used = f"{int(grid.sum()):,}"
+        else:
+            used = ""
+        rows.append({"T": t, "x bound": factor, "packing (no communication)": status, "cores": used, "seconds": round(wall, 1)})
+    print(markdown(rows, ["T", "x bound", "packing (no communication)", "cores", "seconds"]) + "\n")
+
+
 def main() -> None:
     from wsealloc.api import CostOptions, ModelSpec, build_problem, cost_model, get_solver
     from wsealloc.problem.placement import build_placement_problem
@@ -61,6 +92,8 @@ def main() -> None:
     parser.add_argument("model", nargs="?", default=str(ROOT / "models" / "resnet50.onnx"))
     parser.add_argument("--arch", default="wse2")
     parser.add_argument("--factor", type=float, default=1.1)
+    parser.add_argument("--pack", type=float, default=0.0, metavar="SECONDS",
+                        help="also try to pack the wafer at each target with communication ignored (CP-SAT, per target)")
     args = parser.parse_args()
 
     costs = cost_model(ModelSpec(args.model, {}, fuse=True), args.arch, replace(CostOptions()), ())
@@ -78,6 +111,8 @@ def main() -> None:
         need = sum(smallest(problem, k, t)[0] for k in range(n))
         rows.append({"T": t, "x bound": factor, "smallest rectangles": f"{need:,}", "of the wafer": f"{need / wafer:.1%}"})
     print(markdown(rows, ["T", "x bound", "smallest rectangles", "of the wafer"]) + "\n")
+    if args.pack > 0:
+        packing(problem, sorted({1.0, 1.05, args.factor}), args.pack)
 
     info = [smallest(problem, k, target) for k in range(n)]
     fl = problem.flows

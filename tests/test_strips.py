@@ -247,3 +247,23 @@ def test_align_does_not_slide_over_a_defect() -> None:
     _valid(problem, aligned)
     # kernel 0 can reach rows 1-2 at most, kernel 1 rows 4-5: one free row (3) between them
     assert rank[0] == 102
+
+
+def test_packing_relaxation_by_hand() -> None:
+    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.cpsat_place import pack_ignoring_comm
+
+    # every kernel needs at least 2 x 20 cores for 100 cycles on an 8 x 40 mesh: 8 fit, 9 do not (area)
+    flows = [(k, k + 1, 4.0) for k in range(8)]
+    options = SolveOptions(time_limit_s=20, workers=1)
+    status, rects = pack_ignoring_comm(_chain_problem(9, flows), 101, options)
+    assert (status, rects) == ("no packing", None)
+    status, rects = pack_ignoring_comm(_chain_problem(8, flows[:7]), 101, options)
+    assert status == "packed" and rects is not None
+    grid = np.zeros((8, 40), dtype=np.int32)
+    for row, col, r, c in rects.tolist():
+        assert c >= 20 and row + r <= 8 and col + c <= 40
+        grid[row : row + r, col : col + c] += 1
+    assert grid.max() == 1
+    # consumers pay at least one hop: at a target of 100 only the first kernel has a legal rectangle
+    assert pack_ignoring_comm(_chain_problem(8, flows[:7]), 100, options) == ("no packing", None)

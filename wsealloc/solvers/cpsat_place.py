@@ -196,3 +196,68 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
             tried.clear()
             radius = 4
     return best
+
+
+def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOptions) -> tuple[str, np.ndarray | None]:
+    """Can every kernel get a legal rectangle meeting ``target``, all packed without overlap on the
+    wafer's working cores, if communication is ignored? A relaxation of placement (a diagnostic for
+    targets, ``benchmarks/placement_limits.py``): "no packing" proves no placement reaches ``target``.
+
+    Each kernel with a producer must meet ``target - hop`` (its distance is at least one hop). Die
+    rules are ignored (a further relaxation). Besides ``AddNoOverlap2D``, the two cumulative views of
+    the packing (each column holds at most the wafer's rows of rectangles, each row at most its
+    columns) are stated: redundant, but without them CP-SAT finds no packing of a tight instance
+    (ResNet-50 at 84% area) in minutes; with them it does in about a minute.
+
+    Returns ("packed", rects [n, 4]: row, col, r, c), ("no packing", None) or ("unknown", None) at
+    the time limit."""
+    mesh = problem.mesh
+    has_producer = np.zeros(problem.n_kernels, dtype=bool)
+    has_producer[problem.flows.dst] = True
+    m = cp_model.CpModel()
+    xs, ys, hs, ws, left, top = [], [], [], [], [], []
+    for k in range(problem.n_kernels):
+        shape = problem.shape(k)
+        limit = target - (mesh.hop_latency if has_producer[k] else 0)
+        legal = {
+            (int(shape.best_r[h, c]), int(c)) for h in range(shape.heights.size) for c in np.flatnonzero(shape.best[h] <= limit)
+        }
+        # a rectangle containing another legal one is never needed
+        minimal = sorted(a for a in legal if not any(b != a and b[0] <= a[0] and b[1] <= a[1] for b in legal))
+        if not minimal:
+            return "no packing", None
+        use = [m.new_bool_var(f"use_{k}_{r}x{c}") for r, c in minimal]
+        m.add_exactly_one(use)
+        h = m.new_int_var(min(r for r, _ in minimal), max(r for r, _ in minimal), f"rows_{k}")
+        w = m.new_int_var(min(c for _, c in minimal), max(c for _, c in minimal), f"cols_{k}")
+        m.add(h == sum(r * u for (r, _), u in zip(minimal, use, strict=True)))
+        m.add(w == sum(c * u for (_, c), u in zip(minimal, use, strict=True)))
+        x, y = m.new_int_var(0, mesh.cols, f"x_{k}"), m.new_int_var(0, mesh.rows, f"y_{k}")
+        left.append(x)
+        top.append(y)
+        xs.append(m.new_interval_var(x, w, m.new_int_var(0, mesh.cols, f"x_end_{k}"), f"ix_{k}"))
+        ys.append(m.new_interval_var(y, h, m.new_int_var(0, mesh.rows, f"y_end_{k}"), f"iy_{k}"))
+        hs.append(h)
+        ws.append(w)
+    m.add_cumulative(xs, hs, mesh.rows)
+    m.add_cumulative(ys, ws, mesh.cols)
+    bx, by = list(xs), list(ys)
+    for dy, dx in np.argwhere(problem.blocked).tolist():
+        bx.append(m.new_fixed_size_interval_var(dx, 1, f"dx_{dy}_{dx}"))
+        by.append(m.new_fixed_size_interval_var(dy, 1, f"dy_{dy}_{dx}"))
+    m.add_no_overlap_2d(bx, by)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = options.time_limit_s
+    solver.parameters.num_workers = max(1, options.workers)
+    solver.parameters.random_seed = options.seed
+    solver.parameters.catch_sigint_signal = False  # see cpsat._solver
+    status = solver.solve(m)
+    if status == cp_model.INFEASIBLE:
+        return "no packing", None
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "unknown", None
+    rects = [
+        [solver.value(top[k]), solver.value(left[k]), solver.value(hs[k]), solver.value(ws[k])]
+        for k in range(problem.n_kernels)
+    ]
+    return "packed", np.array(rects, dtype=np.int64)
