@@ -60,7 +60,7 @@ def smallest(problem, k: int, target: int) -> tuple[int, int, int, int]:  # type
 def packing(problem, factors: list[float], seconds: float) -> None:  # type: ignore[no-untyped-def]
     """Whether the kernels' legal rectangles at each target pack on the wafer at all, communication
     ignored (``cpsat_place.pack_ignoring_comm``); a packing found is checked here independently."""
-    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.base import SolveOptions, Status
     from wsealloc.solvers.cpsat_place import pack_ignoring_comm
 
     mesh = problem.mesh
@@ -79,7 +79,8 @@ def packing(problem, factors: list[float], seconds: float) -> None:  # type: ign
             used = f"{int(grid.sum()):,}"
         else:
             used = ""
-        rows.append({"T": t, "x bound": factor, "packing (no communication)": status, "cores": used, "seconds": round(wall, 1)})
+        word = {Status.FEASIBLE: "packed", Status.INFEASIBLE: "no packing"}.get(status, "unknown")
+        rows.append({"T": t, "x bound": factor, "packing (no communication)": word, "cores": used, "seconds": round(wall, 1)})
     print(markdown(rows, ["T", "x bound", "packing (no communication)", "cores", "seconds"]) + "\n")
 
 

@@ -188,6 +188,13 @@ def test_unknown_suite_lists_choices(capsys: pytest.CaptureFixture[str]) -> None
     assert "known suites: smoke, standard, stress" in capsys.readouterr().err
 
 
+def test_named_suite_without_source_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # an installed package has no instances/ folder: the message says where named suites live
+    monkeypatch.setattr("wsealloc.bench.suite.SUITES_DIR", tmp_path / "absent")
+    with pytest.raises(UsageError, match="source checkout.*pass a suite YAML path"):
+        load_suite("smoke")
+
+
 def _with_marker(marker: str) -> list[int]:
     """Pids of live processes whose environment carries ``marker``."""
     pids = []

@@ -112,6 +112,20 @@ def test_unsorted_nodes_are_sorted(tmp_path: Path) -> None:
     assert [n.name for n in import_onnx(path).nodes] == ["first", "second"]
 
 
+def test_repeated_node_names_get_free_suffixes(tmp_path: Path) -> None:
+    # the second "a" must not become "a__1": a node of that name exists already
+    path = _graph_model(
+        [
+            helper.make_node("Relu", ["x"], ["t1"], name="a"),
+            helper.make_node("Relu", ["t1"], ["t2"], name="a"),
+            helper.make_node("Relu", ["t2"], ["y"], name="a__1"),
+        ],
+        tmp_path,
+        "names.onnx",
+    )
+    assert [n.name for n in import_onnx(path).nodes] == ["a", "a__2", "a__1"]
+
+
 def test_custom_domain_op_shape_unknown(tmp_path: Path) -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

@@ -109,6 +109,20 @@ def test_malformed_plans(tmp_path: Path) -> None:
         read_plan(bad)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("model", "bogus", "cost.model"),
+        ("stream_block_rows", "x", "cost.stream_block_rows"),
+        ("max_padding_waste", 2, "cost.max_padding_waste"),
+    ],
+)
+def test_bad_cost_block_is_a_plan_error(plan_file: Path, tmp_path: Path, field: str, value: object, needle: str) -> None:
+    broken = _broken(plan_file, tmp_path, lambda d: d["cost"].update({field: value}))
+    with pytest.raises(PlanError, match=needle):
+        verify_plan(broken)
+
+
 def test_atomic_write_and_unwritable(tmp_path: Path) -> None:
     target = tmp_path / "out.json"
     write_atomic(target, "{}")

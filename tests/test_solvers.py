@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wsealloc.errors import UsageError
 from wsealloc.problem import AllocationProblem, Choices, GreedyHints
 from wsealloc.solvers import SolveOptions, Status, get_solver, solver_names
 
@@ -101,9 +102,23 @@ def test_infeasible_is_reported() -> None:
 
 
 def test_unknown_solver_lists_choices() -> None:
-    with pytest.raises(Exception, match="choose one of: .*bisect.*cpsat"):
+    with pytest.raises(UsageError, match="choose one of: .*bisect.*cpsat"):
         get_solver("gurobi")
     assert {"cpsat", "pulp", "bisect", "greedy", "greedy-seed"} <= set(solver_names())
+
+
+@pytest.mark.parametrize(
+    ("knobs", "needle"),
+    [
+        ({"time_limit_s": 0}, "time limit"),
+        ({"time_limit_s": -5}, "time limit"),
+        ({"time_limit_s": float("nan")}, "time limit"),
+        ({"workers": 0}, "workers"),
+    ],
+)
+def test_solve_options_reject_bad_knobs(knobs: dict[str, float], needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        SolveOptions(**knobs)  # type: ignore[arg-type]
 
 
 def test_cpsat_is_deterministic_single_worker() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from wsealloc.api import solve
 from wsealloc.problem.placement import PlacementProblem, build_placement_problem
-from wsealloc.solvers import strips
+from wsealloc.solvers import Status, strips
 from wsealloc.solvers.align import align
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,13 +257,13 @@ def test_packing_relaxation_by_hand() -> None:
     flows = [(k, k + 1, 4.0) for k in range(8)]
     options = SolveOptions(time_limit_s=20, workers=1)
     status, rects = pack_ignoring_comm(_chain_problem(9, flows), 101, options)
-    assert (status, rects) == ("no packing", None)
+    assert (status, rects) == (Status.INFEASIBLE, None)
     status, rects = pack_ignoring_comm(_chain_problem(8, flows[:7]), 101, options)
-    assert status == "packed" and rects is not None
+    assert status is Status.FEASIBLE and rects is not None
     grid = np.zeros((8, 40), dtype=np.int32)
     for row, col, r, c in rects.tolist():
         assert c >= 20 and row + r <= 8 and col + c <= 40
         grid[row : row + r, col : col + c] += 1
     assert grid.max() == 1
     # consumers pay at least one hop: at a target of 100 only the first kernel has a legal rectangle
-    assert pack_ignoring_comm(_chain_problem(8, flows[:7]), 100, options) == ("no packing", None)
+    assert pack_ignoring_comm(_chain_problem(8, flows[:7]), 100, options) == (Status.INFEASIBLE, None)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.solvers.strips import score
 from wsealloc.units import format_bytes
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -78,23 +81,25 @@ def infeasibility_message(costs: CostTable, problem: AllocationProblem) -> str:
     )
 
 
-def _run_stoppable(fn, stop: StopHook):  # type: ignore[no-untyped-def]
-    """Run ``fn`` in a worker thread so the main thread stays free to handle SIGINT/SIGTERM."""
-    box: dict[str, object] = {}
+def _run_stoppable(fn: Callable[[], _T]) -> _T:
+    """Run ``fn`` in a worker thread so the main thread stays free to handle SIGINT/SIGTERM (the
+    solvers watch ``SolveOptions.stop``, which the signal handler sets)."""
+    value: list[_T] = []
+    error: list[BaseException] = []
 
     def target() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
+            error.append(exc)
 
     worker = threading.Thread(target=target, name="wsealloc-solve", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 def solve_costs(
@@ -127,7 +132,7 @@ def solve_costs(
         run_opts = replace(opts, hint=hint, lower_bound=bound if use_bound else None)
         backend = get_solver(solver)
         say(f"allocation: exact bound {bound:,} cycles; running {solver}")
-        result = _run_stoppable(lambda: backend(problem, run_opts), opts.stop)
+        result = _run_stoppable(lambda: backend(problem, run_opts))
     interrupted = opts.stop.stopped.is_set()
     if not result.has_solution:
         fallback = baseline if baseline.status is Status.FEASIBLE else exact
@@ -162,9 +167,10 @@ def solve_costs(
         if greedy_layout is not None:
             baseline_placed = score(pproblem, greedy_layout)[0]
     starts = (greedy_layout,) if greedy_layout is not None else ()
-    left = max(0.0, opts.time_limit_s - (time.perf_counter() - stage_start))
+    # the construction always returns its first layout, however little time is left
+    left = max(1e-3, opts.time_limit_s - (time.perf_counter() - stage_start))
     place_opts = replace(opts, time_limit_s=left)
-    placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), opts.stop)
+    placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts))
     if placement.rects is None:
         raise InfeasibleError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "

@@ -11,61 +11,24 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
-from wsealloc.cost import CostOptions, cost_model_name
+from wsealloc.cli_options import cost_options, model_options
+from wsealloc.cost import CostOptions
 from wsealloc.errors import Interrupted, UsageError, WseallocError
-from wsealloc.opmodels import KernelCosts, enumerate_op_models, pareto_frontier
+from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
 from wsealloc.report.console import console as make_console
 from wsealloc.solvers.base import StopHook
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _model_options(fn: F) -> F:
-    """Options shared by every command that reads a model."""
-    decorators = [
-        click.argument("model", type=click.Path(dir_okay=True, path_type=str)),
-        click.option(
-            "--arch", "arch", default="wse2", show_default=True, help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path."
-        ),
-        click.option(
-            "--set",
-            "sets",
-            multiple=True,
-            metavar="FIELD=VALUE",
-            help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
-        ),
-        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
-        click.option(
-            "--cost-model",
-            default="standard",
-            show_default=True,
-            help="standard (wsealloc's tiled model) or seed (the notebook's estimates).",
-        ),
-        click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
-        click.option(
-            "--allow-unknown-ops",
-            is_flag=True,
-            help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
-        ),
-        click.option("--debug", is_flag=True, help="Show tracebacks."),
-    ]
-    for deco in reversed(decorators):
-        fn = deco(fn)
-    return fn
-
-
-def _options(cost_model_arg: str, allow_unknown: bool) -> CostOptions:
-    return replace(CostOptions(), model=cost_model_name(cost_model_arg), allow_unknown_ops=allow_unknown)
+if TYPE_CHECKING:  # the API is imported lazily: it pulls in the solvers
+    from wsealloc.api import SolveOutcome
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,7 +39,7 @@ def cli(debug: bool) -> None:
 
 
 @cli.command()
-@_model_options
+@model_options
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of tables.")
 @click.option("--kernel", "kernel_name", default=None, help="List one kernel's op models with rejection reasons.")
 @click.option("--all", "show_all", is_flag=True, help="Show every kernel, not the first 60.")
@@ -97,7 +60,7 @@ def inspect(
     from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
 
     spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
-    options = _options(cost_model, allow_unknown_ops)
+    options = cost_options(cost_model, allow_unknown_ops)
     costs = _cost_model(spec, arch, options, sets, check_feasible=False)
     console = make_console()
     if kernel_name is not None:
@@ -125,7 +88,7 @@ def inspect(
 
 
 @cli.command()
-@_model_options
+@model_options
 @click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
 @click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
 @click.option(
@@ -177,7 +140,7 @@ def solve(
     if time_limit <= 0:
         raise UsageError(f"--time-limit {time_limit}: must be positive seconds")
     spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
-    options = _options(cost_model, allow_unknown_ops)
+    options = cost_options(cost_model, allow_unknown_ops)
     costs = _cost_model(spec, arch, options, sets)
     stop = StopHook()
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
@@ -241,7 +204,7 @@ def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> Non
     click.echo(f"{plan}: OK ({report.kernels} kernels, {report.checks} checks)")
 
 
-def _print_wafer_sweep(outcome, console: Console) -> None:  # type: ignore[no-untyped-def]
+def _print_wafer_sweep(outcome: SolveOutcome, console: Console) -> None:
     """Throughput vs. wafer count around the fewest that fit (allocation-only optimum per count)."""
     from rich.table import Table
 
@@ -276,7 +239,7 @@ def _progress(verbose: bool) -> Callable[[str], None] | None:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stop: StopHook):  # type: ignore[no-untyped-def]
+def _stop_on_signals(stop: StopHook) -> Iterator[None]:
     """While solving, SIGINT/SIGTERM ask the solver to stop and return its best solution so far."""
 
     def handler(signum: int, frame: object) -> None:
@@ -311,7 +274,10 @@ def arch_list() -> None:
         click.echo(f"{name:6s} {a.rows}x{a.cols} cores ({a.total_cores:,}), {a.core.sram_bytes} B SRAM/core - {a.description}")
 
 
-def _cost_model(spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[str, ...], check_feasible: bool = True):  # type: ignore[no-untyped-def]
+def _cost_model(
+    spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[str, ...], check_feasible: bool = True
+) -> CostTable:
+    """The cost table, with the warnings a user should see (ignored arch fields, fallback costs)."""
     costs = cost_model(spec, arch, options, sets, check_feasible=check_feasible)
     if costs.arch.cluster.offwafer_bytes_per_s is not None:
         # accepted by the schema (issue 5 reserves it for a weight-streaming mode), used by no planner yet

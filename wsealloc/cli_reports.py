@@ -11,6 +11,7 @@ import json
 import click
 from rich.table import Table
 
+from wsealloc.cli_options import model_options
 from wsealloc.errors import UsageError
 from wsealloc.report.console import console as make_console
 
@@ -78,10 +79,7 @@ def _compare(
 
 
 def compare_command() -> click.Command:
-    """The ``compare`` command, with the model options every model command shares (built on demand:
-    ``wsealloc.cli`` imports this module while it is being initialised)."""
-    from wsealloc.cli import _model_options
-
+    """The ``compare`` command, with the model options every model command shares."""
     options = [
         click.option(
             "--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed."
@@ -97,7 +95,7 @@ def compare_command() -> click.Command:
     fn = _compare
     for option in reversed(options):
         fn = option(fn)
-    return click.command("compare")(_model_options(fn))
+    return click.command("compare")(model_options(fn))
 
 
 def register(group: click.Group) -> None:

@@ -62,6 +62,16 @@ class OutputError(WseallocError):
     """An output path cannot be written."""
 
 
+class RegressionError(WseallocError):
+    """``wsealloc bench``: a result is worse than the suite's best-known value, or an instance failed."""
+
+    exit_code = 5
+
+
+class SweepError(WseallocError):
+    """``wsealloc sweep``: no point of the sweep produced a plan."""
+
+
 class Interrupted(WseallocError):
     """The user interrupted a run (SIGINT/SIGTERM); the best result so far was saved."""
 

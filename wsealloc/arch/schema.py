@@ -6,7 +6,6 @@ The YAML layout mirrors these classes one to one; see ``docs/arch.md``.
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -104,7 +103,7 @@ class Cluster(_Frozen):
 class Arch(_Frozen):
     """A validated wafer-scale machine. Derived sizes are properties, never stored twice."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     description: str = ""

@@ -16,18 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
-from wsealloc.errors import OutputError, UsageError, WseallocError
+from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
 from wsealloc.report.console import console as make_console
-
-
-class RegressionError(WseallocError):
-    """A bench result is worse than the suite's best-known value (or failed)."""
-
-    exit_code = 5
-
-
-class SweepError(WseallocError):
-    """Every point of a sweep failed."""
 
 
 @contextmanager

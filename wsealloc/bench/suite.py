@@ -90,6 +90,12 @@ def load_suite(spec: str) -> tuple[Suite, Path]:
     """Load and validate a suite; errors name the file and the field."""
     path = suite_path(spec)
     if not path.is_file():
+        if not SUITES_DIR.is_dir():
+            # the named suites and the zoo they use are files of the source checkout, not of the package
+            raise UsageError(
+                f"suite {spec!r} not found: named suites live in the source checkout's instances/ folder "
+                f"(with the models/ they use), and this installation has none; pass a suite YAML path"
+            )
         names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:

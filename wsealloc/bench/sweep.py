@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from wsealloc.arch.loader import parse_set_option
 from wsealloc.bench.runner import BenchRow, run_all
+from wsealloc.bench.suite import Instance
 from wsealloc.bench.synthetic import PREFIX
 from wsealloc.errors import ModelLoadError, UsageError
 from wsealloc.units import parse_bytes, parse_hz
@@ -262,20 +265,24 @@ def sweep(
     clocks = [load_arch(arch, point_sets(axes, p)).clock_hz for p in points]  # a bad value fails before solving
     model_path = str(model) if str(model).startswith(PREFIX) else str(Path(model).resolve())
     base_arch = str(Path(arch).resolve()) if arch.endswith((".yaml", ".yml")) else arch
-    instances = [
-        {
-            "name": ",".join(point_sets(axes, p)),
-            "model": model_path,
-            "arch": base_arch,
-            "sets": point_sets(axes, p),
-            "dims": dict(dims or {}),
-            "solver": solver,
-            "place": place,
-            "wafers": 1,
-            "time_limit": time_limit,
-        }
-        for p in points
-    ]
+    try:
+        # the suites' validated instance type: a bad knob (time limit, dims) fails here, not per point
+        instances = [
+            Instance(
+                name=",".join(point_sets(axes, p)),
+                model=model_path,
+                arch=base_arch,
+                sets=tuple(point_sets(axes, p)),
+                dims=dict(dims or {}),
+                solver=solver,
+                place=place,
+                time_limit=time_limit,
+            ).resolved(Path.cwd())
+            for p in points
+        ]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UsageError(f"sweep: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from exc
     rows = run_all(instances, jobs=jobs, scheduler=scheduler, on_done=on_done)
     solved = tuple(
         SweepPoint(tuple(point_sets(axes, p)), tuple(a.values[i] for a, i in zip(axes, p, strict=True)), clock, row)

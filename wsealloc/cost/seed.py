@@ -26,8 +26,6 @@ from wsealloc.cost.standard import tensor_bytes
 from wsealloc.graph.ir import OpGraph, OpNode, TensorKind
 from wsealloc.graph.kernels import Kernel
 
-SUPPORTED = frozenset({"Conv", "Gemm", "Add", "Sub", "Mul", "Div"})
-
 
 def node_compute(node: OpNode, graph: OpGraph, arch: Arch) -> int:
     """The notebook's ``get_compute_cost`` for one node."""

@@ -399,14 +399,23 @@ class _Importer:
 
 
 def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:
-    """Node names label kernels and plan entries, so they must be unique; suffix duplicates."""
-    seen: dict[str, int] = {}
+    """Node names label kernels and plan entries, so they must be unique; suffix duplicates.
+
+    A repeated name gets the first free ``__N`` suffix: free of every name in the graph, so a
+    renamed node never collides with a node that already carries that suffix (``a, a, a__1``
+    becomes ``a, a__2, a__1``)."""
+    taken = {node.name for node in nodes}
+    seen: set[str] = set()
     out: list[OpNode] = []
     for node in nodes:
-        count = seen.get(node.name, 0)
-        seen[node.name] = count + 1
-        if count:
-            node = OpNode(f"{node.name}__{count}", node.op_type, node.domain, node.inputs, node.outputs, node.attrs)
+        if node.name in seen:
+            count = 1
+            while f"{node.name}__{count}" in taken:
+                count += 1
+            name = f"{node.name}__{count}"
+            taken.add(name)
+            node = OpNode(name, node.op_type, node.domain, node.inputs, node.outputs, node.attrs)
+        seen.add(node.name)
         out.append(node)
     return tuple(out)
 

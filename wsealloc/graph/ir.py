@@ -84,14 +84,6 @@ class OpGraph:
         """Map node name -> position in topological order."""
         return {n.name: i for i, n in enumerate(self.nodes)}
 
-    def tensor(self, name: str) -> TensorInfo:
-        """Look up a tensor by name."""
-        return self.tensors[name]
-
-    def producers(self) -> dict[str, OpNode]:
-        """Map tensor name -> the node producing it."""
-        return {out: node for node in self.nodes for out in node.outputs}
-
     def consumers(self) -> dict[str, list[OpNode]]:
         """Map tensor name -> nodes reading it (in node order)."""
         result: dict[str, list[OpNode]] = {}

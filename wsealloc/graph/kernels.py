@@ -64,14 +64,6 @@ class KernelGraph:
                 return k
         raise KeyError(name)
 
-    def node(self, name: str) -> OpNode:
-        """Look up an op node by name."""
-        return self._nodes[name]
-
-    @property
-    def _nodes(self) -> dict[str, OpNode]:
-        return self.ops.node_by_name
-
 
 @dataclass
 class _Group:

@@ -10,7 +10,7 @@ from wsealloc.errors import SolverError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
 from wsealloc.pipeline import ModelSpec
 from wsealloc.plan.io import file_sha256
-from wsealloc.plan.schema import ArchRef, Baseline, KernelPlan, ModelRef, Objective, Plan, StagePlan
+from wsealloc.plan.schema import ArchRef, Baseline, CostRef, KernelPlan, ModelRef, Objective, Plan, StagePlan
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers import SolverResult
 from wsealloc.solvers.base import PlacementResult
@@ -144,7 +144,7 @@ def make_plan(
             clock_hz=arch.clock_hz,
             spec=arch.model_dump(mode="json"),
         ),
-        cost=costs.options.to_dict(),
+        cost=CostRef.model_validate(costs.options.to_dict()),
         objective=objective,
         baseline=Baseline(
             name=baseline.solver,

@@ -102,6 +102,15 @@ class StagePlan(_Doc):
     status: str = "OPTIMAL"  # of this wafer's allocation/placement
 
 
+class CostRef(_Doc):
+    """The cost-model options the plan was computed with (``wsealloc.cost.model.CostOptions``)."""
+
+    model: Literal["standard", "seed"] = "standard"
+    stream_block_rows: int = Field(1, ge=1)
+    max_padding_waste: float = Field(0.5, ge=0.0, le=1.0)
+    allow_unknown_ops: bool = False
+
+
 class Plan(_Doc):
     """A complete plan document."""
 
@@ -109,7 +118,7 @@ class Plan(_Doc):
     created_by: str
     model: ModelRef
     arch: ArchRef
-    cost: dict[str, Any]
+    cost: CostRef
     objective: Objective
     baseline: Baseline
     kernels: list[KernelPlan]

@@ -86,7 +86,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         ("sram_bytes_per_core", arch.usable_sram_bytes),
     ):
         check(getattr(plan.arch, field) == value, f"arch.{field} is {getattr(plan.arch, field)} but the spec gives {value}")
-    options = CostOptions.from_dict(plan.cost)
+    options = CostOptions.from_dict(plan.cost.model_dump())
     spec = ModelSpec(str(model_path), plan.model.dims, plan.model.fuse, plan.model.weights_as_inputs)
     kgraph = load_kernels(spec)
     by_name = {k.name: k for k in kgraph.kernels}

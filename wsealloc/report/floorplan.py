@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wsealloc.errors import OutputError
 from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 
+if TYPE_CHECKING:  # matplotlib is imported only when a picture is drawn
+    from matplotlib.figure import Figure
 
-def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int):  # type: ignore[no-untyped-def]
+
+def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> Figure:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -79,6 +79,14 @@ class SolveOptions:
     log: bool = False
     stop: StopHook = field(default_factory=StopHook, compare=False)
 
+    def __post_init__(self) -> None:
+        # Every entry point (CLI commands, the Python API, suites, sweeps) builds one of these, so
+        # this is the one place the knobs are checked.
+        if not self.time_limit_s > 0:  # also rejects NaN
+            raise UsageError(f"time limit {self.time_limit_s} s: must be positive seconds (--time-limit)")
+        if self.workers < 1:
+            raise UsageError(f"{self.workers} workers: need at least 1 (--workers)")
+
 
 @dataclass(frozen=True)
 class SolverResult:

@@ -22,6 +22,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from wsealloc.errors import SolverError
 from wsealloc.problem import AllocationProblem
 from wsealloc.solvers.base import SolveOptions, SolverResult, Status
 
@@ -30,8 +31,7 @@ _STATUS = {
     cp_model.FEASIBLE: Status.FEASIBLE,
     cp_model.INFEASIBLE: Status.INFEASIBLE,
     cp_model.UNKNOWN: Status.UNKNOWN,
-    cp_model.MODEL_INVALID: Status.UNKNOWN,
-}
+}  # MODEL_INVALID is a bug in the model this module built: raised, never a status
 
 
 class _Model:
@@ -137,6 +137,8 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
     s1 = _solver(options, options.time_limit_s)
     with options.stop.active(s1.stop_search):
         raw = s1.solve(model.model)
+    if raw == cp_model.MODEL_INVALID:
+        raise SolverError(f"CP-SAT rejected the allocation model as invalid: {model.model.validate()}; please report this bug")
     status = _STATUS[raw]
     if status not in (Status.OPTIMAL, Status.FEASIBLE):
         bound = int(np.ceil(s1.best_objective_bound - 1e-6)) if status is Status.UNKNOWN and s1.best_objective_bound > 0 else None

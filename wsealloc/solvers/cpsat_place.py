@@ -27,7 +27,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from wsealloc.problem.placement import PlacementProblem
-from wsealloc.solvers.base import SolveOptions
+from wsealloc.solvers.base import SolveOptions, Status
 from wsealloc.solvers.strips import Placed, score
 
 STEP_SECONDS = 10.0  # wall-clock cap per step
@@ -201,7 +201,7 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
     return best
 
 
-def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOptions) -> tuple[str, np.ndarray | None]:
+def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOptions) -> tuple[Status, np.ndarray | None]:
     """Can every kernel get a legal rectangle meeting ``target``, all packed without overlap on the
     wafer's working cores, if communication is ignored? A relaxation of placement (a diagnostic for
     targets, ``benchmarks/placement_limits.py``): "no packing" proves no placement reaches ``target``.
@@ -212,7 +212,8 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
     columns) are stated: redundant, but without them CP-SAT finds no packing of a tight instance
     (ResNet-50 at 84% area) in minutes; with them it does in 6-70 s (measured).
 
-    Returns ("packed", rects [n, 4]: row, col, r, c), ("no packing", None) or ("unknown", None) at
+    Returns (FEASIBLE, rects [n, 4]: row, col, r, c) for a packing, (INFEASIBLE, None) when none exists
+    (a proof that no placement reaches ``target``) or (UNKNOWN, None) at
     the time limit."""
     mesh = problem.mesh
     has_producer = np.zeros(problem.n_kernels, dtype=bool)
@@ -228,7 +229,7 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
         # a rectangle containing another legal one is never needed
         minimal = sorted(a for a in legal if not any(b != a and b[0] <= a[0] and b[1] <= a[1] for b in legal))
         if not minimal:
-            return "no packing", None
+            return Status.INFEASIBLE, None
         use = [m.new_bool_var(f"use_{k}_{r}x{c}") for r, c in minimal]
         m.add_exactly_one(use)
         h = m.new_int_var(min(r for r, _ in minimal), max(r for r, _ in minimal), f"rows_{k}")
@@ -256,11 +257,11 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
     solver.parameters.catch_sigint_signal = False  # see cpsat._solver
     status = solver.solve(m)
     if status == cp_model.INFEASIBLE:
-        return "no packing", None
+        return Status.INFEASIBLE, None
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return "unknown", None
+        return Status.UNKNOWN, None
     rects = [
         [solver.value(top[k]), solver.value(left[k]), solver.value(hs[k]), solver.value(ws[k])]
         for k in range(problem.n_kernels)
     ]
-    return "packed", np.array(rects, dtype=np.int64)
+    return Status.FEASIBLE, np.array(rects, dtype=np.int64)
