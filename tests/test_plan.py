@@ -77,6 +77,12 @@ def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
         (lambda d: d["objective"].update(lower_bound_cycles=10**9), "exceeds the bottleneck"),
         (lambda d: d["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1), "a wafer has"),
         (lambda d: d["model"].update(sha256="0" * 64), "SHA-256 mismatch"),
+        (lambda d: d["objective"].update(gap=0.5), "objective.gap is 0.5"),
+        (lambda d: d["objective"].update(placed=True), "objective.placed is True"),
+        (lambda d: d["objective"].update(bound_by="transfer"), "objective.bound_by is 'transfer'"),
+        (lambda d: d["objective"].update(lower_bound_cycles=10**9), "not a valid bound"),
+        (_set_first("type", "conv"), "type is 'conv'"),
+        (lambda d: d["arch"].update(clock_hz=5.0), "arch.clock_hz is 5.0"),
     ],
 )
 def test_broken_plans_fail_with_reason(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
@@ -121,6 +127,28 @@ def test_bad_cost_block_is_a_plan_error(plan_file: Path, tmp_path: Path, field: 
     broken = _broken(plan_file, tmp_path, lambda d: d["cost"].update({field: value}))
     with pytest.raises(PlanError, match=needle):
         verify_plan(broken)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda d: d["objective"].update(status="BOGUS"), "objective.status"),
+        (_set_first("grid", [0, 0]), "kernels.0.grid.0"),
+        (_set_first("placement", [-1, 0]), "kernels.0.placement.0"),
+        (_set_first("latency_cycles", 1.5), "kernels.0.latency_cycles"),
+        (_set_first("cores", True), "kernels.0.cores"),
+    ],
+)
+def test_malformed_fields_name_the_field(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PlanError, match=needle.replace(".", r"\.")):
+        verify_plan(_broken(plan_file, tmp_path, edit))
+
+
+def test_overlap_is_reported_before_communication(tmp_path: Path) -> None:
+    placed = tmp_path / "placed.json"
+    solve(ATTENTION, "tiny", output=placed, time_limit=10)
+    report = verify_plan(_broken(placed, tmp_path, lambda d: d["kernels"][1].update(placement=d["kernels"][0]["placement"])))
+    assert "overlaps" in report.violations[0], report.violations
 
 
 def test_atomic_write_and_unwritable(tmp_path: Path) -> None:

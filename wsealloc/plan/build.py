@@ -68,7 +68,7 @@ def model_ref(spec: ModelSpec) -> ModelRef:
     )
 
 
-def _bound_by(k: KernelPlan) -> str:
+def bound_by(k: KernelPlan) -> str:
     """What dominates a kernel's stage time: compute or NoC, plus communication when it adds >= 10%."""
     base = "compute" if k.compute_cycles >= k.noc_cycles else "noc"
     if k.comm_cycles > max(k.compute_cycles, k.noc_cycles):
@@ -123,7 +123,7 @@ def make_plan(
         solver=solver,
         wall_s=round(wall, 4),
         bottleneck_kernel=bk.name,
-        bound_by=_bound_by(bk),
+        bound_by=bound_by(bk),
         sram_limited=bool(len(kc.frontier) and bk.cores <= int(kc.frontier.cores[0]) and bk.cores > 1),
         throughput_samples_per_s=arch.clock_hz / max(bottleneck, 1),
         cores_used=cores_used,

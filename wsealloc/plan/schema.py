@@ -6,11 +6,20 @@ layers (``placement``, ``stage``, ``stages``) exist from version 1 on.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "wsealloc.plan/1"
+
+# Whole numbers as JSON integers (not 1.0, not true), non-negative and far below int64 overflow, so a
+# hand-edited plan fails here with the field named instead of deep inside the verifier's arithmetic.
+Count = Annotated[int, Field(strict=True, ge=0, lt=2**53)]
+Positive = Annotated[int, Field(strict=True, ge=1, lt=2**31)]
+Cycles = Annotated[int, Field(strict=True, ge=0, lt=2**62)]
+# one of wsealloc.solvers.Status (a pattern, not a Literal: the builders pass plain strings)
+StatusName = Annotated[str, Field(pattern=r"^(OPTIMAL|FEASIBLE|INFEASIBLE|UNKNOWN|INVALID)$")]
+BoundBy = Annotated[str, Field(pattern=r"^(compute|noc|communication|compute\+communication|noc\+communication|transfer)$")]
 
 
 class _Doc(BaseModel):
@@ -42,17 +51,17 @@ class ArchRef(_Doc):
 class Objective(_Doc):
     """What was optimized and how well."""
 
-    bottleneck_cycles: int
-    lower_bound_cycles: int | None
-    gap: float | None
-    status: str
+    bottleneck_cycles: Cycles
+    lower_bound_cycles: Cycles | None
+    gap: Annotated[float, Field(ge=0.0, le=1.0)] | None
+    status: StatusName
     solver: str
-    wall_s: float
+    wall_s: Annotated[float, Field(ge=0.0)]
     bottleneck_kernel: str
-    bound_by: str  # compute | noc | communication | transfer
+    bound_by: BoundBy
     sram_limited: bool  # the bottleneck kernel sits on its smallest legal op model
-    throughput_samples_per_s: float
-    cores_used: int
+    throughput_samples_per_s: Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+    cores_used: Count
     placed: bool = False  # kernels have positions; bottleneck includes communication
     traffic_distance: float | None = None  # sum over flows of bytes x hops (placed plans)
     message: str = ""
@@ -62,11 +71,11 @@ class Baseline(_Doc):
     """The greedy allocation under the same cost model."""
 
     name: str
-    bottleneck_cycles: int | None
-    cores_used: int | None
-    status: str
+    bottleneck_cycles: Cycles | None
+    cores_used: Count | None
+    status: StatusName
     # the greedy allocation's targets placed by the same construction (placed plans only)
-    placed_bottleneck_cycles: int | None = None
+    placed_bottleneck_cycles: Cycles | None = None
 
 
 class KernelPlan(_Doc):
@@ -75,31 +84,31 @@ class KernelPlan(_Doc):
     name: str
     type: str
     onnx_nodes: list[str]
-    cores: int
-    grid: tuple[int, int]
+    cores: Count
+    grid: tuple[Positive, Positive]
     dataflow: str
-    latency_cycles: int
-    compute_cycles: int
-    noc_cycles: int
-    sram_bytes_per_core: int
-    comm_cycles: int = 0  # distance + congestion + die crossings (placed plans); stage = latency + comm
+    latency_cycles: Cycles
+    compute_cycles: Cycles
+    noc_cycles: Cycles
+    sram_bytes_per_core: Count
+    comm_cycles: Cycles = 0  # distance + congestion + die crossings (placed plans); stage = latency + comm
     # the three parts of comm_cycles (placed plans; absent in plans written before they were recorded)
-    distance_cycles: int | None = None
-    congestion_cycles: int | None = None
-    die_cycles: int | None = None
-    placement: tuple[int, int] | None = None  # [row, col] of the top-left core, or null
-    stage: int = 0
+    distance_cycles: Cycles | None = None
+    congestion_cycles: Cycles | None = None
+    die_cycles: Cycles | None = None
+    placement: tuple[Count, Count] | None = None  # [row, col] of the top-left core, or null
+    stage: Count = 0
 
 
 class StagePlan(_Doc):
     """One wafer of a multi-wafer pipeline (a single stage on one wafer)."""
 
-    index: int
-    kernels: int
-    cores_used: int
-    bottleneck_cycles: int  # slowest kernel stage time on this wafer
-    transfer_cycles: int = 0  # cycles per sample to receive what crosses the cut in front of this wafer
-    status: str = "OPTIMAL"  # of this wafer's allocation/placement
+    index: Count
+    kernels: Count
+    cores_used: Count
+    bottleneck_cycles: Cycles  # slowest kernel stage time on this wafer
+    transfer_cycles: Cycles = 0  # cycles per sample to receive what crosses the cut in front of this wafer
+    status: StatusName = "OPTIMAL"  # of this wafer's allocation/placement
 
 
 class CostRef(_Doc):

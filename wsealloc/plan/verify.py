@@ -21,9 +21,10 @@ from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
 from wsealloc.graph.kernels import KernelGraph
-from wsealloc.opmodels import Reason
+from wsealloc.opmodels import CostTable, Reason, build_cost_table
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.pipeline import ModelSpec, load_kernels
+from wsealloc.plan.build import bound_by
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.flows import flows
@@ -47,9 +48,12 @@ class VerifyReport:
 
 
 def _resolve_model(plan: Plan, plan_path: Path, override: str | None) -> Path:
-    candidates = [Path(override)] if override else [Path(plan.model.path), plan_path.parent / plan.model.path]
-    for c in candidates:
-        if c.exists():
+    if override:
+        if not Path(override).is_file():
+            raise PlanError(f"--model {override}: no such model file (a path to the ONNX file the plan was made from)")
+        return Path(override)
+    for c in (Path(plan.model.path), plan_path.parent / plan.model.path):
+        if c.is_file():
             return c
     raise PlanError(
         f"{plan_path}: model {plan.model.path!r} not found (looked in the current directory and next to "
@@ -84,6 +88,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         ("cols", arch.cols),
         ("total_cores", arch.total_cores),
         ("sram_bytes_per_core", arch.usable_sram_bytes),
+        ("clock_hz", arch.clock_hz),
     ):
         check(getattr(plan.arch, field) == value, f"arch.{field} is {getattr(plan.arch, field)} but the spec gives {value}")
     options = CostOptions.from_dict(plan.cost.model_dump())
@@ -102,6 +107,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         if kernel is None:
             continue
         check(list(kernel.nodes) == kp.onnx_nodes, f"{kp.name}: onnx_nodes differ from the model's grouping")
+        check(kp.type == kernel.kind.value, f"{kp.name}: type is {kp.type!r}, the model's kernel is {kernel.kind.value!r}")
         r, c = kp.grid
         check(r >= 1 and c >= 1 and r * c == kp.cores, f"{kp.name}: grid {r}x{c} does not give {kp.cores} cores")
         try:
@@ -156,8 +162,11 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             tuple(e for e in kgraph.edges if e.src in sub_names and e.dst in sub_names),
             kgraph.fused,
         )
-        checks += _check_comm(members, sub, arch, bad, plan.objective.traffic_distance if len(cuts) == 2 else None)
+        # root causes first: the communication numbers of rectangles off the wafer mean nothing
+        before = len(bad)
         checks += _check_placement(members, arch, bad)
+        if len(bad) == before:
+            checks += _check_comm(members, sub, arch, bad, plan.objective.traffic_distance if len(cuts) == 2 else None)
         stage_time = max(k.latency_cycles + k.comm_cycles for k in members)
         if s < len(plan.stages):
             sp = plan.stages[s]
@@ -191,7 +200,72 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         abs(obj.throughput_samples_per_s - arch.clock_hz / max(worst, 1)) <= 1e-6 * obj.throughput_samples_per_s,
         "throughput does not equal clock / bottleneck",
     )
+    has_place = [k.placement is not None for k in plan.kernels]
+    check(
+        obj.placed == all(has_place),
+        f"objective.placed is {obj.placed} but {sum(has_place)} of {len(has_place)} kernels are placed",
+    )
+    if obj.lower_bound_cycles is None:
+        check(obj.gap is None, "objective.gap is given without a lower bound")
+    else:
+        gap = (
+            0.0
+            if obj.bottleneck_cycles == 0
+            else max(0.0, (obj.bottleneck_cycles - obj.lower_bound_cycles) / obj.bottleneck_cycles)
+        )
+        check(
+            obj.gap is not None and abs(obj.gap - gap) <= 1e-9,
+            f"objective.gap is {obj.gap}, (bottleneck - bound) / bottleneck is {gap:.6g}",
+        )
+    if len(cuts) == 2:
+        slowest = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
+        if slowest is not None:
+            expected = bound_by(slowest)
+            check(
+                obj.bound_by == expected,
+                f"objective.bound_by is {obj.bound_by!r}, the bottleneck kernel's numbers give {expected!r}",
+            )
+        if obj.lower_bound_cycles is not None:
+            # the bound is a proof claim: recompute the allocation-only optimum without solver code
+            optimum = allocation_optimum(build_cost_table(kgraph, arch, options, check_feasible=False))
+            check(
+                optimum is not None and obj.lower_bound_cycles <= optimum,
+                f"objective.lower_bound_cycles {obj.lower_bound_cycles} exceeds the allocation-only optimum {optimum}: "
+                "it is not a valid bound",
+            )
     return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
+
+
+def allocation_optimum(table: CostTable) -> int | None:
+    """The allocation-only optimum, recomputed independently of the solvers: the smallest T at which
+    every kernel's fewest cores with latency <= T fit the wafer together (None: they never do).
+
+    Each Pareto frontier lists cores ascending and latency descending, so the fewest cores meeting T
+    are at the first frontier entry with latency <= T, and the total is non-increasing in T."""
+    fronts = [(-kc.frontier.latency, kc.frontier.cores) for kc in table.kernels]  # -latency ascending
+    if any(neg.size == 0 for neg, _ in fronts):
+        return None
+    candidates = np.unique(np.concatenate([-neg for neg, _ in fronts]))
+
+    def fits(t: int) -> bool:
+        total = 0
+        for neg, cores in fronts:
+            i = int(np.searchsorted(neg, -t, side="left"))  # first entry with latency <= t
+            if i >= cores.size:
+                return False
+            total += int(cores[i])
+        return total <= table.arch.total_cores
+
+    lo, hi = 0, candidates.size - 1
+    if not fits(int(candidates[hi])):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(int(candidates[mid])):
+            hi = mid
+        else:
+            lo = mid + 1
+    return int(candidates[lo])
 
 
 def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad: list[str], traffic: float | None) -> int:
