@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
 
 from wsealloc.api import solve
 from wsealloc.errors import OutputError, PlanError
-from wsealloc.plan.io import read_plan, write_atomic
+from wsealloc.plan.io import check_distinct_outputs, read_plan, write_atomic
 from wsealloc.plan.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +162,27 @@ def test_atomic_write_and_unwritable(tmp_path: Path) -> None:
         write_atomic(tmp_path / "nope" / "x.json", "{}")
     with pytest.raises(OutputError, match="directory"):
         write_atomic(tmp_path, "{}")
+
+
+def test_writing_to_a_device_keeps_the_device(tmp_path: Path) -> None:
+    # renaming a temporary file over /dev/null (or a FIFO) would replace it with a plain file
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_atomic(fifo, "{}")
+    reader.join(5)
+    assert got == ["{}"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_outputs_never_overwrite_inputs(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(Path(ATTENTION).read_bytes())
+    with pytest.raises(OutputError, match="overwrite the model"):
+        solve(model, "tiny", output=model, place=False)
+    with pytest.raises(OutputError, match="--floorplan would overwrite the -o"):
+        check_distinct_outputs({"model": model}, {"-o": tmp_path / "x.svg", "--floorplan": tmp_path / "x.svg"})
 
 
 def test_atomic_write_keeps_readable_permissions(tmp_path: Path) -> None:

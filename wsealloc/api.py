@@ -22,7 +22,7 @@ from wsealloc.errors import InfeasibleError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import ModelSpec, cost_model
 from wsealloc.plan.build import make_plan, merge_stages
-from wsealloc.plan.io import check_writable, write_atomic
+from wsealloc.plan.io import check_distinct_outputs, check_writable, write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
@@ -282,6 +282,8 @@ def solve(
 ) -> SolveOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
     if output is not None:
+        arch_file = arch if isinstance(arch, str) and arch.endswith((".yaml", ".yml")) else None
+        check_distinct_outputs({"model": model, "arch": arch_file}, {"output": output})
         check_writable(output)
     get_solver(solver)  # unknown names fail before any work
     spec = ModelSpec(str(model), dict(dims or {}), fuse=fuse)

@@ -127,10 +127,12 @@ def solve(
 ) -> None:
     """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
     from wsealloc.api import parse_wafers, solve_costs, solve_stages
-    from wsealloc.plan.io import check_writable, write_atomic
+    from wsealloc.plan.io import check_distinct_outputs, check_writable, write_atomic
     from wsealloc.report.summary import print_summary
     from wsealloc.solvers import SolveOptions, StopHook, get_solver
 
+    arch_file = arch if arch.endswith((".yaml", ".yml")) else None
+    check_distinct_outputs({"model": model, "arch": arch_file}, {"-o": output, "--floorplan": floorplan})
     for path in (output, floorplan):
         if path is not None:
             check_writable(path)  # fail before any work

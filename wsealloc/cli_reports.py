@@ -36,9 +36,12 @@ def _compare(
 ) -> None:
     """Greedy vs. solver vs. exact bound for MODEL on the same cost model: table, HTML and Markdown reports."""
     from wsealloc.pipeline import parse_dims
-    from wsealloc.plan.io import check_writable, write_atomic
+    from wsealloc.plan.io import check_distinct_outputs, check_writable, write_atomic
     from wsealloc.report.compare import COLUMNS, cells, to_html, to_markdown
     from wsealloc.report.compare import compare as run_compare
+
+    arch_file = arch if arch.endswith((".yaml", ".yml")) else None
+    check_distinct_outputs({"model": model, "arch": arch_file}, {"--report": report_path, "--md": md_path})
 
     for option, path, suffixes in (("--report", report_path, (".html", ".htm")), ("--md", md_path, (".md", ".markdown"))):
         if path is not None:
