@@ -54,6 +54,15 @@ def test_arch_is_frozen() -> None:
         (["core.macs_per_cycle=abc"], "core.macs_per_cycle: 'abc'"),
         (["core.sram_reserve_bytes=64KiB"], "sram_reserve_bytes (65536) must be smaller"),
         (["noc.link_bytes_per_cycle=0"], "noc.link_bytes_per_cycle"),
+        # out-of-range values fail here, naming the field, not later as overflow or out of memory
+        (["noc.link_bytes_per_cycle=1e-300"], "greater than or equal to 0.015625"),
+        (["noc.link_bytes_per_cycle=.inf"], "finite number"),
+        (["clock_hz=.inf"], "clock_hz"),
+        (["core.macs_per_cycle=true"], "core.macs_per_cycle: True"),
+        (["wafer.dies.rows=100000"], "wsealloc plans wafers of at most"),
+        (["wafer.defects.cores=[[10000, 0]]"], "defects.cores [10000, 0] is outside"),
+        (["wafer.die_crossing_penalty_cycles=99999999999999999999"], "less than or equal to 1000000000"),
+        (["cluster.wafers=many"], "cluster.wafers: 'many': expected a number of wafers (1 to 1024) or 'auto'"),
     ],
 )
 def test_bad_fields_name_field_and_value(sets: list[str], needle: str) -> None:

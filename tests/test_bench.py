@@ -83,6 +83,8 @@ def test_result_tables_carry_failures() -> None:
         ("model: synthetic:ring:9", "expected synthetic:chain:N"),
         ("model: models/attention.onnx\n  solver: gurobi", "gurobi"),
         ("model: models/attention.onnx\n  arch: tiny\n  sets: [core.sram_byte=1KiB]", "sram_byte"),
+        ("model: models/attention.onnx\n  dims: {batch: -3}", "instances.0.dims.batch: Input should be greater than 0"),
+        ("model: models/attention.onnx\n  wafers: 0", "expected a number of wafers (1 to 1024)"),
     ],
 )
 def test_suite_instances_are_checked_before_running(tmp_path: Path, entry: str, message: str) -> None:
@@ -90,6 +92,30 @@ def test_suite_instances_are_checked_before_running(tmp_path: Path, entry: str, 
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"name: bad\ninstances:\n- name: x\n  {entry}\n")
     with pytest.raises(UsageError, match=re.escape(message)):
+        load_suite(str(bad))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: ../up\ninstances:\n- {name: x, model: m.onnx}\n", "'../up' is not usable as a file name"),
+        ("name: s\ninstances:\n- {name: a/b, model: m.onnx}\n", "'a/b' is not usable as a file name"),
+        ("name: s\ninstances: []\n", "at least 1 item"),
+        ("- a\n- b\n", "expected a mapping with 'name' and 'instances'"),
+    ],
+)
+def test_suite_shape_is_checked(tmp_path: Path, text: str, message: str) -> None:
+    # names become result file names: a path in them would write outside --out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        load_suite(str(bad))
+
+
+def test_binary_suite_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(UsageError, match="not a text file"):
         load_suite(str(bad))
 
 

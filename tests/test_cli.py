@@ -89,7 +89,22 @@ def test_bad_input_one_line(args: list[str], needle: str) -> None:
 
 def test_debug_shows_traceback() -> None:
     out = run("inspect", "/no/such.onnx", "--debug")
-    assert out.returncode != 0 and "Traceback" in out.stderr
+    assert out.returncode == 2 and "Traceback" in out.stderr  # the error's own exit code, not Python's 1
+
+
+def test_group_without_subcommand_shows_help() -> None:
+    out = run()
+    assert out.returncode == 0 and "Commands:" in out.stdout and not out.stderr
+
+
+def test_unknown_command_lists_commands() -> None:
+    out = run("slove")
+    assert out.returncode == 2 and "choose one of: arch, bench, compare, inspect, solve, sweep, verify" in out.stderr
+
+
+def test_debug_on_a_command_without_it_is_a_usage_error() -> None:
+    out = run("arch", "list", "--debug")
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_infeasible_names_kernels(tmp_path: Path) -> None:

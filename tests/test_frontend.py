@@ -126,6 +126,17 @@ def test_repeated_node_names_get_free_suffixes(tmp_path: Path) -> None:
     assert [n.name for n in import_onnx(path).nodes] == ["a", "a__2", "a__1"]
 
 
+def test_negative_and_huge_dims_rejected(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "neg.onnx")
+    with pytest.raises(ShapeError, match="negative dim"):
+        import_onnx(path)
+    with pytest.raises(UsageError, match="below 2,147,483,648"):
+        import_onnx(builders.save(builders.mlp(batch="batch"), tmp_path / "m.onnx"), {"batch": 2**40})
+
+
 def test_custom_domain_op_shape_unknown(tmp_path: Path) -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

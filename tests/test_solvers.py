@@ -113,7 +113,7 @@ def test_unknown_solver_lists_choices() -> None:
         ({"time_limit_s": 0}, "time limit"),
         ({"time_limit_s": -5}, "time limit"),
         ({"time_limit_s": float("nan")}, "time limit"),
-        ({"workers": 0}, "workers"),
+        ({"workers": 0}, "workers"), ({"seed": 2**40}, "seed"), ({"seed": -1}, "seed"),
     ],
 )
 def test_solve_options_reject_bad_knobs(knobs: dict[str, float], needle: str) -> None:

@@ -142,3 +142,11 @@ def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "expected a .png or .svg file" in capsys.readouterr().err
     assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--solver", "x", "--out", str(out)]) == 2
     assert "unknown solver 'x'" in capsys.readouterr().err
+    # a model that cannot be costed fails once, before any point runs (no result files)
+    fresh = tmp_path / "fresh"
+    args = ["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB,48KiB", "--dim", "batch=2", "--out", str(fresh)]
+    assert main(args) == 2
+    assert "--dim batch does not name a symbolic dim" in capsys.readouterr().err
+    assert not fresh.exists() or not any(fresh.iterdir())
+    assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--time-limit", "-1", "--out", str(out)]) == 2
+    assert "time_limit" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -307,33 +308,48 @@ _register_report_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turning errors into one line on stderr and an exit code."""
+    """Entry point: run the CLI, turning errors into one line on stderr and an exit code.
+
+    ``--debug`` prints the traceback of an error as well, and keeps its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="wsealloc", standalone_mode=False)
     except WseallocError as err:
         if debug:
-            raise
+            traceback.print_exc()
         click.echo(f"wsealloc: error: {err}", err=True)
         return err.exit_code
+    except click.exceptions.NoArgsIsHelpError as err:
+        # a group without its subcommand (``wsealloc``, ``wsealloc arch``): show its help as click would
+        click.echo(err.ctx.get_help() if err.ctx is not None else err.format_message())
+        return 0
     except click.exceptions.Abort:
         click.echo("wsealloc: interrupted", err=True)
         return 130
     except click.ClickException as err:
-        if debug:
-            raise
-        click.echo(f"wsealloc: error: {' '.join(err.format_message().split())}", err=True)
+        # command-line mistakes are never bugs: one line, even with --debug
+        message = " ".join(err.format_message().split())
+        choices = _command_choices(err)
+        click.echo(f"wsealloc: error: {message.rstrip('.') if choices else message}{choices}", err=True)
         return err.exit_code
     except KeyboardInterrupt:
         click.echo("wsealloc: interrupted", err=True)
         return 130
     except Exception as err:  # noqa: BLE001 - the CLI contract: one line, no traceback without --debug
         if debug:
-            raise
+            traceback.print_exc()
         click.echo(f"wsealloc: internal error: {err.__class__.__name__}: {err} (rerun with --debug and report it)", err=True)
         return 70
     return 0
+
+
+def _command_choices(err: click.ClickException) -> str:
+    """The subcommands to choose from, after click's "No such command" (which lists none)."""
+    ctx = getattr(err, "ctx", None)
+    if ctx is None or not isinstance(ctx.command, click.Group) or "No such command" not in err.format_message():
+        return ""
+    return "; choose one of: " + ", ".join(sorted(ctx.command.list_commands(ctx)))
 
 
 if __name__ == "__main__":

@@ -99,8 +99,9 @@ def _describe(err: Any, data: Any) -> str:
     field = ".".join(str(p) for p in loc) or "(top level)"
     kind = err["type"]
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _known_fields(Arch, loc), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        known = _known_fields(Arch, loc)
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else (f"; known fields here: {', '.join(known)}" if known else "")
         return f"unknown field {field!r}{hint}"
     if kind == "missing":
         return f"missing required field {field!r}"

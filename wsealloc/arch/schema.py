@@ -12,9 +12,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from wsealloc.units import parse_bytes, parse_hz
 
-Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(ge=0)]
-PositiveBytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
-Hertz = Annotated[float, BeforeValidator(parse_hz), Field(gt=0)]
+# Upper bounds are generous (far beyond any real machine) and keep every derived number (cycles,
+# bytes, the mesh arrays of placement) inside int64 and memory; booleans are not numbers here.
+Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(strict=True, ge=0, le=2**40)]
+PositiveBytes = Annotated[int, BeforeValidator(parse_bytes), Field(strict=True, gt=0, le=2**40)]
+Hertz = Annotated[float, BeforeValidator(parse_hz), Field(gt=0, le=1e12, allow_inf_nan=False)]
+Count = Annotated[int, Field(strict=True, gt=0, le=2**20)]
+MAX_CORES = 2**24  # per wafer: 16.7M cores, ~20x a WSE-3 (the placement arrays are rows x cols)
 
 
 class _Frozen(BaseModel):
@@ -25,8 +29,8 @@ class _Frozen(BaseModel):
 class Grid(_Frozen):
     """A rows x cols count (dies on the wafer, or cores on a die)."""
 
-    rows: int = Field(gt=0)
-    cols: int = Field(gt=0)
+    rows: Count
+    cols: Count
 
 
 class Defects(_Frozen):
@@ -34,7 +38,7 @@ class Defects(_Frozen):
 
     cores: tuple[tuple[int, int], ...] = ()
     rate: float = Field(default=0.0, ge=0.0, lt=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, strict=True, ge=0, lt=2**32)
 
 
 class Wafer(_Frozen):
@@ -44,8 +48,18 @@ class Wafer(_Frozen):
     die_cores: Grid
     # How a kernel's rectangle may relate to die (reticle) boundaries (used by placement).
     die_boundary: Literal["ignore", "penalty", "forbid"] = "ignore"
-    die_crossing_penalty_cycles: int = Field(default=0, ge=0)
+    die_crossing_penalty_cycles: int = Field(default=0, strict=True, ge=0, le=10**9)
     defects: Defects = Defects()
+
+    @model_validator(mode="after")
+    def _fits(self) -> Wafer:
+        rows, cols = self.dies.rows * self.die_cores.rows, self.dies.cols * self.die_cores.cols
+        if rows * cols > MAX_CORES:
+            raise ValueError(f"{rows}x{cols} = {rows * cols:,} cores; wsealloc plans wafers of at most {MAX_CORES:,} cores")
+        outside = [c for c in self.defects.cores if not (0 <= c[0] < rows and 0 <= c[1] < cols)]
+        if outside:
+            raise ValueError(f"defects.cores {list(outside[0])} is outside the {rows}x{cols} wafer (rows and cols count from 0)")
+        return self
 
 
 class Core(_Frozen):
@@ -54,9 +68,9 @@ class Core(_Frozen):
     sram_bytes: PositiveBytes
     # Bytes of each core's SRAM taken by code and runtime; never available to tensors.
     sram_reserve_bytes: Bytes = 0
-    macs_per_cycle: int = Field(gt=0)
+    macs_per_cycle: Count
     # Elementwise/vector operations per cycle; defaults to macs_per_cycle (same SIMD datapath).
-    vector_ops_per_cycle: int | None = Field(default=None, gt=0)
+    vector_ops_per_cycle: Count | None = None
 
     @model_validator(mode="after")
     def _reserve_fits(self) -> Core:
@@ -71,33 +85,35 @@ class Core(_Frozen):
 class Noc(_Frozen):
     """The 2D mesh network on chip."""
 
-    link_bytes_per_cycle: float = Field(gt=0)  # per link and direction (a link has one channel each way)
-    hop_latency_cycles: int = Field(default=1, ge=0)
+    # per link and direction (a link has one channel each way); at least one byte per 64 cycles
+    link_bytes_per_cycle: float = Field(ge=1 / 64, le=2**20, allow_inf_nan=False)
+    hop_latency_cycles: int = Field(default=1, strict=True, ge=0, le=10**6)
 
 
 class DType(_Frozen):
     """Number format of activations/weights and of partial sums."""
 
     name: str = "bf16"
-    bytes: int = Field(default=2, gt=0)
-    accum_bytes: int = Field(default=4, gt=0)
+    bytes: int = Field(default=2, strict=True, gt=0, le=64)
+    accum_bytes: int = Field(default=4, strict=True, gt=0, le=64)
+
+
+def wafer_count(value: object) -> object:
+    """A number of wafers, 1 to 1024, or ``auto`` (one message instead of one per union member)."""
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024):
+        return value
+    raise ValueError(f"expected a number of wafers (1 to 1024) or 'auto', got {value!r}")
 
 
 class Cluster(_Frozen):
     """Several wafers in a pipeline (multi-wafer plans); one wafer by default."""
 
-    wafers: int | Literal["auto"] = 1
-    link_bytes_per_s: float = Field(default=150e9, gt=0)
-    link_latency_s: float = Field(default=1e-6, ge=0)
+    wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
+    link_bytes_per_s: float = Field(default=150e9, gt=0, allow_inf_nan=False)
+    link_latency_s: float = Field(default=1e-6, ge=0, le=1.0, allow_inf_nan=False)
     # Off-wafer weight memory for a weight-streaming mode; None = not available. No planner uses it
     # yet: the CLI warns when it is set (every plan keeps its weights resident).
-    offwafer_bytes_per_s: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _wafers_positive(self) -> Cluster:
-        if isinstance(self.wafers, int) and self.wafers < 1:
-            raise ValueError("wafers must be >= 1 or 'auto'")
-        return self
+    offwafer_bytes_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class Arch(_Frozen):

@@ -20,11 +20,12 @@ instances:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.synthetic import PREFIX, parse_spec
 from wsealloc.errors import UsageError, WseallocError
 
@@ -42,18 +43,28 @@ class Best(_Frozen):
     bound: int | None = None
 
 
+# Names become file names of results: no path separators, not "." or "..".
+def _file_name(name: str) -> str:
+    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0") or len(name) > 200:
+        raise ValueError(f"{name!r} is not usable as a file name (no '/', '\\', '.' or '..'; at most 200 characters)")
+    return name
+
+
+FileName = Annotated[str, AfterValidator(_file_name)]
+
+
 class Instance(_Frozen):
     """One benchmark instance."""
 
-    name: str
+    name: FileName
     note: str = ""  # why the instance is there (kept when --update-best rewrites the file, unlike comments)
     model: str
     arch: str = "wse2"
     sets: tuple[str, ...] = ()
-    dims: dict[str, int] = {}
+    dims: dict[str, Annotated[int, Field(gt=0, lt=2**31)]] = {}
     solver: str = "cpsat"
     place: bool = False
-    wafers: int | Literal["auto"] = 1
+    wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
     time_limit: float = Field(default=30.0, gt=0)
     # Wall-clock limit of a local worker (seconds); default 4 x time_limit + 300. Past it: a TIMEOUT row.
     timeout: float | None = Field(default=None, gt=0)
@@ -73,9 +84,9 @@ class Instance(_Frozen):
 class Suite(_Frozen):
     """A named list of instances."""
 
-    name: str
+    name: FileName
     description: str = ""
-    instances: tuple[Instance, ...]
+    instances: tuple[Instance, ...] = Field(min_length=1)
 
 
 def suite_path(spec: str) -> Path:
@@ -102,14 +113,19 @@ def load_suite(spec: str) -> tuple[Suite, Path]:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not a text file ({exc.reason}); a suite is a YAML file") from exc
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML: {exc}") from exc
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"{path}: {where}: {err['msg']}") from exc
+        where = ".".join(str(p) for p in err["loc"]) or "top level"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"]:
+            message = "expected a mapping with 'name' and 'instances'"
+        raise UsageError(f"{path}: {where}: {message}") from exc
     seen: set[str] = set()
     for i, inst in enumerate(suite.instances):
         if inst.name in seen:

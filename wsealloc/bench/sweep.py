@@ -263,6 +263,13 @@ def sweep(
     if not str(model).startswith(PREFIX) and not Path(model).exists():
         raise ModelLoadError(f"{model}: no such file; check the path (the zoo lives in models/)")
     clocks = [load_arch(arch, point_sets(axes, p)).clock_hz for p in points]  # a bad value fails before solving
+    if not str(model).startswith(PREFIX):
+        from wsealloc.cost import CostOptions
+        from wsealloc.pipeline import ModelSpec, cost_model
+
+        # a model that cannot be read or costed fails once here, not once per point after all have run
+        first = point_sets(axes, points[0])
+        cost_model(ModelSpec(str(model), dict(dims or {})), arch, CostOptions(), first, check_feasible=False)
     model_path = str(model) if str(model).startswith(PREFIX) else str(Path(model).resolve())
     base_arch = str(Path(arch).resolve()) if arch.endswith((".yaml", ".yml")) else arch
     try:

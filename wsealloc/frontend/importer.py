@@ -46,6 +46,10 @@ _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
 _NO_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
+# Largest --dim value: sizes stay far from int64 overflow in the cost arithmetic (2^31 tokens is
+# already beyond any model a wafer holds).
+MAX_DIM = 2**31
+
 def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown."""
     t = vi.type.tensor_type
@@ -171,10 +175,10 @@ class _Importer:
                         f"{self.source}: graph input {vi.name!r} has an unnamed unknown dim; re-export with "
                         "named dynamic axes or static shapes"
                     )
-                elif d == 0:
+                elif d <= 0:
                     raise ShapeError(
-                        f"{self.source}: graph input {vi.name!r} has a zero-sized dim {dims}; wsealloc needs "
-                        "positive sizes (re-export with real shapes)"
+                        f"{self.source}: graph input {vi.name!r} has a {'zero-sized' if d == 0 else 'negative'} dim "
+                        f"{dims}; wsealloc needs positive sizes (re-export with real shapes)"
                     )
         unknown = sorted(set(self.dims) - set(symbols))
         if unknown:
@@ -185,8 +189,8 @@ class _Importer:
             example = " ".join(f"--dim {s}=N" for s in unbound)
             raise ShapeError(f"{self.source}: unbound symbolic dims {', '.join(unbound)}; bind them with {example}")
         for name, value in self.dims.items():
-            if value <= 0:
-                raise UsageError(f"--dim {name}={value}: dims must be positive integers")
+            if not 0 < value < MAX_DIM:
+                raise UsageError(f"--dim {name}={value}: dims must be positive integers below {MAX_DIM:,}")
         for vi in data_inputs:
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param:
@@ -333,9 +337,9 @@ class _Importer:
                         continue
                     raise ShapeError(f"{self.source}: shape of constant {name!r} read by {node_label(node, idx)} is unknown")
                 shape = tuple(int(d) for d in dims if isinstance(d, int))
-                if name in live and any(d == 0 for d in shape):
+                if name in live and any(d <= 0 for d in shape):
                     raise ShapeError(
-                        f"{self.source}: tensor {name!r} of {node_label(node, idx)} has a zero-sized dim {list(shape)}; "
+                        f"{self.source}: tensor {name!r} of {node_label(node, idx)} has a non-positive dim {list(shape)}; "
                         "check the --dim values and the exported shapes"
                     )
                 elem_type = self.elem_types.get(name, 1)

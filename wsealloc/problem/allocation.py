@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels import CostTable
 
 
@@ -108,6 +109,8 @@ class AllocationProblem:
         return int(sum(int(self.choices(i).cores[0]) for i in range(self.n_kernels)))
 
 
+MAX_CYCLES = 2**50  # largest latency a plan may have: solver domains and sums stay far inside int64
+
 def build_problem(costs: CostTable, total_cores: int | None = None) -> AllocationProblem:
     """The allocation problem of a cost table (kernels with equal work share a class)."""
     from wsealloc.cost import KernelWork, SeedWork
@@ -121,6 +124,12 @@ def build_problem(costs: CostTable, total_cores: int | None = None) -> Allocatio
     seed_mem: list[int] = []
     nodes = {n.name: n for n in costs.kgraph.ops.nodes}
     for kc in costs.kernels:
+        if len(kc.frontier) and int(kc.frontier.latency[-1]) >= MAX_CYCLES:
+            # CP-SAT and the LP backends need the cycles (and their sums) inside 64-bit integers
+            raise InfeasibleError(
+                f"{kc.kernel.name}: even its fastest op model takes {int(kc.frontier.latency[-1]):,} cycles per sample, "
+                f"beyond the {MAX_CYCLES:,} the solvers handle; check the arch numbers and the --dim values"
+            )
         if kc.signature not in class_of_sig:
             class_of_sig[kc.signature] = len(classes)
             classes.append(Choices(kc.frontier.cores.copy(), kc.frontier.latency.copy()))

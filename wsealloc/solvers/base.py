@@ -84,8 +84,10 @@ class SolveOptions:
         # this is the one place the knobs are checked.
         if not self.time_limit_s > 0:  # also rejects NaN
             raise UsageError(f"time limit {self.time_limit_s} s: must be positive seconds (--time-limit)")
-        if self.workers < 1:
-            raise UsageError(f"{self.workers} workers: need at least 1 (--workers)")
+        if not 1 <= self.workers <= 1024:
+            raise UsageError(f"{self.workers} workers: need 1 to 1024 (--workers)")
+        if not 0 <= self.seed < 2**31:  # CP-SAT's random_seed is a 32-bit integer
+            raise UsageError(f"seed {self.seed}: must be 0 to {2**31 - 1} (--seed)")
 
 
 @dataclass(frozen=True)
