@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from wsealloc.arch import PRESETS, load_arch, parse_set_option
+from wsealloc.arch.loader import arch_to_dict
 from wsealloc.errors import ArchError, UsageError
 
 
@@ -94,3 +96,10 @@ def test_set_syntax_errors() -> None:
     for bad in ("core.sram_bytes", "=4", "a..b=1", "x="):
         with pytest.raises(UsageError):
             parse_set_option(bad)
+
+
+def test_arch_show_output_loads_back(tmp_path: Path) -> None:
+    # `wsealloc arch show wse2 > my.yaml` is how the docs say to start a new arch: it must load
+    saved = tmp_path / "my.yaml"
+    saved.write_text(json.dumps(arch_to_dict(load_arch("wse2"))))
+    assert load_arch(str(saved)).total_cores == load_arch("wse2").total_cores

@@ -117,10 +117,13 @@ def load_arch(spec: str, overrides: Sequence[str] = ()) -> Arch:
     """Load a preset (``wse2``, ``wse3``, ``tiny``) or a YAML path, apply ``--set`` overrides, validate."""
     label, data = _read_yaml(spec)
     if data is None:
-        raise ArchError(f"{label}: architecture file is empty; start from a preset, e.g. `wsealloc arch show wse2`")
+        raise ArchError(f"{label}: architecture file is empty; start from a preset, e.g. `wsealloc arch show wse2 > my.yaml`")
     if not isinstance(data, dict):
         raise ArchError(f"{label}: expected a mapping of fields at the top level, got {type(data).__name__}")
     data = copy.deepcopy(data)
+    # `wsealloc arch show` prints the derived sizes too; a file saved from it loads as it is (they are
+    # recomputed from the fields, never read)
+    data.pop("derived", None)
     for option in overrides:
         path, value = parse_set_option(option)
         _apply_override(data, path, value, label)

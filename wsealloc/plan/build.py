@@ -154,7 +154,7 @@ def make_plan(
             placed_bottleneck_cycles=baseline_placed,
         ),
         kernels=kernels,
-        stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck)],
+        stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status)],
     )
 
 

@@ -1,7 +1,7 @@
 """PuLP backend: the same MILP as the CP-SAT backend, solved by CBC (bundled with pulp) or HiGHS.
 
 ``pulp`` uses CBC; ``pulp-highs`` uses the ``highs`` executable through ``HiGHS_CMD`` (a separate
-process: highspy and ortools 9.15 cannot be imported into one process, see docs/traps).
+process: highspy and ortools 9.15 cannot be imported into one process: whichever comes second fails with an undefined symbol).
 
 CBC under a time limit can report "Infeasible" for a feasible model, and PuLP maps "stopped on time
 with a solution" to status Optimal: we never trust the status alone. The returned values are checked
