@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import build as builders
@@ -13,6 +14,7 @@ from onnx import TensorProto, helper
 from wsealloc.errors import ModelLoadError, ShapeError, UsageError
 from wsealloc.frontend import import_onnx
 from wsealloc.graph.ir import TensorKind
+from wsealloc.pipeline import parse_dims
 
 
 def test_mlp_shapes_and_kinds(model_dir: Path) -> None:
@@ -170,3 +172,27 @@ def test_weights_listed_as_inputs_without_data(tmp_path: Path) -> None:
 def test_zero_dim_rejected(tmp_path: Path) -> None:
     with pytest.raises(ShapeError, match="zero-sized"):
         import_onnx(builders.save(builders.mlp(batch=0), tmp_path / "z.onnx"))
+
+
+def test_pipe_as_model_is_refused(tmp_path: Path) -> None:
+    # a FIFO would hang without a writer, and a plan must be able to hash and re-read its model
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelLoadError, match="not a regular file"):
+        import_onnx(fifo)
+
+
+def test_dim_given_twice() -> None:
+    with pytest.raises(UsageError, match="given twice"):
+        parse_dims(["batch=4", "batch=8"])
+    assert parse_dims(["batch=4", "batch=4"]) == {"batch": 4}
+
+
+def test_unresolved_shape_says_why(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 7])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g", [x, w], [y])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "mm.onnx")
+    with pytest.raises(ShapeError, match="mm.*Incompatible dimensions for matrix multiplication"):
+        import_onnx(path)

@@ -42,6 +42,8 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
             raise UsageError(f"--dim {opt!r}: {value.strip()!r} is not an integer") from None
         if number <= 0:
             raise UsageError(f"--dim {opt!r}: dims must be positive integers")
+        if name in dims and dims[name] != number:
+            raise UsageError(f"--dim {name} is given twice ({dims[name]} and {number}); keep one")
         dims[name] = number
     return dims
 

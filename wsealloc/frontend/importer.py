@@ -354,7 +354,7 @@ class _Importer:
                 tensors[name] = TensorInfo(name, shape, elem_bytes, is_float, kind)
         if missing:
             more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-            raise ShapeError(f"{self.source}: cannot resolve the shape of {'; '.join(missing[:3])}{more}")
+            raise ShapeError(f"{self.source}: cannot resolve the shape of {'; '.join(missing[:3])}{more}{self._strict_reason()}")
         constants = {n: v for n, v in self.values.items() if n in tensors and tensors[n].kind is TensorKind.CONSTANT}
         op_nodes = tuple(
             OpNode(
@@ -391,6 +391,16 @@ class _Importer:
         if name in params or is_float or int(np.prod(shape, dtype=np.int64)) > 4096:
             return TensorKind.WEIGHT
         return TensorKind.CONSTANT if name in self.values else TensorKind.WEIGHT
+
+    def _strict_reason(self) -> str:
+        """Why shape inference left a tensor unknown, in ONNX's words: the lenient pass used for
+        importing skips failing nodes silently; the strict one names the node and the mismatch
+        (e.g. incompatible MatMul dimensions, an axis out of range, a zero stride)."""
+        try:
+            onnx.shape_inference.infer_shapes(self.model, check_type=True, strict_mode=True, data_prop=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+            return f"; ONNX shape inference says: {' '.join(str(exc).split())[:300]}"
+        return ""
 
     @staticmethod
     def _why_unknown(node: onnx.NodeProto) -> str:

@@ -52,6 +52,10 @@ def load_model(path: str | Path) -> onnx.ModelProto:
         raise ModelLoadError(f"{p}: no such file; check the path (the zoo lives in models/)")
     if p.is_dir():
         raise ModelLoadError(f"{p}: is a directory, expected an .onnx file")
+    if not p.is_file():
+        # a pipe or a device: it can be read once at most, but plans record the file's SHA-256 and
+        # `verify` reads the model again (opening a FIFO without a writer would also hang)
+        raise ModelLoadError(f"{p}: not a regular file (a pipe or a device); save the model to a file first")
     try:
         size = p.stat().st_size
         with p.open("rb") as fh:
