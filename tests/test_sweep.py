@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 import wsealloc
 import wsealloc.bench.sweep as sweep_mod
@@ -150,3 +152,16 @@ def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert not fresh.exists() or not any(fresh.iterdir())
     assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--time-limit", "-1", "--out", str(out)]) == 2
     assert "time_limit" in capsys.readouterr().err
+
+
+def test_sweep_allows_unknown_ops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an op the cost model does not know: the error advises --allow-unknown-ops, which sweep accepts
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])
+    graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="det")], "g", [x], [y])
+    model = tmp_path / "det.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), model)
+    args = ["sweep", str(model), "--arch", "tiny", "--set", "core.sram_bytes=24KiB,48KiB", "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    assert "--allow-unknown-ops" in capsys.readouterr().err
+    assert main([*args, "--allow-unknown-ops", "--time-limit", "10", "-j", "1"]) == 0

@@ -108,6 +108,9 @@ def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_bes
 @click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable).")
 @click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
+@click.option(
+    "--allow-unknown-ops", is_flag=True, help="Cost ops the model does not know as 1 vector op per output element."
+)
 @click.option("--time-limit", default=30.0, show_default=True, type=float, help="Seconds per solver stage and point.")
 @_jobs_option(os.cpu_count() or 1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
@@ -128,6 +131,7 @@ def sweep(
     dims: tuple[str, ...],
     solver: str,
     place: bool,
+    allow_unknown_ops: bool,
     time_limit: float,
     jobs: int,
     scheduler: str | None,
@@ -159,6 +163,7 @@ def sweep(
             dims=parse_dims(dims),
             solver=solver,
             place=place,
+            allow_unknown_ops=allow_unknown_ops,
             time_limit=time_limit,
             jobs=jobs,
             scheduler=scheduler,

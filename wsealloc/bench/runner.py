@@ -93,6 +93,7 @@ def run_instance(data: dict[str, Any]) -> BenchRow:
             time_limit=data["time_limit"],
             place=data["place"],
             wafers=data.get("wafers", 1),
+            allow_unknown_ops=bool(data.get("allow_unknown_ops", False)),
         )
     except WseallocError as exc:
         return failed_row(data["name"], "ERROR", str(exc), round(time.perf_counter() - start, 2))

@@ -11,6 +11,7 @@ instances:
     dims: {seq: 64}
     solver: cpsat
     place: false
+    allow_unknown_ops: false                 # cost unknown ops as 1 vector op per output element
     wafers: 1                                # or auto
     time_limit: 10                           # seconds per solver stage
     timeout: 120                             # wall-clock limit of the worker (default 4 x time_limit + 300)
@@ -64,6 +65,7 @@ class Instance(_Frozen):
     dims: dict[str, Annotated[int, Field(gt=0, lt=2**31)]] = {}
     solver: str = "cpsat"
     place: bool = False
+    allow_unknown_ops: bool = False  # cost ops the model does not know as 1 vector op per output element
     wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
     time_limit: float = Field(default=30.0, gt=0)
     # Wall-clock limit of a local worker (seconds); default 4 x time_limit + 300. Past it: a TIMEOUT row.

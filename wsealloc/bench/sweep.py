@@ -247,6 +247,7 @@ def sweep(
     dims: Mapping[str, int] | None = None,
     solver: str = "cpsat",
     place: bool = False,
+    allow_unknown_ops: bool = False,
     time_limit: float = 30.0,
     jobs: int = 1,
     scheduler: str | None = None,
@@ -269,7 +270,8 @@ def sweep(
 
         # a model that cannot be read or costed fails once here, not once per point after all have run
         first = point_sets(axes, points[0])
-        cost_model(ModelSpec(str(model), dict(dims or {})), arch, CostOptions(), first, check_feasible=False)
+        options = CostOptions(allow_unknown_ops=allow_unknown_ops)
+        cost_model(ModelSpec(str(model), dict(dims or {})), arch, options, first, check_feasible=False)
     model_path = str(model) if str(model).startswith(PREFIX) else str(Path(model).resolve())
     base_arch = str(Path(arch).resolve()) if arch.endswith((".yaml", ".yml")) else arch
     try:
@@ -283,6 +285,7 @@ def sweep(
                 dims=dict(dims or {}),
                 solver=solver,
                 place=place,
+                allow_unknown_ops=allow_unknown_ops,
                 time_limit=time_limit,
             ).resolved(Path.cwd())
             for p in points
