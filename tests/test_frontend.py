@@ -196,3 +196,13 @@ def test_unresolved_shape_says_why(tmp_path: Path) -> None:
     path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "mm.onnx")
     with pytest.raises(ShapeError, match="mm.*Incompatible dimensions for matrix multiplication"):
         import_onnx(path)
+
+
+def test_small_int8_matmul_weight_is_a_weight(tmp_path: Path) -> None:
+    # 4,096 int8 elements: small and integer like a shape constant, but the operand of a MAC op
+    x = helper.make_tensor_value_info("x", TensorProto.UINT8, [16, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [16, 64])
+    w = helper.make_tensor("w", TensorProto.INT8, [64, 64], np.ones(64 * 64, dtype=np.int8).tobytes(), raw=True)
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["x", "w"], ["y"], name="mm")], "g", [x], [y], [w])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "q.onnx")
+    assert import_onnx(path).tensors["w"].kind is TensorKind.WEIGHT

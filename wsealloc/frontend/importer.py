@@ -46,6 +46,14 @@ _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
 _NO_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
+# Operand positions of the integer MAC ops (quantized models): what they read there is data or weight.
+_INT_MAC_OPERANDS: dict[str, tuple[int, ...]] = {
+    "MatMulInteger": (0, 1),
+    "ConvInteger": (0, 1),
+    "QLinearMatMul": (0, 3),
+    "QLinearConv": (0, 3),
+}
+
 # Largest --dim value: sizes stay far from int64 overflow in the cost arithmetic (2^31 tokens is
 # already beyond any model a wafer holds).
 MAX_DIM = 2**31
@@ -326,6 +334,11 @@ class _Importer:
             raise ModelLoadError(f"{self.source}: no node depends on the model inputs; nothing to allocate")
         tensors: dict[str, TensorInfo] = {}
         missing: list[str] = []
+        # integer tensors read as the operands of integer MAC ops are weights however small they are
+        # (a 64x64 int8 MatMulInteger weight), not shape-like constants
+        params = params | {
+            node.input[i] for node in live_nodes for i in _INT_MAC_OPERANDS.get(node.op_type, ()) if i < len(node.input)
+        }
         for idx, node in enumerate(live_nodes):
             for name in (*node.input, *node.output):
                 if not name or name in tensors:
