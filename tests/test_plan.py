@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from wsealloc.api import solve
+from wsealloc.arch import load_arch
+from wsealloc.arch.loader import arch_to_dict
 from wsealloc.errors import OutputError, PlanError
 from wsealloc.plan.io import check_distinct_outputs, read_plan, write_atomic
 from wsealloc.plan.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "models" / "tiny" / "attention.onnx"
+TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
 
 
 @pytest.fixture(scope="module")
@@ -147,11 +150,29 @@ def test_malformed_fields_name_the_field(plan_file: Path, tmp_path: Path, edit, 
         verify_plan(_broken(plan_file, tmp_path, edit))
 
 
-def test_overlap_is_reported_before_communication(tmp_path: Path) -> None:
-    placed = tmp_path / "placed.json"
-    solve(ATTENTION, "tiny", output=placed, time_limit=10)
-    report = verify_plan(_broken(placed, tmp_path, lambda d: d["kernels"][1].update(placement=d["kernels"][0]["placement"])))
+@pytest.fixture(scope="module")
+def placed_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("placed") / "placed.json"
+    solve(TRANSFORMER, "tiny", output=out, time_limit=10)
+    return out
+
+
+def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:
+    report = verify_plan(_broken(placed_plan, tmp_path, lambda d: d["kernels"][1].update(placement=d["kernels"][0]["placement"])))
     assert "overlaps" in report.violations[0], report.violations
+
+
+def test_bound_above_the_optimum_is_caught_on_its_own(placed_plan: Path, tmp_path: Path) -> None:
+    # a placed plan sits above the allocation optimum: claiming its own bottleneck as the bound is
+    # consistent with every other field (gap 0), and only the recomputed optimum refutes it
+    doc = json.loads(placed_plan.read_text())
+    assert doc["objective"]["bottleneck_cycles"] > doc["objective"]["lower_bound_cycles"], "needs a placement gap"
+
+    def claim(d: dict) -> None:  # type: ignore[type-arg]
+        d["objective"].update(lower_bound_cycles=d["objective"]["bottleneck_cycles"], gap=0.0)
+
+    report = verify_plan(_broken(placed_plan, tmp_path, claim))
+    assert len(report.violations) == 1 and "not a valid bound" in report.violations[0], report.violations
 
 
 def test_atomic_write_and_unwritable(tmp_path: Path) -> None:
@@ -181,6 +202,10 @@ def test_outputs_never_overwrite_inputs(tmp_path: Path) -> None:
     model.write_bytes(Path(ATTENTION).read_bytes())
     with pytest.raises(OutputError, match="overwrite the model"):
         solve(model, "tiny", output=model, place=False)
+    arch = tmp_path / "myarch"  # an arch file without a .yaml suffix is still the arch file
+    arch.write_text(json.dumps(arch_to_dict(load_arch("tiny"))))
+    with pytest.raises(OutputError, match="overwrite the arch"):
+        solve(ATTENTION, str(arch), output=arch, place=False)
     with pytest.raises(OutputError, match="--floorplan would overwrite the -o"):
         check_distinct_outputs({"model": model}, {"-o": tmp_path / "x.svg", "--floorplan": tmp_path / "x.svg"})
 

@@ -17,6 +17,7 @@ from typing import TypeVar
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.loader import arch_file
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import InfeasibleError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
@@ -191,8 +192,8 @@ def parse_wafers(value: int | str | None, arch: Arch) -> int | None:
         count = int(value)
     except (TypeError, ValueError):
         raise UsageError(f"--wafers {value!r}: expected a positive integer or 'auto'") from None
-    if count < 1:
-        raise UsageError(f"--wafers {value!r}: expected a positive integer or 'auto'")
+    if not 1 <= count <= 1024:  # the limit of cluster.wafers and of a suite's wafers
+        raise UsageError(f"--wafers {value!r}: expected 1 to 1024 or 'auto'")
     return count
 
 
@@ -282,8 +283,7 @@ def solve(
 ) -> SolveOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
     if output is not None:
-        arch_file = arch if isinstance(arch, str) and arch.endswith((".yaml", ".yml")) else None
-        check_distinct_outputs({"model": model, "arch": arch_file}, {"output": output})
+        check_distinct_outputs({"model": model, "arch": arch_file(arch) if isinstance(arch, str) else None}, {"output": output})
         check_writable(output)
     get_solver(solver)  # unknown names fail before any work
     spec = ModelSpec(str(model), dict(dims or {}), fuse=fuse)

@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 
 from wsealloc.arch import PRESETS, load_arch
-from wsealloc.arch.loader import arch_to_dict
+from wsealloc.arch.loader import arch_file, arch_to_dict
 from wsealloc.cli_options import cost_options, model_options
 from wsealloc.cost import CostOptions
 from wsealloc.errors import Interrupted, UsageError, WseallocError
@@ -132,8 +132,7 @@ def solve(
     from wsealloc.report.summary import print_summary
     from wsealloc.solvers import SolveOptions, StopHook, get_solver
 
-    arch_file = arch if arch.endswith((".yaml", ".yml")) else None
-    check_distinct_outputs({"model": model, "arch": arch_file}, {"-o": output, "--floorplan": floorplan})
+    check_distinct_outputs({"model": model, "arch": arch_file(arch)}, {"-o": output, "--floorplan": floorplan})
     for path in (output, floorplan):
         if path is not None:
             check_writable(path)  # fail before any work
@@ -307,6 +306,10 @@ def _register_report_commands() -> None:
 _register_report_commands()
 
 
+# click >= 8.2 raises this for a group called without its subcommand (older click prints the help itself)
+_NO_ARGS_IS_HELP: type[Exception] = getattr(click.exceptions, "NoArgsIsHelpError", type("_Never", (Exception,), {}))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line on stderr and an exit code.
 
@@ -320,9 +323,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         click.echo(f"wsealloc: error: {err}", err=True)
         return err.exit_code
-    except click.exceptions.NoArgsIsHelpError as err:
+    except _NO_ARGS_IS_HELP as err:
         # a group without its subcommand (``wsealloc``, ``wsealloc arch``): show its help as click would
-        click.echo(err.ctx.get_help() if err.ctx is not None else err.format_message())
+        ctx = getattr(err, "ctx", None)
+        click.echo(ctx.get_help() if ctx is not None else str(err))
         return 0
     except click.exceptions.Abort:
         click.echo("wsealloc: interrupted", err=True)

@@ -11,6 +11,7 @@ import json
 import click
 from rich.table import Table
 
+from wsealloc.arch.loader import arch_file
 from wsealloc.cli_options import model_options
 from wsealloc.errors import UsageError
 from wsealloc.report.console import console as make_console
@@ -40,8 +41,7 @@ def _compare(
     from wsealloc.report.compare import COLUMNS, cells, to_html, to_markdown
     from wsealloc.report.compare import compare as run_compare
 
-    arch_file = arch if arch.endswith((".yaml", ".yml")) else None
-    check_distinct_outputs({"model": model, "arch": arch_file}, {"--report": report_path, "--md": md_path})
+    check_distinct_outputs({"model": model, "arch": arch_file(arch)}, {"--report": report_path, "--md": md_path})
 
     for option, path, suffixes in (("--report", report_path, (".html", ".htm")), ("--md", md_path, (".md", ".markdown"))):
         if path is not None:

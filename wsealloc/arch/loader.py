@@ -26,6 +26,11 @@ def _preset_text(name: str) -> str:
     return resources.files("wsealloc.arch").joinpath("presets").joinpath(f"{name}.yaml").read_text()
 
 
+def arch_file(spec: str) -> Path | None:
+    """The file ``--arch spec`` reads, or None for a preset (the rule ``load_arch`` follows)."""
+    return None if spec in PRESETS or not Path(spec).is_file() else Path(spec)
+
+
 def _read_yaml(spec: str) -> tuple[str, Any]:
     """Return (label for messages, parsed YAML) for a preset name or a path."""
     if spec in PRESETS:

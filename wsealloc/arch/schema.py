@@ -109,7 +109,7 @@ class Cluster(_Frozen):
     """Several wafers in a pipeline (multi-wafer plans); one wafer by default."""
 
     wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
-    link_bytes_per_s: float = Field(default=150e9, gt=0, allow_inf_nan=False)
+    link_bytes_per_s: float = Field(default=150e9, ge=1e3, allow_inf_nan=False)  # at least 1 kB/s
     link_latency_s: float = Field(default=1e-6, ge=0, le=1.0, allow_inf_nan=False)
     # Off-wafer weight memory for a weight-streaming mode; None = not available. No planner uses it
     # yet: the CLI warns when it is set (every plan keeps its weights resident).

@@ -44,10 +44,10 @@ class Best(_Frozen):
     bound: int | None = None
 
 
-# Names become file names of results: no path separators, not "." or "..".
+# A suite's name becomes the file name of its results: no path separators, not "." or "..".
 def _file_name(name: str) -> str:
     if not name or name in (".", "..") or any(ch in name for ch in "/\\\0") or len(name) > 200:
-        raise ValueError(f"{name!r} is not usable as a file name (no '/', '\\', '.' or '..'; at most 200 characters)")
+        raise ValueError(f"{name!r} is not usable as a file name (no '/' or '\\', not '.' or '..', at most 200 characters)")
     return name
 
 
@@ -57,7 +57,7 @@ FileName = Annotated[str, AfterValidator(_file_name)]
 class Instance(_Frozen):
     """One benchmark instance."""
 
-    name: FileName
+    name: str = Field(min_length=1)
     note: str = ""  # why the instance is there (kept when --update-best rewrites the file, unlike comments)
     model: str
     arch: str = "wse2"

@@ -292,7 +292,8 @@ def sweep(
         ]
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise UsageError(f"sweep: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from exc
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"sweep: {'.'.join(str(x) for x in err['loc'])}: {message}") from exc
     rows = run_all(instances, jobs=jobs, scheduler=scheduler, on_done=on_done)
     solved = tuple(
         SweepPoint(tuple(point_sets(axes, p)), tuple(a.values[i] for a, i in zip(axes, p, strict=True)), clock, row)

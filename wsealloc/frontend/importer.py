@@ -29,6 +29,10 @@ _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
     "ConvTranspose": (1, 2),
     "Gemm": (1, 2),
     "MatMul": (1,),
+    "MatMulInteger": (1,),
+    "ConvInteger": (1,),
+    "QLinearMatMul": (3,),
+    "QLinearConv": (3, 8),  # weight, int32 bias
     "Gather": (0,),
     "LayerNormalization": (1, 2),
     "BatchNormalization": (1, 2, 3, 4),
@@ -46,13 +50,9 @@ _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
 _NO_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
-# Operand positions of the integer MAC ops (quantized models): what they read there is data or weight.
-_INT_MAC_OPERANDS: dict[str, tuple[int, ...]] = {
-    "MatMulInteger": (0, 1),
-    "ConvInteger": (0, 1),
-    "QLinearMatMul": (0, 3),
-    "QLinearConv": (0, 3),
-}
+# Integer MAC ops (quantized models): their weight operands (slots in _PARAM_SLOTS) are weights
+# however small and integer they are, unlike shape-like integer constants.
+_INT_MAC_OPS = ("MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
 
 # Largest --dim value: sizes stay far from int64 overflow in the cost arithmetic (2^31 tokens is
 # already beyond any model a wafer holds).
@@ -337,7 +337,11 @@ class _Importer:
         # integer tensors read as the operands of integer MAC ops are weights however small they are
         # (a 64x64 int8 MatMulInteger weight), not shape-like constants
         params = params | {
-            node.input[i] for node in live_nodes for i in _INT_MAC_OPERANDS.get(node.op_type, ()) if i < len(node.input)
+            node.input[i]
+            for node in live_nodes
+            if node.op_type in _INT_MAC_OPS
+            for i in _PARAM_SLOTS[node.op_type]
+            if i < len(node.input) and node.input[i]
         }
         for idx, node in enumerate(live_nodes):
             for name in (*node.input, *node.output):

@@ -22,6 +22,11 @@ def check_writable(path: str | Path) -> None:
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.exists():
         raise OutputError(f"{p}: directory {parent} does not exist; create it first")
+    if p.exists() and not p.is_file():
+        # a device or FIFO is written in place (see write_atomic): only the path itself must be writable
+        if not os.access(p, os.W_OK):
+            raise OutputError(f"{p}: not writable; choose another -o path")
+        return
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise OutputError(f"{p}: not writable; choose another -o path")
 

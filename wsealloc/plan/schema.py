@@ -63,7 +63,8 @@ class Objective(_Doc):
     throughput_samples_per_s: Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
     cores_used: Count
     placed: bool = False  # kernels have positions; bottleneck includes communication
-    traffic_distance: float | None = None  # sum over flows of bytes x hops (placed plans)
+    # sum over flows of bytes x hops (placed plans)
+    traffic_distance: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
     message: str = ""
 
 

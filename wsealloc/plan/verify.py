@@ -230,7 +230,9 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             optimum = allocation_optimum(build_cost_table(kgraph, arch, options, check_feasible=False))
             check(
                 optimum is not None and obj.lower_bound_cycles <= optimum,
-                f"objective.lower_bound_cycles {obj.lower_bound_cycles} exceeds the allocation-only optimum {optimum}: "
+                "no allocation of the model fits the wafer, so the plan cannot be valid"
+                if optimum is None
+                else f"objective.lower_bound_cycles {obj.lower_bound_cycles} exceeds the allocation-only optimum {optimum}: "
                 "it is not a valid bound",
             )
     return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable
-from wsealloc.problem.allocation import AllocationProblem, build_problem
+from wsealloc.problem.allocation import MAX_CYCLES, AllocationProblem, build_problem
 from wsealloc.problem.flows import crossing_bytes, flows
 
 
@@ -43,9 +44,15 @@ class StageProblem:
 
 def transfer_cycles(cut: np.ndarray, cycles_per_byte: float, latency_cycles: int) -> np.ndarray:
     """Cycles per sample to send each cut's bytes over the inter-wafer link (0 at both ends)."""
-    cycles = np.ceil(cut * cycles_per_byte).astype(np.int64) + latency_cycles
-    cycles[0] = cycles[-1] = 0
-    return cycles
+    raw = np.ceil(cut * cycles_per_byte) + latency_cycles
+    raw[0] = raw[-1] = 0
+    if raw.max(initial=0) >= MAX_CYCLES:
+        # the cast below would overflow, and no solver handles such numbers
+        raise InfeasibleError(
+            f"sending a cut between wafers takes {raw.max():.3g} cycles per sample, beyond the {MAX_CYCLES:,} the "
+            "solvers handle; check cluster.link_bytes_per_s and cluster.link_latency_s"
+        )
+    return raw.astype(np.int64)
 
 
 def link_params(arch: Arch) -> tuple[float, int]:
