@@ -179,3 +179,36 @@ def test_front_end_never_reads_weight_data(tmp_path: Path) -> None:
     (tmp_path / "ext.weights").unlink()
     (tmp_path / "ext.weights").mkdir()
     assert main(["inspect", str(tmp_path / "ext.onnx"), "--arch", "tiny", "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("knobs", "needle"),
+    [
+        ({"dims": {"batch": "8"}}, "expected a mapping of dim names to positive integers"),
+        ({"dims": ["batch=4"]}, "expected a mapping of dim names to positive integers"),
+        ({"arch": 5}, "expected a preset name"),
+        ({"time_limit": "5"}, "time limit '5': expected a number"),
+        ({"sets": "core.sram_bytes=96KiB"}, "expected a list of FIELD=VALUE strings"),
+        ({"wafers": 2.5}, "expected 1 to 1024 or 'auto'"),
+    ],
+)
+def test_python_api_rejects_bad_arguments(tmp_path: Path, knobs: dict[str, object], needle: str) -> None:
+    # the API is a boundary too: bad arguments are WseallocErrors naming the argument, never TypeErrors
+    from wsealloc.api import solve
+    from wsealloc.errors import UsageError
+
+    model = save(mlp(batch="batch"), tmp_path / "m.onnx")
+    kwargs: dict[str, object] = {"arch": "tiny", "dims": {"batch": 4}, "place": False, **knobs}
+    with pytest.raises(UsageError, match=needle):
+        solve(model, **kwargs)  # type: ignore[arg-type]
+
+
+def test_python_api_applies_sets_to_an_arch_object(tmp_path: Path) -> None:
+    from wsealloc.api import solve
+    from wsealloc.arch import load_arch
+
+    model = save(mlp(), tmp_path / "m.onnx")
+    by_name = solve(model, "tiny", sets=["core.macs_per_cycle=8"], place=False)
+    by_object = solve(model, load_arch("tiny"), sets=["core.macs_per_cycle=8"], place=False)
+    assert by_object.plan.objective.bottleneck_cycles == by_name.plan.objective.bottleneck_cycles
+    assert by_name.plan.objective.bottleneck_cycles < solve(model, "tiny", place=False).plan.objective.bottleneck_cycles

@@ -62,7 +62,9 @@ class SolveOutcome:
     @property
     def speedup(self) -> float | None:
         """Baseline bottleneck / plan bottleneck (throughput ratio), placed baseline for placed plans."""
-        base = self.plan.baseline.placed_bottleneck_cycles if self.plan.objective.placed else self.baseline.objective
+        # the plan's own baseline: for several wafers it is the greedy over the same stages, while
+        # ``self.baseline`` is one stage's greedy result
+        base = self.plan.baseline.placed_bottleneck_cycles if self.plan.objective.placed else self.plan.baseline.bottleneck_cycles
         if base is None or self.plan.objective.bottleneck_cycles == 0:
             return None
         return base / self.plan.objective.bottleneck_cycles
@@ -188,6 +190,8 @@ def parse_wafers(value: int | str | None, arch: Arch) -> int | None:
         value = arch.cluster.wafers
     if value == "auto":
         return None
+    if isinstance(value, (bool, float)):
+        raise UsageError(f"--wafers {value!r}: expected 1 to 1024 or 'auto'")
     try:
         count = int(value)
     except (TypeError, ValueError):
@@ -283,9 +287,14 @@ def solve(
 ) -> SolveOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
     if output is not None:
-        check_distinct_outputs({"model": model, "arch": arch_file(arch) if isinstance(arch, str) else None}, {"output": output})
+        arch_path = arch_file(str(arch)) if isinstance(arch, (str, Path)) else None
+        check_distinct_outputs({"model": model, "arch": arch_path}, {"output": output})
         check_writable(output)
     get_solver(solver)  # unknown names fail before any work
+    if not isinstance(dims or {}, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in (dims or {}).items()
+    ):
+        raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
     spec = ModelSpec(str(model), dict(dims or {}), fuse=fuse)
     options = replace(CostOptions(), model=cost_model_name(cost), allow_unknown_ops=allow_unknown_ops)
     costs = cost_model(spec, arch, options, sets)

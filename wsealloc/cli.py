@@ -22,7 +22,7 @@ from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_file, arch_to_dict
 from wsealloc.cli_options import cost_options, model_options
 from wsealloc.cost import CostOptions
-from wsealloc.errors import Interrupted, UsageError, WseallocError
+from wsealloc.errors import Interrupted, OutputError, UsageError, WseallocError
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
 from wsealloc.report.console import console as make_console
@@ -138,6 +138,8 @@ def solve(
             check_writable(path)  # fail before any work
     if floorplan is not None and no_place:
         raise UsageError("--floorplan needs a placement; drop --no-place")
+    if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
+        raise OutputError(f"--floorplan {floorplan}: expected a .svg or .png file name")
     get_solver(solver)
     if time_limit <= 0:
         raise UsageError(f"--time-limit {time_limit}: must be positive seconds")
@@ -147,6 +149,8 @@ def solve(
     stop = StopHook()
     opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
     count = parse_wafers(wafers, costs.arch)
+    if floorplan is not None and count is not None and count > 1:
+        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     with _stop_on_signals(stop):
         if count == 1:
             outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place, progress=_progress(verbose))
@@ -154,10 +158,11 @@ def solve(
             outcome = solve_stages(
                 costs, spec, count, solver=solver, options=opts, place=not no_place, progress=_progress(verbose)
             )
+    if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
+        # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
+        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
-    if floorplan is not None and outcome.partition is not None:
-        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     if floorplan is not None:
         from wsealloc.report.floorplan import write_floorplan
 

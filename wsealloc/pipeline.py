@@ -58,5 +58,5 @@ def cost_model(
     spec: ModelSpec, arch: Arch | str, options: CostOptions, sets: Sequence[str] = (), *, check_feasible: bool = True
 ) -> CostTable:
     """Model spec + arch (object, or preset/path with ``--set`` overrides) -> cost table."""
-    resolved = arch if isinstance(arch, Arch) else load_arch(arch, sets)
+    resolved = load_arch(arch, sets)  # an Arch object gets the overrides too
     return build_cost_table(load_kernels(spec), resolved, options, check_feasible=check_feasible)

@@ -118,8 +118,18 @@ def _describe(err: Any, data: Any) -> str:
     return f"{field}: {value!r}: {msg}"
 
 
-def load_arch(spec: str, overrides: Sequence[str] = ()) -> Arch:
-    """Load a preset (``wse2``, ``wse3``, ``tiny``) or a YAML path, apply ``--set`` overrides, validate."""
+def load_arch(spec: str | Path | Arch, overrides: Sequence[str] = ()) -> Arch:
+    """Load a preset (``wse2``, ``wse3``, ``tiny``) or a YAML path, apply ``--set`` overrides, validate.
+
+    ``spec`` may also be an ``Arch`` already (the Python API): the overrides then apply to a copy."""
+    if isinstance(spec, Path):
+        spec = str(spec)
+    if isinstance(spec, Arch):
+        if not overrides:
+            return spec
+        return _validated(f"arch {spec.name}", _with_overrides(spec.model_dump(mode="json"), overrides, f"arch {spec.name}"))
+    if not isinstance(spec, str):
+        raise UsageError(f"arch {spec!r}: expected a preset name ({', '.join(PRESETS)}), a YAML path or an Arch")
     label, data = _read_yaml(spec)
     if data is None:
         raise ArchError(f"{label}: architecture file is empty; start from a preset, e.g. `wsealloc arch show wse2 > my.yaml`")
@@ -129,10 +139,23 @@ def load_arch(spec: str, overrides: Sequence[str] = ()) -> Arch:
     # `wsealloc arch show` prints the derived sizes too; a file saved from it loads as it is (they are
     # recomputed from the fields, never read)
     data.pop("derived", None)
+    data = _with_overrides(data, overrides, label)
+    data.setdefault("name", Path(spec).stem if label == spec else spec)
+    return _validated(label, data)
+
+
+def _with_overrides(data: dict[str, Any], overrides: Sequence[str], label: str) -> dict[str, Any]:
+    """``data`` with every ``--set FIELD=VALUE`` applied (a sequence of options, not one string)."""
+    if isinstance(overrides, str):
+        raise UsageError(f"sets {overrides!r}: expected a list of FIELD=VALUE strings, e.g. ['{overrides}']")
     for option in overrides:
         path, value = parse_set_option(option)
         _apply_override(data, path, value, label)
-    data.setdefault("name", Path(spec).stem if label == spec else spec)
+    return data
+
+
+def _validated(label: str, data: dict[str, Any]) -> Arch:
+    """The arch of ``data``; a validation error names the field and the value, on one line."""
     try:
         return Arch.model_validate(data)
     except ValidationError as exc:

@@ -173,7 +173,8 @@ def merge_stages(
     kernels: list[KernelPlan] = []
     stages: list[StagePlan] = []
     worst_load, worst_kernel, worst_by, worst_sram = -1, "", "compute", False
-    base_worst: int | None = 0
+    base_worst: int | None = 0  # greedy allocation over the same stages (allocation only)
+    placed_worst: int | None = 0  # the same, placed by the same construction (placed plans)
     for s, plan in enumerate(stage_plans):
         kernels += [k.model_copy(update={"stage": s}) for k in plan.kernels]
         t_in, t_out = int(transfer[cuts[s]]), int(transfer[cuts[s + 1]])
@@ -194,9 +195,12 @@ def merge_stages(
                 worst_kernel, worst_by = plan.objective.bottleneck_kernel, plan.objective.bound_by
                 worst_sram = plan.objective.sram_limited  # the stage's own rule (smallest legal op model)
             else:
-                worst_kernel, worst_by, worst_sram = plan.kernels[0].name, "transfer", False
-        placed_base = plan.baseline.placed_bottleneck_cycles if plan.objective.placed else plan.baseline.bottleneck_cycles
-        base_worst = None if base_worst is None or placed_base is None else max(base_worst, placed_base, t_in, t_out)
+                # the kernel that receives the slowest cut: this stage's first, or the next stage's
+                receiver = plan.kernels[0] if t_in >= t_out else stage_plans[s + 1].kernels[0]
+                worst_kernel, worst_by, worst_sram = receiver.name, "transfer", False
+        alloc_base, placed_base = plan.baseline.bottleneck_cycles, plan.baseline.placed_bottleneck_cycles
+        base_worst = None if base_worst is None or alloc_base is None else max(base_worst, alloc_base, t_in, t_out)
+        placed_worst = None if placed_worst is None or placed_base is None else max(placed_worst, placed_base, t_in, t_out)
     # the multi-wafer bound is exact, so reaching it proves optimality whatever each stage reported
     status = "OPTIMAL" if lower_bound is not None and worst_load <= lower_bound else "FEASIBLE"
     bound = lower_bound
@@ -232,7 +236,7 @@ def merge_stages(
             bottleneck_cycles=base_worst,
             cores_used=None,
             status="FEASIBLE",
-            placed_bottleneck_cycles=base_worst if placed else None,
+            placed_bottleneck_cycles=placed_worst if placed else None,
         ),
         kernels=kernels,
         stages=stages,

@@ -178,7 +178,12 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         load = max(stage_time, int(transfer[first]), int(transfer[end]))
         names = {k.name for k in members if k.latency_cycles + k.comm_cycles == load}
         if load == max(int(transfer[first]), int(transfer[end])) and load > stage_time:
-            names = {members[0].name}
+            # a transfer is the bottleneck: the kernel receiving that cut (this stage's first, or the next's)
+            names = set()
+            if int(transfer[first]) == load:
+                names.add(members[0].name)
+            if int(transfer[end]) == load and end < len(planned_in_order):
+                names.add(planned_in_order[end].name)
         # stages tied at the slowest load all hold slowest kernels
         if load > worst:
             worst, worst_names = load, names

@@ -82,6 +82,11 @@ class SolveOptions:
     def __post_init__(self) -> None:
         # Every entry point (CLI commands, the Python API, suites, sweeps) builds one of these, so
         # this is the one place the knobs are checked.
+        for name, value in (("time limit", self.time_limit_s), ("workers", self.workers), ("seed", self.seed)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UsageError(f"{name} {value!r}: expected a number")
+        if not isinstance(self.workers, int) or not isinstance(self.seed, int):
+            raise UsageError(f"workers {self.workers!r} and seed {self.seed!r} must be whole numbers")
         if not self.time_limit_s > 0:  # also rejects NaN
             raise UsageError(f"time limit {self.time_limit_s} s: must be positive seconds (--time-limit)")
         if not 1 <= self.workers <= 1024:
