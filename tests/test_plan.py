@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from wsealloc.api import solve
 from wsealloc.arch import load_arch
@@ -224,3 +225,12 @@ def test_atomic_write_keeps_readable_permissions(tmp_path: Path) -> None:
     kept.chmod(0o640)
     write_atomic(kept, "{}")
     assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+
+
+def test_plans_are_immutable(plan_file: Path) -> None:
+    # frozen all the way down: a report cannot change the plan another report reads
+    plan = read_plan(plan_file)
+    with pytest.raises(AttributeError):
+        plan.kernels.append(plan.kernels[0])  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError):
+        plan.kernels[0].cores = 1  # type: ignore[misc]

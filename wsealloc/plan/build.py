@@ -25,7 +25,7 @@ def kernel_plan(
     return KernelPlan(
         name=kc.kernel.name,
         type=kc.kernel.kind.value,
-        onnx_nodes=list(kc.kernel.nodes),
+        onnx_nodes=tuple(kc.kernel.nodes),
         cores=r * c,
         grid=(r, c),
         dataflow=dataflow.value,
@@ -153,8 +153,8 @@ def make_plan(
             status=baseline.status.value,
             placed_bottleneck_cycles=baseline_placed,
         ),
-        kernels=kernels,
-        stages=[StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status)],
+        kernels=tuple(kernels),
+        stages=(StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status),),
     )
 
 
@@ -238,6 +238,6 @@ def merge_stages(
             status="FEASIBLE",
             placed_bottleneck_cycles=placed_worst if placed else None,
         ),
-        kernels=kernels,
-        stages=stages,
+        kernels=tuple(kernels),
+        stages=tuple(stages),
     )

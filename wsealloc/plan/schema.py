@@ -84,7 +84,7 @@ class KernelPlan(_Doc):
 
     name: str
     type: str
-    onnx_nodes: list[str]
+    onnx_nodes: tuple[str, ...]
     cores: Count
     grid: tuple[Positive, Positive]
     dataflow: str
@@ -131,8 +131,8 @@ class Plan(_Doc):
     cost: CostRef
     objective: Objective
     baseline: Baseline
-    kernels: list[KernelPlan]
-    stages: list[StagePlan]
+    kernels: tuple[KernelPlan, ...]
+    stages: tuple[StagePlan, ...]
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -106,7 +106,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         kernel = by_name.get(kp.name)
         if kernel is None:
             continue
-        check(list(kernel.nodes) == kp.onnx_nodes, f"{kp.name}: onnx_nodes differ from the model's grouping")
+        check(tuple(kernel.nodes) == kp.onnx_nodes, f"{kp.name}: onnx_nodes differ from the model's grouping")
         check(kp.type == kernel.kind.value, f"{kp.name}: type is {kp.type!r}, the model's kernel is {kernel.kind.value!r}")
         r, c = kp.grid
         check(r >= 1 and c >= 1 and r * c == kp.cores, f"{kp.name}: grid {r}x{c} does not give {kp.cores} cores")
