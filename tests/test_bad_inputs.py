@@ -189,7 +189,7 @@ def test_front_end_never_reads_weight_data(tmp_path: Path) -> None:
         ({"arch": 5}, "expected a preset name"),
         ({"time_limit": "5"}, "time limit '5': expected a number"),
         ({"sets": "core.sram_bytes=96KiB"}, "expected a list of FIELD=VALUE strings"),
-        ({"wafers": 2.5}, "expected 1 to 1024 or 'auto'"),
+        ({"wafers": 2.5}, "or 'auto', got 2.5"),
     ],
 )
 def test_python_api_rejects_bad_arguments(tmp_path: Path, knobs: dict[str, object], needle: str) -> None:

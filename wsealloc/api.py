@@ -18,6 +18,7 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.arch.loader import arch_file
+from wsealloc.arch.schema import wafer_count
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import InfeasibleError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
@@ -188,17 +189,13 @@ def parse_wafers(value: int | str | None, arch: Arch) -> int | None:
     """``--wafers`` value: an int >= 1, ``auto`` (None: fewest that fit), or None for the arch's own setting."""
     if value is None:
         value = arch.cluster.wafers
-    if value == "auto":
-        return None
-    if isinstance(value, (bool, float)):
-        raise UsageError(f"--wafers {value!r}: expected 1 to 1024 or 'auto'")
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value = int(value)  # the command line gives text
     try:
-        count = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"--wafers {value!r}: expected a positive integer or 'auto'") from None
-    if not 1 <= count <= 1024:  # the limit of cluster.wafers and of a suite's wafers
-        raise UsageError(f"--wafers {value!r}: expected 1 to 1024 or 'auto'")
-    return count
+        checked = wafer_count(value)  # the rule of cluster.wafers and of a suite's wafers
+    except ValueError as exc:
+        raise UsageError(f"--wafers: {exc}") from None
+    return None if checked == "auto" else int(checked)
 
 
 def solve_stages(

@@ -141,13 +141,11 @@ def solve(
     if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
         raise OutputError(f"--floorplan {floorplan}: expected a .svg or .png file name")
     get_solver(solver)
-    if time_limit <= 0:
-        raise UsageError(f"--time-limit {time_limit}: must be positive seconds")
+    stop = StopHook()
+    opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)  # checks the knobs before any work
     spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
     options = cost_options(cost_model, allow_unknown_ops)
     costs = _cost_model(spec, arch, options, sets)
-    stop = StopHook()
-    opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)
     count = parse_wafers(wafers, costs.arch)
     if floorplan is not None and count is not None and count > 1:
         raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")

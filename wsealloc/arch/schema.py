@@ -98,7 +98,7 @@ class DType(_Frozen):
     accum_bytes: int = Field(default=4, strict=True, gt=0, le=64)
 
 
-def wafer_count(value: object) -> object:
+def wafer_count(value: object) -> int | str:
     """A number of wafers, 1 to 1024, or ``auto`` (one message instead of one per union member)."""
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024):
         return value
