@@ -29,10 +29,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from wsealloc.budget import Deadline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -68,7 +69,7 @@ def packing(problem, factors: list[float], seconds: float) -> None:  # type: ign
     for factor in factors:
         t = int(factor * problem.lower_bound)
         start = time.perf_counter()
-        status, rects = pack_ignoring_comm(problem, t, SolveOptions(time_limit_s=seconds, workers=2))
+        status, rects = pack_ignoring_comm(problem, t, SolveOptions(deadline=Deadline.after(seconds), workers=2))
         wall = time.perf_counter() - start
         if rects is not None:
             grid = np.zeros((mesh.rows, mesh.cols), dtype=np.int32)
@@ -85,7 +86,11 @@ def packing(problem, factors: list[float], seconds: float) -> None:  # type: ign
 
 
 def main() -> None:
-    from wsealloc.api import CostOptions, ModelSpec, build_problem, cost_model, get_solver
+    from wsealloc.api import build_problem, get_solver
+    from wsealloc.arch import load_arch
+    from wsealloc.cost import CostOptions
+    from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.pipeline import build_costs
     from wsealloc.problem.placement import build_placement_problem
     from wsealloc.solvers.base import SolveOptions
 
@@ -97,7 +102,7 @@ def main() -> None:
                         help="also try to pack the wafer at each target with communication ignored (CP-SAT, per target)")
     args = parser.parse_args()
 
-    costs = cost_model(ModelSpec(args.model, {}, fuse=True), args.arch, replace(CostOptions()), ())
+    costs = build_costs(OnnxSource(path=args.model), load_arch(args.arch), CostOptions())
     bound = get_solver("bisect")(build_problem(costs), SolveOptions()).objective
     problem = build_placement_problem(costs, lower_bound=int(bound or 0))
     mesh = problem.mesh

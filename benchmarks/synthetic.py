@@ -25,12 +25,12 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
     """Build, then time each stage in this (child) process."""
     from wsealloc.api import solve_costs
     from wsealloc.arch import load_arch
-    from wsealloc.bench.synthetic import build_chain
     from wsealloc.cost import CostOptions
     from wsealloc.frontend import import_onnx
+    from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.frontend.synthetic import build_chain
     from wsealloc.graph.kernels import build_kernels
     from wsealloc.opmodels import build_cost_table
-    from wsealloc.pipeline import ModelSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chain.onnx"
@@ -42,7 +42,7 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
         t2 = time.perf_counter()
         costs = build_cost_table(kgraph, load_arch(arch), CostOptions())
         t3 = time.perf_counter()
-        out = solve_costs(costs, ModelSpec(str(path)), solver="cpsat")
+        out = solve_costs(costs, OnnxSource(path=str(path)), solver="cpsat")
         t4 = time.perf_counter()
         return {
             "kernels": len(kgraph.kernels),

@@ -187,7 +187,7 @@ def test_front_end_never_reads_weight_data(tmp_path: Path) -> None:
         ({"dims": {"batch": "8"}}, "expected a mapping of dim names to positive integers"),
         ({"dims": ["batch=4"]}, "expected a mapping of dim names to positive integers"),
         ({"arch": 5}, "expected a preset name"),
-        ({"time_limit": "5"}, "time limit '5': expected a number"),
+        ({"time_limit": "5"}, "--time-limit '5': Input should be a valid number"),
         ({"sets": "core.sram_bytes=96KiB"}, "expected a list of FIELD=VALUE strings"),
         ({"wafers": 2.5}, "or 'auto', got 2.5"),
     ],

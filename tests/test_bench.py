@@ -6,18 +6,37 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import wsealloc
 from wsealloc.bench.results import to_csv, to_markdown
-from wsealloc.bench.runner import FAULT_ENV, BenchRow, _portable, run_all, run_instance, run_task
+from wsealloc.bench.runner import BenchRow, Task, run_all, run_instance, run_task, ship
 from wsealloc.bench.suite import load_suite
 from wsealloc.cli import main
 from wsealloc.errors import UsageError
+from wsealloc.frontend.sources import OnnxSource
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _faulty_worker(tmp: Path, fault: str, victim: str) -> tuple[str, ...]:
+    """A worker command that aborts or hangs on the task named ``victim`` and runs the others like the
+    real worker (fault injection lives in the tests: production code reads no fault switch)."""
+    action = {"abort": "os.abort()", "hang": "time.sleep(3600)"}[fault]
+    script = tmp / f"{fault}_worker.py"
+    script.write_text(
+        "import json, os, sys, time\n"
+        "from wsealloc.bench.runner import Task, run_instance\n"
+        "task = Task.model_validate_json(sys.stdin.read())\n"
+        f"if task.name == {victim!r}:\n"
+        f"    {action}\n"
+        "print(json.dumps(run_instance(task).to_dict()))\n"
+    )
+    return (sys.executable, str(script))
 
 
 def _copy_suite(tmp: Path, best: int | None = None) -> Path:
@@ -45,7 +64,7 @@ instances:
 def test_smoke_suite_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "smoke", "--out", str(tmp_path), "-j", "2"]) == 0
     rows = json.loads((tmp_path / "smoke.json").read_text())["results"]
-    suite, _ = load_suite("smoke")
+    suite = load_suite("smoke").suite
     assert [r["instance"] for r in rows] == [i.name for i in suite.instances]
     assert all(r["status"] in ("OPTIMAL", "FEASIBLE") for r in rows)
     for inst, row in zip(suite.instances, rows, strict=True):  # the recorded best-known values hold
@@ -134,7 +153,7 @@ def test_regression_gate_and_update_best(tmp_path: Path, capsys: pytest.CaptureF
     (tmp_path / "b").mkdir()
     fresh = _copy_suite(tmp_path / "b")
     assert main(["bench", str(fresh), "--out", str(tmp_path / "out2"), "--update-best"]) == 0
-    recorded, _ = load_suite(str(fresh))
+    recorded = load_suite(str(fresh)).suite
     assert [(i.best.objective, i.best.bound) for i in recorded.instances if i.best] == [(661, 661), (2745, 2745)]
     assert not list(fresh.parent.glob(".*.tmp"))  # rewritten atomically
     assert main(["bench", str(fresh), "--out", str(tmp_path / "out3")]) == 0  # now gated, and it holds
@@ -144,23 +163,23 @@ def test_regression_gate_and_update_best(tmp_path: Path, capsys: pytest.CaptureF
     assert "bound 2,745 cycles, weaker than the recorded 2,746" in capsys.readouterr().err
 
 
-def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    suite, path = load_suite(str(_copy_suite(tmp_path)))
-    monkeypatch.setenv(FAULT_ENV, "abort:attention")
-    rows = run_all([i.resolved(path.parent) for i in suite.instances], jobs=2)
+def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path) -> None:
+    suite = load_suite(str(_copy_suite(tmp_path)))
+    worker = _faulty_worker(tmp_path, "abort", "attention")
+    rows = run_all(suite.tasks, jobs=2, worker=worker)
     assert rows[0].status == "CRASHED" and "signal 6" in rows[0].error and rows[0].solver is None
     assert rows[1].status == "OPTIMAL"
-    assert main(["bench", str(path), "--out", str(tmp_path / "out")]) == 5  # reported, the rest completes
+    run = wsealloc.run_suite(suite, out=tmp_path / "out", worker=worker)  # reported, the rest completes
+    assert not run.passed and "attention: CRASHED" in run.regressions[0]
     doc = json.loads((tmp_path / "out" / "mini.json").read_text())
     assert [r["status"] for r in doc["results"]] == ["CRASHED", "OPTIMAL"]
 
 
-def test_hung_worker_times_out_and_suite_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    suite, path = load_suite(str(_copy_suite(tmp_path)))
-    monkeypatch.setenv(FAULT_ENV, "hang:attention")
-    instances = [i.resolved(path.parent) for i in suite.instances]
-    instances[0]["timeout"] = 3  # the other instance keeps its generous default
-    rows = run_all(instances, jobs=2)
+def test_hung_worker_times_out_and_suite_completes(tmp_path: Path) -> None:
+    suite = load_suite(str(_copy_suite(tmp_path)))
+    tasks = list(suite.tasks)
+    tasks[0] = tasks[0].model_copy(update={"timeout_s": 3.0})  # the other instance keeps its generous default
+    rows = run_all(tasks, jobs=2, worker=_faulty_worker(tmp_path, "hang", "attention"))
     assert rows[0].status == "TIMEOUT" and "after 3 s" in rows[0].error
     assert rows[1].status == "OPTIMAL"
 
@@ -168,11 +187,10 @@ def test_hung_worker_times_out_and_suite_completes(tmp_path: Path, monkeypatch: 
 def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     from distributed import LocalCluster
 
-    suite, path = load_suite(str(_copy_suite(tmp_path)))
-    instances = [i.resolved(path.parent) for i in suite.instances]
-    local = run_all(instances, jobs=1)
+    tasks = load_suite(str(_copy_suite(tmp_path))).tasks
+    local = run_all(tasks, jobs=1)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        remote = run_all(instances, scheduler=cluster.scheduler_address)
+        remote = run_all(tasks, scheduler=cluster.scheduler_address)
 
     def strip(rows: list[BenchRow]) -> list[dict[str, object]]:
         return [{k: v for k, v in r.to_dict().items() if k != "wall_s"} for r in rows]
@@ -180,32 +198,42 @@ def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     assert strip(remote) == strip(local) and all(r.ok for r in local)
 
 
-def test_dask_crash_costs_only_its_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dask_crash_costs_only_its_instance(tmp_path: Path) -> None:
     """A task whose solver aborts is reported CRASHED; the Dask worker and the other tasks survive."""
     from distributed import LocalCluster
 
-    suite, path = load_suite(str(_copy_suite(tmp_path)))
-    monkeypatch.setenv(FAULT_ENV, "abort:attention")
+    tasks = load_suite(str(_copy_suite(tmp_path))).tasks
+    worker = _faulty_worker(tmp_path, "abort", "attention")
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
-        rows = run_all([i.resolved(path.parent) for i in suite.instances], scheduler=cluster.scheduler_address)
+        rows = run_all(tasks, scheduler=cluster.scheduler_address, worker=worker)
     assert rows[0].status == "CRASHED" and "signal 6" in rows[0].error
     assert rows[1].status == "OPTIMAL"
 
 
 def test_dask_tasks_carry_their_model(tmp_path: Path) -> None:
-    """Workers on other machines need no shared file system: the task ships the model's bytes."""
-    suite, path = load_suite(str(_copy_suite(tmp_path)))
-    data = suite.instances[0].resolved(path.parent)
-    here = run_instance(data)
-    shipped = _portable(data)
-    assert shipped["model_data"] == Path(data["model"]).read_bytes()
-    elsewhere = run_task({**shipped, "model": "/nonexistent/cluster/node/attention.onnx"})
+    """Workers on other machines need no shared file system: the task ships the model's bytes (the
+    arch travels resolved inside the request)."""
+    task = load_suite(str(_copy_suite(tmp_path))).tasks[0]
+    here = run_instance(task)
+    shipped = ship(task)
+    source = task.request.model
+    assert isinstance(source, OnnxSource) and shipped.model_data == Path(source.path).read_bytes()
+    away = source.model_copy(update={"path": "/nonexistent/cluster/node/attention.onnx"})
+    moved = shipped.task.model_copy(update={"request": task.request.model_copy(update={"model": away})})
+    elsewhere = run_task(replace(shipped, task=moved))
     assert elsewhere.ok and elsewhere.solver == here.solver and elsewhere.bound == here.bound
+
+
+def test_tasks_travel_as_json(tmp_path: Path) -> None:
+    """A worker receives its task as JSON and parses it back into the same typed task."""
+    task = load_suite(str(_copy_suite(tmp_path))).tasks[1]
+    assert Task.model_validate_json(task.model_dump_json()) == task
+    assert task.request.arch.name == "tiny" and task.timeout_s == 5 + 300
 
 
 def test_unreachable_scheduler_is_reported() -> None:
     with pytest.raises(UsageError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect .*is a dask scheduler running"):
-        run_all([{"name": "x"}], scheduler="tcp://127.0.0.1:9", connect_timeout=1)
+        run_all([], scheduler="tcp://127.0.0.1:9", connect_timeout=1)
 
 
 def test_unknown_suite_lists_choices(capsys: pytest.CaptureFixture[str]) -> None:

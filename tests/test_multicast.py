@@ -87,11 +87,12 @@ def test_residual_stream_flows_share_a_group() -> None:
     from pathlib import Path
 
     from wsealloc.arch import load_arch
-    from wsealloc.pipeline import ModelSpec, load_kernels
+    from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.pipeline import load_kernels
     from wsealloc.problem.flows import flows
 
     model = Path(__file__).resolve().parents[1] / "models" / "tiny" / "transformer.onnx"
-    kgraph = load_kernels(ModelSpec(str(model)))
+    kgraph = load_kernels(OnnxSource(path=str(model)))
     fl = flows(kgraph, load_arch("tiny"))
     names = [k.name for k in kgraph.kernels]
     by_group: dict[int, set[tuple[int, str]]] = {}

@@ -64,7 +64,7 @@ def test_broken_stage_is_caught(tmp_path: Path) -> None:
 def test_stages_tied_at_the_bottleneck_all_hold_slowest_kernels(tmp_path: Path) -> None:
     """A chain of identical layers over 2 wafers: both stages take the same time, and the plan may
     name a slowest kernel of either (the verifier once accepted only the last stage's)."""
-    from wsealloc.bench.synthetic import build_chain
+    from wsealloc.frontend.synthetic import build_chain
 
     model = tmp_path / "chain.onnx"
     build_chain(model, 8)

@@ -158,8 +158,8 @@ def test_communication_parts_are_recorded_verified_and_printed(tmp_path: Path) -
 
 
 def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The greedy allocation's layout is built inside the placement stage's time limit: the search
-    gets what is left of it (the stage ends within the limit)."""
+    """The greedy allocation's layout is built inside the run's one deadline: the search gets what is
+    left of it (the run ends within the limit)."""
     import time
 
     import wsealloc.api as api
@@ -172,7 +172,7 @@ def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: 
         return real_baseline(*args, **kwargs)
 
     def spy(problem, options, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(options.time_limit_s)
+        seen.append(options.deadline.remaining())
         return real_solver(problem, options, **kwargs)
 
     monkeypatch.setattr(api, "place_baseline", slow_baseline)
@@ -186,12 +186,13 @@ def test_construction_finds_a_first_layout_past_its_deadline() -> None:
     """A deadline already past still yields a valid layout (the best found, never none for the clock)."""
     import time
 
+    from wsealloc.budget import Deadline
     from wsealloc.problem.placement import build_placement_problem
     from wsealloc.solvers.place import construct_best
 
     out = solve(ATTENTION, "tiny", place=False)
     problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
-    assert construct_best(problem, time.perf_counter() - 1.0) is not None
+    assert construct_best(problem, Deadline(time.perf_counter() - 1.0)) is not None
 
 
 def test_summary_reports_what_placing_cost() -> None:

@@ -64,6 +64,19 @@ def _broken(plan_file: Path, tmp_path: Path, edit) -> Path:  # type: ignore[no-u
     return out
 
 
+def _shrink_wafer(doc: dict) -> None:  # type: ignore[type-arg]
+    """One die instead of 2 x 2: the spec and its headline fields agree, the kernels no longer fit."""
+    doc["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1)
+    doc["arch"].update(rows=8, cols=12, total_cores=96)
+
+
+def test_too_many_cores_is_the_first_violation(plan_file: Path, tmp_path: Path) -> None:
+    """The root cause comes first, in the text output as in --json: a wafer too small for the plan's
+    cores, before the op models that no longer fit on it."""
+    report = verify_plan(_broken(plan_file, tmp_path, _shrink_wafer))
+    assert "a wafer has 96" in report.violations[0], report.violations
+
+
 def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
     def edit(doc: dict) -> None:  # type: ignore[type-arg]
         doc["kernels"][0][key] = value
@@ -82,14 +95,17 @@ def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
         (lambda d: d["kernels"].pop(), "not in the plan"),
         (lambda d: d["objective"].update(bottleneck_cycles=1), "bottleneck_cycles is 1"),
         (lambda d: d["objective"].update(lower_bound_cycles=10**9), "exceeds the bottleneck"),
-        (lambda d: d["arch"]["spec"]["wafer"]["dies"].update(rows=1, cols=1), "a wafer has"),
+        (_shrink_wafer, "a wafer has"),
         (lambda d: d["model"].update(sha256="0" * 64), "SHA-256 mismatch"),
         (lambda d: d["objective"].update(gap=0.5), "objective.gap is 0.5"),
         (lambda d: d["objective"].update(placed=True), "objective.placed is True"),
         (lambda d: d["objective"].update(bound_by="transfer"), "objective.bound_by is 'transfer'"),
         (lambda d: d["objective"].update(lower_bound_cycles=10**9), "not a valid bound"),
         (_set_first("type", "conv"), "type is 'conv'"),
-        (lambda d: d["arch"].update(clock_hz=5.0), "arch.clock_hz is 5.0"),
+        (lambda d: d["baseline"].update(bottleneck_cycles=1), "baseline.bottleneck_cycles is 1, the greedy rule gives"),
+        (lambda d: d["baseline"].update(cores_used=7), "baseline.cores_used is 7, the greedy rule uses"),
+        (lambda d: d["baseline"].update(status="INFEASIBLE"), "baseline.status is INFEASIBLE"),
+        (lambda d: d["baseline"].update(placed_bottleneck_cycles=1), "is given for a plan that is not placed"),
     ],
 )
 def test_broken_plans_fail_with_reason(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
@@ -144,6 +160,8 @@ def test_bad_cost_block_is_a_plan_error(plan_file: Path, tmp_path: Path, field: 
         (_set_first("placement", [-1, 0]), "kernels.0.placement.0"),
         (_set_first("latency_cycles", 1.5), "kernels.0.latency_cycles"),
         (_set_first("cores", True), "kernels.0.cores"),
+        (lambda d: d["arch"].update(clock_hz=5.0), "arch.clock_hz is 5.0 but arch.spec gives"),
+        (lambda d: d["baseline"].update(status="MAYBE"), "baseline.status"),
     ],
 )
 def test_malformed_fields_name_the_field(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]

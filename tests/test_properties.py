@@ -14,8 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from wsealloc.api import solve
 from wsealloc.arch import Arch, load_arch
+from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions
-from wsealloc.pipeline import ModelSpec, cost_model
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.pipeline import build_costs
 from wsealloc.plan.io import read_plan
 from wsealloc.plan.verify import verify_plan
 from wsealloc.problem import build_problem
@@ -115,16 +117,18 @@ def test_placed_plans_verify(tmp_path: Path, model: onnx.ModelProto, sets: list[
 @SETTINGS
 @given(random_models(), random_archs())
 def test_backends_agree(tmp_path: Path, model: onnx.ModelProto, sets: list[str]) -> None:
-    costs = cost_model(ModelSpec(str(_save(model, tmp_path))), "tiny", CostOptions(), sets)
+    costs = build_costs(OnnxSource(path=str(_save(model, tmp_path))), load_arch("tiny", sets), CostOptions())
     problem = build_problem(costs)
     exact = get_solver("bisect")(problem, SolveOptions())
     for name in ("cpsat", "pulp"):
-        r = get_solver(name)(problem, SolveOptions(time_limit_s=30))  # no hint, no bound: proven on its own
+        r = get_solver(name)(problem, SolveOptions(deadline=Deadline.after(30)))  # no hint, no bound: proven on its own
         assert (r.status, r.objective) == (Status.OPTIMAL, exact.objective), name
 
 
 def _optimum(path: Path, arch: Arch) -> int:
-    result = get_solver("bisect")(build_problem(cost_model(ModelSpec(str(path)), arch, CostOptions())), SolveOptions())
+    result = get_solver("bisect")(
+        build_problem(build_costs(OnnxSource(path=str(path)), load_arch(arch), CostOptions())), SolveOptions()
+    )
     assert result.objective is not None
     return result.objective
 

@@ -14,6 +14,7 @@ import wsealloc
 import wsealloc.api
 from wsealloc.cli import main
 from wsealloc.report.compare import Comparison, compare, to_html, to_markdown
+from wsealloc.request import RequestOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
@@ -28,7 +29,10 @@ def test_python_api_is_typed(comparison: Comparison) -> None:
     import inspect
 
     assert wsealloc.solve is wsealloc.api.solve and wsealloc.compare is compare  # real signatures for notebooks
-    assert "time_limit" in inspect.signature(wsealloc.compare).parameters
+    # the keyword arguments are one TypedDict (PEP 692): editors list them, and they are spelled once
+    options = inspect.signature(wsealloc.compare).parameters["options"]
+    assert options.kind is inspect.Parameter.VAR_KEYWORD and "RequestOptions" in str(options.annotation)
+    assert "time_limit" in RequestOptions.__annotations__
     assert isinstance(comparison, Comparison)
     names = [r.name for r in comparison.rows]
     assert names[0].startswith("greedy") and names[-1].startswith("exact bound")

@@ -13,9 +13,10 @@ from wsealloc.arch import load_arch
 from wsealloc.cost import CostModelName, CostOptions, SeedWork, kernel_work
 from wsealloc.errors import UnsupportedOpError
 from wsealloc.frontend import import_onnx
+from wsealloc.frontend.sources import OnnxSource
 from wsealloc.graph.kernels import build_kernels
 from wsealloc.opmodels import grid_sides
-from wsealloc.pipeline import ModelSpec, cost_model
+from wsealloc.pipeline import build_costs
 
 
 def _notebook_model(tmp_path: Path) -> str:
@@ -61,7 +62,9 @@ def test_seed_estimates_by_hand(tmp_path: Path) -> None:
 
 
 def test_seed_latency_is_floor_division(tmp_path: Path) -> None:
-    costs = cost_model(ModelSpec(_notebook_model(tmp_path), fuse=False), "tiny", CostOptions(model=CostModelName.SEED))
+    costs = build_costs(
+        OnnxSource(path=_notebook_model(tmp_path), fuse=False), load_arch("tiny"), CostOptions(model=CostModelName.SEED)
+    )
     kc = costs.by_name("conv")
     assert isinstance(kc.work, SeedWork)
     t = kc.table
@@ -80,8 +83,8 @@ def _unknown_model(tmp_path: Path) -> str:
 def test_unknown_op_is_an_error_unless_allowed(tmp_path: Path) -> None:
     path = _unknown_model(tmp_path)
     with pytest.raises(UnsupportedOpError, match="op Det.*--allow-unknown-ops"):
-        cost_model(ModelSpec(path), "tiny", CostOptions())
-    costs = cost_model(ModelSpec(path), "tiny", CostOptions(allow_unknown_ops=True))
+        build_costs(OnnxSource(path=path), load_arch("tiny"), CostOptions())
+    costs = build_costs(OnnxSource(path=path), load_arch("tiny"), CostOptions(allow_unknown_ops=True))
     assert costs.by_name("det").work.vector_ops == 4  # 1 op per output element, never a silent zero
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 
 from wsealloc.api import solve
+from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem, build_placement_problem
 from wsealloc.solvers import Status, strips
 from wsealloc.solvers.align import align
@@ -73,7 +73,7 @@ def test_stacked_resnet_layout_is_valid_and_packs_tighter() -> None:
     out = solve(str(ROOT / "models" / "resnet50.onnx"), "wse2", place=False)
     problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
-    deadline = time.perf_counter() + 60
+    deadline = Deadline.after(60)
     alone = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=strips.Stacking.NONE))
     stacked = strips.smallest_target(problem, zero, problem.lower_bound, deadline, strips.Style(stack=strips.Stacking.ANY))
     assert alone is not None and stacked is not None
@@ -106,7 +106,9 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
     from hypothesis import HealthCheck, given, settings
     from test_properties import random_archs, random_models
 
-    from wsealloc.pipeline import ModelSpec, cost_model
+    from wsealloc.arch import load_arch
+    from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.pipeline import build_costs
 
     laid_out = dict.fromkeys(strips.Stacking, 0)
 
@@ -116,11 +118,11 @@ def test_stacked_layouts_of_random_models_are_valid(tmp_path: Path) -> None:
         path = tmp_path / "m.onnx"
         onnx.save(model, str(path))
         out = solve(str(path), "tiny", sets=[*sets, "wafer.defects.rate=0.01"], place=False)
-        costs = cost_model(ModelSpec(str(path)), "tiny", out.costs.options, [*sets, "wafer.defects.rate=0.01"])
+        costs = build_costs(OnnxSource(path=str(path)), load_arch("tiny", [*sets, "wafer.defects.rate=0.01"]), out.costs.options)
         problem = build_placement_problem(costs, out.plan.objective.lower_bound_cycles)
         zero = np.zeros(problem.n_kernels, dtype=np.int64)
         for style in (strips.Style(1, stack) for stack in strips.Stacking):
-            found = strips.smallest_target(problem, zero, problem.lower_bound, time.perf_counter() + 30, style)
+            found = strips.smallest_target(problem, zero, problem.lower_bound, Deadline.after(30), style)
             if found is None:
                 continue  # too little room at any target (defects): the driver reports it
             target, placed = found
@@ -255,7 +257,7 @@ def test_packing_relaxation_by_hand() -> None:
 
     # every kernel needs at least 2 x 20 cores for 100 cycles on an 8 x 40 mesh: 8 fit, 9 do not (area)
     flows = [(k, k + 1, 4.0) for k in range(8)]
-    options = SolveOptions(time_limit_s=20, workers=1)
+    options = SolveOptions(deadline=Deadline.after(20), workers=1)
     status, rects = pack_ignoring_comm(_chain_problem(9, flows), 101, options)
     assert (status, rects) == (Status.INFEASIBLE, None)
     status, rects = pack_ignoring_comm(_chain_problem(8, flows[:7]), 101, options)

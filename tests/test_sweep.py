@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 import wsealloc
 import wsealloc.bench.sweep as sweep_mod
-from wsealloc.bench.runner import BenchRow
+from wsealloc.bench.runner import BenchRow, Task
 from wsealloc.bench.sweep import grid, non_monotone, parse_axes
 from wsealloc.cli import main
 
@@ -40,11 +40,11 @@ def test_non_monotone_pairs_are_found() -> None:
 def _fake_run_all(cycles: Sequence[int | None]) -> Any:
     """A stand-in for the executors returning a constructed result table."""
 
-    def run_all(instances: list[dict[str, Any]], **kwargs: Any) -> list[BenchRow]:
-        assert len(instances) == len(cycles)
+    def run_all(tasks: list[Task], **kwargs: Any) -> list[BenchRow]:
+        assert len(tasks) == len(cycles)
         rows = [
-            BenchRow(d["name"], 1, c, c, c, 0.0, "OPTIMAL", 0.1, 1.0) if c else BenchRow(d["name"], error="boom")
-            for d, c in zip(instances, cycles, strict=True)
+            BenchRow(t.name, 1, c, c, c, 0.0, "OPTIMAL", 0.1, 1.0) if c else BenchRow(t.name, error="boom")
+            for t, c in zip(tasks, cycles, strict=True)
         ]
         for row in rows:
             kwargs["on_done"](row)
@@ -151,7 +151,7 @@ def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--dim batch does not name a symbolic dim" in capsys.readouterr().err
     assert not fresh.exists() or not any(fresh.iterdir())
     assert main(["sweep", mlp, "--arch", "tiny", "--set", "core.sram_bytes=24KiB", "--time-limit", "-1", "--out", str(out)]) == 2
-    assert "time_limit" in capsys.readouterr().err
+    assert "--time-limit -1.0" in capsys.readouterr().err
 
 
 def test_sweep_allows_unknown_ops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,9 +8,11 @@ import pytest
 from conftest import zoo
 
 from wsealloc.arch import load_arch
+from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions
+from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import build_cost_table
-from wsealloc.pipeline import ModelSpec, load_kernels
+from wsealloc.pipeline import load_kernels
 from wsealloc.report.inspect import inspect_json
 
 
@@ -62,7 +64,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_mac_counts(name: str) -> None:
     closed, published = CASES[name]
-    kgraph = load_kernels(ModelSpec(str(zoo(name))))
+    kgraph = load_kernels(OnnxSource(path=str(zoo(name))))
     costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
     total = inspect_json(costs)["summary"]["total_macs"]
     assert abs(total - closed) / closed < 0.01, (total, closed)
@@ -72,7 +74,7 @@ def test_mac_counts(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["gpt2.onnx", "bert-base.onnx", "resnet50.onnx", "vit-b16.onnx", "llama-7b.onnx"])
 def test_zoo_fits_wse2_and_every_node_is_covered(name: str) -> None:
-    kgraph = load_kernels(ModelSpec(str(zoo(name))))
+    kgraph = load_kernels(OnnxSource(path=str(zoo(name))))
     covered = sorted(n for k in kgraph.kernels for n in k.nodes)
     assert covered == sorted(n.name for n in kgraph.ops.nodes)
     costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions())
@@ -80,7 +82,7 @@ def test_zoo_fits_wse2_and_every_node_is_covered(name: str) -> None:
 
 
 def test_llama_70b_does_not_fit_one_wafer() -> None:
-    kgraph = load_kernels(ModelSpec(str(zoo("llama-70b.onnx"))))
+    kgraph = load_kernels(OnnxSource(path=str(zoo("llama-70b.onnx"))))
     costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
     summary = inspect_json(costs)["summary"]
     assert not summary["fits_one_wafer"] and summary["weight_bytes"] > load_arch("wse2").wafer_sram_bytes
@@ -91,16 +93,16 @@ def test_cpsat_pulp_bisect_agree_on_zoo(name: str) -> None:
     from wsealloc.problem import build_problem
     from wsealloc.solvers import SolveOptions, Status, get_solver
 
-    costs = build_cost_table(load_kernels(ModelSpec(str(zoo(name)))), load_arch("wse2"), CostOptions())
+    costs = build_cost_table(load_kernels(OnnxSource(path=str(zoo(name)))), load_arch("wse2"), CostOptions())
     problem = build_problem(costs)
     exact = get_solver("bisect")(problem, SolveOptions())
     greedy = get_solver("greedy")(problem, SolveOptions())
     assert exact.status is Status.OPTIMAL and greedy.objective is not None and exact.objective is not None
     assert exact.objective <= greedy.objective
-    with_bound = SolveOptions(hint=greedy.choice, lower_bound=exact.objective, time_limit_s=60)
+    with_bound = SolveOptions(hint=greedy.choice, lower_bound=exact.objective, deadline=Deadline.after(60))
     for solver in ("cpsat", "pulp"):
         r = get_solver(solver)(problem, with_bound)
         assert (r.status, r.objective, r.cores_used) == (Status.OPTIMAL, exact.objective, exact.cores_used), solver
     if name != "llama-7b.onnx":  # proving optimality without the bound: seconds each on the smaller models
-        r = get_solver("cpsat")(problem, SolveOptions(hint=greedy.choice, time_limit_s=60))
+        r = get_solver("cpsat")(problem, SolveOptions(hint=greedy.choice, deadline=Deadline.after(60)))
         assert (r.status, r.objective) == (Status.OPTIMAL, exact.objective)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from wsealloc.version import __version__
 
 if TYPE_CHECKING:
     from wsealloc.api import SolveOutcome, solve

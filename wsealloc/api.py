@@ -1,4 +1,9 @@
-"""Python API: the operations of the CLI as functions with typed results, for scripts and notebooks.
+"""The run of a solve request, and the Python API over it.
+
+:func:`run` is the one function every command, report, sweep point and bench worker calls: it owns
+the run's :class:`~wsealloc.budget.Deadline` (created from the request's time limit, before the front
+end) and hands each stage its share. :func:`solve` is the Python API: the CLI's ``solve`` as a
+function (a request built from keyword arguments, then :func:`run`).
 
 >>> import wsealloc.api as ws
 >>> out = ws.solve("models/gpt2.onnx", arch="wse2")           # doctest: +SKIP
@@ -8,29 +13,28 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+from typing_extensions import Unpack
 
 from wsealloc.arch import Arch
-from wsealloc.arch.loader import arch_file
-from wsealloc.arch.schema import wafer_count
-from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.errors import InfeasibleError, SolverError, UsageError
+from wsealloc.budget import Deadline, StopHook
+from wsealloc.errors import InfeasibleError, SolverError
 from wsealloc.opmodels import CostTable
-from wsealloc.pipeline import ModelSpec, cost_model
+from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
-from wsealloc.plan.io import check_distinct_outputs, check_writable, write_atomic
+from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
 from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import StageProblem, build_stage_problem
-from wsealloc.solvers import SolveOptions, SolverResult, Status, StopHook, get_solver
+from wsealloc.request import RequestOptions, SolveRequest, build_request, check_outputs
+from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult
 from wsealloc.solvers.place import place_baseline
 from wsealloc.solvers.place import solve as place_solver
@@ -38,6 +42,16 @@ from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.solvers.strips import score
 from wsealloc.units import format_bytes
+
+Progress = Callable[[str], None]
+
+# Shares of the budget (what remains when the stage starts). The allocation backends usually prove
+# their optimum in seconds; capping them at half keeps the placement's time when they do not.
+ALLOCATION_SHARE_WHEN_PLACING = 0.5
+BASELINE_PLACEMENT_SHARE = 0.25  # the greedy allocation placed by the same construction
+# After a stop request, a phase that does not return within this many seconds is abandoned (its
+# best-so-far result is lost, the run falls back to the best one it holds): a signal stops any phase.
+STOP_GRACE_S = 1.0
 
 _T = TypeVar("_T")
 
@@ -54,6 +68,7 @@ class SolveOutcome:
     interrupted: bool = False
     placement: PlacementResult | None = None
     partition: StagePartition | None = None  # multi-wafer plans: the stage cut points
+    request: SolveRequest | None = None  # what was solved (None only for hand-built outcomes)
 
     def flows(self) -> list[tuple[str, str, float]]:
         """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
@@ -85,9 +100,10 @@ def infeasibility_message(costs: CostTable, problem: AllocationProblem) -> str:
     )
 
 
-def _run_stoppable(fn: Callable[[], _T]) -> _T:
+def _run_stoppable(fn: Callable[[], _T], deadline: Deadline) -> _T | None:
     """Run ``fn`` in a worker thread so the main thread stays free to handle SIGINT/SIGTERM (the
-    solvers watch ``SolveOptions.stop``, which the signal handler sets)."""
+    phases watch the deadline, whose stop hook the signal handler sets). A phase still running
+    ``STOP_GRACE_S`` after a stop request is abandoned (None), so a signal ends any phase promptly."""
     value: list[_T] = []
     error: list[BaseException] = []
 
@@ -101,43 +117,44 @@ def _run_stoppable(fn: Callable[[], _T]) -> _T:
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
+        if deadline.stopped:
+            worker.join(STOP_GRACE_S)
+            break
     if error:
         raise error[0]
-    return value[0]
+    return value[0] if value else None
 
 
 def solve_costs(
-    costs: CostTable,
-    spec: ModelSpec,
-    *,
-    solver: str = "cpsat",
-    options: SolveOptions | None = None,
-    use_bound: bool = True,
-    place: bool = False,
-    progress: Callable[[str], None] | None = None,
+    costs: CostTable, request: SolveRequest, deadline: Deadline | None = None, progress: Progress | None = None
 ) -> SolveOutcome:
-    """Solve an already built cost table (greedy baseline, exact bound, then ``solver``); with ``place``,
-    also place every kernel on the wafer (the bound stays the allocation-only optimum)."""
-    opts = options or SolveOptions()
+    """Solve one wafer's cost table: greedy baseline, exact bound, then the request's backend (an
+    allocation share of ``deadline``); with ``request.place``, place every kernel on the wafer in
+    what remains (the bound stays the allocation-only optimum). ``deadline`` defaults to the
+    request's time limit from now."""
+    deadline = deadline or Deadline.after(request.solver.time_limit_s)
     say = progress or (lambda message: None)
+    solver = request.solver.name
+    knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
     problem = build_problem(costs)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
-    baseline = get_solver("greedy")(problem, opts)
-    exact = get_solver("bisect")(problem, opts)
+    baseline = get_solver("greedy")(problem, knobs)
+    exact = get_solver("bisect")(problem, knobs)
     if exact.status is Status.INFEASIBLE:
         raise InfeasibleError(infeasibility_message(costs, problem))
     bound = exact.objective
     if solver == "bisect":
         result = exact
     elif solver in ("greedy", "greedy-seed"):
-        result = baseline if solver == "greedy" else get_solver(solver)(problem, opts)
+        result = baseline if solver == "greedy" else get_solver(solver)(problem, knobs)
     else:
         hint = baseline.choice if baseline.status is Status.FEASIBLE else exact.choice
-        run_opts = replace(opts, hint=hint, lower_bound=bound if use_bound else None)
+        share = deadline.share(ALLOCATION_SHARE_WHEN_PLACING) if request.place else deadline
+        run_opts = replace(knobs, deadline=share, hint=hint, lower_bound=bound)
         backend = get_solver(solver)
-        say(f"allocation: exact bound {bound:,} cycles; running {solver}")
-        result = _run_stoppable(lambda: backend(problem, run_opts))
-    interrupted = opts.stop.stopped.is_set()
+        say(f"allocation: exact bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
+        found = _run_stoppable(lambda: backend(problem, run_opts), deadline)
+        result = found or SolverResult(solver, Status.UNKNOWN, None, None, bound, 0.0, message="stopped by a signal")
     if not result.has_solution:
         fallback = baseline if baseline.status is Status.FEASIBLE else exact
         result = replace(
@@ -154,79 +171,69 @@ def solve_costs(
             raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but bisection proves {bound}")
         status = Status.OPTIMAL if result.objective <= bound else result.status
         result = replace(result, bound=max(result.bound or 0, bound), status=status)
-    if not place:
-        plan = make_plan(costs, spec, result, baseline)
-        return SolveOutcome(plan, result, baseline, exact, costs, interrupted)
+    source = request.model
+    if not request.place or deadline.stopped:
+        # a stop before the placement: the allocation-only plan is the best valid plan there is
+        plan = make_plan(costs, source, result, baseline)
+        return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
-    say(f"placement: {len(pproblem.shapes)} shape tables; placing (time limit {opts.time_limit_s:g} s)")
+    say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
     # The baseline: the greedy allocation's latencies placed by the same construction. It is also a
-    # start of the placement search, so the result is never worse than it. Both share the placement
-    # stage's time limit (a quarter at most for the baseline), so the stage ends within it.
-    stage_start = time.perf_counter()
+    # start of the placement search, so the result is never worse than it.
     greedy_layout = None
     baseline_placed = None
     if baseline.choice is not None:
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
-        greedy_layout = place_baseline(pproblem, targets, stage_start + opts.time_limit_s / 4)
+        share = deadline.share(BASELINE_PLACEMENT_SHARE)
+        greedy_layout = _run_stoppable(lambda: place_baseline(pproblem, targets, share), deadline)
         if greedy_layout is not None:
             baseline_placed = score(pproblem, greedy_layout)[0]
     starts = (greedy_layout,) if greedy_layout is not None else ()
-    # the construction always returns its first layout, however little time is left
-    left = max(1e-3, opts.time_limit_s - (time.perf_counter() - stage_start))
-    place_opts = replace(opts, time_limit_s=left)
-    placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts))
-    if placement.rects is None:
+    place_opts = replace(knobs, deadline=deadline)
+    placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), deadline)
+    if placement is None or placement.rects is None:
+        if deadline.stopped:
+            # stopped before any layout: the allocation-only plan is the best valid plan there is
+            plan = make_plan(costs, source, result, baseline)
+            return SolveOutcome(plan, result, baseline, exact, costs, True, request=request)
+        message = "no layout" if placement is None else placement.message
         raise InfeasibleError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
-            f"({placement.message}); reduce defects, allow die crossings, or plan with --no-place"
+            f"({message}); reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
-    plan = make_plan(costs, spec, result, baseline, placement, pproblem, baseline_placed)
-    return SolveOutcome(plan, result, baseline, exact, costs, opts.stop.stopped.is_set(), placement)
-
-
-def parse_wafers(value: int | str | None, arch: Arch) -> int | None:
-    """``--wafers`` value: an int >= 1, ``auto`` (None: fewest that fit), or None for the arch's own setting."""
-    if value is None:
-        value = arch.cluster.wafers
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-        value = int(value)  # the command line gives text
-    try:
-        checked = wafer_count(value)  # the rule of cluster.wafers and of a suite's wafers
-    except ValueError as exc:
-        raise UsageError(f"--wafers: {exc}") from None
-    return None if checked == "auto" else int(checked)
+    plan = make_plan(costs, source, result, baseline, placement, pproblem, baseline_placed)
+    return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
 
 
 def solve_stages(
     costs: CostTable,
-    spec: ModelSpec,
+    request: SolveRequest,
     wafers: int | None,
-    *,
-    solver: str = "cpsat",
-    options: SolveOptions | None = None,
-    place: bool = False,
-    progress: Callable[[str], None] | None = None,
+    deadline: Deadline | None = None,
+    progress: Progress | None = None,
 ) -> SolveOutcome:
     """Pipeline the model over ``wafers`` wafers (None: the fewest that fit): exact stage partition,
-    then each stage allocated (and placed) on its own wafer."""
-    opts = options or SolveOptions()
+    then each stage allocated (and placed) on its own wafer, each taking an equal share of what
+    remains of ``deadline``."""
+    deadline = deadline or Deadline.after(request.solver.time_limit_s)
     say = progress or (lambda message: None)
     sproblem = build_stage_problem(costs)
     partition = stage_solver(sproblem, wafers)
     if partition.status is not Status.OPTIMAL or partition.objective is None:
         raise InfeasibleError(stage_infeasibility(costs, sproblem, wafers, partition.message))
     say(f"stages: {partition.wafers} wafers, cuts {list(partition.cuts[1:-1])}, bound {partition.objective:,} cycles")
-    per_stage = replace(opts, time_limit_s=max(1.0, opts.time_limit_s / partition.wafers))
     outcomes = []
-    for s, (first, end) in enumerate(partition.stages()):
+    stages = partition.stages()
+    for s, (first, end) in enumerate(stages):
         say(f"stage {s}: kernels [{first}, {end})")
-        outcomes.append(solve_costs(costs.subset(first, end), spec, solver=solver, options=per_stage, place=place))
+        share = deadline.share(1.0 / (len(stages) - s))
+        outcomes.append(solve_costs(costs.subset(first, end), request, share))
     transfer = sproblem.transfer_cycles()
     wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
     plan = merge_stages(
         costs,
-        spec,
+        request.model,
         partition.cuts,
         [o.plan for o in outcomes],
         transfer,
@@ -237,7 +244,7 @@ def solve_stages(
     exact = SolverResult("stages", Status.OPTIMAL, None, partition.objective, partition.objective, partition.wall_s)
     first_out = outcomes[0]
     return SolveOutcome(
-        plan, first_out.result, first_out.baseline, exact, costs, opts.stop.stopped.is_set(), None, partition=partition
+        plan, first_out.result, first_out.baseline, exact, costs, deadline.stopped, None, partition=partition, request=request
     )
 
 
@@ -264,43 +271,33 @@ def wafer_sweep(costs: CostTable, counts: Sequence[int]) -> list[tuple[int, int 
     return [(n, stage_solver(sproblem, n).objective) for n in counts]
 
 
+def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress | None = None) -> SolveOutcome:
+    """Solve ``request``: the one entry every command, report, sweep point and bench worker calls.
+
+    The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
+    with the best plan found so far (``SolveOutcome.interrupted``)."""
+    deadline = Deadline.after(request.solver.time_limit_s, stop)
+    costs = build_costs(request.model, request.arch, request.cost)
+    count = request.wafer_count
+    if count == 1:
+        return solve_costs(costs, request, deadline, progress)
+    return solve_stages(costs, request, count, deadline, progress)
+
+
 def solve(
-    model: str | Path,
-    arch: str | Arch = "wse2",
+    model: str | Path | SolveRequest,
+    arch: str | Path | Arch = "wse2",
     *,
-    dims: Mapping[str, int] | None = None,
-    sets: Sequence[str] = (),
-    solver: str = "cpsat",
-    time_limit: float = 10.0,
-    workers: int = 1,
-    seed: int = 0,
-    cost: str = "standard",
-    fuse: bool = True,
-    allow_unknown_ops: bool = False,
     output: str | Path | None = None,
     stop: StopHook | None = None,
-    place: bool = True,
-    wafers: int | str | None = 1,
+    **options: Unpack[RequestOptions],
 ) -> SolveOutcome:
-    """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function. Writes ``output`` atomically if given."""
+    """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function (keyword ``options``: see
+    :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given."""
     if output is not None:
-        arch_path = arch_file(str(arch)) if isinstance(arch, (str, Path)) else None
-        check_distinct_outputs({"model": model, "arch": arch_path}, {"output": output})
-        check_writable(output)
-    get_solver(solver)  # unknown names fail before any work
-    if not isinstance(dims or {}, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in (dims or {}).items()
-    ):
-        raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
-    spec = ModelSpec(str(model), dict(dims or {}), fuse=fuse)
-    options = replace(CostOptions(), model=cost_model_name(cost), allow_unknown_ops=allow_unknown_ops)
-    costs = cost_model(spec, arch, options, sets)
-    opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop or StopHook())
-    count = parse_wafers(wafers, costs.arch)
-    if count == 1:
-        outcome = solve_costs(costs, spec, solver=solver, options=opts, place=place)
-    else:
-        outcome = solve_stages(costs, spec, count, solver=solver, options=opts, place=place)
+        check_outputs(model, arch, {"output": output})
+    request = build_request(model, arch, **options)
+    outcome = run(request, stop)
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     return outcome

@@ -1,31 +1,16 @@
-"""Front half of every command: model + arch -> kernels -> cost table (no solving here)."""
+"""Front half of every command: model source + arch -> kernels -> cost table (no solving here)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 
-from wsealloc.arch import Arch, load_arch
+from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
+from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.kernels import KernelGraph, build_kernels
 from wsealloc.opmodels import CostTable, build_cost_table
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which model to plan and how to read it (recorded in plans so ``verify`` can redo it)."""
-
-    path: str
-    dims: Mapping[str, int] = field(default_factory=dict)
-    fuse: bool = True
-    weights_as_inputs: bool | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain-data form for plan files."""
-        return {"path": self.path, "dims": dict(self.dims), "fuse": self.fuse, "weights_as_inputs": self.weights_as_inputs}
 
 
 def parse_dims(options: Sequence[str]) -> dict[str, int]:
@@ -48,15 +33,14 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
     return dims
 
 
-def load_kernels(spec: ModelSpec) -> KernelGraph:
-    """Import the ONNX model and group it into kernels."""
-    graph = import_onnx(Path(spec.path), spec.dims, weights_as_inputs=spec.weights_as_inputs)
-    return build_kernels(graph, fuse=spec.fuse)
+def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
+    """Import the ONNX model of ``source`` and group it into kernels."""
+    graph = import_onnx(source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs)
+    return build_kernels(graph, fuse=source.fuse)
 
 
-def cost_model(
-    spec: ModelSpec, arch: Arch | str, options: CostOptions, sets: Sequence[str] = (), *, check_feasible: bool = True
+def build_costs(
+    source: OnnxSource | SyntheticSource, arch: Arch, options: CostOptions, *, check_feasible: bool = True
 ) -> CostTable:
-    """Model spec + arch (object, or preset/path with ``--set`` overrides) -> cost table."""
-    resolved = load_arch(arch, sets)  # an Arch object gets the overrides too
-    return build_cost_table(load_kernels(spec), resolved, options, check_feasible=check_feasible)
+    """Model source + resolved arch -> cost table."""
+    return build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)

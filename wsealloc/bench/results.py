@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wsealloc.bench.runner import ROW_FIELDS, BenchRow, run_all
-from wsealloc.bench.suite import Best, Suite, load_suite, suite_document
+from wsealloc.bench.runner import ROW_FIELDS, WORKER_COMMAND, BenchRow, run_all
+from wsealloc.bench.suite import Best, Suite, SuiteFile, load_suite, suite_document
 from wsealloc.plan.io import write_atomic
 
 
@@ -119,21 +119,22 @@ class BenchRun:
 
 
 def run_suite(
-    suite: str | Path,
+    suite: str | Path | SuiteFile,
     *,
     out: str | Path | None = None,
     jobs: int = 1,
     scheduler: str | None = None,
     update_best: bool = False,
     on_done: Callable[[BenchRow], None] | None = None,
+    worker: Sequence[str] = WORKER_COMMAND,
 ) -> BenchRun:
     """Run a suite (a name in ``instances/`` or a YAML path): locally with ``jobs`` worker processes,
     or on the Dask cluster at ``scheduler``; write CSV/JSON/Markdown into ``out`` when given; with
     ``update_best``, record improvements into the suite file. Never raises on a regression: see
     :attr:`BenchRun.regressions`."""
-    loaded, path = load_suite(str(suite))
-    instances = [inst.resolved(path.parent) for inst in loaded.instances]
-    rows = run_all(instances, jobs=jobs, scheduler=scheduler, on_done=on_done)
+    file = suite if isinstance(suite, SuiteFile) else load_suite(str(suite))
+    loaded, path = file.suite, file.path
+    rows = run_all(file.tasks, jobs=jobs, scheduler=scheduler, on_done=on_done, worker=worker)
     written = write_results(Path(out), loaded.name, rows) if out is not None else []
     names: list[str] = []
     if update_best:

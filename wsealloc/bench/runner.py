@@ -1,9 +1,10 @@
 """Run instances: one function per instance (what a Dask task or a local worker process executes),
 and executors that fan them out with a progress bar.
 
-Each instance runs in its own worker process (``python -m wsealloc.bench.worker``): a worker that
-crashes (segfault, abort, out of memory) or passes its deadline is reported as a failed row for its
-instance and the rest of the suite completes. Locally ``-j`` of them run at a time;
+Each instance is a :class:`Task` (a name, a :class:`~wsealloc.request.SolveRequest`, a timeout)
+and runs in its own worker process (``python -m wsealloc.bench.worker``, the task as JSON on stdin):
+a worker that crashes (segfault, abort, out of memory) or passes its timeout is reported as a failed
+row for its instance and the rest of the suite completes. Locally ``-j`` of them run at a time;
 ``--scheduler tcp://HOST:PORT`` submits one Dask task per instance (:func:`run_task`), which starts
 the same worker process on the cluster node.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,16 +20,38 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wsealloc.errors import UsageError
-from wsealloc.plan.io import write_atomic
+from pydantic import BaseModel, ConfigDict, Field
 
-# Fault injection for the crash test: WSEALLOC_FAULT_INJECT=abort:<instance name> aborts that worker.
-FAULT_ENV = "WSEALLOC_FAULT_INJECT"
+from wsealloc.errors import UsageError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.plan.io import write_atomic
+from wsealloc.request import SolveRequest
+
 ROW_FIELDS = ("instance", "kernels", "greedy", "solver", "bound", "gap", "status", "wall_s", "speedup")
+# The command of a local worker process: reads a Task as JSON on stdin, prints its BenchRow as JSON.
+WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "wsealloc.bench.worker")
+# A worker may take this long beyond its request's time limit before it is killed as hung (the first
+# placement layout is not bound by the clock, see wsealloc.budget).
+WORKER_GRACE_S = 300.0
+
+
+class Task(BaseModel):
+    """One instance as a worker receives it: a name, a solve request, a wall-clock limit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    request: SolveRequest
+    timeout_s: float = Field(gt=0)
+
+    @staticmethod
+    def of(name: str, request: SolveRequest, timeout_s: float | None = None) -> Task:
+        """A task; the timeout defaults to the request's time limit plus ``WORKER_GRACE_S``."""
+        return Task(name=name, request=request, timeout_s=timeout_s or request.solver.time_limit_s + WORKER_GRACE_S)
 
 
 @dataclass(frozen=True)
@@ -69,54 +91,37 @@ def failed_row(name: str, status: str, error: str, wall_s: float | None = None) 
     return BenchRow(instance=name, status=status, error=" ".join(error.split()), wall_s=wall_s)
 
 
-def run_instance(data: dict[str, Any]) -> BenchRow:
-    """Solve one instance (resolved plain data, see ``Instance.resolved``) and return its row; never
-    raises for problems a user can fix (they become an ERROR row)."""
-    from wsealloc.api import solve
-    from wsealloc.bench.synthetic import PREFIX, resolve
+def run_instance(task: Task) -> BenchRow:
+    """Solve one task in this process and return its row; never raises for problems a user can fix
+    (they become an ERROR row)."""
+    from wsealloc.api import run
     from wsealloc.errors import WseallocError
 
-    fault = os.environ.get(FAULT_ENV, "")
-    if fault == f"abort:{data['name']}":
-        os.abort()
-    if fault == f"hang:{data['name']}":
-        time.sleep(3600)
     start = time.perf_counter()
     try:
-        model = str(resolve(data["model"])) if data["model"].startswith(PREFIX) else data["model"]
-        out = solve(
-            model,
-            data["arch"],
-            dims=data.get("dims") or {},
-            sets=data.get("sets") or (),
-            solver=data["solver"],
-            time_limit=data["time_limit"],
-            place=data["place"],
-            wafers=data.get("wafers", 1),
-            allow_unknown_ops=bool(data.get("allow_unknown_ops", False)),
-        )
+        out = run(task.request)
     except WseallocError as exc:
-        return failed_row(data["name"], "ERROR", str(exc), round(time.perf_counter() - start, 2))
+        return failed_row(task.name, "ERROR", str(exc), round(time.perf_counter() - start, 2))
     obj = out.plan.objective
     base = out.plan.baseline
     greedy = base.placed_bottleneck_cycles if obj.placed and base.placed_bottleneck_cycles else base.bottleneck_cycles
     return BenchRow(
-        instance=data["name"],
+        instance=task.name,
         kernels=len(out.plan.kernels),
         greedy=greedy,
         solver=obj.bottleneck_cycles,
         bound=obj.lower_bound_cycles,
         gap=None if obj.gap is None else round(obj.gap, 6),
-        status=obj.status,
+        status=obj.status.value,
         wall_s=round(time.perf_counter() - start, 2),
         speedup=None if not greedy else round(greedy / max(obj.bottleneck_cycles, 1), 4),
     )
 
 
-def _local(path: str, content: bytes | None) -> str:
+def _local(path: str, content: bytes) -> str:
     """``path`` if this machine has it; else ``content`` (shipped with a Dask task) written to a cache
     folder under the same file name, keyed by its hash, so workers need no shared file system."""
-    if content is None or Path(path).exists():
+    if Path(path).exists():
         return path
     digest = hashlib.sha256(content).hexdigest()[:16]
     target = Path(tempfile.gettempdir()) / "wsealloc-tasks" / digest / Path(path).name
@@ -126,121 +131,130 @@ def _local(path: str, content: bytes | None) -> str:
     return str(target)
 
 
-def run_task(data: dict[str, Any]) -> BenchRow:
-    """One Dask task: write the shipped model/arch bytes where this machine lacks the files, then run
-    the instance in its own worker process, exactly like a local run (a crash or a hang costs that
-    instance only, never the Dask worker and the other tasks queued on it)."""
-    data = dict(data)
-    for key in ("model", "arch"):
-        content = data.pop(f"{key}_data", None)
-        if content is not None:
-            data[key] = _local(data[key], content)
-    return _isolated(data)
+@dataclass(frozen=True)
+class Shipped:
+    """A task for a worker on another machine: the task, its model file's bytes (the arch travels
+    resolved inside the request), and the worker command to run it with."""
+
+    task: Task
+    model_data: bytes | None
+    worker: tuple[str, ...] = WORKER_COMMAND
 
 
-def _portable(data: dict[str, Any]) -> dict[str, Any]:
-    """An instance with its model (and arch YAML) file contents attached, for workers on other machines."""
-    out = dict(data)
-    for key in ("model", "arch"):
-        path = Path(data[key])
-        if path.suffix in (".onnx", ".yaml", ".yml") and path.is_file():
-            out[f"{key}_data"] = path.read_bytes()
-    return out
+def ship(task: Task, worker: Sequence[str] = WORKER_COMMAND) -> Shipped:
+    """A task with its ONNX file's contents attached (synthetic models are generated where they run)."""
+    source = task.request.model
+    data = Path(source.path).read_bytes() if isinstance(source, OnnxSource) and Path(source.path).is_file() else None
+    return Shipped(task, data, tuple(worker))
 
 
-_LIVE: set[subprocess.Popen[str]] = set()  # running workers, stopped if the run is interrupted
-_LIVE_LOCK = threading.Lock()
+def run_task(shipped: Shipped) -> BenchRow:
+    """One Dask task: write the shipped model bytes where this machine lacks the file, then run the
+    task in its own worker process, exactly like a local run (a crash or a hang costs that instance
+    only, never the Dask worker and the other tasks queued on it)."""
+    task = shipped.task
+    source = task.request.model
+    if shipped.model_data is not None and isinstance(source, OnnxSource):
+        local = source.model_copy(update={"path": _local(source.path, shipped.model_data)})
+        task = task.model_copy(update={"request": task.request.model_copy(update={"model": local})})
+    return Runner(worker=shipped.worker).isolated(task)
 
 
-def deadline_s(data: dict[str, Any]) -> float:
-    """Wall-clock limit of one local worker: the instance's ``timeout``, or a generous multiple of its
-    solver time limit (allocation, greedy placement and placement each get up to ``time_limit``)."""
-    timeout = data.get("timeout")
-    return float(timeout) if timeout else 4 * float(data["time_limit"]) + 300
+@dataclass
+class Runner:
+    """Runs tasks in worker processes (``jobs`` at a time, or one Dask task each on the cluster at
+    ``scheduler``). ``worker`` is the worker command (tests pass one that crashes or hangs). The
+    processes it started are stopped if the run is interrupted."""
 
+    jobs: int = 1
+    scheduler: str | None = None
+    worker: tuple[str, ...] = WORKER_COMMAND
+    connect_timeout: float = 10.0
+    _live: set[subprocess.Popen[str]] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-def _isolated(data: dict[str, Any]) -> BenchRow:
-    """Run one instance in a fresh worker process; a crash becomes a CRASHED row, a worker past its
-    deadline is killed and becomes a TIMEOUT row."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wsealloc.bench.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
-    limit = deadline_s(data)
-    try:
-        stdout, stderr = proc.communicate(json.dumps(data), timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return failed_row(data["name"], "TIMEOUT", f"worker killed after {limit:g} s (the instance's timeout)", round(limit, 2))
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
-    if proc.returncode == 0:
+    def isolated(self, task: Task) -> BenchRow:
+        """Run one task in a fresh worker process; a crash becomes a CRASHED row, a worker past its
+        timeout is killed and becomes a TIMEOUT row."""
+        proc = subprocess.Popen(
+            list(self.worker), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        with self._lock:
+            self._live.add(proc)
         try:
-            return BenchRow.from_dict(json.loads(stdout.strip().splitlines()[-1]))
-        except (ValueError, IndexError, TypeError):
-            pass
-    reason = (
-        f"worker exited with code {proc.returncode}" if proc.returncode >= 0 else f"worker killed by signal {-proc.returncode}"
-    )
-    tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
-    return failed_row(data["name"], "CRASHED", " ".join([reason, *tail]))
+            stdout, stderr = proc.communicate(task.model_dump_json(), timeout=task.timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            limit = task.timeout_s
+            return failed_row(task.name, "TIMEOUT", f"worker killed after {limit:g} s (the instance's timeout)", round(limit, 2))
+        finally:
+            with self._lock:
+                self._live.discard(proc)
+        if proc.returncode == 0:
+            try:
+                return BenchRow.from_dict(json.loads(stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError, TypeError):
+                pass
+        reason = (
+            f"worker exited with code {proc.returncode}"
+            if proc.returncode >= 0
+            else f"worker killed by signal {-proc.returncode}"
+        )
+        tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+        return failed_row(task.name, "CRASHED", " ".join([reason, *tail]))
+
+    def run(self, tasks: Sequence[Task], on_done: Callable[[BenchRow], None] | None = None) -> list[BenchRow]:
+        """Every task's row, in input order; ``on_done`` is called as each one finishes."""
+        done = on_done or (lambda row: None)
+        if self.scheduler is not None:
+            return _run_dask(tasks, self, done)
+        if self.jobs < 1:
+            raise UsageError(f"-j {self.jobs}: expected at least 1 worker")
+        rows: dict[int, BenchRow] = {}
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="wsealloc-bench")
+        try:
+            futures = {pool.submit(self.isolated, task): i for i, task in enumerate(tasks)}
+            for fut in as_completed(futures):
+                rows[futures[fut]] = fut.result()
+                done(rows[futures[fut]])
+        except BaseException:
+            # interrupted: drop queued tasks and stop running workers, leaving no orphans behind
+            pool.shutdown(wait=False, cancel_futures=True)
+            with self._lock:
+                for proc in self._live:
+                    proc.terminate()
+            raise
+        pool.shutdown()
+        return [rows[i] for i in range(len(tasks))]
 
 
 def run_all(
-    instances: Sequence[dict[str, Any]],
+    tasks: Sequence[Task],
     jobs: int = 1,
     scheduler: str | None = None,
     on_done: Callable[[BenchRow], None] | None = None,
+    worker: Sequence[str] = WORKER_COMMAND,
     connect_timeout: float = 10.0,
 ) -> list[BenchRow]:
-    """Run every instance (locally, ``jobs`` worker processes at a time, or one Dask task each on the
-    cluster at ``scheduler``); rows in input order. ``on_done`` is called as each one finishes."""
-    done = on_done or (lambda row: None)
-    if scheduler is not None:
-        return _run_dask(instances, scheduler, done, connect_timeout)
-    if jobs < 1:
-        raise UsageError(f"-j {jobs}: expected at least 1 worker")
-    rows: dict[int, BenchRow] = {}
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="wsealloc-bench")
-    try:
-        futures = {pool.submit(_isolated, data): i for i, data in enumerate(instances)}
-        for fut in as_completed(futures):
-            rows[futures[fut]] = fut.result()
-            done(rows[futures[fut]])
-    except BaseException:
-        # interrupted: drop queued instances and stop running workers, leaving no orphans behind
-        pool.shutdown(wait=False, cancel_futures=True)
-        with _LIVE_LOCK:
-            for proc in _LIVE:
-                proc.terminate()
-        raise
-    pool.shutdown()
-    return [rows[i] for i in range(len(instances))]
+    """Run every task (see :class:`Runner`); rows in input order."""
+    return Runner(jobs, scheduler, tuple(worker), connect_timeout).run(tasks, on_done)
 
 
-def _run_dask(
-    instances: Sequence[dict[str, Any]], scheduler: str, done: Callable[[BenchRow], None], connect_timeout: float
-) -> list[BenchRow]:
+def _run_dask(tasks: Sequence[Task], runner: Runner, done: Callable[[BenchRow], None]) -> list[BenchRow]:
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
     except ImportError:
         raise UsageError("--scheduler needs dask.distributed: pip install 'wsealloc[dask]'") from None
     try:
-        client = Client(scheduler, timeout=f"{connect_timeout}s")
+        client = Client(runner.scheduler, timeout=f"{runner.connect_timeout}s")
     except (OSError, TimeoutError, ValueError) as exc:
-        raise UsageError(f"--scheduler {scheduler}: cannot connect ({exc}); is a dask scheduler running there?") from exc
+        raise UsageError(f"--scheduler {runner.scheduler}: cannot connect ({exc}); is a dask scheduler running there?") from exc
     try:
         futures = [
-            client.submit(run_task, _portable(data), pure=False, key=f"wsealloc-{data['name']}-{i}")
-            for i, data in enumerate(instances)
+            client.submit(run_task, ship(task, runner.worker), pure=False, key=f"wsealloc-{task.name}-{i}")
+            for i, task in enumerate(tasks)
         ]
         index = {f.key: i for i, f in enumerate(futures)}
         rows: dict[int, BenchRow] = {}
@@ -249,8 +263,8 @@ def _run_dask(
             try:
                 rows[i] = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost or crashed task is reported for its instance
-                rows[i] = failed_row(instances[i]["name"], "CRASHED", f"{type(exc).__name__}: {exc}")
+                rows[i] = failed_row(tasks[i].name, "CRASHED", f"{type(exc).__name__}: {exc}")
             done(rows[i])
-        return [rows[i] for i in range(len(instances))]
+        return [rows[i] for i in range(len(tasks))]
     finally:
         client.close()

@@ -13,22 +13,26 @@ instances:
     place: false
     allow_unknown_ops: false                 # cost unknown ops as 1 vector op per output element
     wafers: 1                                # or auto
-    time_limit: 10                           # seconds per solver stage
-    timeout: 120                             # wall-clock limit of the worker (default 4 x time_limit + 300)
+    time_limit: 10                           # seconds for the whole solve (default 30)
+    timeout: 120                             # wall-clock limit of the worker (default time_limit + 300)
     best: {objective: 661, bound: 661}       # best known (the regression gate); bench --update-best
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from wsealloc.arch.schema import wafer_count
-from wsealloc.bench.synthetic import PREFIX, parse_spec
+from wsealloc.bench.runner import Task
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.request import SolveRequest, build_request
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -55,7 +59,8 @@ FileName = Annotated[str, AfterValidator(_file_name)]
 
 
 class Instance(_Frozen):
-    """One benchmark instance."""
+    """One benchmark instance: a name, a note, the best known values, and the fields of a solve
+    request as users write them (:meth:`request` validates them into one)."""
 
     name: str = Field(min_length=1)
     note: str = ""  # why the instance is there (kept when --update-best rewrites the file, unlike comments)
@@ -67,20 +72,33 @@ class Instance(_Frozen):
     place: bool = False
     allow_unknown_ops: bool = False  # cost ops the model does not know as 1 vector op per output element
     wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
-    time_limit: float = Field(default=30.0, gt=0)
-    # Wall-clock limit of a local worker (seconds); default 4 x time_limit + 300. Past it: a TIMEOUT row.
+    time_limit: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
+    # Wall-clock limit of a local worker (seconds); default time_limit + 300. Past it: a TIMEOUT row.
     timeout: float | None = Field(default=None, gt=0)
     best: Best | None = None
 
-    def resolved(self, base: Path) -> dict[str, Any]:
-        """Plain data for a worker, with paths resolved against the suite's folder."""
-        data = self.model_dump(mode="json")
-        if not self.model.startswith(PREFIX):
-            data["model"] = str((base / self.model).resolve()) if not Path(self.model).is_absolute() else self.model
-        arch = base / self.arch
-        if self.arch.endswith((".yaml", ".yml")) and not Path(self.arch).is_absolute():
-            data["arch"] = str(arch.resolve())
-        return data
+    def request(self, base: Path) -> SolveRequest:
+        """The solve request of this instance, paths resolved against the suite's folder ``base``."""
+        request = build_request(
+            self.model,
+            self.arch,
+            base=base,
+            dims=self.dims,
+            sets=self.sets,
+            solver=self.solver,
+            time_limit=self.time_limit,
+            place=self.place,
+            allow_unknown_ops=self.allow_unknown_ops,
+            wafers=self.wafers,
+        )
+        source = request.model
+        if isinstance(source, OnnxSource) and not source.onnx_path().is_file():
+            raise UsageError(f"model {self.model}: no such file (paths are relative to the suite file)")
+        return request
+
+    def task(self, base: Path) -> Task:
+        """What a worker runs for this instance."""
+        return Task.of(self.name, self.request(base), self.timeout)
 
 
 class Suite(_Frozen):
@@ -99,8 +117,18 @@ def suite_path(spec: str) -> Path:
     return SUITES_DIR / f"{spec}.yaml"
 
 
-def load_suite(spec: str) -> tuple[Suite, Path]:
-    """Load and validate a suite; errors name the file and the field."""
+@dataclass(frozen=True)
+class SuiteFile:
+    """A loaded suite: the document, where it lives, and its instances as validated tasks."""
+
+    suite: Suite
+    path: Path
+    tasks: tuple[Task, ...]
+
+
+def load_suite(spec: str) -> SuiteFile:
+    """Load and validate a suite, every instance built into its task (a typo fails here, before anything
+    runs); errors name the file, the instance and the field."""
     path = suite_path(spec)
     if not path.is_file():
         if not SUITES_DIR.is_dir():
@@ -133,26 +161,13 @@ def load_suite(spec: str) -> tuple[Suite, Path]:
         if inst.name in seen:
             raise UsageError(f"{path}: instances.{i}.name: {inst.name!r} is used twice; instance names must be unique")
         seen.add(inst.name)
+    tasks = []
+    for i, inst in enumerate(suite.instances):
         try:
-            check_instance(inst, path.parent)
+            tasks.append(inst.task(path.parent))
         except WseallocError as exc:
             raise UsageError(f"{path}: instances.{i} ({inst.name}): {exc}") from exc
-    return suite, path
-
-
-def check_instance(inst: Instance, base: Path) -> None:
-    """What can be checked without solving: the model exists (or is a valid synthetic spec), the solver
-    is known, and the arch with its overrides loads (so a typo fails before a long run, not in it)."""
-    from wsealloc.arch import load_arch
-    from wsealloc.solvers import get_solver
-
-    data = inst.resolved(base)
-    if inst.model.startswith(PREFIX):
-        parse_spec(inst.model)
-    elif not Path(data["model"]).is_file():
-        raise UsageError(f"model {inst.model}: no such file (paths are relative to the suite file)")
-    get_solver(inst.solver)
-    load_arch(data["arch"], inst.sets)
+    return SuiteFile(suite, path, tuple(tasks))
 
 
 def suite_document(suite: Suite) -> str:

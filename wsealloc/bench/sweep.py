@@ -8,18 +8,20 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from typing_extensions import Unpack
 
+from wsealloc.arch import Arch, load_arch
 from wsealloc.arch.loader import parse_set_option
-from wsealloc.bench.runner import BenchRow, run_all
-from wsealloc.bench.suite import Instance
-from wsealloc.bench.synthetic import PREFIX
+from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.errors import ModelLoadError, UsageError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.pipeline import build_costs
+from wsealloc.request import RequestOptions, SolveRequest, build_request
 from wsealloc.units import parse_bytes, parse_hz
 
 # Fields where a larger value is a worse machine; every other numeric field is better when larger.
@@ -240,64 +242,36 @@ class Sweep:
 
 
 def sweep(
-    model: str | Path,
-    arch: str = "wse2",
-    sets: Sequence[str] = (),
+    model: str | Path | SolveRequest,
+    arch: str | Path | Arch = "wse2",
+    axes: Sequence[str] | Sequence[Axis] = (),
     *,
-    dims: Mapping[str, int] | None = None,
-    solver: str = "cpsat",
-    place: bool = False,
-    allow_unknown_ops: bool = False,
-    time_limit: float = 30.0,
     jobs: int = 1,
     scheduler: str | None = None,
     on_done: Callable[[BenchRow], None] | None = None,
+    **options: Unpack[RequestOptions],
 ) -> Sweep:
-    """Solve ``model`` on every point of the grid spanned by ``sets`` (``"field=v1,v2,..."`` each) over
-    the base ``arch``, locally with ``jobs`` worker processes or on the Dask cluster at ``scheduler``."""
-    from wsealloc.arch import load_arch
-    from wsealloc.solvers import get_solver
-
-    get_solver(solver)  # an unknown name fails before anything runs
-    axes = parse_axes(sets)
-    points = grid(axes)
-    if not str(model).startswith(PREFIX) and not Path(model).exists():
-        raise ModelLoadError(f"{model}: no such file; check the path (the zoo lives in models/)")
-    clocks = [load_arch(arch, point_sets(axes, p)).clock_hz for p in points]  # a bad value fails before solving
-    if not str(model).startswith(PREFIX):
-        from wsealloc.cost import CostOptions
-        from wsealloc.pipeline import ModelSpec, cost_model
-
+    """Solve ``model`` on every point of the grid spanned by ``axes`` (``"field=v1,v2,..."`` each, or
+    parsed ones) over the base ``arch``, locally with ``jobs`` worker processes or on the Dask cluster
+    at ``scheduler``. ``model`` is a request (the base machine is its arch) or the arguments of
+    :func:`wsealloc.request.build_request` (allocation only unless ``place=True``)."""
+    parsed = [a for a in axes if isinstance(a, Axis)] or parse_axes([str(a) for a in axes])
+    options.setdefault("place", False)  # a sweep compares allocations unless asked to place
+    base = build_request(model, arch, **options)
+    points = grid(parsed)
+    # a point's machine: the base arch with the point's overrides (validated once per point)
+    requests = [base.model_copy(update={"arch": load_arch(base.arch, point_sets(parsed, p))}) for p in points]
+    source = base.model
+    if isinstance(source, OnnxSource) and not source.onnx_path().exists():
+        raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")
+    if isinstance(source, OnnxSource):
         # a model that cannot be read or costed fails once here, not once per point after all have run
-        first = point_sets(axes, points[0])
-        options = CostOptions(allow_unknown_ops=allow_unknown_ops)
-        cost_model(ModelSpec(str(model), dict(dims or {})), arch, options, first, check_feasible=False)
-    model_path = str(model) if str(model).startswith(PREFIX) else str(Path(model).resolve())
-    base_arch = str(Path(arch).resolve()) if arch.endswith((".yaml", ".yml")) else arch
-    try:
-        # the suites' validated instance type: a bad knob (time limit, dims) fails here, not per point
-        instances = [
-            Instance(
-                name=",".join(point_sets(axes, p)),
-                model=model_path,
-                arch=base_arch,
-                sets=tuple(point_sets(axes, p)),
-                dims=dict(dims or {}),
-                solver=solver,
-                place=place,
-                allow_unknown_ops=allow_unknown_ops,
-                time_limit=time_limit,
-            ).resolved(Path.cwd())
-            for p in points
-        ]
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        message = str(err["msg"]).removeprefix("Value error, ")
-        raise UsageError(f"sweep: {'.'.join(str(x) for x in err['loc'])}: {message}") from exc
-    rows = run_all(instances, jobs=jobs, scheduler=scheduler, on_done=on_done)
+        build_costs(source, requests[0].arch, base.cost, check_feasible=False)
+    tasks = [Task.of(",".join(point_sets(parsed, p)), r) for p, r in zip(points, requests, strict=True)]
+    rows = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)
     solved = tuple(
-        SweepPoint(tuple(point_sets(axes, p)), tuple(a.values[i] for a, i in zip(axes, p, strict=True)), clock, row)
-        for p, clock, row in zip(points, clocks, rows, strict=True)
+        SweepPoint(tuple(point_sets(parsed, p)), tuple(a.values[i] for a, i in zip(parsed, p, strict=True)), r.arch.clock_hz, row)
+        for p, r, row in zip(points, requests, rows, strict=True)
     )
-    pairs = non_monotone(axes, points, [s.throughput for s in solved])
-    return Sweep(str(model), arch, tuple(axes), solved, tuple(pairs))
+    pairs = non_monotone(parsed, points, [s.throughput for s in solved])
+    return Sweep(source.label, str(arch) if not isinstance(arch, Arch) else arch.name, tuple(parsed), solved, tuple(pairs))

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from wsealloc.graph.opclass import KernelKind
 
@@ -36,36 +37,18 @@ class Dataflow(enum.Enum):
     SEED = "seed"
 
 
-@dataclass(frozen=True)
-class CostOptions:
-    """Knobs of the cost model (recorded in every plan so ``verify`` can recompute)."""
+class CostOptions(BaseModel):
+    """Knobs of the cost model (recorded in every plan, as they are, so ``verify`` can recompute)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: CostModelName = CostModelName.STANDARD
     # Rows (tokens/pixels) of a stream block each core double-buffers for its input and output; data
     # streams through the mesh in 32-bit wavelets, so one row is enough to keep a core busy.
-    stream_block_rows: int = 1
+    stream_block_rows: int = Field(1, ge=1)
     # Op models whose tile padding wastes more than this share of the grid's work are rejected.
-    max_padding_waste: float = 0.5
+    max_padding_waste: float = Field(0.5, ge=0.0, le=1.0)
     allow_unknown_ops: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain-data form for plan files."""
-        return {
-            "model": self.model.value,
-            "stream_block_rows": self.stream_block_rows,
-            "max_padding_waste": self.max_padding_waste,
-            "allow_unknown_ops": self.allow_unknown_ops,
-        }
-
-    @staticmethod
-    def from_dict(data: dict[str, object]) -> CostOptions:
-        """Inverse of :meth:`to_dict`."""
-        return CostOptions(
-            model=CostModelName(str(data.get("model", "standard"))),
-            stream_block_rows=int(data.get("stream_block_rows", 1)),  # type: ignore[call-overload]
-            max_padding_waste=float(data.get("max_padding_waste", 0.5)),  # type: ignore[arg-type]
-            allow_unknown_ops=bool(data.get("allow_unknown_ops", False)),
-        )
 
 
 @dataclass(frozen=True)

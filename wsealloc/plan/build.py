@@ -1,19 +1,21 @@
-"""Turn a cost table and solver results into a :class:`Plan` document."""
+"""Building a :class:`Plan` document from a cost table and the solvers' results (the summary numbers
+follow :mod:`wsealloc.plan.rules`, which the verifier applies to its own recomputed numbers)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from wsealloc import __version__
 from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.errors import SolverError
+from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
-from wsealloc.pipeline import ModelSpec
+from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256
-from wsealloc.plan.schema import ArchRef, Baseline, CostRef, KernelPlan, ModelRef, Objective, Plan, StagePlan
+from wsealloc.plan.schema import ArchRef, Baseline, BoundBy, KernelPlan, ModelRef, Objective, Plan, StagePlan
 from wsealloc.problem.placement import PlacementProblem
-from wsealloc.solvers import SolverResult
+from wsealloc.solvers import SolverResult, Status
 from wsealloc.solvers.base import PlacementResult
+from wsealloc.version import __version__
 
 
 def kernel_plan(
@@ -57,28 +59,27 @@ def placed_kernel_plans(costs: CostTable, placement: PlacementResult, comm: np.n
     ]
 
 
-def model_ref(spec: ModelSpec) -> ModelRef:
-    """The plan's record of the model file (with its hash) and how it was read."""
+def model_ref(source: OnnxSource | SyntheticSource) -> ModelRef:
+    """The plan's record of the model file (with its hash) and how it was read (a synthetic model is
+    recorded as the ONNX file it was generated into)."""
+    path = source.onnx_path()
     return ModelRef(
-        path=spec.path,
-        sha256=file_sha256(spec.path),
-        dims=dict(spec.dims),
-        fuse=spec.fuse,
-        weights_as_inputs=spec.weights_as_inputs,
+        path=str(path) if isinstance(source, SyntheticSource) else source.path,
+        sha256=file_sha256(path),
+        dims=dict(source.dims),
+        fuse=source.fuse,
+        weights_as_inputs=source.weights_as_inputs,
     )
 
 
-def bound_by(k: KernelPlan) -> str:
-    """What dominates a kernel's stage time: compute or NoC, plus communication when it adds >= 10%."""
-    base = "compute" if k.compute_cycles >= k.noc_cycles else "noc"
-    if k.comm_cycles > max(k.compute_cycles, k.noc_cycles):
-        return "communication"
-    return f"{base}+communication" if k.comm_cycles >= 0.1 * (k.latency_cycles + k.comm_cycles) else base
+def kernel_bound_by(k: KernelPlan) -> BoundBy:
+    """``rules.bound_by`` of a kernel record."""
+    return rules.bound_by(k.compute_cycles, k.noc_cycles, k.latency_cycles, k.comm_cycles)
 
 
 def make_plan(
     costs: CostTable,
-    spec: ModelSpec,
+    source: OnnxSource | SyntheticSource,
     result: SolverResult,
     baseline: SolverResult,
     placement: PlacementResult | None = None,
@@ -102,55 +103,45 @@ def make_plan(
             )
             for k, (c, d, g, e) in zip(exact, parts, strict=True)
         ]
-        solver, status, wall = f"{result.solver}+{placement.solver}", placement.status.value, result.wall_s + placement.wall_s
+        solver, status, wall = f"{result.solver}+{placement.solver}", placement.status, result.wall_s + placement.wall_s
         message = placement.message
     else:
         kernels = kernel_plans(costs, result.choice)
-        solver, status, wall, message = result.solver, result.status.value, result.wall_s, result.message
+        solver, status, wall, message = result.solver, result.status, result.wall_s, result.message
     stage = [k.latency_cycles + k.comm_cycles for k in kernels]
-    worst = max(range(len(kernels)), key=lambda i: (stage[i], -i))
+    worst = rules.bottleneck_index(stage)
     bk = kernels[worst]
     bottleneck = stage[worst]
     bound = result.bound
-    gap = None if bound is None else (0.0 if bottleneck == 0 else max(0.0, (bottleneck - bound) / bottleneck))
     cores_used = sum(k.cores for k in kernels)
     kc = costs.kernels[worst]
     objective = Objective(
         bottleneck_cycles=bottleneck,
         lower_bound_cycles=bound,
-        gap=gap,
+        gap=rules.gap(bottleneck, bound),
         status=status,
         solver=solver,
         wall_s=round(wall, 4),
         bottleneck_kernel=bk.name,
-        bound_by=bound_by(bk),
+        bound_by=kernel_bound_by(bk),
         sram_limited=bool(len(kc.frontier) and bk.cores <= int(kc.frontier.cores[0]) and bk.cores > 1),
-        throughput_samples_per_s=arch.clock_hz / max(bottleneck, 1),
+        throughput_samples_per_s=rules.throughput(arch.clock_hz, bottleneck),
         cores_used=cores_used,
         placed=placement is not None,
         traffic_distance=traffic_distance,
         message=message,
     )
     return Plan(
-        schema="wsealloc.plan/1",
         created_by=f"wsealloc {__version__}",
-        model=model_ref(spec),
-        arch=ArchRef(
-            name=arch.name,
-            rows=arch.rows,
-            cols=arch.cols,
-            total_cores=arch.total_cores,
-            sram_bytes_per_core=arch.usable_sram_bytes,
-            clock_hz=arch.clock_hz,
-            spec=arch.model_dump(mode="json"),
-        ),
-        cost=CostRef.model_validate(costs.options.to_dict()),
+        model=model_ref(source),
+        arch=ArchRef.of(arch),
+        cost=costs.options,
         objective=objective,
         baseline=Baseline(
             name=baseline.solver,
             bottleneck_cycles=baseline.objective,
             cores_used=baseline.cores_used,
-            status=baseline.status.value,
+            status=baseline.status,
             placed_bottleneck_cycles=baseline_placed,
         ),
         kernels=tuple(kernels),
@@ -160,7 +151,7 @@ def make_plan(
 
 def merge_stages(
     costs: CostTable,
-    spec: ModelSpec,
+    source: OnnxSource | SyntheticSource,
     cuts: tuple[int, ...],
     stage_plans: list[Plan],
     transfer: np.ndarray,
@@ -172,7 +163,7 @@ def merge_stages(
     arch = costs.arch
     kernels: list[KernelPlan] = []
     stages: list[StagePlan] = []
-    worst_load, worst_kernel, worst_by, worst_sram = -1, "", "compute", False
+    worst_load, worst_kernel, worst_by, worst_sram = -1, "", BoundBy.COMPUTE, False
     base_worst: int | None = 0  # greedy allocation over the same stages (allocation only)
     placed_worst: int | None = 0  # the same, placed by the same construction (placed plans)
     for s, plan in enumerate(stage_plans):
@@ -188,36 +179,35 @@ def merge_stages(
                 status=plan.objective.status,
             )
         )
-        load = max(plan.objective.bottleneck_cycles, t_in, t_out)
+        load = rules.stage_load(plan.objective.bottleneck_cycles, t_in, t_out)
         if load > worst_load:
             worst_load = load
-            if plan.objective.bottleneck_cycles >= max(t_in, t_out):
+            if not rules.transfer_bound(plan.objective.bottleneck_cycles, t_in, t_out):
                 worst_kernel, worst_by = plan.objective.bottleneck_kernel, plan.objective.bound_by
                 worst_sram = plan.objective.sram_limited  # the stage's own rule (smallest legal op model)
             else:
-                # the kernel that receives the slowest cut: this stage's first, or the next stage's
-                receiver = plan.kernels[0] if t_in >= t_out else stage_plans[s + 1].kernels[0]
-                worst_kernel, worst_by, worst_sram = receiver.name, "transfer", False
+                own_first = rules.receives_slowest_cut(t_in, t_out) == "first"
+                receiver = plan.kernels[0] if own_first else stage_plans[s + 1].kernels[0]
+                worst_kernel, worst_by, worst_sram = receiver.name, BoundBy.TRANSFER, False
         alloc_base, placed_base = plan.baseline.bottleneck_cycles, plan.baseline.placed_bottleneck_cycles
         base_worst = None if base_worst is None or alloc_base is None else max(base_worst, alloc_base, t_in, t_out)
         placed_worst = None if placed_worst is None or placed_base is None else max(placed_worst, placed_base, t_in, t_out)
     # the multi-wafer bound is exact, so reaching it proves optimality whatever each stage reported
-    status = "OPTIMAL" if lower_bound is not None and worst_load <= lower_bound else "FEASIBLE"
+    status = Status.OPTIMAL if rules.proven_optimal(worst_load, lower_bound) else Status.FEASIBLE
     bound = lower_bound
-    gap = None if bound is None else max(0.0, (worst_load - bound) / max(worst_load, 1))
     placed = all(p.objective.placed for p in stage_plans)
     traffic = sum(p.objective.traffic_distance or 0.0 for p in stage_plans) if placed else None
     objective = Objective(
         bottleneck_cycles=worst_load,
         lower_bound_cycles=bound,
-        gap=gap,
+        gap=rules.gap(worst_load, bound),
         status=status,
         solver=solver,
         wall_s=round(wall_s, 4),
         bottleneck_kernel=worst_kernel,
         bound_by=worst_by,
         sram_limited=worst_sram,
-        throughput_samples_per_s=arch.clock_hz / max(worst_load, 1),
+        throughput_samples_per_s=rules.throughput(arch.clock_hz, worst_load),
         cores_used=sum(k.cores for k in kernels),
         placed=placed,
         traffic_distance=traffic,
@@ -225,9 +215,8 @@ def merge_stages(
     )
     first = stage_plans[0]
     return Plan(
-        schema="wsealloc.plan/1",
         created_by=f"wsealloc {__version__}",
-        model=model_ref(spec),
+        model=model_ref(source),
         arch=first.arch,
         cost=first.cost,
         objective=objective,
@@ -235,7 +224,7 @@ def merge_stages(
             name="greedy (same stages)",
             bottleneck_cycles=base_worst,
             cores_used=None,
-            status="FEASIBLE",
+            status=Status.FEASIBLE,
             placed_bottleneck_cycles=placed_worst if placed else None,
         ),
         kernels=tuple(kernels),

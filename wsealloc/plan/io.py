@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -66,7 +67,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         raise
 
 
-def check_distinct_outputs(inputs: dict[str, str | Path | None], outputs: dict[str, str | Path | None]) -> None:
+def check_distinct_outputs(inputs: Mapping[str, str | Path | None], outputs: Mapping[str, str | Path | None]) -> None:
     """Refuse an output path that is also an input or another output (``-o model.onnx`` would
     overwrite the model; ``-o x.svg --floorplan x.svg`` would keep only one of the two)."""
     seen: dict[Path, str] = {}

@@ -6,9 +6,14 @@ layers (``placement``, ``stage``, ``stages``) exist from version 1 on.
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from wsealloc.arch import Arch
+from wsealloc.cost import CostOptions
+from wsealloc.solvers.base import Status
 
 SCHEMA = "wsealloc.plan/1"
 
@@ -17,9 +22,17 @@ SCHEMA = "wsealloc.plan/1"
 Count = Annotated[int, Field(strict=True, ge=0, lt=2**53)]
 Positive = Annotated[int, Field(strict=True, ge=1, lt=2**31)]
 Cycles = Annotated[int, Field(strict=True, ge=0, lt=2**62)]
-# one of wsealloc.solvers.Status (a pattern, not a Literal: the builders pass plain strings)
-StatusName = Annotated[str, Field(pattern=r"^(OPTIMAL|FEASIBLE|INFEASIBLE|UNKNOWN|INVALID)$")]
-BoundBy = Annotated[str, Field(pattern=r"^(compute|noc|communication|compute\+communication|noc\+communication|transfer)$")]
+
+
+class BoundBy(str, enum.Enum):
+    """What dominates the bottleneck kernel's stage time (the rule: ``wsealloc.plan.rules.bound_by``)."""
+
+    COMPUTE = "compute"
+    NOC = "noc"
+    COMMUNICATION = "communication"
+    COMPUTE_COMMUNICATION = "compute+communication"
+    NOC_COMMUNICATION = "noc+communication"
+    TRANSFER = "transfer"  # a multi-wafer plan whose slowest part is a cut between wafers
 
 
 class _Doc(BaseModel):
@@ -37,7 +50,9 @@ class ModelRef(_Doc):
 
 
 class ArchRef(_Doc):
-    """The machine: headline sizes plus the full validated spec (``spec``) for recomputation."""
+    """The machine: headline sizes for readers of the JSON, plus the full validated spec (``spec``),
+    the one source of truth: the headline fields are derived from it (:meth:`of`), and a document
+    whose headline disagrees with its spec is refused when read."""
 
     name: str
     rows: int
@@ -47,6 +62,34 @@ class ArchRef(_Doc):
     clock_hz: float
     spec: dict[str, Any]
 
+    @staticmethod
+    def headline(arch: Arch) -> dict[str, Any]:
+        """The headline fields of ``arch`` (derived: the spec is the source of truth)."""
+        return {
+            "name": arch.name,
+            "rows": arch.rows,
+            "cols": arch.cols,
+            "total_cores": arch.total_cores,
+            "sram_bytes_per_core": arch.usable_sram_bytes,
+            "clock_hz": arch.clock_hz,
+        }
+
+    @staticmethod
+    def of(arch: Arch) -> ArchRef:
+        """The record of ``arch``."""
+        return ArchRef(**ArchRef.headline(arch), spec=arch.model_dump(mode="json"))
+
+    def arch(self) -> Arch:
+        """The validated machine of ``spec``."""
+        return Arch.model_validate(self.spec)
+
+    @model_validator(mode="after")
+    def _headline_from_spec(self) -> ArchRef:
+        for field, value in ArchRef.headline(self.arch()).items():
+            if getattr(self, field) != value:
+                raise ValueError(f"arch.{field} is {getattr(self, field)!r} but arch.spec gives {value!r}")
+        return self
+
 
 class Objective(_Doc):
     """What was optimized and how well."""
@@ -54,7 +97,7 @@ class Objective(_Doc):
     bottleneck_cycles: Cycles
     lower_bound_cycles: Cycles | None
     gap: Annotated[float, Field(ge=0.0, le=1.0)] | None
-    status: StatusName
+    status: Status
     solver: str
     wall_s: Annotated[float, Field(ge=0.0)]
     bottleneck_kernel: str
@@ -74,7 +117,7 @@ class Baseline(_Doc):
     name: str
     bottleneck_cycles: Cycles | None
     cores_used: Count | None
-    status: StatusName
+    status: Status
     # the greedy allocation's targets placed by the same construction (placed plans only)
     placed_bottleneck_cycles: Cycles | None = None
 
@@ -109,16 +152,7 @@ class StagePlan(_Doc):
     cores_used: Count
     bottleneck_cycles: Cycles  # slowest kernel stage time on this wafer
     transfer_cycles: Cycles = 0  # cycles per sample to receive what crosses the cut in front of this wafer
-    status: StatusName = "OPTIMAL"  # of this wafer's allocation/placement
-
-
-class CostRef(_Doc):
-    """The cost-model options the plan was computed with (``wsealloc.cost.model.CostOptions``)."""
-
-    model: Literal["standard", "seed"] = "standard"
-    stream_block_rows: int = Field(1, ge=1)
-    max_padding_waste: float = Field(0.5, ge=0.0, le=1.0)
-    allow_unknown_ops: bool = False
+    status: Status = Status.OPTIMAL  # of this wafer's allocation/placement
 
 
 class Plan(_Doc):
@@ -128,7 +162,7 @@ class Plan(_Doc):
     created_by: str
     model: ModelRef
     arch: ArchRef
-    cost: CostRef
+    cost: CostOptions
     objective: Objective
     baseline: Baseline
     kernels: tuple[KernelPlan, ...]

@@ -1,16 +1,24 @@
 """``wsealloc verify``: recompute every number of a plan from its model and arch and check every
-constraint, independently of the solvers (front end + cost model + legality rules only).
+constraint, independently of the solvers (front end + cost model + legality rules; the summary rules
+of :mod:`wsealloc.plan.rules` applied to the *recomputed* numbers, never to the plan's own).
 
-Checks: the model file is the one planned (SHA-256); the kernels and their ONNX nodes match; each
-kernel's grid has r x c = cores and is a legal op model (inside the wafer, die rule, padding, SRAM);
-its latency, compute, NoC and SRAM numbers equal the cost model's; the cores fit the wafer; the
-bottleneck is the maximum latency and the bound does not exceed it; placements stay inside the
-wafer, avoid defective cores and die crossings when forbidden, and never overlap.
+Checks, root causes first (a violation that explains later ones is reported before them):
+
+1. the model file is the one planned (SHA-256); the kernels and their ONNX nodes match the model's;
+2. each wafer's cores fit the wafer (before the op models: over-allocation is the root cause);
+3. each kernel: grid r x c = cores, a legal op model (inside the wafer, die rule, padding, SRAM), its
+   latency / compute / NoC / SRAM numbers equal the cost model's;
+4. placements: inside the wafer, off defective cores and die crossings when forbidden, no overlap;
+   then the communication numbers (distance, congestion, die crossings) recomputed;
+5. every summary number the CLI prints: bottleneck, bottleneck kernel, bound-by, lower bound (against
+   the allocation-only optimum recomputed here), gap, status, throughput, cores used, stage records;
+6. the baseline: the greedy allocation recomputed by the greedy rule (the one piece of solver code
+   this module runs: the baseline *is* that rule's output), and the placed baseline's consistency.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,21 +28,24 @@ from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
+from wsealloc.frontend.sources import OnnxSource
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, Reason, build_cost_table
 from wsealloc.opmodels.enumerate import classify
-from wsealloc.pipeline import ModelSpec, load_kernels
-from wsealloc.plan.build import bound_by
+from wsealloc.pipeline import load_kernels
+from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256, read_plan
-from wsealloc.plan.schema import KernelPlan, Plan
+from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
+from wsealloc.problem import build_problem
 from wsealloc.problem.flows import flows
 from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
+from wsealloc.solvers.base import Status
 
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """What was checked and what failed."""
+    """What was checked and what failed (root causes first)."""
 
     plan: str
     kernels: int
@@ -45,6 +56,46 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when no check failed."""
         return not self.violations
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` document."""
+        return {
+            "plan": self.plan,
+            "kernels": self.kernels,
+            "checks": self.checks,
+            "ok": self.ok,
+            "violations": list(self.violations),
+        }
+
+
+@dataclass
+class _Checks:
+    """Counts checks and collects violations in the order found."""
+
+    bad: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def __call__(self, ok: bool, message: str) -> bool:
+        self.count += 1
+        if not ok:
+            self.bad.append(message)
+        return ok
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One wafer of the plan, recomputed: its kernels (topological order) and the cuts around it."""
+
+    index: int
+    first: int
+    end: int
+    members: tuple[KernelPlan, ...]
+    transfer_in: int
+    transfer_out: int
+
+    @property
+    def bottleneck(self) -> int:
+        return max(k.latency_cycles + k.comm_cycles for k in self.members)
 
 
 def _resolve_model(plan: Plan, plan_path: Path, override: str | None) -> Path:
@@ -62,185 +113,237 @@ def _resolve_model(plan: Plan, plan_path: Path, override: str | None) -> Path:
 
 
 def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyReport:
-    """Recompute and check ``path``; the report lists every violation found."""
+    """Recompute and check ``path``; the report lists every violation found, root causes first."""
     plan_path = Path(path)
     plan = read_plan(plan_path)
     model_path = _resolve_model(plan, plan_path, model_override)
-    bad: list[str] = []
-    checks = 0
-
-    def check(ok: bool, message: str) -> None:
-        nonlocal checks
-        checks += 1
-        if not ok:
-            bad.append(message)
-
+    check = _Checks()
     check(
         file_sha256(model_path) == plan.model.sha256,
         f"model {model_path} differs from the planned one (SHA-256 mismatch): re-run solve",
     )
     try:
-        arch = Arch.model_validate(plan.arch.spec)
+        arch = plan.arch.arch()
     except ValidationError as exc:
         raise PlanError(f"{plan_path}: arch.spec is not a valid architecture: {exc.errors()[0]['msg']}") from exc
-    for field, value in (
-        ("rows", arch.rows),
-        ("cols", arch.cols),
-        ("total_cores", arch.total_cores),
-        ("sram_bytes_per_core", arch.usable_sram_bytes),
-        ("clock_hz", arch.clock_hz),
-    ):
-        check(getattr(plan.arch, field) == value, f"arch.{field} is {getattr(plan.arch, field)} but the spec gives {value}")
-    options = CostOptions.from_dict(plan.cost.model_dump())
-    spec = ModelSpec(str(model_path), plan.model.dims, plan.model.fuse, plan.model.weights_as_inputs)
-    kgraph = load_kernels(spec)
+    options = plan.cost
+    source = OnnxSource(
+        path=str(model_path), dims=plan.model.dims, fuse=plan.model.fuse, weights_as_inputs=plan.model.weights_as_inputs
+    )
+    kgraph = load_kernels(source)
+    if not _kernels_match(plan, kgraph, check):
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
+    stages = _stages(plan, in_order, kgraph, arch, check)
+    if stages is None:
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    for st in stages:  # root cause first: too many cores explains the op models that follow from it
+        cores = sum(k.cores for k in st.members)
+        check(cores <= arch.total_cores, f"wafer {st.index} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
+    _check_kernel_numbers(in_order, kgraph, arch, options, check)
+    for st in stages:
+        before = len(check.bad)
+        _check_placement(st.members, arch, check)
+        if len(check.bad) == before:  # the communication of rectangles off the wafer means nothing
+            sub = _subgraph(kgraph, st.members)
+            _check_comm(st.members, sub, arch, check, plan.objective.traffic_distance if len(stages) == 1 else None)
+        _check_stage_record(plan, st, check)
+    table = build_cost_table(kgraph, arch, options, check_feasible=False)
+    _check_objective(plan, stages, table, check)
+    _check_baseline(plan, stages, table, check)
+    return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+
+
+def _kernels_match(plan: Plan, kgraph: KernelGraph, check: _Checks) -> bool:
+    """The plan names exactly the model's kernels, once each, with their ONNX nodes and types."""
     by_name = {k.name: k for k in kgraph.kernels}
     planned = {k.name for k in plan.kernels}
     missing = [n for n in by_name if n not in planned]
     extra = [n for n in planned if n not in by_name]
-    check(not missing, f"{len(missing)} kernel(s) of the model are not in the plan, e.g. {missing[:3]}")
-    check(not extra, f"{len(extra)} planned kernel(s) are not in the model, e.g. {extra[:3]}")
-    check(len(planned) == len(plan.kernels), "kernel names repeat in the plan")
-    total = 0
+    ok = check(not missing, f"{len(missing)} kernel(s) of the model are not in the plan, e.g. {missing[:3]}")
+    ok &= check(not extra, f"{len(extra)} planned kernel(s) are not in the model, e.g. {extra[:3]}")
+    ok &= check(len(planned) == len(plan.kernels), "kernel names repeat in the plan")
     for kp in plan.kernels:
         kernel = by_name.get(kp.name)
-        if kernel is None:
-            continue
-        check(tuple(kernel.nodes) == kp.onnx_nodes, f"{kp.name}: onnx_nodes differ from the model's grouping")
-        check(kp.type == kernel.kind.value, f"{kp.name}: type is {kp.type!r}, the model's kernel is {kernel.kind.value!r}")
+        if kernel is not None:
+            check(tuple(kernel.nodes) == kp.onnx_nodes, f"{kp.name}: onnx_nodes differ from the model's grouping")
+            check(kp.type == kernel.kind.value, f"{kp.name}: type is {kp.type!r}, the model's kernel is {kernel.kind.value!r}")
+    return ok
+
+
+def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, check: _Checks) -> list[_Stage] | None:
+    """The wafers of the plan from its kernels' stage numbers, with the transfer cycles of every cut."""
+    stage_of = [k.stage for k in in_order]
+    contiguous = stage_of[0] == 0 and all(b - a in (0, 1) for a, b in zip(stage_of, stage_of[1:], strict=False))
+    if not check(contiguous, "kernel stages must be contiguous in topological order, starting at wafer 0"):
+        return None
+    check(len(plan.stages) == stage_of[-1] + 1, f"the plan lists {len(plan.stages)} stages, its kernels use {stage_of[-1] + 1}")
+    cuts = [0] + [i for i in range(1, len(stage_of)) if stage_of[i] != stage_of[i - 1]] + [len(stage_of)]
+    n = len(stage_of)
+    transfer = transfer_cycles(cut_bytes(kgraph, arch), *link_params(arch)) if len(cuts) > 2 else np.zeros(n + 1, dtype=np.int64)
+    return [
+        _Stage(s, first, end, in_order[first:end], int(transfer[first]), int(transfer[end]))
+        for s, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
+    ]
+
+
+def _subgraph(kgraph: KernelGraph, members: tuple[KernelPlan, ...]) -> KernelGraph:
+    names = {k.name for k in members}
+    return KernelGraph(
+        kgraph.ops,
+        tuple(k for k in kgraph.kernels if k.name in names),
+        tuple(e for e in kgraph.edges if e.src in names and e.dst in names),
+        kgraph.fused,
+    )
+
+
+def _check_kernel_numbers(
+    in_order: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, options: CostOptions, check: _Checks
+) -> None:
+    """Grid, dataflow, legality and the op-model numbers of every kernel, recomputed by the cost model."""
+    by_name = {k.name: k for k in kgraph.kernels}
+    for kp in in_order:
         r, c = kp.grid
-        check(r >= 1 and c >= 1 and r * c == kp.cores, f"{kp.name}: grid {r}x{c} does not give {kp.cores} cores")
+        check(r * c == kp.cores, f"{kp.name}: grid {r}x{c} does not give {kp.cores} cores")
         try:
             dataflow = Dataflow(kp.dataflow)
         except ValueError:
             check(False, f"{kp.name}: unknown dataflow {kp.dataflow!r}")
             continue
-        work = kernel_work(kernel, kgraph.ops, arch, options)
-        if dataflow not in work.dataflows():
-            check(False, f"{kp.name}: dataflow {kp.dataflow} is not available for this kernel")
+        work = kernel_work(by_name[kp.name], kgraph.ops, arch, options)
+        if not check(dataflow in work.dataflows(), f"{kp.name}: dataflow {kp.dataflow} is not available for this kernel"):
             continue
-        cost = grid_costs(work, arch, options, dataflow, np.array([max(r, 1)]), np.array([max(c, 1)]))
+        cost = grid_costs(work, arch, options, dataflow, np.array([r]), np.array([c]))
         reason = Reason(int(classify(arch, options, cost.rows, cost.cols, cost.sram_bytes, cost.waste)[0]))
         check(
             reason is Reason.LEGAL,
             f"{kp.name}: op model {r}x{c} is not legal: {reason.label}"
             + (f" (needs {int(cost.sram_bytes[0])} B, usable {arch.usable_sram_bytes} B)" if reason is Reason.SRAM_OVER else ""),
         )
-        for field, value in (
+        for name, value in (
             ("latency_cycles", cost.latency[0]),
             ("compute_cycles", cost.compute_cycles[0]),
             ("noc_cycles", cost.noc_cycles[0]),
             ("sram_bytes_per_core", cost.sram_bytes[0]),
         ):
-            check(
-                getattr(kp, field) == int(value), f"{kp.name}: {field} is {getattr(kp, field)}, the cost model gives {int(value)}"
-            )
-        total += kp.cores
-    obj = plan.objective
-    check(obj.cores_used == total, f"objective.cores_used is {obj.cores_used}, the kernels add up to {total}")
-    if missing or extra:
-        return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
-    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    planned_in_order = sorted(plan.kernels, key=lambda k: order[k.name])
-    stage_of = [k.stage for k in planned_in_order]
+            check(getattr(kp, name) == int(value), f"{kp.name}: {name} is {getattr(kp, name)}, the cost model gives {int(value)}")
+
+
+def _check_stage_record(plan: Plan, st: _Stage, check: _Checks) -> None:
+    if st.index >= len(plan.stages):
+        return
+    sp = plan.stages[st.index]
+    cores = sum(k.cores for k in st.members)
     check(
-        stage_of[0] == 0 and all(b - a in (0, 1) for a, b in zip(stage_of, stage_of[1:], strict=False)),
-        "kernel stages must be contiguous in topological order, starting at wafer 0",
+        (sp.index, sp.kernels, sp.cores_used, sp.bottleneck_cycles, sp.transfer_cycles)
+        == (st.index, len(st.members), cores, st.bottleneck, st.transfer_in),
+        f"stages[{st.index}] does not match its kernels (kernels, cores, bottleneck or transfer cycles)",
     )
-    check(len(plan.stages) == stage_of[-1] + 1, f"the plan lists {len(plan.stages)} stages, its kernels use {stage_of[-1] + 1}")
-    cuts = [0] + [i for i in range(1, len(stage_of)) if stage_of[i] != stage_of[i - 1]] + [len(stage_of)]
-    transfer = transfer_cycles(cut_bytes(kgraph, arch), *link_params(arch)) if len(cuts) > 2 else np.zeros(len(stage_of) + 1, int)
-    worst, worst_names = 0, set[str]()
-    for s, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-        members = planned_in_order[first:end]
-        cores = sum(k.cores for k in members)
-        check(cores <= arch.total_cores, f"wafer {s} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
-        sub_names = {k.name for k in members}
-        sub = KernelGraph(
-            kgraph.ops,
-            tuple(k for k in kgraph.kernels if k.name in sub_names),
-            tuple(e for e in kgraph.edges if e.src in sub_names and e.dst in sub_names),
-            kgraph.fused,
-        )
-        # root causes first: the communication numbers of rectangles off the wafer mean nothing
-        before = len(bad)
-        checks += _check_placement(members, arch, bad)
-        if len(bad) == before:
-            checks += _check_comm(members, sub, arch, bad, plan.objective.traffic_distance if len(cuts) == 2 else None)
-        stage_time = max(k.latency_cycles + k.comm_cycles for k in members)
-        if s < len(plan.stages):
-            sp = plan.stages[s]
-            check(
-                (sp.index, sp.kernels, sp.cores_used, sp.bottleneck_cycles, sp.transfer_cycles)
-                == (s, len(members), cores, stage_time, int(transfer[first])),
-                f"stages[{s}] does not match its kernels (kernels, cores, bottleneck or transfer cycles)",
-            )
-        load = max(stage_time, int(transfer[first]), int(transfer[end]))
-        names = {k.name for k in members if k.latency_cycles + k.comm_cycles == load}
-        if load == max(int(transfer[first]), int(transfer[end])) and load > stage_time:
-            # a transfer is the bottleneck: the kernel receiving that cut (this stage's first, or the next's)
-            names = set()
-            if int(transfer[first]) == load:
-                names.add(members[0].name)
-            if int(transfer[end]) == load and end < len(planned_in_order):
-                names.add(planned_in_order[end].name)
-        # stages tied at the slowest load all hold slowest kernels
+
+
+def _slowest(stages: list[_Stage], in_order: tuple[KernelPlan, ...]) -> tuple[int, set[str], str]:
+    """The plan's bottleneck load, the kernels that may be named for it, and what bounds it
+    ("kernel" or "transfer"), by the rules of :mod:`wsealloc.plan.rules` on recomputed numbers."""
+    worst, names, kind = -1, set[str](), "kernel"
+    for st in stages:
+        load = rules.stage_load(st.bottleneck, st.transfer_in, st.transfer_out)
+        if rules.transfer_bound(st.bottleneck, st.transfer_in, st.transfer_out):
+            first = rules.receives_slowest_cut(st.transfer_in, st.transfer_out) == "first" or st.end >= len(in_order)
+            receiver = st.members[0] if first else in_order[st.end]
+            here, what = {receiver.name}, "transfer"
+        else:
+            here, what = {k.name for k in st.members if k.latency_cycles + k.comm_cycles == load}, "kernel"
         if load > worst:
-            worst, worst_names = load, names
-        elif load == worst and load > 0:
-            worst_names |= names
+            worst, names, kind = load, set(here), what
+        elif load == worst:  # stages tied at the slowest load all hold slowest kernels
+            names |= here
+    return worst, names, kind
+
+
+def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
+    """Every summary number of the objective, recomputed."""
+    obj = plan.objective
+    in_order = tuple(k for st in stages for k in st.members)
+    worst, names, kind = _slowest(stages, in_order)
+    total = sum(k.cores for k in plan.kernels)
+    check(obj.cores_used == total, f"objective.cores_used is {obj.cores_used}, the kernels add up to {total}")
     check(
-        obj.bottleneck_cycles == worst,
-        f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest stage takes {worst}",
+        obj.bottleneck_cycles == worst, f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest stage takes {worst}"
     )
-    check(obj.bottleneck_kernel in worst_names, f"objective.bottleneck_kernel {obj.bottleneck_kernel!r} is not a slowest kernel")
-    if obj.lower_bound_cycles is not None:
-        check(
-            obj.lower_bound_cycles <= obj.bottleneck_cycles,
-            f"lower bound {obj.lower_bound_cycles} exceeds the bottleneck {obj.bottleneck_cycles}",
+    check(obj.bottleneck_kernel in names, f"objective.bottleneck_kernel {obj.bottleneck_kernel!r} is not a slowest kernel")
+    throughput = rules.throughput(table.arch.clock_hz, worst)
+    check(abs(obj.throughput_samples_per_s - throughput) <= 1e-6 * throughput, "throughput does not equal clock / bottleneck")
+    placed = [k.placement is not None for k in plan.kernels]
+    check(obj.placed == all(placed), f"objective.placed is {obj.placed} but {sum(placed)} of {len(placed)} kernels are placed")
+    slowest = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
+    if slowest is not None:
+        expected = (
+            rules.bound_by(slowest.compute_cycles, slowest.noc_cycles, slowest.latency_cycles, slowest.comm_cycles)
+            if kind == "kernel"
+            else BoundBy.TRANSFER
         )
-        if obj.status == "OPTIMAL":
-            check(obj.lower_bound_cycles == obj.bottleneck_cycles, "status OPTIMAL but the bound is below the objective")
-    check(
-        abs(obj.throughput_samples_per_s - arch.clock_hz / max(worst, 1)) <= 1e-6 * obj.throughput_samples_per_s,
-        "throughput does not equal clock / bottleneck",
-    )
-    has_place = [k.placement is not None for k in plan.kernels]
-    check(
-        obj.placed == all(has_place),
-        f"objective.placed is {obj.placed} but {sum(has_place)} of {len(has_place)} kernels are placed",
-    )
-    if obj.lower_bound_cycles is None:
+        check(
+            obj.bound_by is expected,
+            f"objective.bound_by is {obj.bound_by.value!r}, the bottleneck's numbers give {expected.value!r}",
+        )
+    bound = obj.lower_bound_cycles
+    if bound is None:
         check(obj.gap is None, "objective.gap is given without a lower bound")
-    else:
-        gap = (
-            0.0
-            if obj.bottleneck_cycles == 0
-            else max(0.0, (obj.bottleneck_cycles - obj.lower_bound_cycles) / obj.bottleneck_cycles)
-        )
+        return
+    check(bound <= obj.bottleneck_cycles, f"lower bound {bound} exceeds the bottleneck {obj.bottleneck_cycles}")
+    if obj.status is Status.OPTIMAL:
+        check(rules.proven_optimal(obj.bottleneck_cycles, bound), "status OPTIMAL but the bound is below the objective")
+    gap = rules.gap(obj.bottleneck_cycles, bound)
+    check(
+        obj.gap is not None and gap is not None and abs(obj.gap - gap) <= 1e-9,
+        f"objective.gap is {obj.gap}, (bottleneck - bound) / bottleneck is {gap:.6g}",
+    )
+    if len(stages) == 1:
+        # the bound is a proof claim: recompute the allocation-only optimum without solver code
+        optimum = allocation_optimum(table)
         check(
-            obj.gap is not None and abs(obj.gap - gap) <= 1e-9,
-            f"objective.gap is {obj.gap}, (bottleneck - bound) / bottleneck is {gap:.6g}",
+            optimum is not None and bound <= optimum,
+            "no allocation of the model fits the wafer, so the plan cannot be valid"
+            if optimum is None
+            else f"objective.lower_bound_cycles {bound} exceeds the allocation-only optimum {optimum}: it is not a valid bound",
         )
-    if len(cuts) == 2:
-        slowest = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
-        if slowest is not None:
-            expected = bound_by(slowest)
-            check(
-                obj.bound_by == expected,
-                f"objective.bound_by is {obj.bound_by!r}, the bottleneck kernel's numbers give {expected!r}",
-            )
-        if obj.lower_bound_cycles is not None:
-            # the bound is a proof claim: recompute the allocation-only optimum without solver code
-            optimum = allocation_optimum(build_cost_table(kgraph, arch, options, check_feasible=False))
-            check(
-                optimum is not None and obj.lower_bound_cycles <= optimum,
-                "no allocation of the model fits the wafer, so the plan cannot be valid"
-                if optimum is None
-                else f"objective.lower_bound_cycles {obj.lower_bound_cycles} exceeds the allocation-only optimum {optimum}: "
-                "it is not a valid bound",
-            )
-    return VerifyReport(str(plan_path), len(plan.kernels), checks, tuple(bad))
+
+
+def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
+    """The baseline the CLI prints the speed-up against: the greedy rule's allocation, recomputed
+    (per wafer for a pipeline, with the transfers of its cuts), and a placed baseline that no
+    placement could beat the allocation-only optimum with."""
+    from wsealloc.solvers.greedy import greedy_choice  # the baseline is defined by this rule
+
+    base = plan.baseline
+    worst: int | None = 0
+    cores, feasible = 0, True
+    for st in stages:
+        sub = table.subset(st.first, st.end)
+        problem = build_problem(sub)
+        choice = greedy_choice(problem)
+        objective, used = problem.evaluate(choice)
+        feasible = problem.feasible(choice)
+        load = rules.stage_load(int(objective), st.transfer_in, st.transfer_out) if len(stages) > 1 else int(objective)
+        worst = max(worst or 0, load)
+        cores += int(used)
+    check(
+        base.bottleneck_cycles == worst,
+        f"baseline.bottleneck_cycles is {base.bottleneck_cycles}, the greedy rule gives {worst}",
+    )
+    if len(stages) == 1:
+        check(base.cores_used == cores, f"baseline.cores_used is {base.cores_used}, the greedy rule uses {cores}")
+        status = Status.FEASIBLE if feasible else Status.INFEASIBLE
+        check(base.status is status, f"baseline.status is {base.status.value}, the greedy allocation is {status.value}")
+    optimum = allocation_optimum(table) if len(stages) == 1 else plan.objective.lower_bound_cycles
+    if base.placed_bottleneck_cycles is not None:
+        check(plan.objective.placed, "baseline.placed_bottleneck_cycles is given for a plan that is not placed")
+        check(
+            optimum is None or base.placed_bottleneck_cycles >= optimum,
+            f"baseline.placed_bottleneck_cycles {base.placed_bottleneck_cycles} beats the allocation-only optimum "
+            f"{optimum}: impossible",
+        )
 
 
 def allocation_optimum(table: CostTable) -> int | None:
@@ -275,21 +378,18 @@ def allocation_optimum(table: CostTable) -> int | None:
     return int(candidates[lo])
 
 
-def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad: list[str], traffic: float | None) -> int:
+def _check_comm(members: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, check: _Checks, traffic: float | None) -> None:
     """Communication cycles of one wafer's kernels: zero without placement, recomputed with it."""
     placed = [k.placement is not None for k in members]
     if not any(placed):
         for k in members:
-            if k.comm_cycles:
-                bad.append(f"{k.name}: comm_cycles {k.comm_cycles} without a placement")
-        return len(members)
-    if not all(placed):
-        bad.append(f"{placed.count(False)} kernel(s) have no placement in a placed plan")
-        return 1
-    kernels = members
-    rects = np.array([(*k.placement, *k.grid) for k in kernels if k.placement is not None], dtype=np.int64)
+            check(not k.comm_cycles, f"{k.name}: comm_cycles {k.comm_cycles} without a placement")
+        return
+    if not check(all(placed), f"{placed.count(False)} kernel(s) have no placement in a placed plan"):
+        return
+    rects = np.array([(*k.placement, *k.grid) for k in members if k.placement is not None], dtype=np.int64)
     fl = flows(kgraph, arch)
-    latency = np.array([k.latency_cycles for k in kernels], dtype=np.float64)
+    latency = np.array([k.latency_cycles for k in members], dtype=np.float64)
     comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), fl.group)
     parts = zip(
         comm.comm_cycles.tolist(),
@@ -298,54 +398,55 @@ def _check_comm(members: list[KernelPlan], kgraph: KernelGraph, arch: Arch, bad:
         comm.die_cycles.tolist(),
         strict=True,
     )
-    for k, (value, dist, cong, die) in zip(kernels, parts, strict=True):
-        if k.comm_cycles != value:
-            bad.append(f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")
+    for k, (value, dist, cong, die) in zip(members, parts, strict=True):
+        check(k.comm_cycles == value, f"{k.name}: comm_cycles is {k.comm_cycles}, the communication model gives {value}")
         recorded = (k.distance_cycles, k.congestion_cycles, k.die_cycles)
-        if any(x is not None for x in recorded) and recorded != (dist, cong, die):
-            bad.append(
-                f"{k.name}: distance/congestion/die cycles are {recorded}, the communication model gives {(dist, cong, die)}"
-            )
-    if traffic is not None and abs(traffic - comm.traffic_distance) > 1e-6 * max(1.0, comm.traffic_distance):
-        bad.append(f"objective.traffic_distance is {traffic}, recomputed {comm.traffic_distance}")
-    return len(kernels) + 1
+        check(
+            all(x is None for x in recorded) or recorded == (dist, cong, die),
+            f"{k.name}: distance/congestion/die cycles are {recorded}, the communication model gives {(dist, cong, die)}",
+        )
+    if traffic is not None:
+        check(
+            abs(traffic - comm.traffic_distance) <= 1e-6 * max(1.0, comm.traffic_distance),
+            f"objective.traffic_distance is {traffic}, recomputed {comm.traffic_distance}",
+        )
 
 
-def _check_placement(members: list[KernelPlan], arch: Arch, bad: list[str]) -> int:
-    """Bounds, die rule, defects and overlap of one wafer's rectangles; returns the number of checks."""
+def _check_placement(members: tuple[KernelPlan, ...], arch: Arch, check: _Checks) -> None:
+    """Bounds, die rule, defects and overlap of one wafer's rectangles."""
     placed = [k for k in members if k.placement is not None]
     if not placed:
-        return 0
+        return
     occupancy = np.full((arch.rows, arch.cols), -1, dtype=np.int32)
     d = arch.wafer.defects
     defects = defect_mask(arch.rows, arch.cols, d.cores, d.rate, d.seed)
     die_r, die_c = arch.wafer.die_cores.rows, arch.wafer.die_cores.cols
-    checks = 0
     for idx, k in enumerate(placed):
         assert k.placement is not None
         row, col = k.placement
         r, c = k.grid
-        checks += 3
-        if row < 0 or col < 0 or row + r > arch.rows or col + c > arch.cols:
-            bad.append(f"{k.name}: rectangle {r}x{c} at [{row}, {col}] leaves the {arch.rows}x{arch.cols} wafer")
-            continue
-        if arch.wafer.die_boundary == "forbid" and (
-            row // die_r != (row + r - 1) // die_r or col // die_c != (col + c - 1) // die_c
+        if not check(
+            row + r <= arch.rows and col + c <= arch.cols,
+            f"{k.name}: rectangle {r}x{c} at [{row}, {col}] leaves the {arch.rows}x{arch.cols} wafer",
         ):
-            bad.append(f"{k.name}: rectangle at [{row}, {col}] crosses a die boundary, which the arch forbids")
+            continue
+        check(
+            arch.wafer.die_boundary != "forbid"
+            or (row // die_r == (row + r - 1) // die_r and col // die_c == (col + c - 1) // die_c),
+            f"{k.name}: rectangle at [{row}, {col}] crosses a die boundary, which the arch forbids",
+        )
         window = occupancy[row : row + r, col : col + c]
-        if (window >= 0).any():
-            other = placed[int(window[window >= 0][0])].name
-            bad.append(f"{k.name}: rectangle at [{row}, {col}] overlaps {other}")
+        taken = window[window >= 0]
+        check(
+            taken.size == 0, f"{k.name}: rectangle at [{row}, {col}] overlaps {placed[int(taken[0])].name if taken.size else ''}"
+        )
         broken = int(defects[row : row + r, col : col + c].sum())
-        if broken:
-            bad.append(f"{k.name}: rectangle at [{row}, {col}] covers {broken} defective core(s)")
+        check(not broken, f"{k.name}: rectangle at [{row}, {col}] covers {broken} defective core(s)")
         window[window < 0] = idx
-    return checks
 
 
 def require_valid(report: VerifyReport) -> None:
-    """Raise :class:`VerificationError` summarizing the violations, if any."""
+    """Raise :class:`VerificationError` summarizing the violations (the root cause first), if any."""
     if report.violations:
         more = f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
         raise VerificationError(f"{report.plan}: {len(report.violations)} violation(s): {report.violations[0]}{more}")

@@ -7,16 +7,19 @@ import base64
 import html
 import io
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wsealloc.api import SolveOutcome, solve
+from typing_extensions import Unpack
+
+from wsealloc.api import SolveOutcome, run
 from wsealloc.arch import Arch
 from wsealloc.errors import UsageError
+from wsealloc.frontend.sources import OnnxSource
 from wsealloc.plan.build import make_plan
 from wsealloc.plan.schema import Plan
+from wsealloc.request import RequestOptions, SolveRequest, build_request
 
 
 @dataclass(frozen=True)
@@ -84,11 +87,11 @@ def _row(name: str, plan: Plan, bound: int) -> Row:
         obj.bottleneck_cycles,
         round(obj.throughput_samples_per_s, 2),
         obj.bottleneck_kernel,
-        obj.bound_by,
+        obj.bound_by.value,
         obj.cores_used,
         round(max(0.0, (obj.bottleneck_cycles - bound) / max(obj.bottleneck_cycles, 1)), 6),
         obj.wall_s,
-        obj.status,
+        obj.status.value,
     )
 
 
@@ -98,10 +101,9 @@ def from_outcome(outcome: SolveOutcome) -> Comparison:
         raise UsageError("compare works on one-wafer plans; solve multi-wafer pipelines with wsealloc solve --wafers")
     costs = outcome.costs
     spec_plan = outcome.plan
-    from wsealloc.pipeline import ModelSpec
-
-    spec = ModelSpec(spec_plan.model.path, spec_plan.model.dims, spec_plan.model.fuse, spec_plan.model.weights_as_inputs)
-    greedy = make_plan(costs, spec, outcome.baseline, outcome.baseline)
+    ref = spec_plan.model
+    source = OnnxSource(path=ref.path, dims=ref.dims, fuse=ref.fuse, weights_as_inputs=ref.weights_as_inputs)
+    greedy = make_plan(costs, source, outcome.baseline, outcome.baseline)
     bound = int(outcome.exact.objective or 0)
     clock = costs.arch.clock_hz
     bound_row = Row(
@@ -139,41 +141,16 @@ def from_outcome(outcome: SolveOutcome) -> Comparison:
 
 
 def compare(
-    model: str | Path,
-    arch: str | Arch = "wse2",
-    *,
-    dims: Mapping[str, int] | None = None,
-    sets: Sequence[str] = (),
-    solver: str = "cpsat",
-    time_limit: float = 30.0,
-    place: bool = True,
-    seed: int = 0,
-    workers: int = 1,
-    cost: str = "standard",
-    fuse: bool = True,
-    allow_unknown_ops: bool = False,
+    model: str | Path | SolveRequest, arch: str | Path | Arch = "wse2", **options: Unpack[RequestOptions]
 ) -> Comparison:
-    """Solve ``model`` on ``arch`` once and compare the solver's plan with the greedy baseline (same
-    cost model; placed by the same construction when ``place``) and the exact allocation bound.
+    """Solve once and compare the solver's plan with the greedy baseline (same cost model; placed by
+    the same construction when placing) and the exact allocation bound. ``model`` is a request, or
+    the arguments of :func:`wsealloc.request.build_request`.
 
     >>> c = compare("models/gpt2.onnx", "wse2", place=False)   # doctest: +SKIP
     >>> c.speedup, [(r.name, r.bottleneck_cycles) for r in c.rows]   # doctest: +SKIP
     """
-    outcome = solve(
-        model,
-        arch,
-        dims=dims,
-        sets=sets,
-        solver=solver,
-        time_limit=time_limit,
-        place=place,
-        seed=seed,
-        workers=workers,
-        cost=cost,
-        fuse=fuse,
-        allow_unknown_ops=allow_unknown_ops,
-    )
-    return from_outcome(outcome)
+    return from_outcome(run(build_request(model, arch, **options)))
 
 
 # -- pictures --------------------------------------------------------------------------------------

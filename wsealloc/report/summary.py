@@ -49,14 +49,14 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     bk = next(k for k in plan.kernels if k.name == obj.bottleneck_kernel)
     gap = f"{obj.gap:.2%}" if obj.gap is not None else "n/a"
     bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
-    limit = obj.bound_by + (", at its SRAM floor" if obj.sram_limited else "")
+    limit = obj.bound_by.value + (", at its SRAM floor" if obj.sram_limited else "")
     wafers = len(plan.stages)
     total = arch.total_cores * wafers
     on = f"{wafers} x {arch.name}" if wafers > 1 else arch.name
     lines = [
         f"model {plan.model.path}: {len(plan.kernels)} kernels ({out.costs.kgraph.ops.onnx_nodes} ONNX nodes) "
         f"on {on} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores{' each' if wafers > 1 else ''})",
-        f"solver {obj.solver}: {obj.status} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
+        f"solver {obj.solver}: {obj.status.value} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
         f"bound {bound}, gap {gap}",
         f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
         f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,}{communication(bk)} cycles, "
@@ -69,7 +69,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
             "stages: "
             + "; ".join(
                 f"wafer {s.index}: {s.kernels} kernels, {s.cores_used:,} cores, {s.bottleneck_cycles:,} cycles, "
-                f"transfer in {s.transfer_cycles:,} ({s.status})"
+                f"transfer in {s.transfer_cycles:,} ({s.status.value})"
                 for s in plan.stages
             )
         )
@@ -84,7 +84,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
             else ""
         )
         lines.append(
-            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status}){placed}; speed-up {out.speedup:.2f}x"
+            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status.value}){placed}; speed-up {out.speedup:.2f}x"
         )
     if obj.message:
         lines.append(f"note: {obj.message}")

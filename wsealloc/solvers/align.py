@@ -20,10 +20,9 @@ The result is never worse than the input by ``strips.score``.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.strips import Placed, score
 
@@ -119,7 +118,7 @@ def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: in
 
 
 def align(
-    problem: PlacementProblem, placed: Placed, deadline: float = float("inf"), one_by_one: bool = True
+    problem: PlacementProblem, placed: Placed, deadline: Deadline | None = None, one_by_one: bool = True
 ) -> tuple[Placed, Score]:
     """``placed`` with kernels slid vertically to shorten their flows, and its ``strips.score``: never
     worse than ``placed``'s (then ``placed`` itself). Without ``one_by_one`` only the all-at-once pass
@@ -147,7 +146,7 @@ def align(
         current = best_score
         for _ in range(SWEEPS):
             for k in range(problem.n_kernels):
-                if time.perf_counter() > deadline:
+                if deadline is not None and deadline.expired():
                     break
                 row = _proposal(problem, lat, single, k, neighbours)
                 if row is None:

@@ -1,4 +1,4 @@
-"""What every solver backend shares: options, the result type, the stop hook, the registry.
+"""What every solver backend shares: options, the result type, the registry.
 
 Backends live one per module and are imported lazily by name, so that only the CP-SAT backend
 imports ``ortools`` and only the PuLP backend imports ``pulp``.
@@ -6,22 +6,21 @@ imports ``ortools`` and only the PuLP backend imports ``pulp``.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import importlib
-import threading
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S, Deadline, StopHook
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.problem import AllocationProblem
 
 
-class Status(enum.Enum):
-    """Outcome of a solve, in the vocabulary of MIP/CP solvers."""
+class Status(str, enum.Enum):
+    """Outcome of a solve, in the vocabulary of MIP/CP solvers (a str enum: ``Status.OPTIMAL ==
+    "OPTIMAL"``, and plans store the value)."""
 
     OPTIMAL = "OPTIMAL"  # objective proven equal to the best bound
     FEASIBLE = "FEASIBLE"  # a valid solution, optimality not proven (time limit, heuristic)
@@ -30,46 +29,13 @@ class Status(enum.Enum):
     INVALID = "INVALID"  # the solution violates constraints (e.g. the notebook's faithful greedy)
 
 
-class StopHook:
-    """Lets a signal handler stop a running solve: backends register a stop function."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
-        self.stopped = threading.Event()
-
-    @contextlib.contextmanager
-    def active(self, fn: Callable[[], None]) -> Iterator[None]:
-        """While the block runs, a stop request calls ``fn`` (at once if one already came).
-
-        Only running solves may be stopped: OR-Tools aborts the process when ``stop_search`` is
-        called on a solver that is not solving any more, so the callback is removed on exit.
-        """
-        with self._lock:
-            self._callbacks.append(fn)
-            already = self.stopped.is_set()
-        try:
-            if already:
-                fn()
-            yield
-        finally:
-            with self._lock:
-                self._callbacks.remove(fn)
-
-    def stop(self) -> None:
-        """Request every registered solve to stop and return its best solution so far."""
-        self.stopped.set()
-        with self._lock:
-            callbacks = list(self._callbacks)
-        for fn in callbacks:
-            fn()
-
-
 @dataclass(frozen=True)
 class SolveOptions:
-    """Explicit knobs of a solve (defaults favour reproducibility)."""
+    """Explicit knobs of a solve (defaults favour reproducibility). The knobs a user sets are checked
+    once, where the request is built (``wsealloc.request``); the deadline is the run's own
+    (``wsealloc.budget``): a backend runs until it passes or a stop is requested."""
 
-    time_limit_s: float = 10.0
+    deadline: Deadline = field(default_factory=lambda: Deadline.after(DEFAULT_TIME_LIMIT_S), compare=False)
     workers: int = 1  # CP-SAT is only reproducible single-worker with a deterministic time limit
     seed: int = 0
     hint: tuple[int, ...] | None = None  # a complete starting solution (one index per kernel)
@@ -77,22 +43,11 @@ class SolveOptions:
     exploit_symmetry: bool = True  # solve over classes of identical kernels (exact, see problem)
     minimize_cores: bool = True  # second phase: fewest cores at the optimal bottleneck
     log: bool = False
-    stop: StopHook = field(default_factory=StopHook, compare=False)
 
-    def __post_init__(self) -> None:
-        # Every entry point (CLI commands, the Python API, suites, sweeps) builds one of these, so
-        # this is the one place the knobs are checked.
-        for name, value in (("time limit", self.time_limit_s), ("workers", self.workers), ("seed", self.seed)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UsageError(f"{name} {value!r}: expected a number")
-        if not isinstance(self.workers, int) or not isinstance(self.seed, int):
-            raise UsageError(f"workers {self.workers!r} and seed {self.seed!r} must be whole numbers")
-        if not self.time_limit_s > 0:  # also rejects NaN
-            raise UsageError(f"time limit {self.time_limit_s} s: must be positive seconds (--time-limit)")
-        if not 1 <= self.workers <= 1024:
-            raise UsageError(f"{self.workers} workers: need 1 to 1024 (--workers)")
-        if not 0 <= self.seed < 2**31:  # CP-SAT's random_seed is a 32-bit integer
-            raise UsageError(f"seed {self.seed}: must be 0 to {2**31 - 1} (--seed)")
+    @property
+    def stop(self) -> StopHook:
+        """The run's stop hook (a signal handler calls ``stop()`` on it)."""
+        return self.deadline.stop
 
 
 @dataclass(frozen=True)

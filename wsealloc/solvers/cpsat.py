@@ -114,9 +114,9 @@ class _Model:
         return tuple(group_choice[g] for g in self.group_of)
 
 
-def _solver(options: SolveOptions, time_limit: float) -> cp_model.CpSolver:
+def _solver(options: SolveOptions) -> cp_model.CpSolver:
     s = cp_model.CpSolver()
-    s.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    s.parameters.max_time_in_seconds = options.deadline.seconds_for_solver()
     s.parameters.num_workers = max(1, options.workers)
     s.parameters.random_seed = options.seed
     s.parameters.log_search_progress = options.log
@@ -134,7 +134,7 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
     if model.hinted is not None:
         model.hint(model.hinted)
     model.model.minimize(model.T)
-    s1 = _solver(options, options.time_limit_s)
+    s1 = _solver(options)
     with options.stop.active(s1.stop_search):
         raw = s1.solve(model.model)
     if raw == cp_model.MODEL_INVALID:
@@ -161,17 +161,15 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
         bound = max(bound, options.lower_bound)
     if status is Status.OPTIMAL:
         bound = t_best
-    if options.minimize_cores and not options.stop.stopped.is_set():
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        if remaining > 0.05:
-            model.model.add(t_best >= model.T)
-            model.model.minimize(model.cores)
-            model.hint(best)
-            s2 = _solver(options, remaining)
-            with options.stop.active(s2.stop_search):
-                st2 = s2.solve(model.model)
-            if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                best = model.read(s2)
+    if options.minimize_cores and not options.deadline.stopped and options.deadline.remaining() > 0.05:
+        model.model.add(t_best >= model.T)
+        model.model.minimize(model.cores)
+        model.hint(best)
+        s2 = _solver(options)
+        with options.stop.active(s2.stop_search):
+            st2 = s2.solve(model.model)
+        if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = model.read(s2)
     choice = model.kernel_choice(best)
     objective, cores = problem.evaluate(choice)
     if bound >= objective:

@@ -21,8 +21,6 @@ one worker); the wall-clock deadline only caps the whole search.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from ortools.sat.python import cp_model
 
@@ -173,13 +171,14 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
     return Placed(new_rects, dfs, lats)
 
 
-def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, deadline: float) -> Placed | None:
-    """Improve ``placed`` by CP-SAT steps on windows around the bottleneck until ``deadline``."""
+def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> Placed | None:
+    """Improve ``placed`` by CP-SAT steps on windows around the bottleneck until the options' deadline."""
+    deadline = options.deadline
     best = placed
     best_score = score(problem, best)
     tried: set[tuple[int, int]] = set()
     radius = 4
-    while time.perf_counter() + 0.5 < deadline and not options.stop.stopped.is_set():
+    while deadline.remaining() > 0.5 and not deadline.stopped:
         stage, _ = problem.evaluate(best.rects, best.latency)
         b = int(np.argmax(stage))
         if (b, radius) in tried:
@@ -189,7 +188,7 @@ def refine(problem: PlacementProblem, placed: Placed, options: SolveOptions, dea
             continue
         tried.add((b, radius))
         window = list(range(max(0, b - radius), min(problem.n_kernels, b + radius + 1)))
-        seconds = min(STEP_SECONDS, max(0.1, deadline - time.perf_counter() - 0.2))
+        seconds = min(STEP_SECONDS, max(0.1, deadline.remaining() - 0.2))
         candidate = _step(problem, best, window, options, seconds)
         if candidate is None:
             continue
@@ -251,7 +250,7 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
         by.append(m.new_fixed_size_interval_var(dy, 1, f"dy_{dy}_{dx}"))
     m.add_no_overlap_2d(bx, by)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = options.time_limit_s
+    solver.parameters.max_time_in_seconds = options.deadline.seconds_for_solver()
     solver.parameters.num_workers = max(1, options.workers)
     solver.parameters.random_seed = options.seed
     solver.parameters.catch_sigint_signal = False  # see cpsat._solver

@@ -13,11 +13,11 @@ Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a pr
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
+from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
@@ -42,25 +42,25 @@ def styles(problem: PlacementProblem) -> list[Style]:
     ]
 
 
-def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: float) -> Placed | None:
+def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> Placed | None:
     """Per-kernel targets ``base`` (the greedy allocation's latencies) placed in every ``styles``
-    layout, the best kept: the baseline gets the same multi-start as the search."""
+    layout, the best kept: the baseline gets the same multi-start as the search (each style an equal
+    share of what remains)."""
     best: tuple[tuple[int, int, float], Placed] | None = None
     candidates = styles(problem)
-    start = time.perf_counter()
     for i, style in enumerate(candidates):
-        share = start + (deadline - start) * (i + 1) / len(candidates)
+        share = deadline.share(1.0 / (len(candidates) - i))
         placed = place_targets(problem, base, share, style)
         if placed is not None:
             placed, rank = align(problem, placed, share, one_by_one=False)
             if best is None or rank < best[0]:
                 best = (rank, placed)
-        if time.perf_counter() > deadline:
+        if deadline.expired():
             break
     return None if best is None else align(problem, best[1], deadline)[0]
 
 
-def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
+def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | None:
     """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
 
     Starts: every ``styles`` layout x targets slightly above the smallest packable one (more room per
@@ -78,21 +78,21 @@ def construct_best(problem: PlacementProblem, deadline: float) -> Placed | None:
 
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     for style in styles(problem):
-        if best is not None and time.perf_counter() > deadline:
+        if deadline.stopped or (best is not None and deadline.expired()):
             break
-        # until a first layout exists the clock does not stop the search: a late valid placement
-        # beats none (the time limit returns the best placement found, not an error)
-        found = smallest_target(problem, zero, problem.lower_bound, deadline if best is not None else math.inf, style)
+        # until a first layout exists the clock does not stop the search (a stop request does): a
+        # late valid placement beats none (the time limit returns the best placement found, not an error)
+        found = smallest_target(problem, zero, problem.lower_bound, deadline if best is not None else deadline.unbounded(), style)
         if found is None:
             continue
         target, placed = found
         consider(placed, style)
         for slack in SLACKS:
-            if time.perf_counter() > deadline:
+            if deadline.expired():
                 break
             consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), style), style)
     for _ in range(FEEDBACK_ROUNDS):
-        if best is None or time.perf_counter() > deadline:
+        if best is None or deadline.expired():
             break
         _, placed, style = best
         stage, comm = problem.evaluate(placed.rects, placed.latency)
@@ -114,7 +114,7 @@ def solve(
     ``starts`` are further candidate layouts (e.g. the greedy allocation placed by the same
     construction): the result is never worse than any of them."""
     start = time.perf_counter()
-    deadline = start + options.time_limit_s
+    deadline = options.deadline
     placed = construct_best(problem, deadline)
     for other in starts:
         if placed is None or score(problem, other) < score(problem, placed):
@@ -131,10 +131,10 @@ def solve(
             message="no placement found: too little room for the kernels (defects, die rule)",
         )
     solver = "strips"
-    if refine and time.perf_counter() < deadline and not options.stop.stopped.is_set():
+    if refine and not deadline.expired():
         from wsealloc.solvers.cpsat_place import refine as cp_refine
 
-        improved = cp_refine(problem, placed, options, deadline)
+        improved = cp_refine(problem, placed, options)
         if improved is not None and score(problem, improved) < score(problem, placed):
             placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
     objective, traffic = evaluate(problem, placed)

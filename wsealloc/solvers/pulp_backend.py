@@ -107,7 +107,7 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             chosen.append(int(keep[g][ones[0]]))
         return chosen if problem.feasible(to_kernels(chosen)) else None
 
-    prob.solve(_backend(backend, options, options.time_limit_s))
+    prob.solve(_backend(backend, options, options.deadline.seconds_for_solver(1.0)))
     chosen = read()
     proven = prob.status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal
     if chosen is None:
@@ -142,8 +142,8 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
         )
     t_best = problem.evaluate(to_kernels(chosen))[0]
     bound = t_best if proven else options.lower_bound
-    remaining = options.time_limit_s - (time.perf_counter() - start)
-    if options.minimize_cores and remaining > 0.5 and not options.stop.stopped.is_set():
+    remaining = options.deadline.remaining()
+    if options.minimize_cores and remaining > 0.5 and not options.deadline.stopped:
         prob += t_best >= T
         prob.setObjective(cores)
         start_from(chosen)

@@ -22,12 +22,12 @@ rounds, keeping the best placement.
 from __future__ import annotations
 
 import heapq
-import time
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
+from wsealloc.budget import Deadline
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem
 
@@ -469,7 +469,7 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
 
 
 def smallest_target(
-    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: float, style: Style = Style()
+    problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: Deadline, style: Style = Style()
 ) -> tuple[int, Placed] | None:
     """Bisection on a uniform target T (kernel k aims at T - margins[k]): the smallest T that packs."""
     hi = max(lo, 1)
@@ -479,11 +479,11 @@ def smallest_target(
         if placed is not None:
             found = (hi, placed)
             break
-        if hi > 1 << 50 or time.perf_counter() > deadline:
+        if hi > 1 << 50 or deadline.expired():
             return None
         hi *= 2
     low = lo
-    while low < found[0] and time.perf_counter() < deadline:
+    while low < found[0] and not deadline.expired():
         mid = (low + found[0]) // 2
         placed = construct(problem, np.maximum(mid - margins, 1), style)
         if placed is not None:
@@ -493,7 +493,7 @@ def smallest_target(
     return found
 
 
-def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: float, style: Style = Style()) -> Placed | None:
+def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: Deadline, style: Style = Style()) -> Placed | None:
     """Place kernels aiming at per-kernel targets ``base`` (e.g. the greedy allocation's latencies),
     relaxed by the smallest common factor (1 + x/1000) that packs."""
     base = np.maximum(base.astype(np.int64), 1)
@@ -504,11 +504,11 @@ def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: float, 
     hi, found = 0, attempt(0)
     while found is None:
         hi = max(1, hi * 2)
-        if hi > 1 << 30 or time.perf_counter() > deadline:
+        if hi > 1 << 30 or deadline.expired():
             return None
         found = attempt(hi)
     lo = hi // 2 if hi else 0
-    while lo < hi and time.perf_counter() < deadline:
+    while lo < hi and not deadline.expired():
         mid = (lo + hi) // 2
         placed = attempt(mid)
         if placed is not None:

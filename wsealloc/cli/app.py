@@ -1,4 +1,5 @@
-"""Command-line interface: ``wsealloc inspect | solve | verify | arch``.
+"""The ``wsealloc`` command group: ``inspect``, ``solve``, ``verify``, ``arch`` here; ``compare`` in
+``cli/reports.py``; ``bench`` and ``sweep`` in ``cli/bench.py``; :func:`build_cli` assembles them.
 
 Errors: one line on stderr (``wsealloc: error: ...``) and a non-zero exit code; ``--debug`` shows
 the traceback instead.
@@ -19,50 +20,30 @@ import click
 from rich.console import Console
 
 from wsealloc.arch import PRESETS, load_arch
-from wsealloc.arch.loader import arch_file, arch_to_dict
-from wsealloc.cli_options import cost_options, model_options
-from wsealloc.cost import CostOptions
+from wsealloc.arch.loader import arch_to_dict
+from wsealloc.budget import StopHook
+from wsealloc.cli.options import debug_option, model_options, solver_options, with_request
 from wsealloc.errors import Interrupted, OutputError, UsageError, WseallocError
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
-from wsealloc.pipeline import ModelSpec, cost_model, parse_dims
+from wsealloc.pipeline import build_costs
 from wsealloc.report.console import console as make_console
-from wsealloc.solvers.base import StopHook
+from wsealloc.request import SolveRequest, check_outputs
 
 if TYPE_CHECKING:  # the API is imported lazily: it pulls in the solvers
     from wsealloc.api import SolveOutcome
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
-@click.version_option(package_name="wsealloc")
-def cli(debug: bool) -> None:
-    """Allocate the cores of a wafer-scale engine to the operators of an ONNX model."""
-
-
-@cli.command()
+@click.command()
 @model_options
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of tables.")
 @click.option("--kernel", "kernel_name", default=None, help="List one kernel's op models with rejection reasons.")
 @click.option("--all", "show_all", is_flag=True, help="Show every kernel, not the first 60.")
-def inspect(
-    model: str,
-    arch: str,
-    sets: tuple[str, ...],
-    dims: tuple[str, ...],
-    cost_model: str,
-    no_fuse: bool,
-    allow_unknown_ops: bool,
-    debug: bool,
-    as_json: bool,
-    kernel_name: str | None,
-    show_all: bool,
-) -> None:
+@with_request
+def inspect(request: SolveRequest, model: str, arch: str, as_json: bool, kernel_name: str | None, show_all: bool) -> None:
     """Show the kernels of MODEL: work, weights, activations, minimum cores; or one kernel's op models."""
     from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
 
-    spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
-    options = cost_options(cost_model, allow_unknown_ops)
-    costs = _cost_model(spec, arch, options, sets, check_feasible=False)
+    costs = _costs(request, check_feasible=False)
     console = make_console()
     if kernel_name is not None:
         names = [kc.kernel.name for kc in costs.kernels]
@@ -71,7 +52,7 @@ def inspect(
             hint = f"; similar: {', '.join(close)}" if close else f"; e.g. {', '.join(names[:5])}"
             raise UsageError(f"--kernel {kernel_name!r}: no such kernel in {model}{hint}")
         kc = costs.by_name(kernel_name)
-        full = enumerate_op_models(kc.work, costs.arch, options, beyond_wafer=True)
+        full = enumerate_op_models(kc.work, costs.arch, request.cost, beyond_wafer=True)
         kc_full = KernelCosts(kc.kernel, kc.work, full, pareto_frontier(full), kc.signature)
         if as_json:
             rows = op_model_rows(kc_full, costs.arch.usable_sram_bytes)
@@ -88,80 +69,48 @@ def inspect(
         print_inspect(costs, console, limit=None if show_all else 60)
 
 
-@cli.command()
+@click.command()
 @model_options
+@solver_options
 @click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
-@click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
-@click.option(
-    "--time-limit",
-    default=30.0,
-    show_default=True,
-    type=float,
-    help="Time limit in seconds for each solver stage (allocation, placement).",
-)
-@click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed.")
-@click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
 @click.option("--wafers", default=None, help="Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's).")
+@with_request
 def solve(
+    request: SolveRequest,
     model: str,
     arch: str,
-    sets: tuple[str, ...],
-    dims: tuple[str, ...],
-    cost_model: str,
-    no_fuse: bool,
-    allow_unknown_ops: bool,
-    debug: bool,
-    output: str | None,
-    solver: str,
-    time_limit: float,
-    workers: int,
-    seed: int,
     no_place: bool,
+    output: str | None,
     as_json: bool,
     floorplan: str | None,
     verbose: bool,
-    wafers: str | None,
 ) -> None:
     """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
-    from wsealloc.api import parse_wafers, solve_costs, solve_stages
-    from wsealloc.plan.io import check_distinct_outputs, check_writable, write_atomic
+    from wsealloc.api import run
+    from wsealloc.plan.io import write_atomic
     from wsealloc.report.summary import print_summary
-    from wsealloc.solvers import SolveOptions, StopHook, get_solver
 
-    check_distinct_outputs({"model": model, "arch": arch_file(arch)}, {"-o": output, "--floorplan": floorplan})
-    for path in (output, floorplan):
-        if path is not None:
-            check_writable(path)  # fail before any work
-    if floorplan is not None and no_place:
+    check_outputs(model, arch, {"-o": output, "--floorplan": floorplan})  # fail before any work
+    if floorplan is not None and not request.place:
         raise UsageError("--floorplan needs a placement; drop --no-place")
     if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
         raise OutputError(f"--floorplan {floorplan}: expected a .svg or .png file name")
-    get_solver(solver)
-    stop = StopHook()
-    opts = SolveOptions(time_limit_s=time_limit, workers=workers, seed=seed, stop=stop)  # checks the knobs before any work
-    spec = ModelSpec(model, parse_dims(dims), fuse=not no_fuse)
-    options = cost_options(cost_model, allow_unknown_ops)
-    costs = _cost_model(spec, arch, options, sets)
-    count = parse_wafers(wafers, costs.arch)
-    if floorplan is not None and count is not None and count > 1:
+    if floorplan is not None and request.wafer_count != 1:
         raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
+    _warn_unused_fields(request)
+    stop = StopHook()
     with _stop_on_signals(stop):
-        if count == 1:
-            outcome = solve_costs(costs, spec, solver=solver, options=opts, place=not no_place, progress=_progress(verbose))
-        else:
-            outcome = solve_stages(
-                costs, spec, count, solver=solver, options=opts, place=not no_place, progress=_progress(verbose)
-            )
+        outcome = run(request, stop, _progress(verbose))
+    _warn_unknown_ops(request, outcome.costs)
     if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
         # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
         raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
-    if floorplan is not None:
+    if floorplan is not None and outcome.plan.objective.placed:
         from wsealloc.report.floorplan import write_floorplan
 
         write_floorplan(outcome.plan, outcome.flows(), floorplan)
@@ -170,7 +119,7 @@ def solve(
     else:
         console = make_console()
         print_summary(outcome, console)
-        if outcome.partition is not None and count is None:
+        if outcome.partition is not None and request.wafer_count is None:
             _print_wafer_sweep(outcome, console)
         console.print(f"plan written to {output}" if output else "(add -o plan.json to save the plan)", highlight=False)
     if outcome.interrupted:
@@ -179,29 +128,18 @@ def solve(
         )
 
 
-@cli.command()
+@click.command()
 @click.argument("plan", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--model", "model_path", default=None, help="Model file, if it moved since the plan was made.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@debug_option
 def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> None:
     """Recompute every number of PLAN from its model and arch and check every constraint."""
     from wsealloc.plan.verify import require_valid, verify_plan
 
     report = verify_plan(plan, model_path)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "plan": report.plan,
-                    "kernels": report.kernels,
-                    "checks": report.checks,
-                    "ok": report.ok,
-                    "violations": list(report.violations),
-                },
-                indent=1,
-            )
-        )
+        click.echo(json.dumps(report.to_dict(), indent=1))
         if not report.ok:
             sys.exit(4)
         return
@@ -248,6 +186,8 @@ def _stop_on_signals(stop: StopHook) -> Iterator[None]:
     """While solving, SIGINT/SIGTERM ask the solver to stop and return its best solution so far."""
 
     def handler(signum: int, frame: object) -> None:
+        if stop.stopped.is_set():
+            raise KeyboardInterrupt  # a second signal: exit at once
         stop.stop()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -258,7 +198,7 @@ def _stop_on_signals(stop: StopHook) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-@cli.group()
+@click.group()
 def arch() -> None:
     """Architecture presets."""
 
@@ -279,34 +219,48 @@ def arch_list() -> None:
         click.echo(f"{name:6s} {a.rows}x{a.cols} cores ({a.total_cores:,}), {a.core.sram_bytes} B SRAM/core - {a.description}")
 
 
-def _cost_model(
-    spec: ModelSpec, arch: str, options: CostOptions, sets: tuple[str, ...], check_feasible: bool = True
-) -> CostTable:
-    """The cost table, with the warnings a user should see (ignored arch fields, fallback costs)."""
-    costs = cost_model(spec, arch, options, sets, check_feasible=check_feasible)
-    if costs.arch.cluster.offwafer_bytes_per_s is not None:
+def _costs(request: SolveRequest, check_feasible: bool = True) -> CostTable:
+    """The cost table of a request, with the warnings a user should see (ignored arch fields, fallback costs)."""
+    _warn_unused_fields(request)
+    costs = build_costs(request.model, request.arch, request.cost, check_feasible=check_feasible)
+    _warn_unknown_ops(request, costs)
+    return costs
+
+
+def _warn_unused_fields(request: SolveRequest) -> None:
+    if request.arch.cluster.offwafer_bytes_per_s is not None:
         # accepted by the schema (issue 5 reserves it for a weight-streaming mode), used by no planner yet
         click.echo(
             "wsealloc: warning: cluster.offwafer_bytes_per_s is ignored: no planner streams weights yet "
             "(every plan keeps its weights resident in SRAM)",
             err=True,
         )
-    if options.allow_unknown_ops:
+
+
+def _warn_unknown_ops(request: SolveRequest, costs: CostTable) -> None:
+    if request.cost.allow_unknown_ops:
         from wsealloc.graph.opclass import OpClass, op_class
 
         unknown = sorted({n.op_type for n in costs.kgraph.ops.nodes if op_class(n.op_type, n.domain) is OpClass.UNKNOWN})
         if unknown:
             click.echo(f"wsealloc: warning: fallback cost (1 op/element) for unknown ops: {', '.join(unknown)}", err=True)
-    return costs
 
 
-def _register_report_commands() -> None:
-    from wsealloc.cli_reports import register
+def build_cli() -> click.Group:
+    """The ``wsealloc`` command group with every command (built on call: importing this module
+    registers nothing)."""
+    from wsealloc.cli.bench import bench, sweep
+    from wsealloc.cli.reports import compare
 
-    register(cli)
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+    @click.version_option(package_name="wsealloc")
+    def cli(debug: bool) -> None:
+        """Allocate the cores of a wafer-scale engine to the operators of an ONNX model."""
 
-
-_register_report_commands()
+    for command in (inspect, solve, verify, arch, compare, bench, sweep):
+        cli.add_command(command)
+    return cli
 
 
 # click >= 8.2 raises this for a group called without its subcommand (older click prints the help itself)
@@ -320,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="wsealloc", standalone_mode=False)
+        build_cli().main(args=args, prog_name="wsealloc", standalone_mode=False)
     except WseallocError as err:
         if debug:
             traceback.print_exc()

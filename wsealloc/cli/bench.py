@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
+from wsealloc.cli.options import debug_option, time_limit_option
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
 from wsealloc.report.console import console as make_console
 
@@ -82,12 +83,12 @@ def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_bes
     from wsealloc.bench.results import run_suite, to_markdown
     from wsealloc.bench.suite import load_suite
 
-    loaded, path = load_suite(suite)  # a bad suite, -j or --out fails before anything runs
+    loaded = load_suite(suite)  # a bad suite, -j or --out fails before anything runs
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
     _prepare_out(out_dir)
-    with _progress(len(loaded.instances), f"bench {loaded.name}") as advance:
-        run = run_suite(path, out=out_dir, jobs=jobs, scheduler=scheduler, update_best=update_best, on_done=advance)
+    with _progress(len(loaded.tasks), f"bench {loaded.suite.name}") as advance:
+        run = run_suite(loaded, out=out_dir, jobs=jobs, scheduler=scheduler, update_best=update_best, on_done=advance)
     click.echo(to_markdown(run.rows), nl=False)
     click.echo(f"results written to {', '.join(str(p) for p in run.written)}")
     if run.improved:
@@ -108,10 +109,8 @@ def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_bes
 @click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable).")
 @click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
-@click.option(
-    "--allow-unknown-ops", is_flag=True, help="Cost ops the model does not know as 1 vector op per output element."
-)
-@click.option("--time-limit", default=30.0, show_default=True, type=float, help="Seconds per solver stage and point.")
+@click.option("--allow-unknown-ops", is_flag=True, help="Cost ops the model does not know as 1 vector op per output element.")
+@time_limit_option("Seconds for each point's whole solve.")
 @_jobs_option(os.cpu_count() or 1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
 @click.option(
@@ -123,7 +122,7 @@ def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_bes
 )
 @click.option("--plot", "plot_path", default=None, help="Write the throughput plot here instead (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON instead of a table.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@debug_option
 def sweep(
     model: str,
     arch: str,
@@ -144,9 +143,13 @@ def sweep(
     from wsealloc.bench.sweep import grid, parse_axes
     from wsealloc.bench.sweep import sweep as run_sweep
     from wsealloc.pipeline import parse_dims
-    from wsealloc.plan.io import check_writable, write_atomic
+    from wsealloc.plan.io import write_atomic
+    from wsealloc.request import build_request, check_outputs
 
     axes = parse_axes(sets)  # bad values fail before anything is written or solved
+    base = build_request(
+        model, arch, dims=parse_dims(dims), solver=solver, place=place, allow_unknown_ops=allow_unknown_ops, time_limit=time_limit
+    )
     stem = f"sweep-{Path(model).stem}-{Path(arch).stem}"
     plot_file = Path(plot_path) if plot_path is not None else Path(out_dir) / f"{stem}.png"
     if plot_file.suffix not in (".png", ".svg"):
@@ -154,21 +157,9 @@ def sweep(
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
     out = _prepare_out(out_dir)
-    check_writable(plot_file)
+    check_outputs(model, arch, {"--plot": plot_file})
     with _progress(len(grid(axes)), "sweep") as advance:
-        result = run_sweep(
-            model,
-            arch,
-            sets,
-            dims=parse_dims(dims),
-            solver=solver,
-            place=place,
-            allow_unknown_ops=allow_unknown_ops,
-            time_limit=time_limit,
-            jobs=jobs,
-            scheduler=scheduler,
-            on_done=advance,
-        )
+        result = run_sweep(base, axes=axes, jobs=jobs, scheduler=scheduler, on_done=advance)
     write_atomic(out / f"{stem}.csv", result.to_csv())
     write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
     write_atomic(out / f"{stem}.md", result.to_markdown())

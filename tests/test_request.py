@@ -1,0 +1,100 @@
+"""The solve request: built once at every boundary, validated, JSON round-trippable; the deadline."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from wsealloc.arch import load_arch
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S, Deadline, StopHook
+from wsealloc.errors import ArchError, UsageError
+from wsealloc.frontend.sources import OnnxSource, SyntheticSource, parse_model_source
+from wsealloc.request import SolveRequest, build_request
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = ROOT / "models" / "tiny" / "mlp.onnx"
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    r = build_request(MLP, "tiny")
+    assert r.solver.name == "cpsat" and r.solver.time_limit_s == DEFAULT_TIME_LIMIT_S == 30.0
+    assert (r.solver.workers, r.solver.seed, r.place, r.wafers) == (1, 0, True, 1)
+    assert r.arch == load_arch("tiny") and r.cost.model.value == "standard"
+
+
+def test_request_round_trips_through_json() -> None:
+    r = build_request(MLP, "tiny", sets=["core.sram_bytes=24KiB"], dims={"batch": 2}, time_limit=7.5, wafers="auto")
+    back = SolveRequest.from_json(r.to_json())
+    assert back == r and back.arch.core.sram_bytes == 24 * 1024 and back.wafer_count is None
+
+
+def test_sources_are_types_not_prefixes() -> None:
+    synth = parse_model_source("synthetic:chain:3")
+    assert isinstance(synth, SyntheticSource) and synth.label == "synthetic:chain:3" and synth.size == 3
+    onnx = parse_model_source("m.onnx", {"seq": 4}, fuse=False, base=Path("/suites"))
+    assert isinstance(onnx, OnnxSource) and onnx.path == "/suites/m.onnx" and not onnx.fuse
+    with pytest.raises(UsageError, match="expected synthetic:chain:N"):
+        parse_model_source("synthetic:ring:2")
+
+
+def test_none_wafers_means_the_arch_setting() -> None:
+    assert build_request(MLP, "tiny", sets=["cluster.wafers=3"], wafers=None).wafers == 3
+    assert build_request(MLP, "tiny", sets=["cluster.wafers=3"]).wafers == 1  # the API's default
+
+
+@pytest.mark.parametrize(
+    ("knobs", "needle"),
+    [
+        ({"time_limit": 0}, "--time-limit 0: Input should be greater than 0"),
+        ({"time_limit": -5}, "--time-limit -5"),
+        ({"time_limit": float("nan")}, "--time-limit nan"),
+        ({"time_limit": "5"}, "--time-limit '5'"),
+        ({"workers": 0}, "--workers 0"),
+        ({"seed": 2**40}, "--seed"),
+        ({"seed": -1}, "--seed -1"),
+        ({"solver": "gurobi"}, "unknown solver 'gurobi'; choose one of"),
+        ({"wafers": 0}, "--wafers 0"),
+        ({"cost": "fancy"}, "unknown cost model 'fancy'"),
+        ({"timelimit": 3}, "unknown option(s) timelimit"),
+    ],
+)
+def test_bad_knobs_fail_before_any_work(knobs: dict[str, object], needle: str) -> None:
+    with pytest.raises(UsageError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        build_request(MLP, "tiny", **knobs)  # type: ignore[arg-type]
+
+
+def test_arch_errors_name_the_field() -> None:
+    with pytest.raises(ArchError, match="sram_byte"):
+        build_request(MLP, "tiny", sets=["core.sram_byte=1KiB"])
+
+
+def test_worker_json_is_validated_again() -> None:
+    bad = build_request(MLP, "tiny").to_json().replace('"workers":1', '"workers":0')
+    with pytest.raises(UsageError, match="solve request: --workers 0"):
+        SolveRequest.from_json(bad)
+
+
+def test_deadline_shares_never_outlive_their_parent() -> None:
+    d = Deadline.after(10.0)
+    half = d.share(0.5)
+    assert 4.9 < half.remaining() <= 5.0 and half.end <= d.end and half.stop is d.stop
+    assert d.share(1.0).end <= d.end
+    with pytest.raises(ValueError, match="fraction"):
+        d.share(1.5)
+    unbounded = d.unbounded()
+    assert not unbounded.expired() and unbounded.stop is d.stop
+
+
+def test_a_stop_request_expires_every_share() -> None:
+    stop = StopHook()
+    d = Deadline.after(100.0, stop)
+    child = d.share(0.1).unbounded()
+    stop.stop()
+    assert d.expired() and child.expired() and child.stopped
+
+
+def test_passed_deadline_is_expired() -> None:
+    d = Deadline(time.perf_counter() - 1.0)
+    assert d.expired() and d.remaining() == 0.0 and d.seconds_for_solver() == 0.01

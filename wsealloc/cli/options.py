@@ -1,0 +1,125 @@
+"""Click options shared by the commands, and the one place the command line becomes a request.
+
+``model_options`` (model, ``--arch``, ``--set``, ``--dim``, ``--cost-model``, ``--no-fuse``,
+``--allow-unknown-ops``) and ``solver_options`` (``--solver``, ``--time-limit``, ``--workers``,
+``--seed``, ``--no-place``) are spelled here once; :func:`with_request` turns them into a validated
+:class:`~wsealloc.request.SolveRequest` before the command runs, so a command function receives
+``request`` (and the raw ``model``/``arch`` text, for the output-path guard) instead of a dozen
+parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from wsealloc.arch import PRESETS
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S
+from wsealloc.pipeline import parse_dims
+from wsealloc.request import build_request
+from wsealloc.solvers import solver_names
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _apply(fn: F, decorators: list[Callable[[F], F]]) -> F:
+    for deco in reversed(decorators):
+        fn = deco(fn)
+    return fn
+
+
+def debug_option(fn: F) -> F:
+    """``--debug``: tracebacks on errors (read by ``wsealloc.cli.app.main`` from argv)."""
+    return click.option("--debug", is_flag=True, help="Show tracebacks.")(fn)
+
+
+def model_options(fn: F) -> F:
+    """Options of every command that reads a model."""
+    return _apply(
+        fn,
+        [
+            click.argument("model", type=click.Path(dir_okay=True, path_type=str)),
+            click.option(
+                "--arch",
+                "arch",
+                default="wse2",
+                show_default=True,
+                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path.",
+            ),
+            click.option(
+                "--set",
+                "sets",
+                multiple=True,
+                metavar="FIELD=VALUE",
+                help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
+            ),
+            click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
+            click.option(
+                "--cost-model",
+                "cost",
+                default="standard",
+                show_default=True,
+                help="standard (wsealloc's tiled model) or seed (the notebook's estimates).",
+            ),
+            click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
+            click.option(
+                "--allow-unknown-ops",
+                is_flag=True,
+                help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
+            ),
+            debug_option,
+        ],
+    )
+
+
+def time_limit_option(help_text: str) -> Callable[[F], F]:
+    """``--time-limit`` with the one default of every command."""
+    return click.option("--time-limit", default=DEFAULT_TIME_LIMIT_S, show_default=True, type=float, help=help_text)
+
+
+def solver_options(fn: F) -> F:
+    """Options of every command that solves."""
+    return _apply(
+        fn,
+        [
+            click.option("--solver", default="cpsat", show_default=True, help=", ".join(solver_names()) + "."),
+            time_limit_option("Seconds for the whole solve (front end, allocation, placement share it)."),
+            click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible)."),
+            click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed."),
+            click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions."),
+        ],
+    )
+
+
+# command-line parameter -> build_request keyword
+_REQUEST_KEYS = {
+    "sets": "sets",
+    "cost": "cost",
+    "allow_unknown_ops": "allow_unknown_ops",
+    "solver": "solver",
+    "time_limit": "time_limit",
+    "workers": "workers",
+    "seed": "seed",
+    "wafers": "wafers",
+}
+
+
+def with_request(fn: F) -> F:
+    """Build the :class:`SolveRequest` from the model/solver options, then call ``fn(request=...,
+    model=..., arch=..., **its own options)``."""
+
+    @functools.wraps(fn)
+    def wrapper(**params: Any) -> Any:
+        options: dict[str, Any] = {key: params.pop(name) for name, key in _REQUEST_KEYS.items() if name in params}
+        options["dims"] = parse_dims(params.pop("dims", ()))
+        options["fuse"] = not params.pop("no_fuse", False)
+        if "no_place" in params:
+            options["place"] = not params["no_place"]
+        params.pop("debug", None)
+        request = build_request(params["model"], params["arch"], **options)
+        return fn(request=request, **params)
+
+    return wrapper  # type: ignore[return-value]

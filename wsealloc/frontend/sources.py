@@ -1,0 +1,88 @@
+"""Model sources: *which* model a request plans and *how* to read it, as a type.
+
+A source is validated once, where a request is built (the CLI, the Python API, a suite YAML, a sweep
+point), and then travels as a frozen object (and as JSON to a bench worker): nothing downstream
+tests string prefixes. Kinds:
+
+- :class:`OnnxSource`: an ONNX file, with its ``--dim`` bindings and the kernel-fusion switch;
+- :class:`SyntheticSource`: a generated ONNX model (``synthetic:chain:N``, ``synthetic:transformer:L``,
+  see :mod:`wsealloc.frontend.synthetic`), built into a cache folder on first use.
+
+A new format (e.g. another graph file) is one more class here with its own ``kind`` literal, added to
+``ModelSource`` and to :func:`parse_model_source`'s recognition rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wsealloc.frontend.synthetic import PREFIX, parse_spec, resolve
+
+# A dim bound on the command line (--dim): positive and below 2^31 (ONNX dims are int64, but a
+# larger dim could never fit on a wafer and would overflow the cost model's integer arithmetic).
+Dim = Annotated[int, Field(strict=True, gt=0, lt=2**31)]
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OnnxSource(_Source):
+    """An ONNX file (paths are kept as given: plans record them, ``verify`` finds them again)."""
+
+    kind: Literal["onnx"] = "onnx"
+    path: str = Field(min_length=1)
+    dims: dict[str, Dim] = {}
+    fuse: bool = True
+    weights_as_inputs: bool | None = None  # None: decide from the graph (see frontend.importer)
+
+    @property
+    def label(self) -> str:
+        """How messages name the model."""
+        return self.path
+
+    def onnx_path(self) -> Path:
+        """The file to import."""
+        return Path(self.path)
+
+
+class SyntheticSource(_Source):
+    """A generated model: ``family`` with ``size`` kernels (chain) or layers (transformer)."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    family: Literal["chain", "transformer"]
+    size: int = Field(strict=True, ge=1, le=1_000_000)
+    dims: dict[str, Dim] = {}
+    fuse: bool = True
+    weights_as_inputs: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """The spec it was written as (``synthetic:chain:8``)."""
+        return f"{PREFIX}{self.family}:{self.size}"
+
+    def onnx_path(self) -> Path:
+        """The generated file (built into the cache on first use)."""
+        return resolve(self.label)
+
+
+ModelSource = Annotated[OnnxSource | SyntheticSource, Field(discriminator="kind")]
+SOURCE_KINDS: tuple[str, ...] = ("onnx", "synthetic")
+
+
+def parse_model_source(
+    text: str | Path, dims: dict[str, int] | None = None, fuse: bool = True, base: Path | None = None
+) -> OnnxSource | SyntheticSource:
+    """A model named on a command line or in a suite: ``synthetic:KIND:N`` or a file path (relative
+    paths resolved against ``base``, the suite's folder, when given)."""
+    spec = str(text)
+    if spec.startswith(PREFIX):
+        family, size = parse_spec(spec)
+        return SyntheticSource.model_validate({"family": family, "size": size, "dims": dict(dims or {}), "fuse": fuse})
+    path = Path(spec)
+    if base is not None and not path.is_absolute():
+        spec = str((base / path).resolve())
+    return OnnxSource(path=spec, dims=dict(dims or {}), fuse=fuse)

@@ -1,0 +1,204 @@
+"""The solve request: one frozen, validated object for everything a solve needs.
+
+Every entry point builds one at its boundary and hands it to :func:`wsealloc.api.run`:
+
+- the CLI (``solve``, ``inspect``, ``compare``: ``wsealloc.cli.options.request_options``),
+- the Python API (``wsealloc.solve(model, arch, **options)``: :func:`build_request`),
+- a suite YAML instance (``wsealloc.bench.suite.Instance.request``),
+- a sweep point (the base request with the point's arch).
+
+A request carries the model *source* (a type, not a path string), the *resolved* :class:`Arch`
+(presets, YAML files and ``--set`` overrides are applied here, once), the cost options, the solver
+settings (backend, time limit, workers, seed), whether to place, and how many wafers. It is JSON
+round-trippable (``to_json`` / ``from_json``): bench workers receive it that way and need neither
+the arch YAML nor the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Literal, TypedDict
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from typing_extensions import Unpack
+
+from wsealloc.arch import Arch, load_arch
+from wsealloc.arch.loader import arch_file
+from wsealloc.arch.schema import wafer_count
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S
+from wsealloc.cost import CostOptions, cost_model_name
+from wsealloc.errors import UsageError, WseallocError, choices_message
+from wsealloc.frontend.sources import ModelSource, OnnxSource, SyntheticSource, parse_model_source
+from wsealloc.plan.io import check_distinct_outputs, check_writable
+from wsealloc.solvers import solver_names
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SolverSettings(_Frozen):
+    """Which allocation backend, and the knobs of the run (the time limit is the whole run's budget)."""
+
+    name: str = "cpsat"
+    time_limit_s: float = Field(DEFAULT_TIME_LIMIT_S, strict=True, gt=0, allow_inf_nan=False)
+    workers: int = Field(1, strict=True, ge=1, le=1024)  # 1 is reproducible
+    seed: int = Field(0, strict=True, ge=0, lt=2**31)  # CP-SAT's random_seed is a 32-bit integer
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in solver_names():  # checked before any work, without importing the backend
+            raise ValueError(choices_message("solver", name, solver_names()))
+        return name
+
+
+Wafers = Annotated[int | Literal["auto"], BeforeValidator(wafer_count)]
+
+
+class SolveRequest(_Frozen):
+    """Everything one solve needs, validated (see the module docstring)."""
+
+    model: ModelSource
+    arch: Arch
+    cost: CostOptions = CostOptions()
+    solver: SolverSettings = SolverSettings()
+    place: bool = True
+    wafers: Wafers = 1  # "auto": the fewest wafers that fit
+
+    @property
+    def wafer_count(self) -> int | None:
+        """Wafers to pipeline over (None: the fewest that fit)."""
+        return None if self.wafers == "auto" else int(self.wafers)
+
+    def to_json(self) -> str:
+        """The wire form (bench workers, Dask tasks)."""
+        return self.model_dump_json()
+
+    @staticmethod
+    def from_json(text: str) -> SolveRequest:
+        """Inverse of :meth:`to_json` (validated again: a worker trusts nothing it is sent)."""
+        try:
+            return SolveRequest.model_validate_json(text)
+        except ValidationError as exc:
+            raise UsageError(f"solve request: {_first_error(exc)}") from exc
+
+
+class RequestOptions(TypedDict, total=False):
+    """The keyword arguments of the Python API (``wsealloc.solve``, ``compare``, ``sweep``); each maps
+    onto one field of :class:`SolveRequest` (defaults: the request's own)."""
+
+    dims: Mapping[str, int]
+    sets: Sequence[str]
+    solver: str
+    time_limit: float
+    workers: int
+    seed: int
+    cost: str
+    fuse: bool
+    allow_unknown_ops: bool
+    place: bool
+    wafers: int | str | None
+
+
+def build_request(
+    model: str | Path | OnnxSource | SyntheticSource | SolveRequest,
+    arch: str | Path | Arch = "wse2",
+    base: Path | None = None,
+    **options: Unpack[RequestOptions],
+) -> SolveRequest:
+    """Validate user-level arguments into a :class:`SolveRequest` (the one builder every boundary uses).
+
+    ``model`` is a path, ``synthetic:KIND:N`` or a source; ``arch`` a preset name, a YAML path or an
+    :class:`Arch` (``sets`` are applied to it either way); ``base`` resolves relative paths (a suite's
+    folder). ``wafers`` None means the arch's ``cluster.wafers``. Errors are one-line
+    :class:`UsageError`/``ArchError``/``ModelLoadError`` messages naming the argument."""
+    unknown = sorted(set(options) - set(RequestOptions.__annotations__))
+    if unknown:
+        raise UsageError(f"unknown option(s) {', '.join(unknown)}; choose from {', '.join(RequestOptions.__annotations__)}")
+    opts: dict[str, object] = dict(options)
+    if isinstance(model, SolveRequest):
+        return model
+    dims = opts.get("dims") or {}
+    if not isinstance(dims, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in dims.items()
+    ):
+        raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
+    fuse = bool(opts.get("fuse", True))
+    if isinstance(model, (OnnxSource, SyntheticSource)):
+        source: OnnxSource | SyntheticSource = model
+    elif isinstance(model, (str, Path)):
+        try:
+            source = parse_model_source(model, dict(dims), fuse, base)
+        except ValidationError as exc:
+            raise UsageError(f"model {model}: {_first_error(exc)}") from exc
+    else:
+        raise UsageError(f"model {model!r}: expected a file path, synthetic:KIND:N or a model source")
+    sets = opts.get("sets") or ()
+    if isinstance(sets, str) or not isinstance(sets, Sequence):
+        raise UsageError(f"sets {sets!r}: expected a list of FIELD=VALUE strings, e.g. ['core.sram_bytes=96KiB']")
+    if isinstance(arch, (str, Path)) and base is not None and str(arch).endswith((".yaml", ".yml")):
+        arch = base / arch if not Path(arch).is_absolute() else arch
+    resolved = load_arch(arch, tuple(str(s) for s in sets))
+    wafers = opts.get("wafers", 1)  # None: the arch's cluster.wafers (the CLI's default)
+    data = {
+        "model": source,
+        "arch": resolved,
+        "cost": {
+            "model": cost_model_name(str(opts.get("cost", "standard"))),
+            "allow_unknown_ops": opts.get("allow_unknown_ops", False),
+        },
+        "solver": {
+            key: opts[arg]
+            for key, arg in (("name", "solver"), ("time_limit_s", "time_limit"), ("workers", "workers"), ("seed", "seed"))
+            if arg in opts
+        },
+        "place": opts.get("place", True),
+        "wafers": resolved.cluster.wafers if wafers is None else wafers,
+    }
+    try:
+        return SolveRequest.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_first_error(exc)) from exc
+    except WseallocError:
+        raise
+
+
+def check_outputs(
+    model: str | Path | OnnxSource | SyntheticSource | SolveRequest,
+    arch: str | Path | Arch,
+    outputs: Mapping[str, str | Path | None],
+) -> None:
+    """Before any work: every output path is writable, and none would overwrite the model, the arch
+    YAML or another output (the one check of ``solve``, ``compare``, ``sweep`` and the Python API)."""
+    if isinstance(model, SolveRequest):
+        model = model.model
+    model_path = model.path if isinstance(model, OnnxSource) else None if isinstance(model, SyntheticSource) else model
+    arch_path = arch_file(str(arch)) if isinstance(arch, (str, Path)) else None
+    check_distinct_outputs({"model": model_path, "arch": arch_path}, outputs)
+    for path in outputs.values():
+        if path is not None:
+            check_writable(path)
+
+
+# what a request field is called where users set it
+_OPTION_NAMES = {
+    "solver.name": "--solver",
+    "solver.time_limit_s": "--time-limit",
+    "solver.workers": "--workers",
+    "solver.seed": "--seed",
+    "wafers": "--wafers",
+    "place": "place",
+    "cost.allow_unknown_ops": "allow_unknown_ops",
+}
+
+
+def _first_error(exc: ValidationError) -> str:
+    """One line for the first problem of a validation error, naming the option."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "union[")))
+    message = str(err["msg"]).removeprefix("Value error, ")
+    value = err.get("input")
+    shown = f" {value!r}" if not isinstance(value, (dict, list, BaseModel)) else ""
+    return f"{_OPTION_NAMES.get(where, where)}{shown}: {message}"
