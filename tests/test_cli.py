@@ -1,23 +1,57 @@
-"""The CLI contract: outputs, and one clear line on stderr with a non-zero exit for bad input."""
+"""The CLI contract: outputs, and one clear line on stderr with a non-zero exit for bad input.
+
+Commands run in this process (``main(argv)`` with stdout/stderr captured) wherever a real process is
+not the point; the entry point itself and the signal tests start real processes."""
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
 import sys
 import time
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from wsealloc.cli import main
+from wsealloc.plan.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = str(ROOT / "models" / "tiny" / "attention.onnx")
 MLP_DYNAMIC = str(ROOT / "models" / "tiny" / "mlp_dynamic.onnx")
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+@dataclass(frozen=True)
+class Result:
+    """What a command printed and returned (the fields of ``subprocess.CompletedProcess`` we use)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args: str) -> Result:
+    """``wsealloc ARGS`` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``wsealloc ARGS`` as a real process (the entry point and signals are the point)."""
+    return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_entry_point_runs_as_a_process() -> None:
+    out = run_process()
+    assert out.returncode == 0 and "Commands:" in out.stdout and not out.stderr
+    bad = run_process("inspect", "/no/such.onnx")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
 
 
 def test_inspect_json() -> None:
@@ -126,40 +160,66 @@ def test_infeasible_names_kernels(tmp_path: Path) -> None:
     assert "does not fit" in out.stderr and "short by" in out.stderr
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_solve_writes_best_plan(sig: int, tmp_path: Path) -> None:
-    """Ctrl-C / SIGTERM while placing: the best plan so far is written (valid), exit non-zero."""
-    plan = tmp_path / "p.json"
+def _stop_after(args: list[str], marker: str, wait_s: float, sig: int = signal.SIGINT) -> tuple[int, str, float]:
+    """Start ``wsealloc ARGS -v``, send ``sig`` ``wait_s`` seconds after the progress line containing
+    ``marker``; return (exit code, stderr, seconds from the signal to the exit)."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wsealloc.cli",
-            "solve",
-            str(ROOT / "models" / "gpt2-xl.onnx"),
-            "--arch",
-            "wse2",
-            "-o",
-            str(plan),
-            "--time-limit",
-            "300",
-            "-v",
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "wsealloc.cli", *args, "-v"], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
+    seen = []
     for line in proc.stderr:
-        if "placing" in line:
+        seen.append(line)
+        if marker in line:
             break
-    time.sleep(1.0)
+    time.sleep(wait_s)
+    sent = time.perf_counter()
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, "".join(seen) + err, time.perf_counter() - sent
+
+
+# LLaMA-7B's placement construction takes ~35 s: a signal 3 s in lands inside it
+LLAMA_7B = str(ROOT / "models" / "llama-7b.onnx")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_construction_stops_within_2s(sig: int, tmp_path: Path) -> None:
+    """Ctrl-C / SIGTERM while the placement constructs: out within 2 s, the best plan so far written
+    (valid), exit 130."""
+    plan = tmp_path / "p.json"
+    code, err, took = _stop_after(
+        ["solve", LLAMA_7B, "--arch", "wse2", "-o", str(plan), "--time-limit", "300"], "placing", 3.0, sig
+    )
+    assert code == 130, err
+    assert took < 2.0, f"exited {took:.2f} s after the signal"
     assert "best plan so far was written" in err and "Traceback" not in err
-    check = run("verify", str(plan))
-    assert check.returncode == 0, check.stderr
+    assert verify_plan(plan).ok
+
+
+def test_signal_during_a_pipeline_stops_within_2s(tmp_path: Path) -> None:
+    """A multi-wafer solve stopped while placing its first wafer: the other wafers are allocated
+    without placing, the plan is written and valid."""
+    plan = tmp_path / "p.json"
+    args = ["solve", str(ROOT / "models" / "llama-70b.onnx"), "--arch", "wse2", "--wafers", "4", "-o", str(plan)]
+    code, err, took = _stop_after([*args, "--time-limit", "300"], "stage 0", 2.0)
+    assert code == 130 and took < 2.0, (took, err)
+    assert verify_plan(plan).ok
+
+
+def test_second_signal_exits_at_once() -> None:
+    """The first signal asks for the best plan so far; a second one does not wait for it."""
+    from wsealloc.budget import StopHook
+    from wsealloc.cli.app import _stop_on_signals
+
+    stop = StopHook()
+    with _stop_on_signals(stop):
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        handler(signal.SIGINT, None)
+        assert stop.stopped.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, None)
 
 
 def test_arch_commands() -> None:
@@ -182,7 +242,7 @@ def test_seed_cost_model_plans_verify(tmp_path: Path) -> None:
         "-o",
         str(plan),
         "--time-limit",
-        "5",
+        "2",
     )
     assert out.returncode == 0, out.stderr
     assert run("verify", str(plan)).returncode == 0

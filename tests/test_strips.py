@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from wsealloc.api import solve
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem, build_placement_problem
 from wsealloc.solvers import Status, strips
@@ -230,7 +231,7 @@ def test_align_keeps_rectangles_inside_their_die_with_the_forbid_rule() -> None:
     from dataclasses import replace
 
     base = _two_kernel_problem(1.0)
-    problem = replace(base, mesh=replace(base.mesh, die_rows=4), die_rule="forbid")
+    problem = replace(base, mesh=replace(base.mesh, die_rows=4), die_rule=DieBoundary.FORBID)
     aligned, rank = align(problem, _turn(problem))
     _valid(problem, aligned)
     for y, _, r, _ in aligned.rects.tolist():

@@ -23,7 +23,7 @@ from typing_extensions import Unpack
 
 from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
-from wsealloc.errors import InfeasibleError, SolverError
+from wsealloc.errors import InfeasibleError, Interrupted, SolverError
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
@@ -277,7 +277,9 @@ def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress 
     The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
     with the best plan found so far (``SolveOutcome.interrupted``)."""
     deadline = Deadline.after(request.solver.time_limit_s, stop)
-    costs = build_costs(request.model, request.arch, request.cost)
+    costs = _run_stoppable(lambda: build_costs(request.model, request.arch, request.cost), deadline)
+    if costs is None:  # stopped before the model was read: there is no plan to keep
+        raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
     count = request.wafer_count
     if count == 1:
         return solve_costs(costs, request, deadline, progress)

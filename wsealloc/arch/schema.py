@@ -6,6 +6,7 @@ The YAML layout mirrors these classes one to one; see ``docs/arch.md``.
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -41,13 +42,21 @@ class Defects(_Frozen):
     seed: int = Field(default=0, strict=True, ge=0, lt=2**32)
 
 
+class DieBoundary(str, enum.Enum):
+    """How a kernel's rectangle may relate to die (reticle) boundaries."""
+
+    IGNORE = "ignore"  # crossing costs nothing
+    PENALTY = "penalty"  # each crossing adds die_crossing_penalty_cycles to the kernel's stage
+    FORBID = "forbid"  # no rectangle crosses a die boundary
+
+
 class Wafer(_Frozen):
     """The core mesh: a grid of dies (reticles), each a grid of cores."""
 
     dies: Grid
     die_cores: Grid
     # How a kernel's rectangle may relate to die (reticle) boundaries (used by placement).
-    die_boundary: Literal["ignore", "penalty", "forbid"] = "ignore"
+    die_boundary: DieBoundary = DieBoundary.IGNORE
     die_crossing_penalty_cycles: int = Field(default=0, strict=True, ge=0, le=10**9)
     defects: Defects = Defects()
 

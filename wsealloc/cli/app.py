@@ -76,7 +76,12 @@ def inspect(request: SolveRequest, model: str, arch: str, as_json: bool, kernel_
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
-@click.option("--wafers", default=None, help="Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's).")
+@click.option(
+    "--wafers",
+    default=None,
+    callback=lambda ctx, param, value: int(value) if value is not None and value.strip().isdigit() else value,
+    help="Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's).",
+)
 @with_request
 def solve(
     request: SolveRequest,

@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import CostOptions, Dataflow, Work, grid_costs
 
 SIDE_STEP = 1.02
@@ -52,9 +53,22 @@ _LABELS = {
 DATAFLOW_CODES: tuple[Dataflow, ...] = tuple(Dataflow)
 
 
-@lru_cache(maxsize=4096)
 def grid_sides(extent: int, limit: int) -> np.ndarray:
-    """Candidate side lengths in [1, min(extent, limit)] for splitting ``extent`` (sorted, unique)."""
+    """Candidate side lengths in [1, min(extent, limit)] for splitting ``extent`` (sorted, unique).
+
+    Memoized (identical layers ask for the same extents thousands of times); the cached array is
+    read-only, so no caller can change what the next one gets."""
+    return _grid_sides(int(extent), int(limit))
+
+
+@lru_cache(maxsize=4096)
+def _grid_sides(extent: int, limit: int) -> np.ndarray:
+    sides = _compute_sides(extent, limit)
+    sides.flags.writeable = False
+    return sides
+
+
+def _compute_sides(extent: int, limit: int) -> np.ndarray:
     top = int(min(extent, limit))
     if top <= 1:
         return np.array([1], dtype=np.int64)
@@ -134,7 +148,7 @@ def classify(arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, sra
         (Reason.SRAM_OVER, sram > arch.usable_sram_bytes),
         (Reason.PADDING_WASTE, waste > options.max_padding_waste),
     ]
-    if arch.wafer.die_boundary == "forbid":
+    if arch.wafer.die_boundary is DieBoundary.FORBID:
         dies = arch.wafer.die_cores
         checks.append((Reason.CROSSES_DIE, (r > dies.rows) | (c > dies.cols)))
     checks += [(Reason.WIDER_THAN_WAFER, c > arch.cols), (Reason.TALLER_THAN_WAFER, r > arch.rows)]

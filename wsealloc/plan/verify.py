@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
@@ -431,7 +432,7 @@ def _check_placement(members: tuple[KernelPlan, ...], arch: Arch, check: _Checks
         ):
             continue
         check(
-            arch.wafer.die_boundary != "forbid"
+            arch.wafer.die_boundary is not DieBoundary.FORBID
             or (row // die_r == (row + r - 1) // die_r and col // die_c == (col + c - 1) // die_c),
             f"{k.name}: rectangle at [{row}, {col}] crosses a die boundary, which the arch forbids",
         )

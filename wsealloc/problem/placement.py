@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import grid_costs
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
@@ -64,7 +65,7 @@ class PlacementProblem:
     shapes: tuple[ShapeTable, ...]
     mesh: MeshParams
     blocked: np.ndarray  # bool [rows, cols]: defective cores
-    die_rule: str  # ignore | penalty | forbid
+    die_rule: DieBoundary
     flows: Flows  # producer->consumer flows with their multicast groups
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
 
@@ -115,7 +116,7 @@ def mesh_params(a: Arch) -> MeshParams:
         hop_latency=a.noc.hop_latency_cycles,
         die_rows=w.die_cores.rows,
         die_cols=w.die_cores.cols,
-        die_penalty=w.die_crossing_penalty_cycles if w.die_boundary == "penalty" else 0,
+        die_penalty=w.die_crossing_penalty_cycles if w.die_boundary is DieBoundary.PENALTY else 0,
     )
 
 

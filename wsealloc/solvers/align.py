@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.strips import Placed, score
@@ -56,7 +57,7 @@ class _Layout:
         lo = int(blocked_above[-1]) + 1 if blocked_above.size else 0
         hi = y + r + int(blocked_below[0]) if blocked_below.size else free.size
         mesh = self.problem.mesh
-        if self.problem.die_rule == "forbid":  # stay inside the die rows the rectangle is in
+        if self.problem.die_rule is DieBoundary.FORBID:  # stay inside the die rows the rectangle is in
             lo = max(lo, (y // mesh.die_rows) * mesh.die_rows)
             hi = min(hi, ((y + r - 1) // mesh.die_rows + 1) * mesh.die_rows)
         return lo, hi

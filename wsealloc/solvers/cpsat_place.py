@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.base import SolveOptions, Status
 from wsealloc.solvers.strips import Placed, score
@@ -88,7 +89,7 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
         ye[k] = ys[k] + height
         m.add(xe[k] <= x1)
         m.add(ye[k] <= y1)
-        if problem.die_rule == "forbid":
+        if problem.die_rule is DieBoundary.FORBID:
             # the rectangle stays inside one die: x in [d*W, (d+1)*W - width] for some die column d
             mesh = problem.mesh
             die_x = m.new_int_var(0, mesh.cols // mesh.die_cols, f"diex_{k}")

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.align import align
@@ -35,7 +36,7 @@ def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
 
 def styles(problem: PlacementProblem) -> list[Style]:
     """Layouts the multi-start tries: minimum band heights x stacking modes (``strips.Stacking``)."""
-    region_rows = problem.mesh.die_rows if problem.die_rule == "forbid" else problem.mesh.rows
+    region_rows = problem.mesh.die_rows if problem.die_rule is DieBoundary.FORBID else problem.mesh.rows
     die = problem.mesh.die_rows
     return [
         Style(min_band, stack) for stack in Stacking for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})

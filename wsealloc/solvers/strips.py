@@ -27,6 +27,7 @@ from enum import Enum
 
 import numpy as np
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem
@@ -111,7 +112,7 @@ class Region:
 def regions(problem: PlacementProblem) -> list[Region]:
     """The wafer as one region, or its dies in snake order when crossing dies is forbidden."""
     m = problem.mesh
-    if problem.die_rule != "forbid":
+    if problem.die_rule is not DieBoundary.FORBID:
         return [Region(0, 0, m.rows, m.cols)]
     out: list[Region] = []
     n_dy, n_dx = m.rows // m.die_rows, m.cols // m.die_cols
