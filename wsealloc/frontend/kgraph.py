@@ -52,7 +52,7 @@ CONV_PARAMS = ("W", "H", "R", "S", "C", "K", "T", "U")
 BLOCK_PARAMS = ("f", "h", "w")
 SNIFF_BYTES = 4096
 
-_NODE = re.compile(r"^(?P<type>[A-Za-z_]\w*)\s*\[\s*(?P<id>[^\]]*?)\s*\](?P<rest>.*)$")
+_NODE = re.compile(r"^(?P<type>[A-Za-z_]\w*)\s*\[\s*(?P<id>[^\]]*?)\s*\](?P<rest>(?:\s.*)?)$")
 _END = r"(?P<{0}type>[A-Za-z_]\w*)\s*\[\s*(?P<{0}id>[^\]]*?)\s*\]\s*:\s*(?P<{0}port>\w+)"
 _EDGE = re.compile(
     r"^" + _END.format("s") + r"\s*->\s*" + _END.format("d") + r"\s*(?:,\s*shape\s*:\s*(?P<shape>(?:\s*\[[^\]]*\])*))?\s*$"

@@ -12,7 +12,7 @@ Everything here is a frozen value; the reader is ``wsealloc.frontend.kgraph``, t
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Union
 
@@ -110,7 +110,7 @@ class ContestKernel:
     name: str
     kind: ContestKind
     args: FormalArgs
-    line: int = 0  # line of the file that defines it (0: not from a file)
+    line: int = field(default=0, compare=False)  # line of the file that defines it (0: not from a file)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class IoNode:
     kind: str  # "input" or "output"
     name: str
     shape: tuple[int, ...]  # the ``n=[..]`` field, empty when absent
-    line: int = 0
+    line: int = field(default=0, compare=False)  # provenance, not content
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class ContestEdge:
     dst: int
     shape: tuple[int, int, int]
     ports: tuple[str, str]  # the port names after ':' at each end ('y', 'x', '_')
-    line: int = 0
+    line: int = field(default=0, compare=False)  # provenance, not content
 
 
 @dataclass(frozen=True)
