@@ -22,7 +22,7 @@ every optimum (details in ``docs/ispd2020.md``, "Enumeration"):
 5. *Orientation and frontier.* Every model is placed R0 (width along x) and R90 (height and width
    swap); geometry is checked per orientation; among the legal rows, one per (height, width) cell
    with the least time, kept when no cell at most as tall and as wide is as fast (a prefix-minimum
-   over the fabric-sized grid, exact).
+   over the grid of distinct heights x widths, exact).
 
 Rejection counts are over the candidates this enumeration examines (memory: per execution-argument
 candidate; geometry and dominance: per candidate and orientation), not over the raw space, whose
@@ -408,7 +408,7 @@ def _enumerate(kind: ContestKind, args: FormalArgs, fab_h: int, fab_w: int, limi
         examples.extend(row_example(j, reason) for j in idx[_smallest(p_time[idx])])
     legal_mask = ~taller & ~wider
     legal = np.flatnonzero(legal_mask & p_stair)
-    kept = legal[_frontier(p_height[legal], p_width[legal], p_time[legal], p_orient[legal], fab_h, fab_w)]
+    kept = legal[_frontier(p_height[legal], p_width[legal], p_time[legal], p_orient[legal])]
     on_front = np.zeros(p_time.size, dtype=bool)
     on_front[kept] = True
     dominated = np.flatnonzero(legal_mask & p_stair & ~on_front)
@@ -492,12 +492,25 @@ def _kernel_memory(convs: tuple[ConvArgs, ...], ex: ExecArgs) -> float:
     return max(float(conv_memory(cv, ex.h, ex.w, c, k)) for cv, c, k in zip(convs, ex.c, ex.k, strict=True))
 
 
-def _frontier(height: np.ndarray, width: np.ndarray, time: np.ndarray, orient: np.ndarray, fab_h: int, fab_w: int) -> np.ndarray:
-    """Positions of the (height, width, time) Pareto frontier: one row per kept cell, the fastest (R0, then first) of it."""
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """1-based rank of each value among the distinct values (rank 0 is left for an empty border), and their count."""
+    present = np.bincount(values) > 0  # values are tile counts within the fabric: small non-negative integers
+    rank = np.cumsum(present)
+    return rank[values].astype(np.int64), int(rank[-1])
+
+
+def _frontier(height: np.ndarray, width: np.ndarray, time: np.ndarray, orient: np.ndarray) -> np.ndarray:
+    """Positions of the (height, width, time) Pareto frontier: one row per kept cell, the fastest (R0, then first) of it.
+
+    Heights and widths are replaced by their ranks, so the grid is (distinct heights) x (distinct widths)
+    whatever the fabric's size; dominance only compares them, so ranks decide it exactly as values do.
+    """
     if time.size == 0:
         return np.zeros(0, dtype=np.int64)
-    cell = height * (fab_w + 1) + width
-    if int(time.max()) < 1 << 40:
+    hr, n_h = _ranks(height)
+    wr, n_w = _ranks(width)
+    cell = hr * (n_w + 1) + wr
+    if int(time.max()) < 1 << 40 and int(cell.max()) < 1 << 22:
         # one sort on a packed key (cell, time, orientation) is several times faster than a lexsort
         order = np.argsort((cell << 41) | (time << 1) | orient.astype(np.int64), kind="stable")
     else:
@@ -505,11 +518,11 @@ def _frontier(height: np.ndarray, width: np.ndarray, time: np.ndarray, orient: n
     sc = cell[order]
     first = np.concatenate(([True], sc[1:] != sc[:-1]))
     best = order[first]  # the fastest row of each occupied cell (R0 first, then the earliest)
-    grid = np.full((fab_h + 1, fab_w + 1), _INF, dtype=np.int64)
-    grid[height[best], width[best]] = time[best]
+    grid = np.full((n_h + 1, n_w + 1), _INF, dtype=np.int64)
+    grid[hr[best], wr[best]] = time[best]
     grid = np.minimum.accumulate(np.minimum.accumulate(grid, axis=0), axis=1)
-    # a cell's row is dominated when a cell one step lower or one step narrower already reaches its time
-    below = grid[height[best] - 1, width[best]]
-    left = grid[height[best], width[best] - 1]
+    # a cell's row is dominated when a cell one rank lower or one rank narrower already reaches its time
+    below = grid[hr[best] - 1, wr[best]]
+    left = grid[hr[best], wr[best] - 1]
     keep = (time[best] < below) & (time[best] < left)
     return np.sort(best[keep])
