@@ -12,8 +12,9 @@ every optimum (details in ``docs/ispd2020.md``, "Enumeration"):
    h * w * (m + 1) within the fabric, each sub-conv at c_i = min(m, C_i).
 2. *Memory.* Memory falls as k grows, so each sub-conv has a least k_i (exact integer arithmetic);
    a triple where some sub-conv exceeds its memory limit even at k_i = K_i is rejected (memory).
-3. *Equivalent triples.* Two triples whose sub-convs have the same ceil(H_i/h), ceil(W_i/w),
-   ceil(C_i/c_i) and least k_i offer exactly the same (width, time) choices; only the lower one is kept.
+3. *Equivalent triples.* Two triples whose sub-convs have the same iteration counts
+   ceil(H_i/h) ceil(W_i/w) ceil(C_i/c_i) and least k_i offer exactly the same (width, time)
+   choices; only the lower one is kept.
 4. *Time targets.* A sub-conv's time depends on k_i only through ceil(K_i/k_i): its distinct times
    come from the smallest k_i of each quotient value (O(sqrt K_i) of them). The block's time is one of
    its sub-convs' times, so for every such time target t each sub-conv takes the least k_i meeting t
@@ -24,9 +25,10 @@ every optimum (details in ``docs/ispd2020.md``, "Enumeration"):
    with the least time, kept when no cell at most as tall and as wide is as fast (a prefix-minimum
    over the grid of distinct heights x widths, exact).
 
-Rejection counts are over the candidates this enumeration examines (memory: per execution-argument
-candidate; geometry and dominance: per candidate and orientation), not over the raw space, whose
-size is reported separately (``raw_space``).
+Rejection counts are over the candidates this enumeration examines, not over the raw space (whose
+size ``raw_space`` reports): memory counts the triples where no k fits and the refused (triple,
+sub-conv, k representative) choices; taller, wider and dominated count rows (execution arguments x
+orientation).
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class _Core:
     examined: int
     rejected: tuple[tuple[ContestReason, int], ...]
     examples: tuple[RejectedExample, ...]
-    least_memory_in_fabric: float  # least memory of the (h, w, m) with no k fitting memory (inf: none such)
+    least_memory_in_fabric: float  # least memory (k at its top) of the (h, w, m) where no k fits memory (inf: none)
     smallest_rect: tuple[int, int] | None  # when nothing is legal: the smallest-area candidate within memory
 
 
@@ -291,7 +293,7 @@ def _triples(hk: int, wk: int, cmax: int, dmax: int) -> tuple[np.ndarray, np.nda
     return th, tw, tm
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)  # a 2048-feature cblock's frontier is ~2 MB
 def _enumerate(kind: ContestKind, args: FormalArgs, fab_h: int, fab_w: int, limit: int) -> _Core:
     convs = kernel_convs(kind, args)
     n = len(convs)
@@ -316,9 +318,9 @@ def _enumerate(kind: ContestKind, args: FormalArgs, fab_h: int, fab_w: int, limi
     if n_mem:
         bad = np.flatnonzero(~mem_ok)
         least = _memory(convs, th[bad], tw[bad], cs[bad], np.broadcast_to(kmax, (bad.size, n)))
-        fits = height[bad] <= dmax  # every triple is within the larger side; R0 or R90 fit decided below
-        if fits.any():
-            least_in_fabric = float(least[fits].min())
+        # every triple is at most the fabric's longer side tall: with k at its top this is a lower bound on
+        # the memory any execution arguments fitting the fabric need (narrower k only need more)
+        least_in_fabric = float(least.min())
         for j in np.argsort(least, kind="stable")[:EXAMPLES_PER_REASON]:
             b = bad[j]
             ex = ExecArgs(int(th[b]), int(tw[b]), tuple(int(x) for x in cs[b]), tuple(int(x) for x in kmax))
