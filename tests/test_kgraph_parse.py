@@ -60,6 +60,8 @@ def test_whitespace_variants_parse_alike() -> None:
     )
     a, b = parse_kgraph_text(tight, "a"), parse_kgraph_text(loose, "b")
     assert a.fabric == b.fabric and a.kernels == b.kernels and a.edges == b.edges
+    crlf = parse_kgraph_text(tight.replace("\n", "\r\n"), "crlf")
+    assert crlf.kernels == a.kernels and crlf.edges == a.edges
 
 
 def test_name_defaults_to_k_id_and_fabric_stands_in_for_a_missing_header() -> None:

@@ -136,3 +136,13 @@ def test_a_packed_solution_round_trips_and_passes() -> None:
     assert r.lower_bound == contest_bounds(g).value and r.max_time is not None and r.max_time >= r.lower_bound
     assert r.edges_counted == len(g.edges) == 5
     assert r.score == g.fabric.wdeltat * r.max_time + g.fabric.wlength * r.wirelength
+
+
+def test_solutions_built_in_code_are_judged_alike(tiny: ContestGraph) -> None:
+    legal = parse_solution(LEGAL, "legal")
+    again = legal.kernels[2]
+    doubled = Solution((*legal.kernels, again))  # c twice, both placed, no line numbers
+    r = verify_solution(doubled, tiny, bound=None)
+    assert [v.kind for v in r.violations] == [ViolationKind.DUPLICATE_KERNEL]
+    on_top = Solution((*legal.kernels[:2], solution_kernel("c", again.kind, again.args, again.exec_args, 0, 0, "R0")))
+    assert verify_solution(on_top, tiny, bound=None).violations[0].kind is ViolationKind.OVERLAP

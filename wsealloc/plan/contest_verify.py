@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from wsealloc.cost.ispd2020 import exec_range_errors, kernel_perf
+from wsealloc.errors import InfeasibleError
 from wsealloc.graph.contest import ContestGraph, ContestKernel, Orientation
 from wsealloc.plan.contest_solution import Solution, SolutionKernel
 
@@ -175,7 +176,10 @@ def verify_solution(solution: Solution, graph: ContestGraph, *, bound: int | Non
     if bound is _NO_BOUND:
         from wsealloc.problem.contest_bounds import contest_bounds  # context only, never part of the verdict
 
-        lower: int | None = contest_bounds(graph).value
+        try:
+            lower: int | None = contest_bounds(graph).value
+        except InfeasibleError:
+            lower = None  # no legal solution exists at all; the violations say why this one fails
     else:
         lower = bound if isinstance(bound, int) else None
     violations.sort(key=lambda v: (v.kind, v.line, v.kernel))
@@ -202,8 +206,12 @@ def _coverage(solution: Solution, graph: ContestGraph, out: list[Violation]) -> 
             out.append(
                 Violation(ViolationKind.DUPLICATE_KERNEL, name, f"{name} is instantiated {len(at)} times (lines {where})", at[1])
             )
+    judged: set[str] = set()
     for sk in solution.kernels:
-        if sk.placement is None and sk.line == lines[sk.name][0] and graph.has_kernel(sk.name):
+        if sk.name in judged:
+            continue  # a repeated instantiation is reported as such, not as unplaced
+        judged.add(sk.name)
+        if sk.placement is None and graph.has_kernel(sk.name):
             out.append(Violation(ViolationKind.NOT_PLACED, sk.name, f"{sk.name} is instantiated but never placed", sk.line))
     for name, p in solution.stray_placements:
         if name in lines:
