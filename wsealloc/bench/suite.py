@@ -29,6 +29,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.synthetic import PREFIX, parse_spec
 from wsealloc.errors import UsageError, WseallocError
+from wsealloc.yamlload import load_yaml
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -112,7 +113,7 @@ def load_suite(spec: str) -> tuple[Suite, Path]:
         names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(), str(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
