@@ -68,6 +68,13 @@ def _resnet_width(tmp: Path, width: int) -> str:
     return save(m, tmp / f"resnet-w{width}.onnx")
 
 
+def _split_outputs(tmp: Path, count: int) -> str:
+    m = onnx.load(str(TINY / "transformer.onnx"), load_external_data=False)
+    split = _first(m, "Split")
+    next(a for a in split.attribute if a.name == "num_outputs").i = count
+    return save(m, tmp / "split.onnx")
+
+
 def _empty_op_type(tmp: Path) -> str:
     m = mlp()
     m.graph.node[1].op_type = ""
@@ -224,6 +231,17 @@ CASES: list[Case] = [
     ),
     ("empty op type", lambda t: ["inspect", _empty_op_type(t), "--arch", "tiny"], "has an empty op type"),
     (
+        # ONNX's inference would allocate 2^40 outputs first (std::bad_alloc; found by the fuzzer)
+        "Split num_outputs 2^40",
+        lambda t: ["inspect", _split_outputs(t, 2**40), "--arch", "wse2"],
+        "has num_outputs 1,099,511,627,776 but 3 outputs",
+    ),
+    (
+        "name not valid UTF-8",
+        lambda t: ["inspect", _write(t, "utf8.onnx", mlp().SerializeToString().replace(b"Relu", b"R\xfflu")), "--arch", "tiny"],
+        "not valid UTF-8",
+    ),
+    (
         "attribute of the wrong type",
         lambda t: ["inspect", _bad_attribute(t), "--arch", "tiny"],
         "node 'g' (Gemm) fails ONNX's schema check: Mismatched attribute type",
@@ -335,3 +353,11 @@ def test_python_api_applies_sets_to_an_arch_object(tmp_path: Path) -> None:
     by_object = solve(model, load_arch("tiny"), sets=["core.macs_per_cycle=8"], place=False)
     assert by_object.plan.objective.bottleneck_cycles == by_name.plan.objective.bottleneck_cycles
     assert by_name.plan.objective.bottleneck_cycles < solve(model, "tiny", place=False).plan.objective.bottleneck_cycles
+
+
+def test_inspect_summary_of_kernels_fitting_no_grid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # inspect is informational (exit 0), but its summary agrees with its table: no "min cores 0"
+    assert main(["inspect", _absurd(tmp_path), "--arch", "wse2"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 of 1 kernels fit no grid (min cores: none); fits one wafer: no" in out
+    assert "min cores 0" not in out

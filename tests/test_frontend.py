@@ -318,3 +318,13 @@ def test_tensor_beyond_any_wafer(tmp_path: Path) -> None:
         import_onnx(path)
     with pytest.raises(ShapeError, match="graph input 'x' has a dim of 2,147,483,648"):
         import_onnx(builders.save(builders.mlp(batch=2**31), tmp_path / "wide.onnx"))
+
+
+def test_inference_out_of_memory_is_a_shape_error(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ONNX's inference allocates what absurd attributes ask for: std::bad_alloc arrives as MemoryError
+    def bad_alloc(*args: object, **kwargs: object) -> None:
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", bad_alloc)
+    with pytest.raises(ShapeError, match="ONNX shape inference ran out of memory"):
+        import_onnx(model_dir / "mlp.onnx")

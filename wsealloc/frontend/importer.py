@@ -253,7 +253,7 @@ class _Importer:
         sources = {vi.name for vi in self.graph.input} | {t.name for t in self.graph.initializer}
         declared = {vi.name: vi for vi in (*self.graph.value_info, *self.graph.output) if vi.name not in sources}
         try:
-            inferred_model = onnx.shape_inference.infer_shapes(bare, check_type=False, strict_mode=False, data_prop=True)
+            inferred_model = self.infer_shapes(bare, strict=False)
         except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
             return  # the import loop's inference of the same graph succeeded; nothing to compare against
         conflicts: list[tuple[str, list[int | str | None], list[int | str | None]]] = []
@@ -281,17 +281,30 @@ class _Importer:
                 except (ValueError, TypeError):
                     continue
 
+    def infer_shapes(self, model: onnx.ModelProto, *, strict: bool, check_type: bool = False) -> onnx.ModelProto:
+        """ONNX shape inference with data propagation; an allocation that fails inside it is a ShapeError.
+
+        ONNX allocates what a node's attributes ask for before checking them (a Split with
+        ``num_outputs`` 2^40 ends in ``std::bad_alloc``, seen by the fuzzer)."""
+        try:
+            return onnx.shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict, data_prop=True)
+        except MemoryError as exc:
+            raise ShapeError(
+                f"{self.source}: ONNX shape inference ran out of memory: some size in the model is absurd (an attribute "
+                "such as Split's num_outputs, or a dim); re-export the model"
+            ) from exc
+
     def infer(self) -> dict[str, list[int | str | None] | None]:
         # Strict first: on a sound graph it returns what the lenient pass would, at the same cost, and
         # it is the cheap way to notice that some node's inference failed, e.g. because its output
         # contradicts a declared value_info (which the lenient pass silently keeps). Only then is the
         # lenient pass run, and check_declared names the stale declaration once folding is done.
         try:
-            inferred = onnx.shape_inference.infer_shapes(self.model, check_type=False, strict_mode=True, data_prop=True)
+            inferred = self.infer_shapes(self.model, strict=True)
         except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
             self.strict_failed = True
             try:
-                inferred = onnx.shape_inference.infer_shapes(self.model, check_type=False, strict_mode=False, data_prop=True)
+                inferred = self.infer_shapes(self.model, strict=False)
             except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
                 raise ShapeError(f"{self.source}: ONNX shape inference failed: {str(exc).splitlines()[0]}") from exc
         shapes: dict[str, list[int | str | None] | None] = {}
@@ -501,7 +514,7 @@ class _Importer:
         importing skips failing nodes silently; the strict one names the node and the mismatch
         (e.g. incompatible MatMul dimensions, an axis out of range, a zero stride)."""
         try:
-            onnx.shape_inference.infer_shapes(self.model, check_type=True, strict_mode=True, data_prop=True)
+            self.infer_shapes(self.model, strict=True, check_type=True)
         except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
             return f"; ONNX shape inference says: {' '.join(str(exc).split())[:300]}"
         return ""

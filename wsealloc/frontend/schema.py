@@ -125,6 +125,12 @@ def _check_graph(
                 f"{source}: node {name}{where} has an empty op type (the file is corrupt or its exporter is broken); "
                 "re-export the model"
             )
+        if type(node.name) is bytes or type(node.op_type) is bytes or type(node.domain) is bytes:
+            # protobuf hands back strings that are not valid UTF-8 as bytes (ONNX requires UTF-8)
+            raise ModelLoadError(
+                f"{source}: node #{index}{where} has a name, op type or domain that is not valid UTF-8 "
+                f"({node.name!r}, {node.op_type!r}, {node.domain!r}): the file is corrupt; re-export the model"
+            )
         key = (node.domain, node.op_type)
         known = has_schema.get(key)
         if known is None:
@@ -144,5 +150,18 @@ def _check_graph(
                     f"{source}: node {node_label(node, index)}{where} fails ONNX's schema check: {message}; "
                     f"{_fix(message, node.op_type)}"
                 ) from exc
+            if node.op_type == "Split":
+                _check_split(node, source, f"{node_label(node, index)}{where}")
         for sub in subgraphs:
             _check_graph(sub, ctx, local_functions, source, f" in subgraph {sub.name!r} of {node_label(node, index)}{where}")
+
+
+def _check_split(node: onnx.NodeProto, source: str, label: str) -> None:
+    """``num_outputs`` must match the node's outputs: ONNX's schema does not check it, and its shape
+    inference allocates that many outputs before comparing (2^40 of them: ``std::bad_alloc``)."""
+    for attr in node.attribute:
+        if attr.name == "num_outputs" and attr.type == onnx.AttributeProto.INT and attr.i != len(node.output):
+            raise ModelLoadError(
+                f"{source}: node {label} has num_outputs {attr.i:,} but {len(node.output)} outputs; they must be "
+                "equal: re-export the model"
+            )
