@@ -20,6 +20,7 @@ import random
 import signal
 import string
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -290,6 +291,12 @@ def test_fuzz_solve(case: int, tmp_path: Path, capsys: pytest.CaptureFixture[str
     path.write_bytes(data)
     problem = _run_case(["solve", str(path), "--arch", "wse2", "--no-place", "--time-limit", "2"], capsys)
     assert problem is None, f"{kind} ({what}): {problem}"
+
+
+def test_hang_guard_fires() -> None:
+    # the guard is what turns a hang into a failure naming the case: it must actually fire
+    with pytest.raises(_Hang), _hang_guard(0.2):
+        time.sleep(5)
 
 
 def test_cases_are_deterministic() -> None:

@@ -67,18 +67,19 @@ MAX_TENSOR_BYTES = 2**50
 
 
 def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
-    """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown."""
+    """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown.
+
+    Called for every value info of every inference round (40,000 times for LLaMA-70B): one
+    ``WhichOneof`` per dim instead of two ``HasField`` calls."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return None
     t = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+    if not t.HasField("shape"):
         return None
     out: list[int | str | None] = []
     for d in t.shape.dim:
-        if d.HasField("dim_value"):
-            out.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            out.append(d.dim_param)
-        else:
-            out.append(None)
+        kind = d.WhichOneof("value")
+        out.append(d.dim_value if kind == "dim_value" else (d.dim_param or None) if kind == "dim_param" else None)
     return out
 
 
