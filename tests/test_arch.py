@@ -103,3 +103,32 @@ def test_arch_show_output_loads_back(tmp_path: Path) -> None:
     saved = tmp_path / "my.yaml"
     saved.write_text(json.dumps(arch_to_dict(load_arch("wse2"))))
     assert load_arch(str(saved)).total_cores == load_arch("wse2").total_cores
+
+
+def test_duplicate_keys_refused_anywhere(tmp_path: Path) -> None:
+    # a second `sram_bytes:` or `noc:` used to win silently; now it names the key, its line and the file
+    base = (Path(__file__).resolve().parents[1] / "wsealloc" / "arch" / "presets" / "wse2.yaml").read_text()
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(base + "core:\n  sram_bytes: 96KiB\n")
+    with pytest.raises(ArchError, match=r"twice.yaml: line \d+: key 'core' is given twice \(first on line \d+\)"):
+        load_arch(str(twice))
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(base.replace("  sram_bytes: 48KiB\n", "  sram_bytes: 48KiB\n  sram_bytes: 96KiB\n"))
+    with pytest.raises(ArchError, match="key 'sram_bytes' is given twice"):
+        load_arch(str(nested))
+    with pytest.raises(UsageError, match="--set core: line 1: key 'a' is given twice"):
+        parse_set_option("core={a: 1, a: 2}")
+    # syntax errors keep their line and column
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncore: [unclosed\n")
+    with pytest.raises(ArchError, match="not valid YAML at line 3, column 1"):
+        load_arch(str(bad))
+
+
+def test_strict_yaml_keeps_merge_keys() -> None:
+    from wsealloc.yamlload import DuplicateKeyError, load_yaml
+
+    # an explicit key overriding a merged one is YAML's documented idiom, not a duplicate
+    assert load_yaml("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 3\n", "t")["d"] == {"x": 3, "y": 2}
+    with pytest.raises(DuplicateKeyError, match="t: line 5: key 'x' is given twice"):
+        load_yaml("base: &b {x: 1}\nd:\n  <<: *b\n  x: 2\n  x: 3\n", "t")

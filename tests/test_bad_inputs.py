@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from build import mlp, reshape_chain, save
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from wsealloc.cli import main
 
@@ -33,12 +33,77 @@ def _write(tmp: Path, name: str, data: bytes | str) -> str:
     return str(p)
 
 
-def _absurd(tmp: Path) -> str:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [10**9, 10**9])
-    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [10**9, 10**9])
+def _absurd(tmp: Path, side: int = 10**6, name: str = "absurd.onnx") -> str:
+    """A MatMul of two side x side operands: 10^6 (4 TB each) fits no grid; 10^9 (3,553 PiB) no wafer."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [side, side])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [side, side])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="huge")], "g", [x, w], [y])
-    return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp / "absurd.onnx")
+    return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp / name)
+
+
+def _zoo(name: str) -> onnx.ModelProto:
+    """A zoo model without its (absent) weight data, to be broken by a test."""
+    return onnx.load(str(ROOT / "models" / name), load_external_data=False)
+
+
+def _first(model: onnx.ModelProto, op_type: str) -> onnx.NodeProto:
+    return next(n for n in model.graph.node if n.op_type == op_type)
+
+
+def _lost_input(tmp: Path, zoo: str, op_type: str, slot: int, keep_value_info: bool = True) -> str:
+    """The zoo model with input ``slot`` of its first ``op_type`` node deleted (what issue 17's
+    mutations did: a Shape without input, a MatMul with one, a Conv without its data input)."""
+    m = _zoo(zoo)
+    del _first(m, op_type).input[slot]
+    if not keep_value_info:
+        del m.graph.value_info[:]
+    return save(m, tmp / f"{op_type}-lost-{slot}.onnx")
+
+
+def _resnet_width(tmp: Path, width: int) -> str:
+    """ResNet-50 with another image width in its graph input, its value_info left as exported."""
+    m = _zoo("resnet50.onnx")
+    m.graph.input[0].type.tensor_type.shape.dim[3].dim_value = width
+    return save(m, tmp / f"resnet-w{width}.onnx")
+
+
+def _split_outputs(tmp: Path, count: int) -> str:
+    m = onnx.load(str(TINY / "transformer.onnx"), load_external_data=False)
+    split = _first(m, "Split")
+    next(a for a in split.attribute if a.name == "num_outputs").i = count
+    return save(m, tmp / "split.onnx")
+
+
+def _empty_op_type(tmp: Path) -> str:
+    m = mlp()
+    m.graph.node[1].op_type = ""
+    return save(m, tmp / "empty-op.onnx")
+
+
+def _bad_attribute(tmp: Path) -> str:
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], name="g", alpha=2)  # alpha must be a float
+    w = numpy_helper.from_array(np.ones((3, 4), dtype=np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([node], "g", [x], [y], initializer=[w])
+    return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp / "attr.onnx")
+
+
+def _arch_with(tmp: Path, name: str, extra: str) -> str:
+    """The tiny preset with ``extra`` lines appended (a second ``sram_bytes:``, a second ``noc:``)."""
+    text = (ROOT / "wsealloc" / "arch" / "presets" / "tiny.yaml").read_text()
+    if extra.startswith("  "):
+        text = text.replace("  macs_per_cycle: 4\n", "  macs_per_cycle: 4\n" + extra)
+    else:
+        text += extra
+    return _write(tmp, name, text)
+
+
+def _suite_with_duplicate(tmp: Path) -> str:
+    model = ROOT / "models" / "tiny" / "mlp.onnx"
+    text = f"name: dup\ninstances:\n- name: a\n  model: {model}\n  arch: tiny\n  arch: wse2\n"
+    return _write(tmp, "dup-suite.yaml", text)
 
 
 def _opset99(tmp: Path) -> str:
@@ -120,6 +185,67 @@ CASES: list[Case] = [
         "'ghost'",
     ),
     ("absurd dims", lambda t: ["solve", _absurd(t), "--arch", "wse2", "--no-place"], "fit no grid"),
+    (
+        "tensor beyond any wafer",
+        lambda t: ["inspect", _absurd(t, 10**9, "beyond.onnx"), "--arch", "wse2"],
+        "tensor 'x' of 'huge' (MatMul) has shape [1000000000, 1000000000] (3,552.7 PiB), beyond any wafer",
+    ),
+    (
+        "input dim 2^40",
+        lambda t: ["inspect", _resnet_width(t, 2**40), "--arch", "wse2"],
+        "graph input 'pixel_values' has a dim of 1,099,511,627,776",
+    ),
+    (
+        "value_info contradicting inference",
+        lambda t: ["inspect", _resnet_width(t, 448), "--arch", "wse2"],
+        "tensor 'conv2d' is declared [1, 64, 112, 112] (value_info or graph output) but ONNX shape inference over the "
+        "graph gives [1, 64, 112, 224]",
+    ),
+    (
+        "Shape lost its input",
+        lambda t: ["inspect", _lost_input(t, "gpt2.onnx", "Shape", 0), "--arch", "wse2"],
+        "node 'node_Shape_63' (Shape) fails ONNX's schema check: it has 0 inputs where Shape-19 takes 1",
+    ),
+    (
+        "MatMul lost input 0",
+        lambda t: ["inspect", _lost_input(t, "gpt2.onnx", "MatMul", 0), "--arch", "wse2"],
+        "node 'node_matmul' (MatMul) fails ONNX's schema check: it has 1 input where MatMul-13 takes 2",
+    ),
+    (
+        "GatherND left with one input",
+        lambda t: ["inspect", _lost_input(t, "gpt2.onnx", "GatherND", 1), "--arch", "wse2"],
+        "(GatherND) fails ONNX's schema check: it has 1 input where GatherND-13 takes 2",
+    ),
+    (
+        # two inputs left (weight, bias): ONNX's arity check passes, inference contradicts the value_info
+        "Conv lost its data input",
+        lambda t: ["inspect", _lost_input(t, "resnet50.onnx", "Conv", 0), "--arch", "wse2"],
+        "tensor 'conv2d' is declared [1, 64, 112, 112]",
+    ),
+    (
+        # ... and without value_info the cost model names the operands it cannot read
+        "Conv lost its data input, no value_info",
+        lambda t: ["inspect", _lost_input(t, "resnet50.onnx", "Conv", 0, keep_value_info=False), "--arch", "wse2"],
+        "node 'node_conv2d' (Conv): its operand shapes (inner.resnet.embedder.embedder.convolution.weight [64, 3, 7, 7], "
+        "val_5 [64]) do not fit Conv",
+    ),
+    ("empty op type", lambda t: ["inspect", _empty_op_type(t), "--arch", "tiny"], "has an empty op type"),
+    (
+        # ONNX's inference would allocate 2^40 outputs first (std::bad_alloc; found by the fuzzer)
+        "Split num_outputs 2^40",
+        lambda t: ["inspect", _split_outputs(t, 2**40), "--arch", "wse2"],
+        "has num_outputs 1,099,511,627,776 but 3 outputs",
+    ),
+    (
+        "name not valid UTF-8",
+        lambda t: ["inspect", _write(t, "utf8.onnx", mlp().SerializeToString().replace(b"Relu", b"R\xfflu")), "--arch", "tiny"],
+        "not valid UTF-8",
+    ),
+    (
+        "attribute of the wrong type",
+        lambda t: ["inspect", _bad_attribute(t), "--arch", "tiny"],
+        "node 'g' (Gemm) fails ONNX's schema check: Mismatched attribute type",
+    ),
     ("arch YAML empty", lambda t: ["inspect", ATTN, "--arch", _write(t, "a.yaml", "")], "empty"),
     (
         "arch misspelled field",
@@ -138,6 +264,21 @@ CASES: list[Case] = [
         "must be smaller",
     ),
     ("arch not YAML", lambda t: ["inspect", ATTN, "--arch", _write(t, "b.yaml", "core: [1,\n")], "not valid YAML"),
+    (
+        "arch duplicate field",
+        lambda t: ["inspect", ATTN, "--arch", _arch_with(t, "d.yaml", "  sram_bytes: 96KiB\n")],
+        "line 13: key 'sram_bytes' is given twice (first on line 10)",
+    ),
+    (
+        "arch duplicate section",
+        lambda t: ["inspect", ATTN, "--arch", _arch_with(t, "n.yaml", "noc: {link_bytes_per_cycle: 8, hop_latency_cycles: 1}\n")],
+        "line 17: key 'noc' is given twice (first on line 13)",
+    ),
+    (
+        "suite duplicate field",
+        lambda t: ["bench", _suite_with_duplicate(t), "--out", str(t / "out")],
+        "line 6: key 'arch' is given twice (first on line 5)",
+    ),
     ("unknown preset", lambda t: ["inspect", ATTN, "--arch", "wse9"], "presets: tiny, wse2, wse3"),
     ("bad --dim", lambda t: ["inspect", ATTN, "--dim", "seq:5"], "NAME=VALUE"),
     ("bad --dim value", lambda t: ["inspect", ATTN, "--dim", "seq=-5"], "positive"),
@@ -212,3 +353,11 @@ def test_python_api_applies_sets_to_an_arch_object(tmp_path: Path) -> None:
     by_object = solve(model, load_arch("tiny"), sets=["core.macs_per_cycle=8"], place=False)
     assert by_object.plan.objective.bottleneck_cycles == by_name.plan.objective.bottleneck_cycles
     assert by_name.plan.objective.bottleneck_cycles < solve(model, "tiny", place=False).plan.objective.bottleneck_cycles
+
+
+def test_inspect_summary_of_kernels_fitting_no_grid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # inspect is informational (exit 0), but its summary agrees with its table: no "min cores 0"
+    assert main(["inspect", _absurd(tmp_path), "--arch", "wse2"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 of 1 kernels fit no grid (min cores: none); fits one wafer: no" in out
+    assert "min cores 0" not in out

@@ -206,3 +206,125 @@ def test_small_int8_matmul_weight_is_a_weight(tmp_path: Path) -> None:
     graph = helper.make_graph([helper.make_node("MatMulInteger", ["x", "w"], ["y"], name="mm")], "g", [x], [y], [w])
     path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "q.onnx")
     assert import_onnx(path).tensors["w"].kind is TensorKind.WEIGHT
+
+
+# -- ONNX's schema check of every node (issue 17) ----------------------------------------------
+
+
+def _checked(nodes: list[onnx.NodeProto], opset: int = 18, domains: tuple[str, ...] = ()) -> None:
+    from wsealloc.frontend.schema import check_nodes
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    imports = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in domains)]
+    check_nodes(helper.make_model(helper.make_graph(nodes, "g", [x, c], [y]), opset_imports=imports), "m.onnx")
+
+
+def _branch(name: str, node: onnx.NodeProto) -> onnx.GraphProto:
+    return helper.make_graph([node], name, [], [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
+
+
+def test_schema_check_names_node_and_arity() -> None:
+    with pytest.raises(
+        ModelLoadError, match=r"m.onnx: node 'mm' \(MatMul\) fails ONNX's schema check: it has 1 input where MatMul-13 takes 2;"
+    ):
+        _checked([helper.make_node("MatMul", ["x"], ["y"], name="mm")])
+    with pytest.raises(ModelLoadError, match=r"node #0 \(Relu\) fails .* it has 2 outputs where Relu-14 takes 1"):
+        _checked([helper.make_node("Relu", ["x"], ["y", "z"])])
+    with pytest.raises(ModelLoadError, match="Unrecognized attribute: alpha for operator Relu"):
+        _checked([helper.make_node("Relu", ["x"], ["y"], name="r", alpha=2.0)])
+    with pytest.raises(ModelLoadError, match="node 'up' .* deprecated"):
+        _checked([helper.make_node("Upsample", ["x", "x"], ["y"], name="up")])
+    with pytest.raises(ModelLoadError, match="node 'e' has an empty op type"):
+        _checked([helper.make_node("", ["x"], ["y"], name="e")])
+    # the default domain's other spelling is checked like the empty one
+    _checked([helper.make_node("Relu", ["x"], ["y"], domain="ai.onnx")])
+
+
+def test_schema_check_leaves_ops_without_schema_alone() -> None:
+    # custom-domain ops (imported or not) and op types ONNX does not define keep their own diagnosis
+    _checked([helper.make_node("Frob", ["x"], ["y"], domain="com.acme")], domains=("com.acme",))
+    _checked([helper.make_node("Frob", ["x"], ["y"], domain="com.other")])
+    _checked([helper.make_node("NoSuchOp", ["x"], ["y"])])
+
+
+def test_schema_check_reaches_into_subgraphs() -> None:
+    # branches may read outer-scope tensors (x): checked node by node, not as stand-alone graphs
+    good = helper.make_node(
+        "If",
+        ["c"],
+        ["y"],
+        name="if",
+        then_branch=_branch("then", helper.make_node("Relu", ["x"], ["t"])),
+        else_branch=_branch("else", helper.make_node("Neg", ["x"], ["e"])),
+    )
+    _checked([good])
+    bad = helper.make_node(
+        "If",
+        ["c"],
+        ["y"],
+        name="if",
+        then_branch=_branch("then", helper.make_node("Relu", ["x"], ["t"])),
+        else_branch=_branch("else", helper.make_node("Neg", ["x", "x"], ["e"], name="neg")),
+    )
+    with pytest.raises(ModelLoadError, match=r"node 'neg' \(Neg\) in subgraph 'else' of 'if' \(If\) fails .* 2 inputs"):
+        _checked([bad])
+
+
+def test_declared_shape_contradicting_inference(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    stale = helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 4])
+    nodes = [helper.make_node("Relu", ["x"], ["t"], name="r1"), helper.make_node("Relu", ["t"], ["y"], name="r2")]
+    graph = helper.make_graph(nodes, "g", [x], [y], value_info=[stale])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "vi.onnx")
+    with pytest.raises(
+        ShapeError,
+        match=r"tensor 't' is declared \[2, 4\] \(value_info or graph output\) but ONNX shape inference .* gives \[2, 3\]",
+    ):
+        import_onnx(path)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])
+    graph = helper.make_graph(nodes, "g", [x], [out])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "out.onnx")
+    with pytest.raises(ShapeError, match=r"tensor 'y' is declared \[3, 2\]"):
+        import_onnx(path)
+
+
+def test_value_info_still_gives_custom_op_shapes(tmp_path: Path) -> None:
+    # what inference cannot know (a custom op's output) comes from value_info, and what follows from it
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    f = helper.make_tensor_value_info("f", TensorProto.FLOAT, [2, 5])
+    nodes = [
+        helper.make_node("Frob", ["x"], ["f"], name="frob", domain="com.acme"),
+        helper.make_node("Relu", ["f"], ["y"], name="r"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], value_info=[f])
+    imports = [helper.make_opsetid("", 18), helper.make_opsetid("com.acme", 1)]
+    g = import_onnx(builders.save(helper.make_model(graph, opset_imports=imports), tmp_path / "c.onnx"))
+    assert g.tensors["f"].shape == (2, 5) and g.tensors["y"].shape == (2, 5)
+
+
+def test_tensor_beyond_any_wafer(tmp_path: Path) -> None:
+    # within the dim limit but over 1 PiB: refused with its size
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**25, 2**24])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y])
+    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "big.onnx")
+    with pytest.raises(
+        ShapeError, match=r"tensor 'x' of 'r' \(Relu\) has shape \[33554432, 16777216\] \(2.0 PiB\), beyond any wafer"
+    ):
+        import_onnx(path)
+    with pytest.raises(ShapeError, match="graph input 'x' has a dim of 2,147,483,648"):
+        import_onnx(builders.save(builders.mlp(batch=2**31), tmp_path / "wide.onnx"))
+
+
+def test_inference_out_of_memory_is_a_shape_error(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ONNX's inference allocates what absurd attributes ask for: std::bad_alloc arrives as MemoryError
+    def bad_alloc(*args: object, **kwargs: object) -> None:
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", bad_alloc)
+    with pytest.raises(ShapeError, match="ONNX shape inference ran out of memory"):
+        import_onnx(model_dir / "mlp.onnx")

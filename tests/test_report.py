@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -80,7 +81,13 @@ def test_cli_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_html_renders_in_headless_chromium(comparison: Comparison, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "Debian's chromium package is required (.ci/run installs it)"
+    if not chromium:
+        # a fresh machine without a browser still passes the README's `pytest`; CI (.ci/run installs
+        # Chromium and sets WSEALLOC_REQUIRE_BROWSER=1) must never skip it silently
+        reason = "no chromium on PATH (install Debian's chromium to run the browser test)"
+        if os.environ.get("WSEALLOC_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{reason}, and WSEALLOC_REQUIRE_BROWSER=1 makes that an error")
+        pytest.skip(reason)
     page = tmp_path / "report.html"
     page.write_text(to_html(comparison))
     flags = [

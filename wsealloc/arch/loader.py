@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from wsealloc.arch.schema import Arch
 from wsealloc.errors import ArchError, UsageError
+from wsealloc.yamlload import DuplicateKeyError, load_yaml
 
 PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3")
 
@@ -34,7 +35,11 @@ def arch_file(spec: str) -> Path | None:
 def _read_yaml(spec: str) -> tuple[str, Any]:
     """Return (label for messages, parsed YAML) for a preset name or a path."""
     if spec in PRESETS:
-        return f"preset {spec}", yaml.safe_load(_preset_text(spec))
+        label = f"preset {spec}"
+        try:
+            return label, load_yaml(_preset_text(spec), label)
+        except DuplicateKeyError as exc:
+            raise ArchError(str(exc)) from exc
     path = Path(spec)
     looks_like_path = path.suffix in (".yaml", ".yml") or "/" in spec or path.exists()
     if not looks_like_path:
@@ -50,7 +55,9 @@ def _read_yaml(spec: str) -> tuple[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ArchError(f"{spec}: cannot read architecture file ({exc.__class__.__name__}: {exc})") from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, spec)
+    except DuplicateKeyError as exc:
+        raise ArchError(str(exc)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -67,7 +74,9 @@ def parse_set_option(option: str) -> tuple[tuple[str, ...], Any]:
     if not key or any(not part for part in key.split(".")) or raw.strip() == "":
         raise UsageError(f"--set {option!r}: expected FIELD=VALUE with a dotted field, e.g. noc.link_bytes_per_cycle=8")
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml(raw, f"--set {key}")
+    except DuplicateKeyError as exc:
+        raise UsageError(str(exc)) from exc
     except yaml.YAMLError:
         value = raw
     return tuple(key.split(".")), value

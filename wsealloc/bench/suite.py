@@ -33,6 +33,7 @@ from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.request import SolveRequest, build_request
+from wsealloc.yamlload import load_yaml
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -140,7 +141,7 @@ def load_suite(spec: str) -> SuiteFile:
         names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(), str(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:

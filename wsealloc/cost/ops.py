@@ -15,7 +15,7 @@ from math import prod
 
 import numpy as np
 
-from wsealloc.errors import UnsupportedOpError
+from wsealloc.errors import ShapeError, UnsupportedOpError
 from wsealloc.graph.ir import OpGraph, OpNode, TensorKind
 from wsealloc.graph.opclass import ELEMENTWISE_OPS, LAYOUT_OPS
 
@@ -120,7 +120,19 @@ def op_work(node: OpNode, graph: OpGraph, *, allow_unknown: bool = False) -> OpW
                 "pass --allow-unknown-ops to cost it as 1 vector op per output element, or add it to wsealloc/cost/ops.py"
             )
         return _elementwise_like(node, graph, 1)
-    return fn(node, graph)
+    try:
+        return fn(node, graph)
+    except (IndexError, KeyError, ValueError, ZeroDivisionError) as exc:
+        # The front end checks every node's schema and shapes, but a graph can still pair operands
+        # ONNX accepts with ranks an op's arithmetic cannot read (a Conv whose data input was lost
+        # reads its weight as data and its bias as the weight): a one-line error, not a traceback.
+        shapes = ", ".join(
+            f"{name} {list(graph.tensors[name].shape)}" if name in graph.tensors else repr(name) for name in node.inputs
+        )
+        raise ShapeError(
+            f"{graph.source}: node {node.name!r} ({node.op_type}): its operand shapes ({shapes}) do not fit "
+            f"{node.op_type} ({exc.__class__.__name__}: {exc}); the graph is inconsistent, re-export the model"
+        ) from exc
 
 
 # -- helpers -----------------------------------------------------------------------------------

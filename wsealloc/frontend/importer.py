@@ -8,6 +8,7 @@ carries work has a static positive shape -> drop constant and shape-only nodes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from wsealloc.errors import ModelLoadError, ShapeError, UsageError
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
 from wsealloc.frontend.normalize import rewrite_sequences
+from wsealloc.frontend.schema import check_nodes
 from wsealloc.frontend.topo import node_label, sorted_nodes
 from wsealloc.graph.ir import AttrValue, OpGraph, OpNode, TensorInfo, TensorKind
+from wsealloc.units import format_bytes
 
 _MAX_FOLD_ROUNDS = 8
 # Input slots that hold parameters, for models that list weights as graph inputs without data.
@@ -54,24 +57,35 @@ _NO_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformL
 # however small and integer they are, unlike shape-like integer constants.
 _INT_MAC_OPS = ("MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
 
-# Largest --dim value: sizes stay far from int64 overflow in the cost arithmetic (2^31 tokens is
-# already beyond any model a wafer holds).
+# Largest --dim value, and the bound on every dim of every tensor: sizes stay far from int64
+# overflow in the cost arithmetic (2^31 tokens is already beyond any model a wafer holds).
 MAX_DIM = 2**31
+# Largest tensor (bytes) a model may hold: 1 PiB, over 20,000 times the SRAM of the largest preset
+# wafer (WSE-3, 41 GiB), and far beyond any multi-wafer plan; a bigger tensor is a corrupt or
+# mistyped shape (an image width of 2^40), refused with its size instead of planned as nonsense.
+MAX_TENSOR_BYTES = 2**50
+
 
 def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
-    """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown."""
+    """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown.
+
+    Called for every value info of every inference round (40,000 times for LLaMA-70B): one
+    ``WhichOneof`` per dim instead of two ``HasField`` calls."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return None
     t = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+    if not t.HasField("shape"):
         return None
     out: list[int | str | None] = []
     for d in t.shape.dim:
-        if d.HasField("dim_value"):
-            out.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            out.append(d.dim_param)
-        else:
-            out.append(None)
+        kind = d.WhichOneof("value")
+        out.append(d.dim_value if kind == "dim_value" else (d.dim_param or None) if kind == "dim_param" else None)
     return out
+
+
+def _static(dims: list[int | str | None] | None) -> bool:
+    """True for a fully known shape (every dim an int)."""
+    return dims is not None and all(isinstance(d, int) for d in dims)
 
 
 def _elem_info(elem_type: int) -> tuple[int, bool] | None:
@@ -123,6 +137,7 @@ class _Importer:
         self.onnx_nodes = len(model.graph.node)
         self.values: dict[str, np.ndarray] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
+        self.strict_failed = False  # some strict shape inference pass failed (see infer)
 
     # -- checks ------------------------------------------------------------------------------
     def check_opset(self) -> None:
@@ -188,6 +203,11 @@ class _Importer:
                         f"{self.source}: graph input {vi.name!r} has a {'zero-sized' if d == 0 else 'negative'} dim "
                         f"{dims}; wsealloc needs positive sizes (re-export with real shapes)"
                     )
+                elif d >= MAX_DIM:
+                    raise ShapeError(
+                        f"{self.source}: graph input {vi.name!r} has a dim of {d:,} in {dims}, beyond any wafer "
+                        f"(dims must be below {MAX_DIM:,}); re-export with real shapes"
+                    )
         unknown = sorted(set(self.dims) - set(symbols))
         if unknown:
             listed = ", ".join(sorted(symbols)) or "none (all input dims are static)"
@@ -215,6 +235,45 @@ class _Importer:
                 out.type.tensor_type.ClearField("shape")
 
     # -- shapes ----------------------------------------------------------------------------------
+    def check_declared(self, order: list[str]) -> None:
+        """Shapes the file declares (``value_info``, graph outputs) must agree with inference.
+
+        The import loop infers with the declarations in place (they supply what inference cannot
+        know, e.g. custom ops' outputs), and ONNX's lenient inference keeps a declared shape wherever
+        it contradicts a node, swallowing the node's error: a stale ``value_info`` would be planned.
+        So when a strict inference pass failed during the loop (``infer``), once everything is folded
+        inference runs once more over the graph without them, and a declared shape that differs from
+        an inferred one is an error naming the tensor and both shapes (the first in graph order).
+        Where inference knows nothing, the declaration stands.
+        """
+        bare = onnx.ModelProto()
+        bare.CopyFrom(self.model)
+        del bare.graph.value_info[:]
+        for out in bare.graph.output:
+            out.type.tensor_type.ClearField("shape")
+        sources = {vi.name for vi in self.graph.input} | {t.name for t in self.graph.initializer}
+        declared = {vi.name: vi for vi in (*self.graph.value_info, *self.graph.output) if vi.name not in sources}
+        try:
+            inferred_model = self.infer_shapes(bare, strict=False)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+            return  # the import loop's inference of the same graph succeeded; nothing to compare against
+        conflicts: list[tuple[str, list[int | str | None], list[int | str | None]]] = []
+        for vi in (*inferred_model.graph.value_info, *inferred_model.graph.output):
+            mine = declared.get(vi.name)
+            if mine is None or mine.type == vi.type:
+                continue
+            said, found = _dims_of(mine), _dims_of(vi)
+            if _static(said) and _static(found) and said != found:
+                conflicts.append((vi.name, said or [], found or []))
+        if conflicts:
+            position = {name: i for i, name in enumerate(order)}
+            name, said, found = min(conflicts, key=lambda c: position.get(c[0], len(position)))
+            raise ShapeError(
+                f"{self.source}: tensor {name!r} is declared {said} (value_info or graph output) but ONNX shape "
+                f"inference over the graph gives {found}; the declaration is stale: re-export the model, or delete "
+                "its value_info so that shapes are inferred"
+            )
+
     def known_values(self) -> None:
         for name, init in self.initializers.items():
             if name not in self.values and init.data_location != onnx.TensorProto.EXTERNAL:
@@ -223,11 +282,32 @@ class _Importer:
                 except (ValueError, TypeError):
                     continue
 
-    def infer(self) -> dict[str, list[int | str | None] | None]:
+    def infer_shapes(self, model: onnx.ModelProto, *, strict: bool, check_type: bool = False) -> onnx.ModelProto:
+        """ONNX shape inference with data propagation; an allocation that fails inside it is a ShapeError.
+
+        ONNX allocates what a node's attributes ask for before checking them (a Split with
+        ``num_outputs`` 2^40 ends in ``std::bad_alloc``, seen by the fuzzer)."""
         try:
-            inferred = onnx.shape_inference.infer_shapes(self.model, check_type=False, strict_mode=False, data_prop=True)
-        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
-            raise ShapeError(f"{self.source}: ONNX shape inference failed: {str(exc).splitlines()[0]}") from exc
+            return onnx.shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict, data_prop=True)
+        except MemoryError as exc:
+            raise ShapeError(
+                f"{self.source}: ONNX shape inference ran out of memory: some size in the model is absurd (an attribute "
+                "such as Split's num_outputs, or a dim); re-export the model"
+            ) from exc
+
+    def infer(self) -> dict[str, list[int | str | None] | None]:
+        # Strict first: on a sound graph it returns what the lenient pass would, at the same cost, and
+        # it is the cheap way to notice that some node's inference failed, e.g. because its output
+        # contradicts a declared value_info (which the lenient pass silently keeps). Only then is the
+        # lenient pass run, and check_declared names the stale declaration once folding is done.
+        try:
+            inferred = self.infer_shapes(self.model, strict=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+            self.strict_failed = True
+            try:
+                inferred = self.infer_shapes(self.model, strict=False)
+            except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+                raise ShapeError(f"{self.source}: ONNX shape inference failed: {str(exc).splitlines()[0]}") from exc
         shapes: dict[str, list[int | str | None] | None] = {}
         for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
             dims = _dims_of(vi)
@@ -295,13 +375,24 @@ class _Importer:
     # -- result ----------------------------------------------------------------------------------
     def run(self) -> OpGraph:
         self.check_opset()
+        # ONNX's own per-node checks (arity, attribute types) before anything reads a node's inputs
+        check_nodes(self.model, self.source)
         nodes = sorted_nodes(self.graph, self.source)
         data_inputs, params = self.classify_inputs()
         if not data_inputs:
             raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
         self.bind_dims(data_inputs)
+        order = [out for node in nodes for out in node.output]
         self.known_values()
-        shapes = self.infer()
+        nodes, shapes = self.resolve(nodes, self.infer())
+        if self.strict_failed:
+            self.check_declared(order)
+        return self.emit(nodes, shapes, data_inputs, params)
+
+    def resolve(
+        self, nodes: list[onnx.NodeProto], shapes: dict[str, list[int | str | None] | None]
+    ) -> tuple[list[onnx.NodeProto], dict[str, list[int | str | None] | None]]:
+        """Alternate folding and shape inference until nothing changes; the remaining nodes and shapes."""
         for _ in range(_MAX_FOLD_ROUNDS):
             before = len(nodes)
             nodes = self.fold_round(nodes, shapes)
@@ -314,7 +405,7 @@ class _Importer:
             elif len(nodes) == before:
                 break
             shapes = self.infer()
-        return self.emit(nodes, shapes, data_inputs, params)
+        return nodes, shapes
 
     def emit(
         self,
@@ -367,6 +458,7 @@ class _Importer:
                         "which ONNX does not define; re-export the model (the file may be corrupt)"
                     )
                 elem_bytes, is_float = info
+                self._check_size(name, node_label(node, idx), shape, elem_bytes)
                 kind = self._kind(name, live, data_names, params, shape, is_float)
                 tensors[name] = TensorInfo(name, shape, elem_bytes, is_float, kind)
         if missing:
@@ -398,6 +490,15 @@ class _Importer:
             dropped_nodes=self.onnx_nodes - len(live_nodes),
         )
 
+    def _check_size(self, name: str, label: str, shape: tuple[int, ...], elem_bytes: int) -> None:
+        """Refuse a tensor no wafer could ever hold (a dim of 2^31 or more, more than 1 PiB)."""
+        size = math.prod(shape) * elem_bytes  # Python ints: no overflow before the check
+        if any(d >= MAX_DIM for d in shape) or size > MAX_TENSOR_BYTES:
+            raise ShapeError(
+                f"{self.source}: tensor {name!r} of {label} has shape {list(shape)} ({_big_bytes(size)}), beyond any "
+                f"wafer (at most 1 PiB per tensor, dims below {MAX_DIM:,}); check the --dim values and the exported shapes"
+            )
+
     def _kind(
         self, name: str, live: set[str], data: set[str], params: set[str], shape: tuple[int, ...], is_float: bool
     ) -> TensorKind:
@@ -414,7 +515,7 @@ class _Importer:
         importing skips failing nodes silently; the strict one names the node and the mismatch
         (e.g. incompatible MatMul dimensions, an axis out of range, a zero stride)."""
         try:
-            onnx.shape_inference.infer_shapes(self.model, check_type=True, strict_mode=True, data_prop=True)
+            self.infer_shapes(self.model, strict=True, check_type=True)
         except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
             return f"; ONNX shape inference says: {' '.join(str(exc).split())[:300]}"
         return ""
@@ -427,6 +528,11 @@ class _Importer:
                 "add value_info for its outputs)"
             )
         return ""
+
+
+def _big_bytes(size: int) -> str:
+    """A byte count in PiB from 1 PiB on (``format_bytes`` stops at TiB)."""
+    return f"{size / 2**50:,.1f} PiB" if size >= 2**50 else format_bytes(size)
 
 
 def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:

@@ -32,9 +32,17 @@ def sorted_nodes(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
                         f"and {node_label(node, idx)}); the graph is not valid SSA"
                     )
                 producer[out] = idx
+    for name in (*available, *producer):
+        if type(name) is bytes:  # protobuf hands back strings that are not valid UTF-8 as bytes
+            raise ModelLoadError(f"{source}: tensor name {name!r} is not valid UTF-8: the file is corrupt; re-export the model")
     for idx, node in enumerate(graph.node):
         for name in node.input:
             if name not in available and name not in producer:
+                if type(name) is bytes:
+                    raise ModelLoadError(
+                        f"{source}: node {node_label(node, idx)} reads tensor {name!r}, a name that is not valid UTF-8: "
+                        "the file is corrupt; re-export the model"
+                    )
                 raise ModelLoadError(
                     f"{source}: node {node_label(node, idx)} reads tensor {name!r}, which no node, input or "
                     "initializer defines (dangling input); re-export the model"

@@ -116,11 +116,17 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
         console.print(f"... {len(rows) - limit} more kernels (use --all or --json)")
     s = summary(costs)
     fits = "[green]yes[/green]" if s["fits_one_wafer"] else "[red]no[/red]"
+    unfit = sum(1 for kc in costs.kernels if not len(kc.frontier))
+    # a kernel without a legal grid has no minimum: summing it as 0 read "min cores 0 ... fits: no"
+    cores = f"min cores {s['min_cores']:,} of {s['total_cores']:,}"
+    if unfit:
+        others = f", the others need {s['min_cores']:,} of {s['total_cores']:,} cores" if unfit < s["kernels"] else ""
+        cores = f"[red]{unfit} of {s['kernels']} kernels fit no grid[/red] (min cores: none){others}"
     console.print(
         f"ONNX nodes {s['onnx_nodes']} ({s['dropped_nodes']} shape-only/constant dropped), kernels {s['kernels']} "
         f"({s['distinct_kernels']} distinct), total MACs {format_count(s['total_macs'])}, vector ops "
         f"{format_count(s['vector_ops'])}\nweights {format_bytes(s['weight_bytes'])} vs wafer SRAM "
-        f"{format_bytes(s['wafer_sram_bytes'])}; min cores {s['min_cores']:,} of {s['total_cores']:,}; fits one wafer: {fits}"
+        f"{format_bytes(s['wafer_sram_bytes'])}; {cores}; fits one wafer: {fits}"
     )
 
 
