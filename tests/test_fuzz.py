@@ -309,8 +309,11 @@ def _stable(doc: dict) -> dict:  # type: ignore[type-arg]
     return doc
 
 
-def test_same_inputs_same_plan(tmp_path: Path) -> None:
-    model = ROOT / "models" / "tiny" / "transformer.onnx"
+@pytest.mark.parametrize(
+    "name", ["attention.onnx", pytest.param("transformer.onnx", marks=pytest.mark.slow)]  # the LNS runs in both
+)
+def test_same_inputs_same_plan(tmp_path: Path, name: str) -> None:
+    model = ROOT / "models" / "tiny" / name
     plans = []
     for i in range(2):
         out = tmp_path / f"p{i}.json"
