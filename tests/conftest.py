@@ -30,6 +30,20 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def _shared_contest_folder() -> Path:
+    """The ISPD-2020 instances (never committed: no licence): ``$WSEALLOC_ISPD2020``, else the
+    workplace's ``../shared/ispd2020`` next to the checkout, else ``/work/shared/ispd2020``."""
+    import os
+
+    for candidate in (os.environ.get("WSEALLOC_ISPD2020"), ROOT.parent / "shared" / "ispd2020", "/work/shared/ispd2020"):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return ROOT.parent / "shared" / "ispd2020"
+
+
+SHARED_ISPD2020 = _shared_contest_folder()
+
+
 def zoo(name: str) -> Path:
     """Path of a shipped zoo model; skip-free: a missing zoo file is a test failure."""
     path = MODELS / name

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_ISPD2020
 
 from wsealloc.errors import InfeasibleError
 from wsealloc.frontend.kgraph import parse_kgraph, parse_kgraph_text
@@ -12,7 +13,7 @@ from wsealloc.opmodels.contest import enumerate_graph
 from wsealloc.problem.contest_bounds import contest_bounds, min_total_area
 
 DATA = Path(__file__).resolve().parent / "data" / "kgraph"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "ispd2020"
+SHARED = SHARED_ISPD2020
 
 # A conv with H = W = C = 1 and K = 2 has two useful shapes: k = 1 (2 x 3 tiles, time ceil(2/1) = 2) and
 # k = 2 (2 x 6 tiles, time 1); at R90 they are 3 x 2 and 6 x 2.

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_ISPD2020
 
 from wsealloc.errors import ModelLoadError
 from wsealloc.frontend.kgraph import looks_like_kgraph, parse_kgraph, parse_kgraph_text
 from wsealloc.graph.contest import BlockArgs, ContestKind, ConvArgs, Fabric
 
 DATA = Path(__file__).resolve().parent / "data" / "kgraph"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "ispd2020"
+SHARED = SHARED_ISPD2020
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared contest instances absent ({SHARED})")
 
 HEADER = "(*\ntest=t\nwidth=64\nheight=48\nwdeltat=1\nwlength=2\nwadapter=0\nmemlimit=1024\n*)\n"

@@ -171,10 +171,9 @@ def solve_costs(
             raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but bisection proves {bound}")
         status = Status.OPTIMAL if result.objective <= bound else result.status
         result = replace(result, bound=max(result.bound or 0, bound), status=status)
-    source = request.model
     if not request.place or deadline.stopped:
         # a stop before the placement: the allocation-only plan is the best valid plan there is
-        plan = make_plan(costs, source, result, baseline)
+        plan = make_plan(costs, request.onnx_model, result, baseline)
         return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
@@ -194,7 +193,7 @@ def solve_costs(
     if placement is None or placement.rects is None:
         if deadline.stopped:
             # stopped before any layout: the allocation-only plan is the best valid plan there is
-            plan = make_plan(costs, source, result, baseline)
+            plan = make_plan(costs, request.onnx_model, result, baseline)
             return SolveOutcome(plan, result, baseline, exact, costs, True, request=request)
         message = "no layout" if placement is None else placement.message
         raise InfeasibleError(
@@ -202,7 +201,7 @@ def solve_costs(
             f"({message}); reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
-    plan = make_plan(costs, source, result, baseline, placement, pproblem, baseline_placed)
+    plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
 
 
@@ -233,7 +232,7 @@ def solve_stages(
     wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
     plan = merge_stages(
         costs,
-        request.model,
+        request.onnx_model,
         partition.cuts,
         [o.plan for o in outcomes],
         transfer,
@@ -277,7 +276,7 @@ def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress 
     The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
     with the best plan found so far (``SolveOutcome.interrupted``)."""
     deadline = Deadline.after(request.solver.time_limit_s, stop)
-    costs = _run_stoppable(lambda: build_costs(request.model, request.arch, request.cost), deadline)
+    costs = _run_stoppable(lambda: build_costs(request.onnx_model, request.machine, request.cost), deadline)
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
     count = request.wafer_count

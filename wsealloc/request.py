@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Unpack
 
 from wsealloc.arch import Arch, load_arch
@@ -29,7 +29,8 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import UsageError, WseallocError, choices_message
-from wsealloc.frontend.sources import ModelSource, OnnxSource, SyntheticSource, parse_model_source
+from wsealloc.frontend.kgraph import HEADER_INTS
+from wsealloc.frontend.sources import KgraphSource, ModelSource, OnnxSource, SyntheticSource, parse_model_source
 from wsealloc.plan.io import check_distinct_outputs, check_writable
 from wsealloc.solvers import solver_names
 
@@ -58,14 +59,41 @@ Wafers = Annotated[int | Literal["auto"], BeforeValidator(wafer_count)]
 
 
 class SolveRequest(_Frozen):
-    """Everything one solve needs, validated (see the module docstring)."""
+    """Everything one solve needs, validated (see the module docstring). A contest instance
+    (``KgraphSource``) carries its machine in its header (``arch`` is None); every other source
+    needs an ``arch``."""
 
     model: ModelSource
-    arch: Arch
+    arch: Arch | None
     cost: CostOptions = CostOptions()
     solver: SolverSettings = SolverSettings()
     place: bool = True
     wafers: Wafers = 1  # "auto": the fewest wafers that fit
+
+    @model_validator(mode="after")
+    def _machine(self) -> SolveRequest:
+        if isinstance(self.model, KgraphSource):
+            if self.arch is not None:
+                raise ValueError("a .kgraph instance carries its fabric in its header: give --arch/--set as header overrides")
+            if self.wafers != 1:
+                raise ValueError("a .kgraph instance is placed on one fabric: --wafers must be 1")
+        elif self.arch is None:
+            raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
+        return self
+
+    @property
+    def onnx_model(self) -> OnnxSource | SyntheticSource:
+        """The ONNX (or generated ONNX) source of the request; a contest instance is refused."""
+        if isinstance(self.model, KgraphSource):
+            raise UsageError(f"{self.model.label}: a .kgraph contest instance; this command works on ONNX models")
+        return self.model
+
+    @property
+    def machine(self) -> Arch:
+        """The arch of an ONNX or synthetic request (the contest's fabric lives in its source)."""
+        if self.arch is None:
+            raise UsageError(f"{self.model.label}: a .kgraph instance has no arch (its fabric is in its header)")
+        return self.arch
 
     @property
     def wafer_count(self) -> int | None:
@@ -103,16 +131,18 @@ class RequestOptions(TypedDict, total=False):
 
 
 def build_request(
-    model: str | Path | OnnxSource | SyntheticSource | SolveRequest,
-    arch: str | Path | Arch = "wse2",
+    model: str | Path | OnnxSource | SyntheticSource | KgraphSource | SolveRequest,
+    arch: str | Path | Arch | None = None,
     base: Path | None = None,
     **options: Unpack[RequestOptions],
 ) -> SolveRequest:
     """Validate user-level arguments into a :class:`SolveRequest` (the one builder every boundary uses).
 
     ``model`` is a path, ``synthetic:KIND:N`` or a source; ``arch`` a preset name, a YAML path or an
-    :class:`Arch` (``sets`` are applied to it either way); ``base`` resolves relative paths (a suite's
-    folder). ``wafers`` None means the arch's ``cluster.wafers``. Errors are one-line
+    :class:`Arch` (``sets`` are applied to it either way; None: ``wse2``); ``base`` resolves relative
+    paths (a suite's folder). For a ``.kgraph`` contest instance, ``arch`` (when given) and ``sets``
+    override its header instead (see :func:`kgraph_header`). ``wafers`` None means the arch's
+    ``cluster.wafers``. Errors are one-line
     :class:`UsageError`/``ArchError``/``ModelLoadError`` messages naming the argument."""
     unknown = sorted(set(options) - set(RequestOptions.__annotations__))
     if unknown:
@@ -126,8 +156,8 @@ def build_request(
     ):
         raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
     fuse = bool(opts.get("fuse", True))
-    if isinstance(model, (OnnxSource, SyntheticSource)):
-        source: OnnxSource | SyntheticSource = model
+    if isinstance(model, (OnnxSource, SyntheticSource, KgraphSource)):
+        source: OnnxSource | SyntheticSource | KgraphSource = model
     elif isinstance(model, (str, Path)):
         try:
             source = parse_model_source(model, dict(dims), fuse, base)
@@ -140,8 +170,14 @@ def build_request(
         raise UsageError(f"sets {sets!r}: expected a list of FIELD=VALUE strings, e.g. ['core.sram_bytes=96KiB']")
     if isinstance(arch, (str, Path)) and base is not None and str(arch).endswith((".yaml", ".yml")):
         arch = base / arch if not Path(arch).is_absolute() else arch
-    resolved = load_arch(arch, tuple(str(s) for s in sets))
     wafers = opts.get("wafers", 1)  # None: the arch's cluster.wafers (the CLI's default)
+    resolved: Arch | None
+    if isinstance(source, KgraphSource):
+        source = source.model_copy(update={"header": {**source.header, **kgraph_header(arch, [str(s) for s in sets])}})
+        resolved, wafers = None, 1 if wafers is None else wafers
+    else:
+        resolved = load_arch("wse2" if arch is None else arch, tuple(str(s) for s in sets))
+        wafers = resolved.cluster.wafers if wafers is None else wafers
     data = {
         "model": source,
         "arch": resolved,
@@ -155,7 +191,7 @@ def build_request(
             if arg in opts
         },
         "place": opts.get("place", True),
-        "wafers": resolved.cluster.wafers if wafers is None else wafers,
+        "wafers": wafers,
     }
     try:
         return SolveRequest.model_validate(data)
@@ -165,16 +201,39 @@ def build_request(
         raise
 
 
+def kgraph_header(arch: str | Path | Arch | None, sets: Sequence[str]) -> dict[str, int]:
+    """Header overrides of a contest instance: an ``arch`` gives the fabric (its rows x cols) and the
+    memory limit (usable SRAM per core in words of ``dtype.bytes``: 48 KiB of 16-bit words is the
+    contest's 24,576); ``--set FIELD=N`` sets one header field (``width``, ``height``, ``memlimit``,
+    ``wdeltat``, ``wlength``, ``wadapter``), after the arch."""
+    header: dict[str, int] = {}
+    if arch is not None:
+        machine = load_arch(arch)
+        header.update(width=machine.cols, height=machine.rows, memlimit=machine.usable_sram_bytes // machine.dtype.bytes)
+    for option in sets:
+        key, sep, value = option.partition("=")
+        key = key.strip()
+        if not sep or key not in HEADER_INTS:
+            raise UsageError(f"--set {option!r}: a .kgraph header field is one of {', '.join(HEADER_INTS)}, e.g. --set wlength=4")
+        try:
+            header[key] = int(value.strip().replace("_", ""))
+        except ValueError:
+            raise UsageError(f"--set {option!r}: {value.strip()!r} is not a whole number") from None
+    return header
+
+
 def check_outputs(
-    model: str | Path | OnnxSource | SyntheticSource | SolveRequest,
-    arch: str | Path | Arch,
+    model: str | Path | OnnxSource | SyntheticSource | KgraphSource | SolveRequest,
+    arch: str | Path | Arch | None,
     outputs: Mapping[str, str | Path | None],
 ) -> None:
     """Before any work: every output path is writable, and none would overwrite the model, the arch
     YAML or another output (the one check of ``solve``, ``compare``, ``sweep`` and the Python API)."""
     if isinstance(model, SolveRequest):
         model = model.model
-    model_path = model.path if isinstance(model, OnnxSource) else None if isinstance(model, SyntheticSource) else model
+    model_path = (
+        model.path if isinstance(model, (OnnxSource, KgraphSource)) else None if isinstance(model, SyntheticSource) else model
+    )
     arch_path = arch_file(str(arch)) if isinstance(arch, (str, Path)) else None
     check_distinct_outputs({"model": model_path, "arch": arch_path}, outputs)
     for path in outputs.values():

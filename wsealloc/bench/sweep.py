@@ -260,17 +260,19 @@ def sweep(
     base = build_request(model, arch, **options)
     points = grid(parsed)
     # a point's machine: the base arch with the point's overrides (validated once per point)
-    requests = [base.model_copy(update={"arch": load_arch(base.arch, point_sets(parsed, p))}) for p in points]
-    source = base.model
+    source = base.onnx_model
+    requests = [base.model_copy(update={"arch": load_arch(base.machine, point_sets(parsed, p))}) for p in points]
     if isinstance(source, OnnxSource) and not source.onnx_path().exists():
         raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")
     if isinstance(source, OnnxSource):
         # a model that cannot be read or costed fails once here, not once per point after all have run
-        build_costs(source, requests[0].arch, base.cost, check_feasible=False)
+        build_costs(source, requests[0].machine, base.cost, check_feasible=False)
     tasks = [Task.of(",".join(point_sets(parsed, p)), r) for p, r in zip(points, requests, strict=True)]
     rows = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)
     solved = tuple(
-        SweepPoint(tuple(point_sets(parsed, p)), tuple(a.values[i] for a, i in zip(parsed, p, strict=True)), r.arch.clock_hz, row)
+        SweepPoint(
+            tuple(point_sets(parsed, p)), tuple(a.values[i] for a, i in zip(parsed, p, strict=True)), r.machine.clock_hz, row
+        )
         for p, r, row in zip(points, requests, rows, strict=True)
     )
     pairs = non_monotone(parsed, points, [s.throughput for s in solved])

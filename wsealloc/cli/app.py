@@ -227,13 +227,13 @@ def arch_list() -> None:
 def _costs(request: SolveRequest, check_feasible: bool = True) -> CostTable:
     """The cost table of a request, with the warnings a user should see (ignored arch fields, fallback costs)."""
     _warn_unused_fields(request)
-    costs = build_costs(request.model, request.arch, request.cost, check_feasible=check_feasible)
+    costs = build_costs(request.onnx_model, request.machine, request.cost, check_feasible=check_feasible)
     _warn_unknown_ops(request, costs)
     return costs
 
 
 def _warn_unused_fields(request: SolveRequest) -> None:
-    if request.arch.cluster.offwafer_bytes_per_s is not None:
+    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is not None:
         # accepted by the schema (issue 5 reserves it for a weight-streaming mode), used by no planner yet
         click.echo(
             "wsealloc: warning: cluster.offwafer_bytes_per_s is ignored: no planner streams weights yet "

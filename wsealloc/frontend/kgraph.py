@@ -69,6 +69,8 @@ def looks_like_kgraph(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() == ".kgraph":
         return True
+    if not p.is_file():  # never open a FIFO or a device to sniff it (it could block)
+        return False
     try:
         with p.open("rb") as f:
             head = f.read(SNIFF_BYTES)

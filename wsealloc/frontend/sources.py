@@ -6,7 +6,9 @@ tests string prefixes. Kinds:
 
 - :class:`OnnxSource`: an ONNX file, with its ``--dim`` bindings and the kernel-fusion switch;
 - :class:`SyntheticSource`: a generated ONNX model (``synthetic:chain:N``, ``synthetic:transformer:L``,
-  see :mod:`wsealloc.frontend.synthetic`), built into a cache folder on first use.
+  see :mod:`wsealloc.frontend.synthetic`), built into a cache folder on first use;
+- :class:`KgraphSource`: an ISPD-2020 contest instance (``.kgraph``, :mod:`wsealloc.frontend.kgraph`),
+  with overrides of its header (fabric, memory limit, score weights) from ``--arch``/``--set``.
 
 A new format (e.g. another graph file) is one more class here with its own ``kind`` literal, added to
 ``ModelSource`` and to :func:`parse_model_source`'s recognition rule.
@@ -14,12 +16,15 @@ A new format (e.g. another graph file) is one more class here with its own ``kin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from wsealloc.frontend.kgraph import HEADER_INTS, looks_like_kgraph, parse_kgraph
 from wsealloc.frontend.synthetic import PREFIX, parse_spec, resolve
+from wsealloc.graph.contest import ContestGraph
 
 # A dim bound on the command line (--dim): positive and below 2^31 (ONNX dims are int64, but a
 # larger dim could never fit on a wafer and would overflow the cost model's integer arithmetic).
@@ -69,15 +74,60 @@ class SyntheticSource(_Source):
         return resolve(self.label)
 
 
-ModelSource = Annotated[OnnxSource | SyntheticSource, Field(discriminator="kind")]
-SOURCE_KINDS: tuple[str, ...] = ("onnx", "synthetic")
+class KgraphSource(_Source):
+    """A contest instance; ``header`` overrides fields of the file's header (``width``, ``height``,
+    ``memlimit``, ``wdeltat``, ``wlength``, ``wadapter``)."""
+
+    kind: Literal["kgraph"] = "kgraph"
+    path: str = Field(min_length=1)
+    header: dict[str, Annotated[int, Field(strict=True, ge=0, lt=2**31)]] = {}
+
+    @field_validator("header")
+    @classmethod
+    def _known_fields(cls, header: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(header) - set(HEADER_INTS))
+        if unknown:
+            raise ValueError(f"unknown header field(s) {', '.join(unknown)}; a .kgraph header has {', '.join(HEADER_INTS)}")
+        zero = [k for k in ("width", "height", "memlimit") if header.get(k) == 0]
+        if zero:
+            raise ValueError(f"{', '.join(zero)} must be positive")
+        return header
+
+    @property
+    def label(self) -> str:
+        """How messages name the instance."""
+        return self.path
+
+    def read(self) -> ContestGraph:
+        """The instance, its header overridden by ``header``."""
+        graph = parse_kgraph(self.path)
+        if not self.header:
+            return graph
+        h = self.header
+        f = graph.fabric
+        fabric = replace(
+            f,
+            width=h.get("width", f.width),
+            height=h.get("height", f.height),
+            memlimit=h.get("memlimit", f.memlimit),
+            wdeltat=h.get("wdeltat", f.wdeltat),
+            wlength=h.get("wlength", f.wlength),
+            wadapter=h.get("wadapter", f.wadapter),
+        )
+        return replace(graph, fabric=fabric)
+
+
+ModelSource = Annotated[OnnxSource | SyntheticSource | KgraphSource, Field(discriminator="kind")]
+SOURCE_KINDS: tuple[str, ...] = ("onnx", "synthetic", "kgraph")
 
 
 def parse_model_source(
     text: str | Path, dims: dict[str, int] | None = None, fuse: bool = True, base: Path | None = None
-) -> OnnxSource | SyntheticSource:
+) -> OnnxSource | SyntheticSource | KgraphSource:
     """A model named on a command line or in a suite: ``synthetic:KIND:N`` or a file path (relative
-    paths resolved against ``base``, the suite's folder, when given)."""
+    paths resolved against ``base``, the suite's folder, when given). A ``.kgraph`` suffix, or a file
+    that starts like a contest instance (``frontend.kgraph.looks_like_kgraph``), is a contest instance;
+    any other file is read as ONNX."""
     spec = str(text)
     if spec.startswith(PREFIX):
         family, size = parse_spec(spec)
@@ -85,4 +135,6 @@ def parse_model_source(
     path = Path(spec)
     if base is not None and not path.is_absolute():
         spec = str((base / path).resolve())
+    if looks_like_kgraph(Path(spec)):
+        return KgraphSource(path=spec)
     return OnnxSource(path=spec, dims=dict(dims or {}), fuse=fuse)
