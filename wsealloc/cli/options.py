@@ -45,9 +45,9 @@ def model_options(fn: F) -> F:
             click.option(
                 "--arch",
                 "arch",
-                default="wse2",
-                show_default=True,
-                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path.",
+                default=None,
+                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
+                "header, which --arch and --set override].",
             ),
             click.option(
                 "--set",
