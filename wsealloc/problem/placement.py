@@ -43,6 +43,7 @@ class ShapeTable:
     best_r: np.ndarray  # [H, cols+1]: the r achieving it
     best_df: np.ndarray  # [H, cols+1]: its op-model code (an ONNX dataflow code, or a contest model's index)
     prefix: np.ndarray  # [H, cols+1]: min over c' <= c of best (non-increasing in c)
+    prefix_width: np.ndarray  # [H, cols+1]: a width c' <= c whose best is prefix[h, c] (the one to use)
 
     def height_index(self, max_rows: int) -> int:
         """Index of the largest candidate height <= max_rows (-1 if none)."""
@@ -197,12 +198,17 @@ def shape_table(heights: np.ndarray, lat: np.ndarray, codes: np.ndarray) -> Shap
         best[h] = np.where(keep, best[h - 1], best[h])
         arg[h] = np.where(keep, arg[h - 1], arg[h])
     cols_idx = np.arange(lat.shape[1])[None, :]
+    prefix = np.minimum.accumulate(best, axis=1)
+    # where the running minimum was last reached: a width holding it (exact widths can be slower:
+    # a contest kernel's widths are multiples of 3, most exact cells are empty)
+    prefix_width = np.maximum.accumulate(np.where(best == prefix, cols_idx, 0), axis=1)
     return ShapeTable(
         heights=heights,
         best=best,
         best_r=heights[arg],
         best_df=codes[arg, cols_idx],
-        prefix=np.minimum.accumulate(best, axis=1),
+        prefix=prefix,
+        prefix_width=prefix_width,
     )
 
 

@@ -358,7 +358,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 shape = problem.shape(m)
                 h = shape.height_index(rows[m][1])
                 if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
-                    out[m] = slot
+                    out[m] = int(shape.prefix_width[h, slot])  # the width holding that latency
         used = sum(int(max(out[k], out[k + 1])) for k, _ in band.stacked)
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = region_cols - used
@@ -385,8 +385,11 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 step = int(better[0]) + 1
             else:
                 step = 1
-            out[k] += step
-            spare -= step
+            # the widest columns this kernel may take now; it uses the width holding their best latency
+            reach = out[k] + step
+            used_now = int(shape.prefix_width[h, reach])
+            spare -= used_now - int(out[k])
+            out[k] = used_now
             heapq.heappush(heap, (-int(shape.prefix[h, out[k]]), k))
     return out
 
