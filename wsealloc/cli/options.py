@@ -45,16 +45,17 @@ def model_options(fn: F) -> F:
             click.option(
                 "--arch",
                 "arch",
-                default="wse2",
-                show_default=True,
-                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path.",
+                default=None,  # not "wse2": for a .kgraph instance an --arch overrides the header's fabric
+                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; a .kgraph instance "
+                "brings its fabric in its header, which --arch overrides].",
             ),
             click.option(
                 "--set",
                 "sets",
                 multiple=True,
                 metavar="FIELD=VALUE",
-                help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
+                help="Override an arch field, e.g. --set core.sram_bytes=96KiB, or a .kgraph header field, e.g. "
+                "--set wlength=4 (repeatable).",
             ),
             click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
             click.option(
