@@ -129,6 +129,7 @@ def test_inspect_header_overrides() -> None:
     assert (tiny["instance"]["width"], tiny["instance"]["height"]) != (120, 96)
     text = run("inspect", CHAIN, "--set", "wlength=7").stdout
     assert "header overridden: wlength=7" in " ".join(text.split())
+    assert run_json("inspect", ATTENTION)["summary"]["arch"] == "wse2"  # an ONNX model still defaults to wse2
 
 
 def test_inspect_kernel_frontier_and_rejections() -> None:

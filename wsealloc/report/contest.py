@@ -41,7 +41,8 @@ from wsealloc.opmodels.contest import (
 from wsealloc.plan.contest_verify import ContestReport
 from wsealloc.problem.contest_bounds import ContestBounds, contest_bounds
 
-ADAPTER_TERM = "adapter term: not modelled (wadapter has no public definition; scores leave it out)"
+ADAPTER_SHORT = "adapter term: not modelled"
+ADAPTER_TERM = f"{ADAPTER_SHORT} (wadapter has no public definition; scores leave it out)"
 
 # A kernel's enumeration: its frontier, or (no legal model at all) only what was rejected and why.
 KernelEnumeration = ContestOpModels | ContestRejections
@@ -52,6 +53,11 @@ _REJECTED = tuple(r for r in ContestReason if r is not ContestReason.LEGAL)
 def _key(reason: ContestReason) -> str:
     """The JSON key of a reason: stable snake case (``memory_over_limit``), not the prose label."""
     return reason.name.lower()
+
+
+def _label(reason: ContestReason) -> str:
+    """A reason's label without its explanation ('dominated', not 'dominated (another legal model ...)')."""
+    return reason.label.split(" (")[0]
 
 
 def _int(n: int) -> str:
@@ -95,7 +101,7 @@ def _header_line(graph: ContestGraph, overrides: dict[str, int]) -> str:
     over = f"; header overridden: {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""
     return (
         f"{f.test} ({graph.source}): fabric {f.width} x {f.height} tiles, memlimit {f.memlimit:,}; score weights "
-        f"wdeltat {f.wdeltat}, wlength {f.wlength}, wadapter {f.wadapter} ({ADAPTER_TERM.split(' (')[0]}){over}"
+        f"wdeltat {f.wdeltat}, wlength {f.wlength}, wadapter {f.wadapter} ({ADAPTER_SHORT}){over}"
     )
 
 
@@ -244,7 +250,7 @@ def print_inspection(ins: ContestInspection, console: Console, limit: int | None
     else:
         console.print(f"[red]no lower bound: no legal solution exists[/red]: {ins.infeasible}", highlight=False)
     t = doc["totals"]
-    rejected = ", ".join(f"{r.label.split(' (')[0]} {t['rejected'][_key(r)]:,}" for r in _REJECTED)
+    rejected = ", ".join(f"{_label(r)} {t['rejected'][_key(r)]:,}" for r in _REJECTED)
     console.print(
         f"enumeration: {t['kernels']} kernels ({t['distinct_kernels']} distinct), {t['frontier_models']:,} frontier "
         f"models; {t['examined']:,} candidates examined of a raw space of {_big(t['raw_space'])}; rejected: {rejected} "
@@ -379,7 +385,7 @@ def print_kernel(graph: ContestGraph, m: KernelEnumeration, console: Console, li
             rej.add_column(col, justify=just)  # type: ignore[arg-type]
         for e in m.rejected_examples:
             numbers = _detail(e, f)
-            reason = f"[red]{e.reason.label.split(' (')[0]}[/red]" + (f" ({numbers})" if numbers else "")
+            reason = f"[red]{_label(e.reason)}[/red]" + (f" ({numbers})" if numbers else "")
             detail = f": {e.note}" if e.note else ""
             rej.add_row(
                 " ".join(str(v) for v in e.exec_args.solution_order()),
@@ -392,7 +398,7 @@ def print_kernel(graph: ContestGraph, m: KernelEnumeration, console: Console, li
             )
         console.print(rej)
     counts = {"legal": n, **{_key(r): c for r, c in m.rejected}}
-    text = ", ".join([f"legal (on the frontier) {n:,}"] + [f"{r.label.split(' (')[0]} {c:,}" for r, c in m.rejected if c])
+    text = ", ".join([f"legal (on the frontier) {n:,}"] + [f"{_label(r)} {c:,}" for r, c in m.rejected if c])
     console.print(
         f"counts by reason: {text}; {m.examined:,} candidates examined of a raw space of {_big(m.raw_space)} "
         "(rows = execution arguments x orientation; see docs/ispd2020.md, 'Enumerating a kernel's op models')",
