@@ -36,6 +36,7 @@ from wsealloc.request import SolveRequest, check_outputs, kgraph_header
 
 if TYPE_CHECKING:  # the API is imported lazily: it pulls in the solvers
     from wsealloc.api import SolveOutcome
+    from wsealloc.contest import ContestOutcome
 
 
 @click.command()
@@ -112,6 +113,9 @@ def _inspect_contest(source: KgraphSource, as_json: bool, kernel_name: str | Non
 @click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
+@click.option(
+    "--solution", default=None, help="A .kgraph instance: write the contest solution here (kN = conv(...), kN : place(...))."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
 @click.option(
     "--wafers",
@@ -128,14 +132,26 @@ def solve(
     output: str | None,
     as_json: bool,
     floorplan: str | None,
+    solution: str | None,
     verbose: bool,
 ) -> None:
-    """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
+    """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan.
+
+    MODEL may also be an ISPD-2020 contest instance (.kgraph): its kernels are sized and placed for the
+    contest's score; --solution writes the contest's solution format."""
     from wsealloc.api import run
+    from wsealloc.contest import ContestOutcome
     from wsealloc.plan.io import write_atomic
     from wsealloc.report.summary import print_summary
 
-    check_outputs(model, arch, {"-o": output, "--floorplan": floorplan})  # fail before any work
+    check_outputs(model, arch, {"-o": output, "--floorplan": floorplan, "--solution": solution})  # fail before any work
+    if isinstance(request.model, KgraphSource):
+        if floorplan is not None:
+            raise UsageError("--floorplan draws ONNX plans; a contest layout is in the --solution / -o files")
+        if not request.place:
+            raise UsageError("a .kgraph instance is a placement problem: drop --no-place")
+    elif solution is not None:
+        raise UsageError("--solution writes the contest format of a .kgraph instance; for ONNX models use -o plan.json")
     if floorplan is not None and not request.place:
         raise UsageError("--floorplan needs a placement; drop --no-place")
     if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
@@ -146,6 +162,9 @@ def solve(
     stop = StopHook()
     with _stop_on_signals(stop):
         outcome = run(request, stop, _progress(verbose))
+    if isinstance(outcome, ContestOutcome):
+        _finish_contest(outcome, output, solution, as_json)
+        return
     _warn_unknown_ops(request, outcome.costs)
     if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
         # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
@@ -168,6 +187,29 @@ def solve(
         raise Interrupted(
             "interrupted: " + (f"the best plan so far was written to {output}" if output else "no -o given, nothing written")
         )
+
+
+def _finish_contest(outcome: ContestOutcome, output: str | None, solution: str | None, as_json: bool) -> None:
+    """Write a contest solve's plan and solution, print its summary."""
+    from wsealloc.plan.contest_solution import format_solution
+    from wsealloc.plan.io import write_atomic
+    from wsealloc.report.contest_summary import print_contest_summary
+
+    if output is not None:
+        write_atomic(output, outcome.plan.to_json())
+    if solution is not None:
+        write_atomic(solution, format_solution(outcome.solution))
+    if as_json:
+        click.echo(outcome.plan.to_json())
+    else:
+        console = make_console()
+        print_contest_summary(outcome, console)
+        written = [f"plan written to {output}"] * (output is not None) + [f"solution written to {solution}"] * (
+            solution is not None
+        )
+        console.print("; ".join(written) or "(add -o plan.json and --solution X.sol to save them)", highlight=False)
+    if outcome.interrupted:
+        raise Interrupted("interrupted: " + ("the best layout so far was written" if output or solution else "nothing written"))
 
 
 @click.command()

@@ -45,9 +45,9 @@ def model_options(fn: F) -> F:
             click.option(
                 "--arch",
                 "arch",
-                default=None,  # not "wse2": for a .kgraph instance an --arch overrides the header's fabric
-                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; a .kgraph instance "
-                "brings its fabric in its header, which --arch overrides].",
+                default=None,
+                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
+                "header, which --arch and --set override].",
             ),
             click.option(
                 "--set",
