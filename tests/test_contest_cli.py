@@ -422,3 +422,70 @@ def test_inspect_shared_instance_reproduces_the_readme_bound() -> None:
     assert doc["bounds"]["single_kernel"] == 3_360 and doc["bounds"]["single_kernel_name"] == "k3"
     assert doc["totals"]["kernels"] == 16 and doc["totals"]["distinct_kernels"] == 8
     assert doc["totals"]["frontier_models"] == 156_234
+
+
+# -- the contest plan of solve X.kgraph -o: verify plan.json -----------------------------------------
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``solve tiny_chain.kgraph -o plan.json --solution out.sol`` (one short solve for the tests below)."""
+    d = tmp_path_factory.mktemp("solved")
+    plan, sol = d / "plan.json", d / "out.sol"
+    out = run("solve", CHAIN, "--time-limit", "1", "-o", str(plan), "--solution", str(sol))
+    assert out.returncode == 0, out.stderr
+    return plan, sol
+
+
+def test_verify_the_solvers_contest_plan_and_solution(solved: tuple[Path, Path]) -> None:
+    plan, sol = solved
+    out = run("verify", str(plan))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"{plan}: OK (5 kernels, ") and " checks)" in out.stdout
+    doc = run_json("verify", str(plan))
+    recorded = json.loads(plan.read_text())["objective"]
+    assert doc["ok"] and doc["schema"] == "wsealloc.contest-plan/1" and doc["violations"] == []
+    assert (doc["max_time"], doc["wirelength"], doc["score"]) == (recorded["max_time"], recorded["wirelength"], recorded["score"])
+    assert doc["lower_bound"] == 288
+    # the solution file written beside it says the same
+    same = run_json("verify", str(sol), "--kgraph", CHAIN)
+    assert same["ok"] and same["score"] == recorded["score"] and same["max_time"] == recorded["max_time"]
+    assert "a plan JSON records its own model" in one_line_error(run("verify", str(plan), "--kgraph", CHAIN), 2)
+
+
+def _edit_plan(edit: Callable[[dict], None]) -> Callable[[dict], dict]:
+    def apply(doc: dict) -> dict:
+        edit(doc)
+        return doc
+
+    return apply
+
+
+PLAN_TAMPERED = [
+    ("score", _edit_plan(lambda d: d["objective"].update(score=d["objective"]["score"] + 1)), "objective.score recorded as"),
+    ("time", _edit_plan(lambda d: d["kernels"][1].update(time=1)), "k2: time recorded as 1, the formulas give"),
+    ("overlap", _edit_plan(lambda d: d["kernels"][1].update(x=d["kernels"][0]["x"], y=d["kernels"][0]["y"])), "overlap on"),
+    ("fabric", _edit_plan(lambda d: d["fabric"].update(wlength=9)), "fabric differs from the instance"),
+    ("bound", _edit_plan(lambda d: d["bounds"].update(area=1)), "bounds.area recorded as 1, recomputed 288"),
+]
+
+
+@pytest.mark.parametrize(("what", "edit", "needle"), PLAN_TAMPERED, ids=[t[0] for t in PLAN_TAMPERED])
+def test_verify_tampered_contest_plan(
+    solved: tuple[Path, Path], what: str, edit: Callable[[dict], dict], needle: str, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(edit(json.loads(solved[0].read_text()))))
+    line = one_line_error(run("verify", str(bad)), 4)
+    assert f"{bad}: " in line and needle in line, line
+    out = run("verify", str(bad), "--json")
+    assert out.returncode == 4 and json.loads(out.stdout)["ok"] is False
+
+
+def test_verify_contest_plan_finds_its_instance(solved: tuple[Path, Path], tmp_path: Path) -> None:
+    doc = json.loads(solved[0].read_text())
+    doc["instance"]["path"] = "/moved/tiny_chain.kgraph"
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(doc))
+    assert "pass --model PATH" in one_line_error(run("verify", str(moved)), 2)
+    assert run("verify", str(moved), "--model", CHAIN).returncode == 0
+    other = one_line_error(run("verify", str(moved), "--model", FABRIC), 4)
+    assert "differs from the planned one (SHA-256 mismatch): re-run solve" in other
