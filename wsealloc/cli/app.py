@@ -214,9 +214,7 @@ def _finish_contest(outcome: ContestOutcome, output: str | None, solution: str |
 
 @click.command()
 @click.argument("plan", metavar="PLAN|SOLUTION", type=click.Path(dir_okay=True, path_type=str))
-@click.option(
-    "--model", "model_path", default=None, help="Model (or .kgraph instance) file, if it moved since the plan was made."
-)
+@click.option("--model", "model_path", default=None, help="Model file, if it moved since the plan was made.")
 @click.option("--kgraph", default=None, help="The .kgraph instance of a contest SOLUTION (ISPD-2020 format, e.g. X.sol).")
 @click.option(
     "--set",
@@ -235,16 +233,6 @@ def verify(plan: str, model_path: str | None, kgraph: str | None, sets: tuple[st
         return
     if sets:
         raise UsageError("--set overrides a .kgraph header and needs --kgraph X.kgraph; a plan records its own arch")
-    from wsealloc.plan.contest_plan_verify import is_contest_plan, require_valid_plan, verify_contest_plan
-
-    if is_contest_plan(plan):  # written by solve X.kgraph -o: the contest verifier, then the recorded numbers
-        contest = verify_contest_plan(plan, model_path)
-        if as_json:
-            click.echo(json.dumps(contest.to_dict(), indent=1))
-        require_valid_plan(contest)
-        if not as_json:
-            click.echo(f"{plan}: OK ({contest.kernels} kernels, {contest.checks} checks)")
-        return
     from wsealloc.plan.verify import require_valid, verify_plan
 
     report = verify_plan(plan, model_path)
