@@ -422,3 +422,21 @@ def test_inspect_shared_instance_reproduces_the_readme_bound() -> None:
     assert doc["bounds"]["single_kernel"] == 3_360 and doc["bounds"]["single_kernel_name"] == "k3"
     assert doc["totals"]["kernels"] == 16 and doc["totals"]["distinct_kernels"] == 8
     assert doc["totals"]["frontier_models"] == 156_234
+
+
+def test_the_solvers_outputs_verify_alike(tmp_path: Path) -> None:
+    """``solve X.kgraph -o plan.json --solution X.sol``: the plan (plan.verify) and the solution file (this
+    command) verify, with the same figures; a plan never takes --kgraph."""
+    plan, sol = tmp_path / "plan.json", tmp_path / "out.sol"
+    out = run("solve", CHAIN, "--time-limit", "1", "-o", str(plan), "--solution", str(sol))
+    assert out.returncode == 0, out.stderr
+    assert run("verify", str(plan)).stdout.startswith(f"{plan}: OK (5 kernels, ")
+    recorded = json.loads(plan.read_text())["objective"]
+    doc = run_json("verify", str(sol), "--kgraph", CHAIN)
+    assert doc["ok"] and (doc["max_time"], doc["wirelength"], doc["score"]) == (
+        recorded["max_time"],
+        recorded["wirelength"],
+        recorded["score"],
+    )
+    assert doc["lower_bound"] == recorded["lower_bound"] == 288
+    assert "a plan JSON records its own model" in one_line_error(run("verify", str(plan), "--kgraph", CHAIN), 2)
