@@ -54,7 +54,8 @@ def model_options(fn: F) -> F:
                 "sets",
                 multiple=True,
                 metavar="FIELD=VALUE",
-                help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
+                help="Override an arch field, e.g. --set core.sram_bytes=96KiB, or a .kgraph header field, e.g. "
+                "--set wlength=4 (repeatable).",
             ),
             click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
             click.option(
