@@ -120,7 +120,7 @@ def independent_check(kgraph: Path, solution: Path) -> tuple[bool, str, float, f
         placed[name] = (x, y, wd, ht, max(times))
     rects = sorted(placed.items(), key=lambda kv: kv[1][0])
     for i, (a, (ax, ay, aw, ah, _)) in enumerate(rects):
-        for b, (bx, by, bw, bh, _) in rects[i + 1 :]:
+        for b, (bx, by, _bw, bh, _) in rects[i + 1 :]:
             if bx >= ax + aw:
                 break
             if ay < by + bh and by < ay + ah:

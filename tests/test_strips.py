@@ -149,19 +149,13 @@ def _chain_problem(n: int, flows: list[tuple[int, int, float]]) -> PlacementProb
     bytes); every rectangle needs 20 columns for 100 cycles."""
     from wsealloc.cost.comm import MeshParams
     from wsealloc.problem.flows import Flows
-    from wsealloc.problem.placement import INF, ShapeTable
+    from wsealloc.problem.placement import INF, shape_table
 
     cols = 40
     heights = np.array([2, 4, 8])
     best = np.full((heights.size, cols + 1), INF, dtype=np.int64)
     best[:, 20:] = 100
-    table = ShapeTable(
-        heights=heights,
-        best=best,
-        best_r=np.tile(heights[:, None], (1, cols + 1)),
-        best_df=np.zeros_like(best, dtype=np.int8),
-        prefix=np.minimum.accumulate(best, axis=1),
-    )
+    table = shape_table(heights, best, np.zeros_like(best, dtype=np.int32))
     mesh = MeshParams(8, cols, 8, cols, 4.0, 1, 8, cols, 0)
     src, dst, nbytes = (np.array(v) for v in zip(*flows, strict=True))
     fl = Flows(src, dst, nbytes.astype(np.float64), np.arange(len(flows)))
@@ -188,7 +182,8 @@ def test_widths_within_by_hand() -> None:
 
     # two heights (2 and 4 rows), widths 0..4: with 4 rows the kernel is faster at every width
     best = np.array([[INF, 300, 200, 150, 120], [INF, 200, 120, 100, 90]], dtype=np.int64)
-    table = ShapeTable(np.array([2, 4]), best, np.zeros_like(best), np.zeros_like(best, dtype=np.int8), best)
+    widths = np.tile(np.arange(best.shape[1]), (2, 1))
+    table = ShapeTable(np.array([2, 4]), best, np.zeros_like(best), np.zeros_like(best, dtype=np.int8), best, widths)
     lanes = np.array([1, 2, 3, 4, 9])
     # 1 row: no height fits; 2-3 rows: the 2-row table; 4 and more rows: the 4-row table
     assert table.widths_within(lanes, 150).tolist() == [0, 3, 3, 2, 2]
@@ -270,3 +265,14 @@ def test_packing_relaxation_by_hand() -> None:
     assert grid.max() == 1
     # consumers pay at least one hop: at a target of 100 only the first kernel has a legal rectangle
     assert pack_ignoring_comm(_chain_problem(8, flows[:7]), 100, options) == (Status.INFEASIBLE, None)
+
+
+def test_prefix_width_holds_the_running_best() -> None:
+    """Exact widths can be slower than narrower ones (a contest kernel's widths are multiples of 3):
+    the width to use for 'at most c columns' is where the running best was reached."""
+    from wsealloc.problem.placement import INF, shape_table
+
+    lat = np.array([[INF, INF, INF, 90, INF, INF, 60, 80]], dtype=np.int64)
+    table = shape_table(np.array([4]), lat, np.zeros_like(lat, dtype=np.int32))
+    assert table.prefix[0].tolist() == [INF, INF, INF, 90, 90, 90, 60, 60]
+    assert table.prefix_width[0].tolist()[3:] == [3, 3, 3, 6, 6]
