@@ -8,11 +8,14 @@ k' lay the conv out as a rectangle of h'w'(c'+1) rows x 3k' columns, and
     memory = C/c' K/k' R S + (W+S-1)/w' (H+R-1)/h' K/k'      (16-bit words per tile)
 
 Here an op model is a grid of r x c cores, so on each grid the conv takes the execution arguments
-of least time whose rectangle fits r rows x c columns (R0: height along the grid's rows; the
-enumeration also visits the c x r grid) and whose memory is within the usable SRAM. Everything
+of least time whose rectangle fits r rows x c columns, upright (R0: its height along the grid's
+rows) or turned (R90), as the contest allows, and whose memory is within the usable SRAM. Everything
 else stays the standard model's: a kernel not anchored by a 1-D/2-D Conv is a plain
 :class:`KernelWork`, and the epilogue fused into a conv kernel (bias, BatchNorm, ReLU, a residual
-Add) costs the standard model's vector work on the output tile a core owns.
+Add) costs the standard model's vector work per output element, done by the tiles that hold the
+outputs: the h'w'k' tiles of the (c'+1)-th row, where the partial sums of the c' MAC tiles above
+them meet. Those tiles do no MACs, so the epilogue runs beside the conv: latency = max(conv,
+epilogue), not the sum (the standard model's one core does both, so it adds them).
 
 The ONNX mapping and the unit (docs/cost-model.md, section 8):
 
@@ -87,24 +90,35 @@ class Choice:
     k: np.ndarray
     units: np.ndarray  # contest time of one image (the formula, floored: reading 2)
     conv_cycles: np.ndarray  # ceil(N x units / macs_per_cycle)
-    epilogue_cycles: np.ndarray  # the fused vector work on the tile's output share
+    epilogue_cycles: np.ndarray  # the fused vector work of an output tile (the (c'+1)-th row)
     memory_bytes: np.ndarray  # ceil(words x word_bytes), exact
     fit: np.ndarray  # Fit codes
+    rotated: np.ndarray  # bool: R90, the rectangle's height along the grid's columns
 
     @property
     def cycles(self) -> np.ndarray:
-        """Latency of the kernel: conv plus epilogue (one datapath, as in the standard model)."""
-        return self.conv_cycles + self.epilogue_cycles
+        """Latency of the kernel: the MAC tiles and the output tiles work side by side, so the larger of the two."""
+        return np.maximum(self.conv_cycles, self.epilogue_cycles)
 
     @property
     def height(self) -> np.ndarray:
-        """Rows of the rectangle: h' w' (c' + 1)."""
+        """The rectangle's height (R0: along the grid's rows): h' w' (c' + 1)."""
         return self.h * self.w * (self.c + 1)
 
     @property
     def width(self) -> np.ndarray:
-        """Columns of the rectangle: 3 k' (forward, backward and weight-update copies)."""
+        """The rectangle's width: 3 k' (forward, backward and weight-update copies side by side)."""
         return 3 * self.k
+
+    @property
+    def grid_rows_used(self) -> np.ndarray:
+        """Rows of the grid the rectangle covers, as placed."""
+        return np.where(self.rotated, self.width, self.height)
+
+    @property
+    def grid_cols_used(self) -> np.ndarray:
+        """Columns of the grid the rectangle covers, as placed."""
+        return np.where(self.rotated, self.height, self.width)
 
 
 # -- the ONNX mapping ----------------------------------------------------------------------------
@@ -257,11 +271,13 @@ def best_args(
     outputs = conv.H * conv.W * conv.K
     valid = np.flatnonzero((k_grid >= 1) & (r >= 2))
     ks, which = np.unique(k_grid[valid], return_inverse=True)
-    groups = np.split(valid[np.argsort(which, kind="stable")], np.cumsum(np.bincount(which, minlength=ks.size))[:-1])
+    ends = np.cumsum(np.bincount(which, minlength=ks.size))[:-1]
+    groups = np.split(valid[np.argsort(which, kind="stable")], ends) if ks.size else []
     for k, at in zip(ks.tolist(), groups, strict=True):
         kq = -(-conv.K // k)
         units = rows.rows_iters * kq * (conv.R * conv.S) // (conv.T * conv.U)
-        total = _cdiv(batch * units, machine.macs_per_cycle) + _epilogue(vector_ops, rows.pixels * kq, outputs, machine)
+        conv_cycles = _cdiv(batch * units, machine.macs_per_cycle)
+        total = np.maximum(conv_cycles, _epilogue(vector_ops, rows.pixels * kq, outputs, machine))
         key = np.where(rows.k_min <= k, np.minimum(total, _KEY_CYCLES_CAP) * _MAX_TRIPLES + rows.rank, _NONE)
         found = by_height.prefix_min(key)[r_clip[at]]
         ok = found != _NONE
@@ -274,9 +290,10 @@ def best_args(
 
 
 def _epilogue(vector_ops: int, owned: np.ndarray, outputs: int, machine: Machine) -> np.ndarray:
-    """Cycles of the fused vector work on a tile owning ``owned`` of the ``outputs`` (pixels x filters).
+    """Cycles of the fused vector work on an output tile owning ``owned`` of the ``outputs`` (pixels x filters).
 
-    The standard model's term, ceil(ceil(vector_ops x owned / outputs) / V), in float64 as there
+    An output tile owns ceil(H/h') ceil(W/w') pixels (over the strides) of ceil(K/k') filters. The
+    standard model's term, ceil(ceil(vector_ops x owned / outputs) / V), in float64 as there
     (exact below 2**53); zero for a bare conv."""
     if vector_ops == 0:
         return np.zeros(np.shape(owned), dtype=np.int64)
@@ -327,12 +344,55 @@ def _figures(
         epilogue_cycles=_epilogue(vector_ops, pixels * kq, conv.H * conv.W * conv.K, machine),
         memory_bytes=memory_bytes(conv, machine.word_bytes, h, w, cc, k, halo),
         fit=fit,
+        rotated=np.zeros(pick.size, dtype=bool),
+    )
+
+
+def best_placed(
+    conv: ConvArgs,
+    machine: Machine,
+    r: np.ndarray,
+    c: np.ndarray,
+    *,
+    batch: int = 1,
+    halo: tuple[int, int] | None = None,
+    vector_ops: int = 0,
+) -> Choice:
+    """The better of R0 (height along the grid's rows: :func:`best_args` on r x c) and R90 (on c x r).
+
+    The contest lets a kernel turn by 90 degrees, and nothing in the formula prefers one axis of
+    the fabric. Better = fits before over-memory before no fit; then fewer cycles, then less memory
+    (for grids over the limit: less memory); ties keep R0.
+    """
+    r = np.asarray(r, dtype=np.int64).ravel()
+    c = np.asarray(c, dtype=np.int64).ravel()
+    r0 = best_args(conv, machine, r, c, batch=batch, halo=halo, vector_ops=vector_ops)
+    r90 = best_args(conv, machine, c, r, batch=batch, halo=halo, vector_ops=vector_ops)
+    fits = r0.fit == Fit.FITS
+    by_time = (r90.cycles < r0.cycles) | ((r90.cycles == r0.cycles) & (r90.memory_bytes < r0.memory_bytes))
+    turn = (r90.fit < r0.fit) | ((r90.fit == r0.fit) & np.where(fits, by_time, r90.memory_bytes < r0.memory_bytes))
+    turn &= r90.fit != Fit.NO_FIT
+
+    def pick(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(turn, b, a)
+
+    return Choice(
+        h=pick(r0.h, r90.h),
+        w=pick(r0.w, r90.w),
+        c=pick(r0.c, r90.c),
+        k=pick(r0.k, r90.k),
+        units=pick(r0.units, r90.units),
+        conv_cycles=pick(r0.conv_cycles, r90.conv_cycles),
+        epilogue_cycles=pick(r0.epilogue_cycles, r90.epilogue_cycles),
+        memory_bytes=pick(r0.memory_bytes, r90.memory_bytes),
+        fit=pick(r0.fit, r90.fit),
+        rotated=turn,
     )
 
 
 def choice_of(work: IspdConvWork, arch: Arch, r: np.ndarray, c: np.ndarray) -> Choice:
-    """The execution arguments and figures of a conv kernel on each grid r x c."""
-    return best_args(
+    """The execution arguments, orientation and figures of a conv kernel on each grid r x c."""
+    return best_placed(
         work.conv, Machine.of(arch), r, c, batch=work.batch, halo=(work.halo_h, work.halo_w), vector_ops=work.vector_ops
     )
 

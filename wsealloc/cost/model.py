@@ -147,7 +147,9 @@ class IspdConvWork(KernelWork):
         return (Dataflow.ISPD_CONV,)
 
     def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
-        """The tallest and widest useful rectangle: h'=H, w'=W, c'=C gives H*W*(C+1) rows, k'=K gives 3K columns."""
+        """The upright rectangle's largest useful sides: H*W*(C+1) rows (h'=H, w'=W, c'=C) and 3K columns
+        (k'=K). The grid sides come from these (the divisors of 3K are the widths 3k' with k' | K); the
+        turned rectangle is one more option on the same grids."""
         cv = self.conv
         return cv.H * cv.W * (cv.C + 1), 3 * cv.K
 
