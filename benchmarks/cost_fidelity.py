@@ -125,6 +125,13 @@ def fmt_ratio(x: float | None) -> str:
     return "no fit" if x is None else f"{x:.2f}"
 
 
+def quant(g: Grid, isp: IspdConvWork) -> float:
+    """The formula's rounding: time x tiles doing MACs (h'w'c'k') / MACs."""
+    ch = g.formula
+    tiles = int(ch.h[0]) * int(ch.w[0]) * int(ch.c[0]) * int(ch.k[0])
+    return int(ch.units[0]) * isp.batch * tiles / contest_macs(isp)
+
+
 def decomposition(isp: IspdConvWork, g: Grid, arch: Arch) -> dict[str, Any]:
     """The factors of both predictions at one grid (docs/cost-model.md, section 8)."""
     ch = g.formula
@@ -133,7 +140,6 @@ def decomposition(isp: IspdConvWork, g: Grid, arch: Arch) -> dict[str, Any]:
     macs = contest_macs(isp)
     ideal = macs / (cores * arch.core.macs_per_cycle)
     rect = int(ch.grid_rows_used[0]) * int(ch.grid_cols_used[0])
-    quant = int(ch.units[0]) * isp.batch * h * w * c * k / macs
     fits = g.contest_cycles is not None
     return {
         "grid": f"{g.r}x{g.c} {g.dataflow.value}",
@@ -147,7 +153,7 @@ def decomposition(isp: IspdConvWork, g: Grid, arch: Arch) -> dict[str, Any]:
         "args h w c k": f"{h} {w} {c} {k}{' R90' if bool(ch.rotated[0]) else ''}" if fits else "-",
         "(c'+1)/c'": f"{(c + 1) / c:.2f}" if fits else "-",
         "grid/rect": f"{cores / rect:.2f}" if fits else "-",
-        "quant": f"{quant:.2f}" if fits else "-",
+        "quant": f"{quant(g, isp):.2f}" if fits else "-",
         "contest": f"{g.contest_cycles:,}" if fits else "no fit",
         "contest/ideal": f"{(g.contest_cycles or 0) / ideal:.2f}" if fits else "-",
         "ratio": fmt_ratio(g.ratio),
@@ -183,6 +189,7 @@ def summarize(label: str, grids: list[tuple[Grid, IspdConvWork, int]], arch: Arc
         "grid/rect": median(
             [g.r * g.c / int(g.formula.grid_rows_used[0] * g.formula.grid_cols_used[0]) for g, _, _ in fit]
         ),
+        "quant": median([quant(g, isp) for g, isp, _ in fit]),
     }
 
 
@@ -241,7 +248,7 @@ def main() -> None:
 
     n_convs = sum(len(m) for m in groups.values())
     words = arch.usable_sram_bytes // arch.dtype.bytes
-    print(f"## {Path(args.model).name} on {arch.name}: {n_convs} Conv kernels, {len(groups)} distinct\n")
+    print(f"**{Path(args.model).name} on {arch.name}: {n_convs} Conv kernels, {len(groups)} distinct.**\n")
     print(
         f"Unit: 1 contest time unit = 1 MAC of one tile, cycles = ceil(units / {arch.core.macs_per_cycle}) "
         f"(MACs per cycle per core). Memory limit: {arch.usable_sram_bytes:,} B usable / {arch.dtype.bytes} B "
@@ -252,7 +259,7 @@ def main() -> None:
         print(f"MACs differ between ONNX and the contest's H W C K R S / (T U) for: {', '.join(mac_mismatch)}\n")
     else:
         print("The contest's H W C K R S / (T U) equals the ONNX MAC count of every conv.\n")
-    print("### Contest formula / standard model, on the standard model's grid\n")
+    print("#### Contest formula / standard model, on the standard model's grid\n")
     print(
         "`bound grid`: the grid the standard model's optimal allocation gives the kernel at the bound; "
         "`N cores`: the standard model's fastest legal op model within N cores (`-`: none). "
@@ -261,17 +268,17 @@ def main() -> None:
     cols = ["conv", "shape", "bound grid", "std", "contest", "ratio", *(f"{n:,} cores" for n in args.budgets)]
     print(markdown(main_rows, cols))
     print()
-    print("### Over the convs (each kernel counted; medians of the factors)\n")
+    print("#### Over the convs (each kernel counted; medians of the factors)\n")
     summary = [summarize(label, grids, arch) for label, grids in at_size.items()]
     print(
         markdown(
             summary,
             ["cores", "convs", "min", "median", "geomean", "max", "std/ideal", "std fill share", "std vec share"]
-            + ["contest/ideal", "(c'+1)/c'", "grid/rect"],
+            + ["contest/ideal", "(c'+1)/c'", "grid/rect", "quant"],
         )
     )
     print()
-    print("### Both models taken apart at the bound grid (cycles)\n")
+    print("#### Both models taken apart at the bound grid (cycles)\n")
     print(
         "ideal = MACs / (cores x MACs per cycle). std = max(std MAC + std vec, std NoC) + std fill. "
         "contest = ideal x 3 copies x (c'+1)/c' x grid/rect x quant (up to the final ceil), so "
