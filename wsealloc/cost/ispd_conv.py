@@ -50,7 +50,7 @@ from wsealloc.graph.kernels import Kernel
 
 # Ties in the total cycles are broken by a rank packed into the same int64 key, cycles x
 # _MAX_TRIPLES + rank. Fixed constants, so the comparison is the same whatever the set of triples
-# (the verifier recomputes one grid); cycles above the cap (2**41, half an hour per sample at 1 GHz)
+# (the verifier recomputes one grid); cycles above the cap (2**41: over half an hour per sample at 1 GHz)
 # only tie with other such absurd ones.
 _MAX_TRIPLES = 1 << 21
 _KEY_CYCLES_CAP = (1 << 62) // _MAX_TRIPLES
@@ -140,6 +140,8 @@ def contest_conv(node: OpNode, graph: OpGraph) -> tuple[ConvArgs, int, int, int]
     if spatial == 1:  # a 1-D conv is the 2-D one on an image one column wide
         x, wt, strides, dil = (*x, 1), (*wt, 1), (*strides, 1), (*dil, 1)
     conv = ConvArgs(H=x[2], W=x[3], R=wt[2], S=wt[3], C=wt[1], K=wt[0], T=strides[0], U=strides[1])
+    if min(*conv.solution_order(), x[0], *dil) < 1:  # an empty tensor: nothing for the formula to split
+        return None
     return conv, int(x[0]), (conv.R - 1) * dil[0], (conv.S - 1) * dil[1]
 
 
