@@ -23,7 +23,9 @@ from typing_extensions import Unpack
 
 from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
+from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.errors import InfeasibleError, Interrupted, SolverError
+from wsealloc.frontend.sources import KgraphSource
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
@@ -40,7 +42,6 @@ from wsealloc.solvers.place import place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
-from wsealloc.solvers.strips import score
 from wsealloc.units import format_bytes
 
 Progress = Callable[[str], None]
@@ -186,7 +187,7 @@ def solve_costs(
         share = deadline.share(BASELINE_PLACEMENT_SHARE)
         greedy_layout = _run_stoppable(lambda: place_baseline(pproblem, targets, share), deadline)
         if greedy_layout is not None:
-            baseline_placed = score(pproblem, greedy_layout)[0]
+            baseline_placed = int(pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)[0].max())
     starts = (greedy_layout,) if greedy_layout is not None else ()
     place_opts = replace(knobs, deadline=deadline)
     placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), deadline)
@@ -270,12 +271,18 @@ def wafer_sweep(costs: CostTable, counts: Sequence[int]) -> list[tuple[int, int 
     return [(n, stage_solver(sproblem, n).objective) for n in counts]
 
 
-def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress | None = None) -> SolveOutcome:
+def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress | None = None) -> SolveOutcome | ContestOutcome:
     """Solve ``request``: the one entry every command, report, sweep point and bench worker calls.
 
     The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
-    with the best plan found so far (``SolveOutcome.interrupted``)."""
+    with the best plan found so far (``.interrupted``). A contest instance (``KgraphSource``) runs in
+    :func:`wsealloc.contest.run_contest` and gives a :class:`ContestOutcome`."""
     deadline = Deadline.after(request.solver.time_limit_s, stop)
+    if isinstance(request.model, KgraphSource):
+        contest = _run_stoppable(lambda: run_contest(request, deadline, progress), deadline)
+        if contest is None:
+            raise Interrupted(f"interrupted while solving {request.model.label}; nothing was written")
+        return contest
     costs = _run_stoppable(lambda: build_costs(request.onnx_model, request.machine, request.cost), deadline)
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
@@ -292,7 +299,7 @@ def solve(
     output: str | Path | None = None,
     stop: StopHook | None = None,
     **options: Unpack[RequestOptions],
-) -> SolveOutcome:
+) -> SolveOutcome | ContestOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function (keyword ``options``: see
     :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given."""
     if output is not None:

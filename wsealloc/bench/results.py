@@ -12,17 +12,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wsealloc.bench.runner import ROW_FIELDS, WORKER_COMMAND, BenchRow, run_all
+from wsealloc.bench.runner import CONTEST_FIELDS, ROW_FIELDS, WORKER_COMMAND, BenchRow, run_all
 from wsealloc.bench.suite import Best, Suite, SuiteFile, load_suite, suite_document
 from wsealloc.plan.io import write_atomic
 
 
+def _contest(rows: Sequence[BenchRow]) -> bool:
+    return any(r.contest for r in rows)
+
+
+def _contest_dict(r: BenchRow) -> dict[str, Any]:
+    """A contest row under its table's column names."""
+    ratio = None if r.solver is None or not r.bound else round(r.solver / r.bound, 4)
+    return {
+        "instance": r.instance,
+        "kernels": r.kernels,
+        "max_time": r.solver,
+        "lower_bound": r.bound,
+        "time_over_bound": ratio,
+        "wirelength": r.wirelength,
+        "score": r.score,
+        "status": r.status,
+        "wall_s": r.wall_s,
+        "error": r.error,
+    }
+
+
+def _table(rows: Sequence[BenchRow]) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """The columns and records of a results table: the contest's for contest suites, else the allocation's."""
+    if _contest(rows):
+        return CONTEST_FIELDS, [_contest_dict(r) for r in rows]
+    return ROW_FIELDS, [r.to_dict() for r in rows]
+
+
 def to_csv(rows: Sequence[BenchRow]) -> str:
     """Rows as CSV (the fixed columns plus the error text)."""
+    fields, data = _table(rows)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[*ROW_FIELDS, "error"], lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=[*fields, "error"], lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(r.to_dict() for r in rows)
+    writer.writerows(data)
     return buf.getvalue()
 
 
@@ -32,9 +61,9 @@ def _cell(v: Any) -> str:
 
 def to_markdown(rows: Sequence[BenchRow]) -> str:
     """Rows as a Markdown table (failed instances carry their error after the table)."""
-    head = "| " + " | ".join(ROW_FIELDS) + " |\n|" + "---|" * len(ROW_FIELDS) + "\n"
-    data = rows_as_dicts(rows)
-    table = head + "".join("| " + " | ".join(_cell(r[f]) for f in ROW_FIELDS) + " |\n" for r in data)
+    fields, data = _table(rows)
+    head = "| " + " | ".join(fields) + " |\n|" + "---|" * len(fields) + "\n"
+    table = head + "".join("| " + " | ".join(_cell(r[f]) for f in fields) + " |\n" for r in data)
     errors = "".join(f"\n- {r.instance}: {r.status}: {r.error}" for r in rows if r.error)
     return table + (f"\nFailed:\n{errors}\n" if errors else "")
 
@@ -65,12 +94,17 @@ def regressions(suite: Suite, rows: Sequence[BenchRow]) -> list[str]:
             continue
         if best is None:
             continue
-        if row.solver > best.objective:
-            out.append(f"{inst.name}: {row.solver:,} cycles, worse than the best known {best.objective:,}")
+        what = "score" if row.contest else "cycles"
+        objective = row.objective
+        assert objective is not None
+        if objective > best.objective:
+            out.append(f"{inst.name}: {objective:,} {what}, worse than the best known {best.objective:,}")
         if row.bound is not None and best.bound is not None and row.bound < best.bound:
             out.append(f"{inst.name}: bound {row.bound:,} cycles, weaker than the recorded {best.bound:,}")
-        if row.bound is not None and row.bound > best.objective:
-            out.append(f"{inst.name}: bound {row.bound:,} cycles exceeds the best known objective {best.objective:,} (unsound)")
+        # a bound above what was achieved is unsound (a contest bound is on the time, the achieved time is ``solver``)
+        achieved = row.solver if row.contest else best.objective
+        if row.bound is not None and row.bound > achieved:
+            out.append(f"{inst.name}: bound {row.bound:,} cycles exceeds the best known objective {achieved:,} (unsound)")
     return out
 
 
@@ -79,11 +113,11 @@ def with_improvements(suite: Suite, rows: Sequence[BenchRow]) -> tuple[Suite, li
     changed = []
     instances = []
     for inst, row in zip(suite.instances, rows, strict=True):
-        if row.solver is not None:
+        if row.objective is not None and row.solver is not None:
             old = inst.best
-            objective = row.solver if old is None else min(old.objective, row.solver)
+            objective = row.objective if old is None else min(old.objective, row.objective)
             bound = row.bound if old is None or old.bound is None else max(old.bound, row.bound or 0)
-            if bound is not None and bound > objective:  # never record an unsound pair
+            if bound is not None and bound > (row.solver if row.contest else objective):  # never record an unsound pair
                 bound = old.bound if old is not None else None
             best = Best(objective=objective, bound=bound)
             if best != old:

@@ -32,6 +32,8 @@ from wsealloc.plan.io import write_atomic
 from wsealloc.request import SolveRequest
 
 ROW_FIELDS = ("instance", "kernels", "greedy", "solver", "bound", "gap", "status", "wall_s", "speedup")
+# contest suites (.kgraph instances): max time = ``solver``, lower bound = ``bound``
+CONTEST_FIELDS = ("instance", "kernels", "max_time", "lower_bound", "time_over_bound", "wirelength", "score", "status", "wall_s")
 # The command of a local worker process: reads a Task as JSON on stdin, prints its BenchRow as JSON.
 WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "wsealloc.bench.worker")
 # A worker may take this long beyond its request's time limit before it is killed as hung (the first
@@ -70,6 +72,9 @@ class BenchRow:
     wall_s: float | None = None
     speedup: float | None = None
     error: str = ""
+    # contest instances (.kgraph): the score's parts (``solver`` is the largest kernel time, ``bound`` its bound)
+    wirelength: float | None = None
+    score: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -77,8 +82,21 @@ class BenchRow:
         return self.solver is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (JSON, CSV, the worker protocol)."""
-        return asdict(self)
+        """Plain data (JSON, CSV, the worker protocol); the contest's fields only on contest rows."""
+        data = asdict(self)
+        if self.score is None and self.wirelength is None:
+            del data["score"], data["wirelength"]
+        return data
+
+    @property
+    def objective(self) -> float | None:
+        """What the regression gate compares: the score of a contest instance, else the bottleneck."""
+        return self.score if self.score is not None else self.solver
+
+    @property
+    def contest(self) -> bool:
+        """Whether this is a contest instance's row."""
+        return self.score is not None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchRow:
@@ -95,6 +113,7 @@ def run_instance(task: Task) -> BenchRow:
     """Solve one task in this process and return its row; never raises for problems a user can fix
     (they become an ERROR row)."""
     from wsealloc.api import run
+    from wsealloc.contest import ContestOutcome
     from wsealloc.errors import WseallocError
 
     start = time.perf_counter()
@@ -102,6 +121,19 @@ def run_instance(task: Task) -> BenchRow:
         out = run(task.request)
     except WseallocError as exc:
         return failed_row(task.name, "ERROR", str(exc), round(time.perf_counter() - start, 2))
+    if isinstance(out, ContestOutcome):
+        c = out.plan.objective
+        return BenchRow(
+            instance=task.name,
+            kernels=len(out.plan.kernels),
+            solver=c.max_time,
+            bound=c.lower_bound,
+            gap=round(max(0.0, (c.max_time - c.lower_bound) / max(c.max_time, 1)), 6),
+            status=c.status.value,
+            wall_s=round(time.perf_counter() - start, 2),
+            wirelength=c.wirelength,
+            score=c.score,
+        )
     obj = out.plan.objective
     base = out.plan.baseline
     greedy = base.placed_bottleneck_cycles if obj.placed and base.placed_bottleneck_cycles else base.bottleneck_cycles

@@ -45,8 +45,8 @@ class _Frozen(BaseModel):
 class Best(_Frozen):
     """Best known result of an instance."""
 
-    objective: int = Field(gt=0)
-    bound: int | None = None
+    objective: int | float = Field(gt=0)  # bottleneck cycles (ONNX), or the score of a contest instance
+    bound: int | None = None  # the proven lower bound (cycles; a contest instance's: on its largest kernel time)
 
 
 # A suite's name becomes the file name of its results: no path separators, not "." or "..".

@@ -9,28 +9,34 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.budget import StopHook
 from wsealloc.cli.options import debug_option, model_options, solver_options, with_request
-from wsealloc.errors import Interrupted, OutputError, UsageError, WseallocError
+from wsealloc.errors import Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
+from wsealloc.frontend.kgraph import looks_like_kgraph
+from wsealloc.frontend.sources import KgraphSource
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import build_costs
 from wsealloc.report.console import console as make_console
-from wsealloc.request import SolveRequest, check_outputs
+from wsealloc.request import SolveRequest, check_outputs, kgraph_header
 
 if TYPE_CHECKING:  # the API is imported lazily: it pulls in the solvers
     from wsealloc.api import SolveOutcome
+    from wsealloc.contest import ContestOutcome
 
 
 @click.command()
@@ -39,8 +45,13 @@ if TYPE_CHECKING:  # the API is imported lazily: it pulls in the solvers
 @click.option("--kernel", "kernel_name", default=None, help="List one kernel's op models with rejection reasons.")
 @click.option("--all", "show_all", is_flag=True, help="Show every kernel, not the first 60.")
 @with_request
-def inspect(request: SolveRequest, model: str, arch: str, as_json: bool, kernel_name: str | None, show_all: bool) -> None:
-    """Show the kernels of MODEL: work, weights, activations, minimum cores; or one kernel's op models."""
+def inspect(request: SolveRequest, model: str, arch: str | None, as_json: bool, kernel_name: str | None, show_all: bool) -> None:
+    """Show the kernels of MODEL: work, weights, activations, minimum cores; or one kernel's op models.
+
+    For a .kgraph contest instance: its header, every kernel's frontier and the lower bounds."""
+    if isinstance(request.model, KgraphSource):
+        _inspect_contest(request.model, as_json, kernel_name, show_all)
+        return
     from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
 
     costs = _costs(request, check_feasible=False)
@@ -69,12 +80,42 @@ def inspect(request: SolveRequest, model: str, arch: str, as_json: bool, kernel_
         print_inspect(costs, console, limit=None if show_all else 60)
 
 
+def _inspect_contest(source: KgraphSource, as_json: bool, kernel_name: str | None, show_all: bool) -> None:
+    """``inspect X.kgraph``: the instance (header overrides applied), or one kernel's models (``--kernel``)."""
+    from wsealloc.report.contest import (
+        inspect_instance,
+        inspection_json,
+        kernel_entry,
+        kernel_json,
+        print_inspection,
+        print_kernel,
+    )
+
+    graph = source.read()
+    limit = None if show_all else 60
+    if kernel_name is not None:
+        entry = kernel_entry(graph, kernel_name)
+        if as_json:
+            click.echo(json.dumps(kernel_json(graph, entry), indent=1))
+        else:
+            print_kernel(graph, entry, make_console(), limit=limit)
+        return
+    inspection = inspect_instance(graph, source.header)
+    if as_json:
+        click.echo(json.dumps(inspection_json(inspection), indent=1))
+    else:
+        print_inspection(inspection, make_console(), limit=limit)
+
+
 @click.command()
 @model_options
 @solver_options
 @click.option("-o", "--output", default=None, help="Write the plan JSON here (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of the summary.")
 @click.option("--floorplan", default=None, help="Draw the placed wafer to this .svg or .png file.")
+@click.option(
+    "--solution", default=None, help="A .kgraph instance: write the contest solution here (kN = conv(...), kN : place(...))."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
 @click.option(
     "--wafers",
@@ -91,14 +132,26 @@ def solve(
     output: str | None,
     as_json: bool,
     floorplan: str | None,
+    solution: str | None,
     verbose: bool,
 ) -> None:
-    """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan."""
+    """Allocate the wafer's cores to MODEL's kernels: minimize the slowest kernel, prove it, write the plan.
+
+    MODEL may also be an ISPD-2020 contest instance (.kgraph): its kernels are sized and placed for the
+    contest's score; --solution writes the contest's solution format."""
     from wsealloc.api import run
+    from wsealloc.contest import ContestOutcome
     from wsealloc.plan.io import write_atomic
     from wsealloc.report.summary import print_summary
 
-    check_outputs(model, arch, {"-o": output, "--floorplan": floorplan})  # fail before any work
+    check_outputs(model, arch, {"-o": output, "--floorplan": floorplan, "--solution": solution})  # fail before any work
+    if isinstance(request.model, KgraphSource):
+        if floorplan is not None:
+            raise UsageError("--floorplan draws ONNX plans; a contest layout is in the --solution / -o files")
+        if not request.place:
+            raise UsageError("a .kgraph instance is a placement problem: drop --no-place")
+    elif solution is not None:
+        raise UsageError("--solution writes the contest format of a .kgraph instance; for ONNX models use -o plan.json")
     if floorplan is not None and not request.place:
         raise UsageError("--floorplan needs a placement; drop --no-place")
     if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
@@ -109,6 +162,9 @@ def solve(
     stop = StopHook()
     with _stop_on_signals(stop):
         outcome = run(request, stop, _progress(verbose))
+    if isinstance(outcome, ContestOutcome):
+        _finish_contest(outcome, output, solution, as_json)
+        return
     _warn_unknown_ops(request, outcome.costs)
     if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
         # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
@@ -133,13 +189,50 @@ def solve(
         )
 
 
+def _finish_contest(outcome: ContestOutcome, output: str | None, solution: str | None, as_json: bool) -> None:
+    """Write a contest solve's plan and solution, print its summary."""
+    from wsealloc.plan.contest_solution import format_solution
+    from wsealloc.plan.io import write_atomic
+    from wsealloc.report.contest_summary import print_contest_summary
+
+    if output is not None:
+        write_atomic(output, outcome.plan.to_json())
+    if solution is not None:
+        write_atomic(solution, format_solution(outcome.solution))
+    if as_json:
+        click.echo(outcome.plan.to_json())
+    else:
+        console = make_console()
+        print_contest_summary(outcome, console)
+        written = [f"plan written to {output}"] * (output is not None) + [f"solution written to {solution}"] * (
+            solution is not None
+        )
+        console.print("; ".join(written) or "(add -o plan.json and --solution X.sol to save them)", highlight=False)
+    if outcome.interrupted:
+        raise Interrupted("interrupted: " + ("the best layout so far was written" if output or solution else "nothing written"))
+
+
 @click.command()
-@click.argument("plan", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("plan", metavar="PLAN|SOLUTION", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--model", "model_path", default=None, help="Model file, if it moved since the plan was made.")
+@click.option("--kgraph", default=None, help="The .kgraph instance of a contest SOLUTION (ISPD-2020 format, e.g. X.sol).")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="FIELD=N",
+    help="With --kgraph: override a header field (width, height, memlimit, wdeltat, wlength, wadapter; repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @debug_option
-def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> None:
-    """Recompute every number of PLAN from its model and arch and check every constraint."""
+def verify(plan: str, model_path: str | None, kgraph: str | None, sets: tuple[str, ...], as_json: bool, debug: bool) -> None:
+    """Recompute every number of PLAN from its model and arch and check every constraint; or check a contest
+    SOLUTION against its instance (--kgraph X.kgraph) and score it."""
+    if kgraph is not None or _looks_like_solution(plan):
+        _verify_contest(plan, kgraph, sets, model_path, as_json)
+        return
+    if sets:
+        raise UsageError("--set overrides a .kgraph header and needs --kgraph X.kgraph; a plan records its own arch")
     from wsealloc.plan.verify import require_valid, verify_plan
 
     report = verify_plan(plan, model_path)
@@ -150,6 +243,68 @@ def verify(plan: str, model_path: str | None, as_json: bool, debug: bool) -> Non
         return
     require_valid(report)
     click.echo(f"{plan}: OK ({report.kernels} kernels, {report.checks} checks)")
+
+
+# a statement of the contest's solution format: 'kN = conv(', 'kN = dblock(', 'kN = cblock(' or 'kN : place('
+_SOLUTION_STATEMENT = re.compile(r"^\s*[^\s=:()]+\s*(=\s*(conv|dblock|cblock)|:\s*place)\s*\(", re.IGNORECASE | re.MULTILINE)
+
+
+def _looks_like_solution(path: str) -> bool:
+    """A contest solution rather than a plan JSON: a ``.sol`` suffix, or text (not JSON) with a solution statement."""
+    p = Path(path)
+    if p.suffix.lower() == ".sol":
+        return True
+    if p.suffix.lower() == ".json" or not p.is_file():
+        return False
+    try:
+        with p.open("rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    except OSError:
+        return False
+    return not head.startswith("{") and _SOLUTION_STATEMENT.search(head) is not None
+
+
+def _is_plan_json(path: str) -> bool:
+    """A plan JSON: a ``.json`` suffix, or a file whose text starts with '{'."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        return True
+    try:
+        with p.open("rb") as f:
+            return f.read(64).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n").startswith("{")
+    except OSError:
+        return False
+
+
+def _verify_contest(solution: str, kgraph: str | None, sets: tuple[str, ...], model_path: str | None, as_json: bool) -> None:
+    """``verify X.sol --kgraph X.kgraph``: check and score a contest solution with the independent verifier."""
+    from wsealloc.plan.contest_solution import read_solution
+    from wsealloc.plan.contest_verify import require_legal, verify_solution
+    from wsealloc.report.contest import print_verified, verify_json
+
+    if kgraph is None:
+        raise UsageError(f"{solution}: a contest solution; pass its instance: wsealloc verify {solution} --kgraph X.kgraph")
+    if _is_plan_json(solution):
+        raise UsageError(f"{solution}: a plan JSON records its own model and arch; drop --kgraph (and --set) to verify it")
+    if model_path is not None:
+        raise UsageError("--model names a plan's model; a contest solution's instance is given with --kgraph")
+    if not Path(kgraph).exists():
+        raise ModelLoadError(f"--kgraph {kgraph}: no such file; check the path")
+    if not looks_like_kgraph(kgraph):
+        raise UsageError(
+            f"--kgraph {kgraph}: not a .kgraph contest instance (a .kgraph file, or text opening with a '(* ... *)' header)"
+        )
+    try:
+        source = KgraphSource(path=kgraph, header=kgraph_header(None, sets))  # --set FIELD=N: the header overrides
+    except ValidationError as exc:
+        raise UsageError(f"--set {' '.join(sets)}: {str(exc.errors()[0]['msg']).removeprefix('Value error, ')}") from None
+    graph = source.read()
+    report = verify_solution(read_solution(solution), graph)
+    if as_json:
+        click.echo(json.dumps(verify_json(report, graph, solution, source.header), indent=1))
+    require_legal(report, solution)  # exit 4 with the first violation (after the JSON, when asked for)
+    if not as_json:
+        print_verified(report, graph, solution, make_console())
 
 
 def _print_wafer_sweep(outcome: SolveOutcome, console: Console) -> None:

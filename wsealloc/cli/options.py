@@ -45,16 +45,17 @@ def model_options(fn: F) -> F:
             click.option(
                 "--arch",
                 "arch",
-                default="wse2",
-                show_default=True,
-                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path.",
+                default=None,
+                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
+                "header, which --arch and --set override].",
             ),
             click.option(
                 "--set",
                 "sets",
                 multiple=True,
                 metavar="FIELD=VALUE",
-                help="Override an arch field, e.g. --set core.sram_bytes=96KiB (repeatable).",
+                help="Override an arch field, e.g. --set core.sram_bytes=96KiB, or a .kgraph header field, e.g. "
+                "--set wlength=4 (repeatable).",
             ),
             click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
             click.option(

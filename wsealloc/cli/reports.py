@@ -21,7 +21,13 @@ from wsealloc.request import SolveRequest, check_outputs
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON instead of a table.")
 @with_request
 def compare(
-    request: SolveRequest, model: str, arch: str, no_place: bool, report_path: str | None, md_path: str | None, as_json: bool
+    request: SolveRequest,
+    model: str,
+    arch: str | None,
+    no_place: bool,
+    report_path: str | None,
+    md_path: str | None,
+    as_json: bool,
 ) -> None:
     """Greedy vs. solver vs. exact bound for MODEL on the same cost model: table, HTML and Markdown reports."""
     from wsealloc.plan.io import write_atomic

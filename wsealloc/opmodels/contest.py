@@ -238,6 +238,30 @@ def enumerate_contest(kernel: ContestKernel, fabric: Fabric) -> ContestOpModels:
     )
 
 
+@dataclass(frozen=True)
+class ContestRejections:
+    """What the enumeration of a kernel examined and rejected, also when no model is legal (for reports)."""
+
+    kernel: ContestKernel
+    examined: int
+    raw_space: int
+    rejected: tuple[tuple[ContestReason, int], ...]
+    rejected_examples: tuple[RejectedExample, ...]
+    infeasible: str  # the InfeasibleError message of enumerate_contest when nothing is legal, else ""
+
+    def rejected_counts(self) -> dict[ContestReason, int]:
+        """Candidates rejected per reason."""
+        return dict(self.rejected)
+
+
+def contest_rejections(kernel: ContestKernel, fabric: Fabric) -> ContestRejections:
+    """The rejection counts and examples of one kernel without raising for an infeasible kernel: ``inspect``
+    shows why a kernel has no legal model the way it shows any kernel's rejected candidates."""
+    core = _enumerate(kernel.kind, kernel.args, fabric.height, fabric.width, fabric.memlimit)
+    message = _infeasible_message(kernel, fabric, core) if core.time.size == 0 else ""
+    return ContestRejections(kernel, core.examined, raw_space(kernel.kind, kernel.args), core.rejected, core.examples, message)
+
+
 def enumerate_graph(graph: ContestGraph) -> tuple[ContestOpModels, ...]:
     """:func:`enumerate_contest` for every placed kernel, in file order (identical kernels computed once)."""
     return tuple(enumerate_contest(k, graph.fabric) for k in graph.kernels)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from wsealloc.cost.ispd2020 import exec_range_errors, kernel_perf
-from wsealloc.errors import InfeasibleError
+from wsealloc.errors import InfeasibleError, VerificationError
 from wsealloc.graph.contest import ContestGraph, ContestKernel, Orientation
 from wsealloc.plan.contest_solution import Solution, SolutionKernel
 
@@ -184,6 +184,16 @@ def verify_solution(solution: Solution, graph: ContestGraph, *, bound: int | Non
         lower = bound if isinstance(bound, int) else None
     violations.sort(key=lambda v: (v.kind, v.line, v.kernel))
     return ContestReport(not violations, tuple(violations), tuple(figures), max_time, slowest, wirelength, counted, score, lower)
+
+
+def require_legal(report: ContestReport, label: str) -> None:
+    """Raise :class:`VerificationError` naming ``label`` (the solution file) with the count and the first
+    violation (the root cause), if any: the contest's form of ``plan.verify.require_valid``."""
+    if report.violations:
+        first = report.violations[0]
+        where = f"line {first.line}: " if first.line else ""
+        more = f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
+        raise VerificationError(f"{label}: {len(report.violations)} violation(s): {where}{first.message}{more}")
 
 
 def _coverage(solution: Solution, graph: ContestGraph, out: list[Violation]) -> None:

@@ -18,6 +18,7 @@ Checks, root causes first (a violation that explains later ones is reported befo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from wsealloc.opmodels import CostTable, Reason, build_cost_table
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.pipeline import load_kernels
 from wsealloc.plan import rules
+from wsealloc.plan.contest_plan import CONTEST_SCHEMA
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
 from wsealloc.problem import build_problem
@@ -114,8 +116,13 @@ def _resolve_model(plan: Plan, plan_path: Path, override: str | None) -> Path:
 
 
 def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyReport:
-    """Recompute and check ``path``; the report lists every violation found, root causes first."""
+    """Recompute and check ``path``; the report lists every violation found, root causes first.
+
+    A contest plan (``wsealloc.contest-plan/1``, from ``wsealloc solve X.kgraph -o``) is checked by
+    :func:`verify_contest_plan`."""
     plan_path = Path(path)
+    if plan_schema(plan_path) == CONTEST_SCHEMA:
+        return verify_contest_plan(plan_path, model_override)
     plan = read_plan(plan_path)
     model_path = _resolve_model(plan, plan_path, model_override)
     check = _Checks()
@@ -444,6 +451,88 @@ def _check_placement(members: tuple[KernelPlan, ...], arch: Arch, check: _Checks
         broken = int(defects[row : row + r, col : col + c].sum())
         check(not broken, f"{k.name}: rectangle at [{row}, {col}] covers {broken} defective core(s)")
         window[window < 0] = idx
+
+
+def plan_schema(path: Path) -> str | None:
+    """The ``schema`` of a plan file, or None when it cannot be read (``read_plan`` then says why)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("schema") if isinstance(data, dict) else None
+
+
+def verify_contest_plan(plan_path: Path, instance_override: str | None = None) -> VerifyReport:
+    """A contest plan: its kernels as a contest solution through the independent contest verifier
+    (legality and figures from the kernel library's formulas), then every recorded number: the
+    instance's hash, the fabric and weights (header with the plan's overrides), the bounds
+    (recomputed), max time and its kernel, wirelength, score, each kernel's figures."""
+    from wsealloc.frontend.sources import KgraphSource
+    from wsealloc.plan.contest_plan import read_contest_plan
+    from wsealloc.plan.contest_verify import verify_solution
+    from wsealloc.problem.contest_bounds import contest_bounds
+
+    plan = read_contest_plan(plan_path, json.loads(plan_path.read_text()))
+    path = _locate(plan.instance.path, plan_path, instance_override, "the .kgraph instance")
+    check = _Checks()
+    check(
+        file_sha256(path) == plan.instance.sha256,
+        f"instance {path} differs from the planned one (SHA-256 mismatch): re-run solve",
+    )
+    graph = KgraphSource(path=str(path), header=plan.instance.header).read()
+    from wsealloc.plan.contest_plan import FabricRef
+
+    check(plan.fabric == FabricRef.of(graph.fabric), "fabric does not match the instance's header with the plan's overrides")
+    bounds = contest_bounds(graph)
+    report = verify_solution(plan.solution(), graph, bound=bounds.value)
+    for v in report.violations:
+        check(False, v.message)
+    if not report.ok:
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    obj = plan.objective
+    recorded = (plan.bounds.single_kernel, plan.bounds.area, plan.bounds.fabric, plan.bounds.value)
+    check(
+        recorded == (bounds.single_kernel, bounds.area, bounds.fabric, bounds.value),
+        f"bounds {recorded} differ from the recomputed {(bounds.single_kernel, bounds.area, bounds.fabric, bounds.value)}",
+    )
+    check(obj.lower_bound == bounds.value, f"objective.lower_bound is {obj.lower_bound}, the bounds give {bounds.value}")
+    check(obj.max_time == report.max_time, f"objective.max_time is {obj.max_time}, the kernels give {report.max_time}")
+    times = {f.name: f.time for f in report.kernels}
+    check(
+        times.get(obj.max_time_kernel) == report.max_time,
+        f"objective.max_time_kernel {obj.max_time_kernel!r} is not a slowest kernel",
+    )
+    check(
+        obj.wirelength == float(report.wirelength),
+        f"objective.wirelength is {obj.wirelength}, recomputed {float(report.wirelength)}",
+    )
+    check(obj.score == float(report.score or 0), f"objective.score is {obj.score}, recomputed {float(report.score or 0)}")
+    ratio = round((report.max_time or 0) / max(bounds.value, 1), 6)
+    check(abs(obj.time_over_bound - ratio) <= 1e-6, f"objective.time_over_bound is {obj.time_over_bound}, recomputed {ratio}")
+    figures = {f.name: f for f in report.kernels}
+    for k in plan.kernels:
+        f = figures[k.name]
+        check(
+            (k.width, k.height, k.time) == (f.width, f.height, f.time)
+            and abs(k.memory - float(f.memory)) <= 1e-9 * max(1.0, k.memory),
+            f"{k.name}: width/height/time/memory {(k.width, k.height, k.time, k.memory)} differ from the library's "
+            f"{(f.width, f.height, f.time, float(f.memory))}",
+        )
+    return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+
+
+def _locate(recorded: str, plan_path: Path, override: str | None, what: str) -> Path:
+    """The input file a plan names: ``override`` if given, else as recorded or next to the plan."""
+    if override:
+        if not Path(override).is_file():
+            raise PlanError(f"--model {override}: no such file ({what} the plan was made from)")
+        return Path(override)
+    for c in (Path(recorded), plan_path.parent / recorded):
+        if c.is_file():
+            return c
+    raise PlanError(
+        f"{plan_path}: {what} {recorded!r} not found (looked in the current directory and next to the plan); pass --model PATH"
+    )
 
 
 def require_valid(report: VerifyReport) -> None:

@@ -4,6 +4,16 @@ What placement solvers see (numbers only): per kernel class a *shape table* (the
 rectangle with at most ``h`` rows and exactly ``c`` columns, for every candidate height ``h`` and
 every width ``c`` of the wafer), the producer->consumer flows, the defect mask, the die rule and the
 mesh parameters of the communication model (``wsealloc.cost.comm``).
+
+Two objectives, one engine (``wsealloc.solvers.place``):
+
+* ``wires is None`` (ONNX models): a kernel's stage time is its op model's latency plus the
+  communication the placement causes (distance, congestion, die crossings); minimize the slowest
+  stage, then traffic x distance.
+* ``wires`` set (the ISPD-2020 contest, ``problem.contest_placement``): a kernel's stage time is its
+  op model's time alone, and the score is ``time_weight * (slowest) + wire_weight * wirelength``,
+  the wirelength being the sum over flows of the L1 distance between the two rectangles' centres.
+  Where the wire weight is large the engine trades time for wires (smaller rectangles, closer).
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ class ShapeTable:
     heights: np.ndarray  # candidate rows r, ascending
     best: np.ndarray  # [H, cols+1]: min latency over r <= heights[h] with exactly c columns (INF: none legal)
     best_r: np.ndarray  # [H, cols+1]: the r achieving it
-    best_df: np.ndarray  # [H, cols+1]: its dataflow code
+    best_df: np.ndarray  # [H, cols+1]: its op-model code (an ONNX dataflow code, or a contest model's index)
     prefix: np.ndarray  # [H, cols+1]: min over c' <= c of best (non-increasing in c)
+    prefix_width: np.ndarray  # [H, cols+1]: a width c' <= c whose best is prefix[h, c] (the one to use)
 
     def height_index(self, max_rows: int) -> int:
         """Index of the largest candidate height <= max_rows (-1 if none)."""
@@ -57,6 +68,30 @@ class ShapeTable:
 
 
 @dataclass(frozen=True)
+class WireObjective:
+    """The contest's score weights: score = time_weight * max stage + wire_weight * wirelength."""
+
+    time_weight: float
+    wire_weight: float
+
+    def score(self, max_stage: float, wirelength: float) -> float:
+        """The weighted score of a layout."""
+        return self.time_weight * max_stage + self.wire_weight * wirelength
+
+
+def wirelength(rects: np.ndarray, src: np.ndarray, dst: np.ndarray) -> float:
+    """Sum over flows of the L1 distance between the centres of the two rectangles ([row, col, r, c]).
+
+    Centres are half-integers: computed in half units (2 * centre = 2 * corner + side), exact."""
+    if src.size == 0:
+        return 0.0
+    r = rects.astype(np.int64)
+    cy2 = 2 * r[:, 0] + r[:, 2]
+    cx2 = 2 * r[:, 1] + r[:, 3]
+    return float(np.abs(cy2[src] - cy2[dst]).sum() + np.abs(cx2[src] - cx2[dst]).sum()) / 2.0
+
+
+@dataclass(frozen=True)
 class PlacementProblem:
     """Placement of kernels (in dataflow order) as rectangles on a mesh with defects and die rules."""
 
@@ -68,6 +103,7 @@ class PlacementProblem:
     die_rule: DieBoundary
     flows: Flows  # producer->consumer flows with their multicast groups
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
+    wires: WireObjective | None = None  # the contest objective (see the module docstring); None: ONNX
 
     @property
     def n_kernels(self) -> int:
@@ -87,10 +123,18 @@ class PlacementProblem:
         return self.shapes[self.kernel_class[kernel]]
 
     def evaluate(self, rects: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, CommCosts]:
-        """Stage time of every kernel (op-model latency + communication) for the given rectangles."""
+        """Stage time of every kernel for the given rectangles: op-model latency + communication, or
+        (the contest) the latency alone, with the wirelength as ``traffic_distance``."""
         fl = self.flows
+        if self.wires is not None:
+            zero = np.zeros(latency.size, dtype=np.int64)
+            return latency.astype(np.int64), CommCosts(zero, zero, zero, zero, wirelength(rects, fl.src, fl.dst))
         comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, fl.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
+
+    def shape_table_rows(self) -> int:
+        """Rows of the tallest rectangle any shape table holds."""
+        return int(max(int(s.heights[-1]) for s in self.shapes))
 
 
 def defect_mask(rows: int, cols: int, cores: tuple[tuple[int, int], ...], rate: float, seed: int) -> np.ndarray:
@@ -126,7 +170,7 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
     heights = np.unique(np.concatenate([grid_sides(int(kc.work.split_extents(df)[0]), arch.rows) for df in kc.work.dataflows()]))
     widths = np.arange(0, arch.cols + 1, dtype=np.int64)
     lat = np.full((heights.size, widths.size), INF, dtype=np.int64)
-    dfc = np.zeros((heights.size, widths.size), dtype=np.int8)
+    dfc = np.zeros((heights.size, widths.size), dtype=np.int32)
     rr, cc = np.meshgrid(heights, widths[1:], indexing="ij")
     for df in kc.work.dataflows():
         g = grid_costs(kc.work, arch, options, df, rr.ravel(), cc.ravel())
@@ -139,20 +183,32 @@ def _shape_table(costs: CostTable, index: int) -> ShapeTable:
         better = cand < lat[:, 1:]
         lat[:, 1:] = np.where(better, cand, lat[:, 1:])
         dfc[:, 1:] = np.where(better, DATAFLOW_CODES.index(df), dfc[:, 1:])
-    # best over all r' <= heights[h]: running minimum down the height axis, remembering the arg
+    return shape_table(heights, lat, dfc)
+
+
+def shape_table(heights: np.ndarray, lat: np.ndarray, codes: np.ndarray) -> ShapeTable:
+    """The shape table of exact cells: ``lat[h, c]`` the least latency of a rectangle of exactly
+    ``heights[h]`` rows and ``c`` columns (INF: none), ``codes[h, c]`` its op-model code. Each cell
+    becomes the best over all heights up to ``heights[h]`` (a running minimum down the height axis,
+    remembering where it came from)."""
     best = lat.copy()
-    arg = np.tile(np.arange(heights.size)[:, None], (1, widths.size))
+    arg = np.tile(np.arange(heights.size)[:, None], (1, lat.shape[1]))
     for h in range(1, heights.size):
         keep = best[h - 1] <= best[h]
         best[h] = np.where(keep, best[h - 1], best[h])
         arg[h] = np.where(keep, arg[h - 1], arg[h])
-    cols_idx = np.arange(widths.size)[None, :]
+    cols_idx = np.arange(lat.shape[1])[None, :]
+    prefix = np.minimum.accumulate(best, axis=1)
+    # where the running minimum was last reached: a width holding it (exact widths can be slower:
+    # a contest kernel's widths are multiples of 3, most exact cells are empty)
+    prefix_width = np.maximum.accumulate(np.where(best == prefix, cols_idx, 0), axis=1)
     return ShapeTable(
         heights=heights,
         best=best,
         best_r=heights[arg],
-        best_df=dfc[arg, cols_idx],
-        prefix=np.minimum.accumulate(best, axis=1),
+        best_df=codes[arg, cols_idx],
+        prefix=prefix,
+        prefix_width=prefix_width,
     )
 
 

@@ -150,7 +150,11 @@ def compare(
     >>> c = compare("models/gpt2.onnx", "wse2", place=False)   # doctest: +SKIP
     >>> c.speedup, [(r.name, r.bottleneck_cycles) for r in c.rows]   # doctest: +SKIP
     """
-    return from_outcome(run(build_request(model, arch, **options)))
+    request = build_request(model, arch, **options)
+    request.onnx_model  # noqa: B018 - a .kgraph instance is refused before solving (compare is for ONNX models)
+    outcome = run(request)
+    assert isinstance(outcome, SolveOutcome)
+    return from_outcome(outcome)
 
 
 # -- pictures --------------------------------------------------------------------------------------

@@ -25,11 +25,10 @@ import numpy as np
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
-from wsealloc.solvers.strips import Placed, score
+from wsealloc.solvers.strips import Placed, Score, score
 
 SWEEPS = 2
 Neighbours = tuple[list[list[tuple[int, float]]], list[list[tuple[int, float]]]]  # producers, consumers
-Score = tuple[int, int, float]  # strips.score
 
 
 class _Layout:
@@ -103,6 +102,16 @@ def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: in
         return dx + dy
 
     rects = [tuple(v) for v in layout.rects.tolist()]
+    if problem.wires is not None:
+        # the contest: the vertical part of the centre distances to its neighbours (in half rows)
+        centres = [2 * int(rects[j][0]) + int(rects[j][2]) for j, _ in producers[k] + consumers[k]]
+        rows |= {min(max((cy - r) // 2, lo), hi - r) for cy in centres}  # centre on a neighbour's (the optimum is a median)
+
+        def wire_cost(row: int) -> tuple[int, float]:
+            return 0, float(sum(abs(2 * row + r - cy) for cy in centres))
+
+        best_row = min(sorted(rows), key=wire_cost)
+        return best_row if wire_cost(best_row) < wire_cost(y) else None
 
     def cost(row: int) -> tuple[int, float]:
         me = (row, x, r, c)

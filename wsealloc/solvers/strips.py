@@ -42,13 +42,21 @@ class Placed:
     latency: np.ndarray  # [n] op-model latency (without communication)
 
 
-def score(problem: PlacementProblem, placed: Placed) -> tuple[int, int, float]:
-    """Ranking of placements: bottleneck stage, then how many kernels sit at it, then traffic x distance.
+Score = tuple[float, float, float]
 
-    Counting the kernels at the bottleneck lets a search improve identical layers one at a time."""
+
+def score(problem: PlacementProblem, placed: Placed) -> Score:
+    """Ranking of placements (lower is better), by the problem's objective:
+
+    * ONNX: bottleneck stage, then how many kernels sit at it, then traffic x distance (counting the
+      kernels at the bottleneck lets a search improve identical layers one at a time);
+    * the contest (``problem.wires``): the weighted score, then the bottleneck, then how many sit at it."""
     stage, comm = problem.evaluate(placed.rects, placed.latency)
     worst = int(stage.max())
-    return worst, int((stage == worst).sum()), comm.traffic_distance
+    count = int((stage == worst).sum())
+    if problem.wires is not None:
+        return problem.wires.score(worst, comm.traffic_distance), worst, count
+    return worst, count, comm.traffic_distance
 
 
 class Stacking(Enum):
@@ -82,6 +90,7 @@ class PairRule:
     link_cycles: np.ndarray  # [n - 1]: bytes k -> k+1 over one link's bandwidth
     targets: np.ndarray  # [n]
     allowed: np.ndarray  # [n - 1] bool: the stacking mode admits (k, k+1)
+    links: bool = True  # the room rule applies (ONNX); the contest has no link model
 
 
 def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -> PairRule:
@@ -96,7 +105,8 @@ def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -
         if s < t - 1:
             skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
     allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack is Stacking.ANY)
-    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed)
+    links = problem.wires is None  # the contest has no link model: any admitted pair may stack
+    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links)
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,6 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
     communication model, ``wsealloc.cost.comm``), so with a rectangle of at most H rows and w columns
     the pass-through bytes P must satisfy P / (link bandwidth * H) <= target - (H + w)."""
     n = problem.n_kernels
-    link_cycles = pass_through(problem) / problem.mesh.link_bytes_per_cycle  # per kernel, over one link
     cache: dict[tuple[int, int], np.ndarray] = {}  # identical kernels at one target: one row
     rows = []
     for k in range(n):
@@ -158,6 +167,9 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
             row = cache[key] = problem.shape(k).widths_within(heights, int(targets[k]))
         rows.append(row)
     width = np.array(rows, dtype=np.int64).reshape(n, heights.size)
+    if problem.wires is not None:  # the contest: a kernel's time is its op model's alone
+        return np.where(width > 0, width, INF)
+    link_cycles = pass_through(problem) / problem.mesh.link_bytes_per_cycle  # per kernel, over one link
     busy = targets[:, None] - heights[None, :] - width
     fits = (width > 0) & (busy > 0) & (link_cycles[:, None] <= busy * heights[None, :])
     return np.where(fits, width, INF)
@@ -194,6 +206,7 @@ def _pair_slots(
     targets: np.ndarray,
     link_cycles: np.ndarray,
     allowed: np.ndarray,
+    links: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Narrowest stacked slot of pairs (a, b) per band height, and its top lane's rows (0: none).
 
@@ -207,7 +220,7 @@ def _pair_slots(
         low = np.maximum(bottom, 0)
         w = np.maximum(above[:, t][:, None], below[:, low])
         busy = targets[:, None] - heights[low][None, :] - below[:, low]
-        room = allowed[:, None] & (busy > 0) & (link_cycles[:, None] <= busy * w)
+        room = allowed[:, None] & ((busy > 0) & (link_cycles[:, None] <= busy * w) if links else True)
         better = (w < pair) & (bottom >= 0)[None, :] & room
         pair = np.where(better, w, pair)
         split = np.where(better, heights[t], split)
@@ -233,7 +246,14 @@ def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | N
     again = np.array([seen.setdefault(row.tobytes(), len(seen)) for row in key], dtype=np.int64)
     first = np.unique(again, return_index=True)[1]  # each distinct pair's first occurrence
     pair_u, split_u = _pair_slots(
-        capped[first], capped[first + 1], heights, cols, rule.targets[first + 1], rule.link_cycles[first], rule.allowed[first]
+        capped[first],
+        capped[first + 1],
+        heights,
+        cols,
+        rule.targets[first + 1],
+        rule.link_cycles[first],
+        rule.allowed[first],
+        rule.links,
     )
     pair, split = pair_u[again], split_u[again]
     g = np.zeros((n + 1, nh), dtype=np.int64)
@@ -338,7 +358,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 shape = problem.shape(m)
                 h = shape.height_index(rows[m][1])
                 if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
-                    out[m] = slot
+                    out[m] = int(shape.prefix_width[h, slot])  # the width holding that latency
         used = sum(int(max(out[k], out[k + 1])) for k, _ in band.stacked)
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = region_cols - used
@@ -365,8 +385,11 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 step = int(better[0]) + 1
             else:
                 step = 1
-            out[k] += step
-            spare -= step
+            # the widest columns this kernel may take now; it uses the width holding their best latency
+            reach = out[k] + step
+            used_now = int(shape.prefix_width[h, reach])
+            spare -= used_now - int(out[k])
+            out[k] = used_now
             heapq.heappush(heap, (-int(shape.prefix[h, out[k]]), k))
     return out
 
@@ -379,7 +402,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
     n = problem.n_kernels
     integral = problem.blocked_prefix
     rects = np.zeros((n, 4), dtype=np.int64)
-    dfs = np.zeros(n, dtype=np.int8)
+    dfs = np.zeros(n, dtype=np.int32)
     lat = np.zeros(n, dtype=np.int64)
     reg_i, y, band_no = 0, 0, 0
 

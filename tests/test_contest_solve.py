@@ -1,0 +1,134 @@
+"""Contest instances in the one placement engine: the wire objective by hand, the problem built from a
+.kgraph, full solves of the project's own instances (legal by the independent verifier, plans that
+verify, tampered plans that do not), and a quick solve of one shared instance where it is present."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SHARED_ISPD2020
+
+from wsealloc.api import run
+from wsealloc.contest import ContestOutcome
+from wsealloc.frontend.kgraph import parse_kgraph
+from wsealloc.opmodels.contest import enumerate_contest, enumerate_graph
+from wsealloc.plan.contest_solution import read_solution
+from wsealloc.plan.contest_verify import verify_solution
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.contest_placement import build_contest_placement, contest_shape_table, dataflow_order
+from wsealloc.problem.placement import INF, WireObjective, wirelength
+from wsealloc.request import build_request
+from wsealloc.solvers.strips import Placed, score
+
+DATA = Path(__file__).resolve().parent / "data" / "kgraph"
+TINY = DATA / "tiny_chain.kgraph"
+
+
+def test_wirelength_by_hand() -> None:
+    # rects [row, col, r, c]: centres (y, x) = (1, 1.5) for a 2x3 at (0, 0) and (5.5, 11) for a 3x2 at (4, 10)
+    rects = np.array([[0, 0, 2, 3], [4, 10, 3, 2]])
+    # |1 - 5.5| + |1.5 - 11| = 4.5 + 9.5 = 14
+    assert wirelength(rects, np.array([0]), np.array([1])) == 14.0
+    assert wirelength(rects, np.array([0, 1]), np.array([1, 0])) == 28.0  # every edge counts
+    assert WireObjective(1.0, 40.0).score(300, 14.0) == 300 + 40 * 14
+
+
+def test_score_ranks_by_the_weighted_objective() -> None:
+    graph = parse_kgraph(TINY)
+    cp = build_contest_placement(graph, enumerate_graph(graph), 100)
+    problem = cp.problem
+    n = problem.n_kernels
+    rects = np.array([[0, 10 * i, 1, 1] for i in range(n)])
+    near = Placed(rects, np.zeros(n, dtype=np.int32), np.full(n, 50))
+    far = Placed(rects * np.array([1, 2, 1, 1]), np.zeros(n, dtype=np.int32), np.full(n, 50))
+    assert score(problem, near) < score(problem, far)  # same time, shorter wires
+    slower = Placed(rects, near.dataflow, np.full(n, 60))
+    assert score(problem, slower)[0] == score(problem, near)[0] + 10 * problem.wires.time_weight  # type: ignore[union-attr]
+
+
+def test_dataflow_order_is_topological_and_keeps_chains() -> None:
+    graph = parse_kgraph(TINY)
+    order = dataflow_order(graph)
+    assert sorted(order) == list(range(len(graph.kernels)))
+    pos = {k: i for i, k in enumerate(order)}
+    assert all(pos[s] < pos[t] for s, t in graph.edge_pairs())
+
+
+def test_shape_table_holds_the_fastest_model_per_cell() -> None:
+    graph = parse_kgraph(TINY)
+    models = enumerate_contest(graph.kernels[0], graph.fabric)
+    table = contest_shape_table(models, graph.fabric.width)
+    for h in range(table.heights.size):
+        for c in range(1, table.best.shape[1]):
+            fit = (models.height <= table.heights[h]) & (models.width == c)
+            want = int(models.time[fit].min()) if fit.any() else INF
+            assert table.best[h, c] == want
+            if want < INF:
+                code = int(table.best_df[h, c])
+                assert models.time[code] == want and models.width[code] == c and models.height[code] <= table.heights[h]
+
+
+def test_full_solve_of_our_own_instance(tmp_path: Path) -> None:
+    out = run(build_request(TINY, time_limit=5))
+    assert isinstance(out, ContestOutcome) and out.report.ok
+    obj = out.plan.objective
+    assert obj.max_time >= obj.lower_bound == out.bounds.value
+    assert obj.score == out.graph.fabric.wdeltat * obj.max_time + out.graph.fabric.wlength * obj.wirelength
+    # the independent verifier agrees on the written solution
+    from wsealloc.plan.contest_solution import format_solution
+
+    sol = tmp_path / "t.sol"
+    sol.write_text(format_solution(out.solution))
+    again = verify_solution(read_solution(sol), out.graph)
+    assert again.ok and again.max_time == obj.max_time and float(again.wirelength) == obj.wirelength
+
+
+def test_cli_writes_plan_and_solution_that_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from wsealloc.cli import main
+
+    plan, sol = tmp_path / "p.json", tmp_path / "p.sol"
+    assert main(["solve", str(TINY), "--time-limit", "3", "-o", str(plan), "--solution", str(sol)]) == 0
+    printed = capsys.readouterr().out
+    assert "lower bound" in printed and "wirelength" in printed and "adapter term not modelled" in printed
+    assert verify_plan(plan).ok and "k1 : place(" in sol.read_text()
+    doc = json.loads(plan.read_text())
+    doc["objective"]["score"] += 1
+    tampered = tmp_path / "t.json"
+    tampered.write_text(json.dumps(doc))
+    report = verify_plan(tampered)
+    assert not report.ok and "objective.score" in report.violations[0]
+    doc = json.loads(plan.read_text())
+    doc["kernels"][0]["x"] = 10_000
+    tampered.write_text(json.dumps(doc))
+    assert "outside" in verify_plan(tampered).violations[0] or not verify_plan(tampered).ok
+
+
+def test_header_overrides_from_the_command_line(tmp_path: Path) -> None:
+    r = build_request(TINY, sets=["wlength=40"], time_limit=2)
+    out = run(r)
+    assert isinstance(out, ContestOutcome) and out.plan.fabric.wlength == 40
+    bad = pytest.raises(Exception, match="a .kgraph header field is one of")
+    with bad:
+        build_request(TINY, sets=["core.sram_bytes=1KiB"])
+
+
+def test_kgraph_options_that_do_not_apply_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from wsealloc.cli import main
+
+    assert main(["solve", str(TINY), "--no-place"]) == 2
+    assert "drop --no-place" in capsys.readouterr().err
+    assert main(["solve", str(TINY), "--wafers", "2"]) == 2
+    assert "--wafers must be 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHARED_ISPD2020 / "K.kgraph").exists(), reason=f"shared contest instances absent ({SHARED_ISPD2020})")
+def test_quick_solve_of_a_shared_instance(tmp_path: Path) -> None:
+    """One of the contest's own instances (read where it is, never copied): a legal solution, near
+    its proven bound, better than the references measured here (shelf 8,768; contestant 11,850)."""
+    out = run(build_request(SHARED_ISPD2020 / "K.kgraph", time_limit=10))
+    assert isinstance(out, ContestOutcome) and out.report.ok
+    assert out.plan.objective.lower_bound == 252
+    assert out.plan.objective.score < 8_768
