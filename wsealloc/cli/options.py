@@ -63,7 +63,8 @@ def model_options(fn: F) -> F:
                 "cost",
                 default="standard",
                 show_default=True,
-                help="standard (wsealloc's tiled model) or seed (the notebook's estimates).",
+                help="standard (wsealloc's tiled model), seed (the notebook's estimates) or ispd2020 (Conv kernels by the "
+                "ISPD-2020 contest's conv formula, Cerebras' published model; other kernels standard).",
             ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(

@@ -1,7 +1,9 @@
 """Cost models: a registry of per-op work functions and, per kernel, costs on an r x c grid.
 
-``COST_MODELS`` maps a :class:`CostModelName` to its pair of pure functions
-(kernel -> work, work x grid shapes -> :class:`GridCosts`).
+``COST_MODELS`` maps a :class:`CostModelName` to its kernel -> work function; :func:`grid_costs`
+dispatches work x grid shapes -> :class:`GridCosts` on the work's type. Three models: ``standard``
+(wsealloc's tiled model), ``seed`` (the notebook's estimates) and ``ispd2020`` (Conv kernels by the
+ISPD-2020 contest's conv formula, everything else standard).
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost import seed, standard
+from wsealloc.cost import ispd_conv, seed, standard
 from wsealloc.cost.model import (
     CostModelName,
     CostOptions,
     Dataflow,
     GridCosts,
+    IspdConvWork,
     KernelWork,
     SeedWork,
     Work,
@@ -30,6 +33,7 @@ WorkFn = Callable[[Kernel, OpGraph, Arch, CostOptions], Any]
 COST_MODELS: dict[CostModelName, WorkFn] = {
     CostModelName.STANDARD: standard.kernel_work,
     CostModelName.SEED: seed.kernel_work,
+    CostModelName.ISPD2020: ispd_conv.kernel_work,
 }
 
 
@@ -51,6 +55,8 @@ def grid_costs(work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow,
     """Costs of one kernel on grid shapes, dispatched on the work's cost model."""
     if isinstance(work, SeedWork):
         return seed.grid_costs(work, arch, options, dataflow, r, c)
+    if isinstance(work, IspdConvWork):  # before the standard model: it is a KernelWork too
+        return ispd_conv.grid_costs(work, arch, options, dataflow, r, c)
     return standard.grid_costs(work, arch, options, dataflow, r, c)
 
 
@@ -60,6 +66,7 @@ __all__ = [
     "CostOptions",
     "Dataflow",
     "GridCosts",
+    "IspdConvWork",
     "KernelWork",
     "SeedWork",
     "Work",

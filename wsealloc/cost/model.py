@@ -12,14 +12,17 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from wsealloc.graph.contest import ConvArgs
 from wsealloc.graph.opclass import KernelKind
 
 
 class CostModelName(enum.Enum):
-    """Which estimates to use: wsealloc's tiled model, or the seed notebook's own formulas."""
+    """Which estimates to use: wsealloc's tiled model, the seed notebook's own formulas, or the
+    ISPD-2020 contest's conv formula (Cerebras' published model) for Conv kernels, standard otherwise."""
 
     STANDARD = "standard"
     SEED = "seed"
+    ISPD2020 = "ispd2020"
 
 
 class Dataflow(enum.Enum):
@@ -35,6 +38,9 @@ class Dataflow(enum.Enum):
     VECTOR = "vec"
     # Seed notebook model: latency depends on the core count only.
     SEED = "seed"
+    # The ISPD-2020 contest's conv kernel: a rectangle of h'w'(c'+1) rows x 3k' columns laid in the
+    # grid, the execution arguments the fastest that fit it within the memory limit.
+    ISPD_CONV = "ispd"
 
 
 class CostOptions(BaseModel):
@@ -120,7 +126,42 @@ class SeedWork:
         return 1 << 40, 1 << 40
 
 
+@dataclass(frozen=True)
+class IspdConvWork(KernelWork):
+    """A Conv kernel under ``--cost-model ispd2020``: the standard work plus the conv read as the
+    ISPD-2020 contest's conv kernel (``wsealloc/cost/ispd_conv.py``; docs/cost-model.md, section 8).
+
+    A subclass of :class:`KernelWork` on purpose: everything that reads a kernel's MACs, bytes and
+    epilogue (reports, allocation hints, placement flows) reads it unchanged; only the dataflow and
+    the per-grid costs differ. Equality includes the class, so a conv never shares op models with
+    the same conv under the standard model.
+    """
+
+    conv: ConvArgs  # H W (input image), R S (filter taps), C (input features per group), K, strides T U
+    batch: int  # images per sample: each tile runs them one after the other
+    halo_h: int  # rows of halo an input block carries: (R - 1) x dilation (the formula's R - 1)
+    halo_w: int  # columns of halo: (S - 1) x dilation
+
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """Only the contest's conv mapping."""
+        return (Dataflow.ISPD_CONV,)
+
+    def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
+        """The upright rectangle's largest useful sides: H*W*(C+1) rows (h'=H, w'=W, c'=C) and 3K columns
+        (k'=K). The grid sides come from these (the divisors of 3K are the widths 3k' with k' | K); the
+        turned rectangle is one more option on the same grids."""
+        cv = self.conv
+        return cv.H * cv.W * (cv.C + 1), 3 * cv.K
+
+
 Work = KernelWork | SeedWork
+
+
+# Waste of a grid that cannot hold the kernel at all (a contest conv needs 2 rows and 3 columns): the
+# whole grid is padding. ``opmodels.classify`` reads it as Reason.NO_FIT whatever max_padding_waste
+# allows, so every caller of the classifier (enumeration, placement shapes, the verifier) rejects it;
+# the other models' waste stays below 1 (useful work is never zero where waste is computed).
+NO_FIT_WASTE = 1.0
 
 
 @dataclass(frozen=True)
@@ -133,4 +174,4 @@ class GridCosts:
     noc_cycles: np.ndarray
     sram_bytes: np.ndarray  # per core, reserve excluded
     latency: np.ndarray  # int64 cycles
-    waste: np.ndarray  # share of the grid's work lost to tile padding, in [0, 1)
+    waste: np.ndarray  # share of the grid's work lost to tile padding, in [0, 1); NO_FIT_WASTE: nothing fits

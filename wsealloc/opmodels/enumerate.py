@@ -7,7 +7,9 @@ and powers of two. Products r x c then reach every core count within a few perce
 
 A shape is rejected, first failing check wins (in the spirit of the Tenstorrent balancer's
 OpModelFailureReasons): taller/wider than the wafer, crossing a die boundary when the arch forbids
-it, tile padding above the waste threshold, SRAM per core above the usable SRAM.
+it, the kernel's rectangle not fitting the grid at all (``--cost-model ispd2020``: a contest conv
+needs 2 rows and 3 columns), tile padding above the waste threshold, SRAM per core above the usable
+SRAM.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import CostOptions, Dataflow, Work, grid_costs
+from wsealloc.cost.model import NO_FIT_WASTE
 
 SIDE_STEP = 1.02
 
@@ -34,6 +37,7 @@ class Reason(enum.IntEnum):
     CROSSES_DIE = 3
     PADDING_WASTE = 4
     SRAM_OVER = 5
+    NO_FIT = 6
 
     @property
     def label(self) -> str:
@@ -48,6 +52,7 @@ _LABELS = {
     Reason.CROSSES_DIE: "crosses a die boundary (arch forbids it)",
     Reason.PADDING_WASTE: "tile padding waste over the threshold",
     Reason.SRAM_OVER: "SRAM per core over the usable SRAM",
+    Reason.NO_FIT: "the kernel's rectangle does not fit the grid",
 }
 
 DATAFLOW_CODES: tuple[Dataflow, ...] = tuple(Dataflow)
@@ -147,12 +152,13 @@ def classify(arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, sra
     checks = [
         (Reason.SRAM_OVER, sram > arch.usable_sram_bytes),
         (Reason.PADDING_WASTE, waste > options.max_padding_waste),
+        (Reason.NO_FIT, waste >= NO_FIT_WASTE),
     ]
     if arch.wafer.die_boundary is DieBoundary.FORBID:
         dies = arch.wafer.die_cores
         checks.append((Reason.CROSSES_DIE, (r > dies.rows) | (c > dies.cols)))
     checks += [(Reason.WIDER_THAN_WAFER, c > arch.cols), (Reason.TALLER_THAN_WAFER, r > arch.rows)]
-    for code, mask in checks:  # later checks overwrite: geometry outranks padding outranks SRAM
+    for code, mask in checks:  # later checks overwrite: wafer geometry outranks fit outranks padding outranks SRAM
         reason[mask] = code
     return reason
 
