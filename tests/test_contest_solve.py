@@ -132,3 +132,23 @@ def test_quick_solve_of_a_shared_instance(tmp_path: Path) -> None:
     assert isinstance(out, ContestOutcome) and out.report.ok
     assert out.plan.objective.lower_bound == 252
     assert out.plan.objective.score < 8_768
+
+
+def test_onnx_only_options_and_bad_overrides_are_refused() -> None:
+    from wsealloc.errors import UsageError
+
+    with pytest.raises(UsageError, match="dims .* apply to ONNX models"):
+        build_request(TINY, dims={"batch": 2})
+    with pytest.raises(UsageError, match="cost .* apply to ONNX models"):
+        build_request(TINY, cost="seed")
+    with pytest.raises(UsageError, match="width must be positive"):
+        build_request(TINY, sets=["width=0"])
+
+
+def test_a_file_without_header_takes_the_fabric_from_the_overrides(tmp_path: Path) -> None:
+    body = TINY.read_text().split("*)", 1)[1]
+    bare = tmp_path / "bare.kgraph"
+    bare.write_text(body)
+    sets = ["width=120", "height=96", "memlimit=4096", "wlength=2"]
+    out = run(build_request(bare, sets=sets, time_limit=2))
+    assert isinstance(out, ContestOutcome) and out.report.ok and out.plan.fabric.width == 120

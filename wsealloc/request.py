@@ -173,7 +173,26 @@ def build_request(
     wafers = opts.get("wafers", 1)  # None: the arch's cluster.wafers (the CLI's default)
     resolved: Arch | None
     if isinstance(source, KgraphSource):
-        source = source.model_copy(update={"header": {**source.header, **kgraph_header(arch, [str(s) for s in sets])}})
+        onnx_only = [
+            name
+            for name, given in (
+                ("dims", bool(dims)),
+                ("fuse", not fuse),
+                ("allow_unknown_ops", bool(opts.get("allow_unknown_ops", False))),
+                ("cost", str(opts.get("cost", "standard")) != "standard"),
+            )
+            if given
+        ]
+        if onnx_only:
+            raise UsageError(
+                f"{source.label}: a .kgraph instance is costed by the contest's kernel library; "
+                f"{', '.join(onnx_only)} (--dim, --no-fuse, --allow-unknown-ops, --cost-model) apply to ONNX models"
+            )
+        header = {**source.header, **kgraph_header(arch, [str(s) for s in sets])}
+        try:  # validated like any source (a zero width is refused here)
+            source = KgraphSource.model_validate({**source.model_dump(), "header": header})
+        except ValidationError as exc:
+            raise UsageError(f"{source.label}: {_first_error(exc)}") from exc
         resolved, wafers = None, 1 if wafers is None else wafers
     else:
         resolved = load_arch("wse2" if arch is None else arch, tuple(str(s) for s in sets))

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wsealloc.frontend.kgraph import HEADER_INTS, looks_like_kgraph, parse_kgraph
 from wsealloc.frontend.synthetic import PREFIX, parse_spec, resolve
-from wsealloc.graph.contest import ContestGraph
+from wsealloc.graph.contest import ContestGraph, Fabric
 
 # A dim bound on the command line (--dim): positive and below 2^31 (ONNX dims are int64, but a
 # larger dim could never fit on a wafer and would overflow the cost model's integer arithmetic).
@@ -99,8 +99,21 @@ class KgraphSource(_Source):
         return self.path
 
     def read(self) -> ContestGraph:
-        """The instance, its header overridden by ``header``."""
-        graph = parse_kgraph(self.path)
+        """The instance, its header overridden by ``header`` (a file without a header is read with
+        the fabric the overrides give: width, height and memlimit at least; weights default to 1)."""
+        h = self.header
+        default = None
+        if {"width", "height", "memlimit"} <= set(h):
+            default = Fabric(
+                test=Path(self.path).stem,
+                width=h["width"],
+                height=h["height"],
+                memlimit=h["memlimit"],
+                wdeltat=h.get("wdeltat", 1),
+                wlength=h.get("wlength", 1),
+                wadapter=h.get("wadapter", 0),
+            )
+        graph = parse_kgraph(self.path, fabric=default)
         if not self.header:
             return graph
         h = self.header

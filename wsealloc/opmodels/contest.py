@@ -267,13 +267,18 @@ def enumerate_graph(graph: ContestGraph) -> tuple[ContestOpModels, ...]:
     return tuple(enumerate_contest(k, graph.fabric) for k in graph.kernels)
 
 
+def _memory_text(value: float) -> str:
+    """A memory need as text: whole numbers as they are, others with two decimals (10.27 must not read 10)."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
 def _infeasible_message(kernel: ContestKernel, fabric: Fabric, core: _Core) -> str:
     least = smallest_memory(kernel.kind, kernel.args)
     what = f"kernel {kernel.name} ({kernel.kind.value} {_args_text(kernel.args)})"
     size = f"{fabric.width}x{fabric.height}"
     if least > fabric.memlimit:
         return (
-            f"{what} needs at least {float(least):,.0f} memory per tile (every execution argument at its top), "
+            f"{what} needs at least {_memory_text(float(least))} memory per tile (every execution argument at its top), "
             f"over memlimit {fabric.memlimit:,}; no placement exists"
         )
     if core.smallest_rect is not None:
@@ -283,8 +288,9 @@ def _infeasible_message(kernel: ContestKernel, fabric: Fabric, core: _Core) -> s
             f"the smallest is {h}x{w} tiles"
         )
     return (
-        f"{what}: within the {size} fabric it needs at least {core.least_memory_in_fabric:,.0f} memory per tile, over memlimit "
-        f"{fabric.memlimit:,} (it would fit {float(least):,.0f} only on a rectangle larger than the fabric)"
+        f"{what}: within the {size} fabric it needs at least {_memory_text(core.least_memory_in_fabric)} memory per tile, "
+        "over memlimit "
+        f"{fabric.memlimit:,} (it would fit {_memory_text(float(least))} only on a rectangle larger than the fabric)"
     )
 
 
