@@ -30,7 +30,7 @@ import numpy as np
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.problem.flows import crossing_bytes
-from wsealloc.problem.placement import INF, PlacementProblem
+from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
 
 
 @dataclass(frozen=True)
@@ -346,8 +346,18 @@ def band_widths(problem: PlacementProblem, bands: list[Band], targets: np.ndarra
 def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, region_cols: int) -> np.ndarray:
     """Hand each band's unused columns, one at a time, to its slowest single kernel (where a wider
     rectangle is faster): the band's end would otherwise idle. The narrower kernel of a stacked pair
-    widens to the pair's width for free."""
+    widens to the pair's width for free.
+
+    A kernel takes all the columns it is given (ONNX: a wider rectangle also carries its flows in a
+    wider bundle, which the communication model rewards even where the exact width's op model is a
+    little slower), or, for the contest (no link model), the width within them that holds the best
+    time (``ShapeTable.prefix_width``: exact widths can be much slower than narrower ones there)."""
     out = widths.copy()
+    exact = problem.wires is None
+
+    def width_at(shape: ShapeTable, h: int, c: int) -> int:
+        return c if exact else int(shape.prefix_width[h, c])
+
     for band in bands:
         rows = lanes(band)
         paired: set[int] = set()
@@ -358,7 +368,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 shape = problem.shape(m)
                 h = shape.height_index(rows[m][1])
                 if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
-                    out[m] = int(shape.prefix_width[h, slot])  # the width holding that latency
+                    out[m] = width_at(shape, h, slot)
         used = sum(int(max(out[k], out[k + 1])) for k, _ in band.stacked)
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = region_cols - used
@@ -387,7 +397,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 step = 1
             # the widest columns this kernel may take now; it uses the width holding their best latency
             reach = out[k] + step
-            used_now = int(shape.prefix_width[h, reach])
+            used_now = width_at(shape, h, reach)
             spare -= used_now - int(out[k])
             out[k] = used_now
             heapq.heappush(heap, (-int(shape.prefix[h, out[k]]), k))
