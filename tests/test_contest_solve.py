@@ -46,7 +46,7 @@ def test_score_ranks_by_the_weighted_objective() -> None:
     far = Placed(rects * np.array([1, 2, 1, 1]), np.zeros(n, dtype=np.int32), np.full(n, 50))
     assert score(problem, near) < score(problem, far)  # same time, shorter wires
     slower = Placed(rects, near.dataflow, np.full(n, 60))
-    assert score(problem, slower)[0] == score(problem, near)[0] + 10 * problem.wires.time_weight  # type: ignore[union-attr]
+    assert score(problem, slower)[1] == score(problem, near)[1] + 10 * problem.wires.time_weight  # type: ignore[union-attr]
 
 
 def test_dataflow_order_is_topological_and_keeps_chains() -> None:
@@ -152,3 +152,25 @@ def test_a_file_without_header_takes_the_fabric_from_the_overrides(tmp_path: Pat
     sets = ["width=120", "height=96", "memlimit=4096", "wlength=2"]
     out = run(build_request(bare, sets=sets, time_limit=2))
     assert isinstance(out, ContestOutcome) and out.report.ok and out.plan.fabric.width == 120
+
+
+def test_a_time_cap_ranks_layouts_within_it_first() -> None:
+    graph = parse_kgraph(TINY)
+    cp = build_contest_placement(graph, enumerate_graph(graph), 100, time_cap=1.05)
+    problem = cp.problem
+    assert problem.wires is not None and problem.wires.time_cap == 105
+    n = problem.n_kernels
+    rects = np.array([[0, 10 * i, 1, 1] for i in range(n)])
+    within = Placed(rects * np.array([1, 3, 1, 1]), np.zeros(n, dtype=np.int32), np.full(n, 105))
+    over = Placed(rects, np.zeros(n, dtype=np.int32), np.full(n, 106))  # shorter wires, one cycle over the cap
+    assert score(problem, within) < score(problem, over)
+
+
+def test_time_cap_is_for_contest_instances_only() -> None:
+    from wsealloc.errors import UsageError
+
+    with pytest.raises(UsageError, match="--time-cap bounds a .kgraph"):
+        build_request(Path(__file__).resolve().parents[1] / "models" / "tiny" / "mlp.onnx", "tiny", time_cap=1.05)
+    # tiny_chain packs at its bound (288): with the cap at the bound, the largest kernel time stays there
+    capped = run(build_request(TINY, time_limit=3, time_cap=1.0))
+    assert isinstance(capped, ContestOutcome) and capped.plan.objective.max_time == capped.plan.objective.lower_bound == 288

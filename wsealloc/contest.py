@@ -89,7 +89,7 @@ def run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | 
         f"contest: {len(graph.kernels)} kernels, {len(graph.edges)} edges on {graph.fabric.width}x{graph.fabric.height}; "
         f"lower bound {bounds.value:,} (single kernel {bounds.single_kernel:,}, area {bounds.area:,})"
     )
-    cp = build_contest_placement(graph, models, bounds.value)
+    cp = build_contest_placement(graph, models, bounds.value, request.solver.time_cap)
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
     placement = place_solver(cp.problem, knobs)
     if placement.rects is None:

@@ -46,6 +46,9 @@ class SolverSettings(_Frozen):
     time_limit_s: float = Field(DEFAULT_TIME_LIMIT_S, strict=True, gt=0, allow_inf_nan=False)
     workers: int = Field(1, strict=True, ge=1, le=1024)  # 1 is reproducible
     seed: int = Field(0, strict=True, ge=0, lt=2**31)  # CP-SAT's random_seed is a 32-bit integer
+    # contest instances: the largest kernel time at most this multiple of the proven lower bound (the
+    # score is minimized within it); None: the score alone decides how much time to trade for wires
+    time_cap: float | None = Field(None, ge=1.0, le=1e6, allow_inf_nan=False)
 
     @field_validator("name")
     @classmethod
@@ -77,6 +80,8 @@ class SolveRequest(_Frozen):
                 raise ValueError("a .kgraph instance carries its fabric in its header: give --arch/--set as header overrides")
             if self.wafers != 1:
                 raise ValueError("a .kgraph instance is placed on one fabric: --wafers must be 1")
+        elif self.solver.time_cap is not None:
+            raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
         return self
@@ -123,6 +128,7 @@ class RequestOptions(TypedDict, total=False):
     time_limit: float
     workers: int
     seed: int
+    time_cap: float | None
     cost: str
     fuse: bool
     allow_unknown_ops: bool
@@ -206,7 +212,13 @@ def build_request(
         },
         "solver": {
             key: opts[arg]
-            for key, arg in (("name", "solver"), ("time_limit_s", "time_limit"), ("workers", "workers"), ("seed", "seed"))
+            for key, arg in (
+                ("name", "solver"),
+                ("time_limit_s", "time_limit"),
+                ("workers", "workers"),
+                ("seed", "seed"),
+                ("time_cap", "time_cap"),
+            )
             if arg in opts
         },
         "place": opts.get("place", True),
@@ -266,6 +278,7 @@ _OPTION_NAMES = {
     "solver.time_limit_s": "--time-limit",
     "solver.workers": "--workers",
     "solver.seed": "--seed",
+    "solver.time_cap": "--time-cap",
     "wafers": "--wafers",
     "place": "place",
     "cost.allow_unknown_ops": "allow_unknown_ops",

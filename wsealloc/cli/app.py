@@ -116,6 +116,13 @@ def _inspect_contest(source: KgraphSource, as_json: bool, kernel_name: str | Non
 @click.option(
     "--solution", default=None, help="A .kgraph instance: write the contest solution here (kN = conv(...), kN : place(...))."
 )
+@click.option(
+    "--time-cap",
+    default=None,
+    type=float,
+    help="A .kgraph instance: keep the largest kernel time within this multiple of the proven lower bound (e.g. 1.05); "
+    "the score is minimized within it [default: the score alone].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
 @click.option(
     "--wafers",

@@ -106,6 +106,7 @@ _REQUEST_KEYS = {
     "workers": "workers",
     "seed": "seed",
     "wafers": "wafers",
+    "time_cap": "time_cap",
 }
 
 

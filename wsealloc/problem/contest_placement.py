@@ -84,9 +84,12 @@ def contest_shape_table(models: ContestOpModels, cols: int) -> ShapeTable:
     return shape_table(heights, lat, codes)
 
 
-def build_contest_placement(graph: ContestGraph, models: tuple[ContestOpModels, ...], lower_bound: int) -> ContestPlacement:
+def build_contest_placement(
+    graph: ContestGraph, models: tuple[ContestOpModels, ...], lower_bound: int, time_cap: float | None = None
+) -> ContestPlacement:
     """The placement problem of ``graph`` with its kernels' op models (``models[i]`` for
-    ``graph.kernels[i]``) and a proven lower bound on the largest kernel time."""
+    ``graph.kernels[i]``) and a proven lower bound on the largest kernel time; ``time_cap`` (a multiple
+    of the bound) keeps the largest kernel time within it where any layout can."""
     fabric = graph.fabric
     order = dataflow_order(graph)
     position = {k: i for i, k in enumerate(order)}
@@ -125,6 +128,8 @@ def build_contest_placement(graph: ContestGraph, models: tuple[ContestOpModels, 
         die_rule=DieBoundary.IGNORE,
         flows=flows,
         lower_bound=lower_bound,
-        wires=WireObjective(float(fabric.wdeltat), float(fabric.wlength)),
+        wires=WireObjective(
+            float(fabric.wdeltat), float(fabric.wlength), None if time_cap is None else int(time_cap * lower_bound)
+        ),
     )
     return ContestPlacement(problem, tuple(order), tuple(models[k] for k in order))

@@ -69,10 +69,12 @@ class ShapeTable:
 
 @dataclass(frozen=True)
 class WireObjective:
-    """The contest's score weights: score = time_weight * max stage + wire_weight * wirelength."""
+    """The contest's score weights: score = time_weight * max stage + wire_weight * wirelength; with a
+    ``time_cap``, layouts whose max stage exceeds it rank after every layout within it."""
 
     time_weight: float
     wire_weight: float
+    time_cap: int | None = None
 
     def score(self, max_stage: float, wirelength: float) -> float:
         """The weighted score of a layout."""

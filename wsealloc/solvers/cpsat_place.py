@@ -206,6 +206,9 @@ def _wire_objective(
     outside = [int(placed.latency[k]) for k in range(problem.n_kernels) if k not in in_window]
     if outside:
         m.add(max(outside) <= T)
+    cap = problem.wires.time_cap
+    if cap is not None and int(placed.latency.max()) <= cap:  # a layout within the cap stays within it
+        m.add(cap >= T)
     half: list[Any] = []
     rows, cols = problem.mesh.rows, problem.mesh.cols
     for s, t in zip(problem.flows.src.tolist(), problem.flows.dst.tolist(), strict=True):

@@ -31,16 +31,23 @@ SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 WIRE_LADDER_STEP = 1.12
 
 
+# The contest's ladder stops climbing after this many steps without a better score (the score is
+# time plus wires: once the time term grows faster than the wires shrink, higher targets only lose).
+LADDER_PATIENCE = 3
+
+
 def target_ladder(problem: PlacementProblem, target: int) -> list[float]:
     """Slacks (target multiples - 1) the multi-start tries above the smallest packable ``target``:
     ``SLACKS`` for ONNX; for the contest, a geometric ladder up to the slowest time any kernel's
-    smallest rectangle needs (beyond it nothing shrinks), when wires weigh anything."""
+    smallest rectangle needs (beyond it nothing shrinks) and the time cap, when wires weigh anything."""
     if problem.wires is None or problem.wires.wire_weight <= 0 or target <= 0:
         return list(SLACKS)
     ceiling = max(int(s.best[s.best < INF].max()) for s in problem.shapes)  # the slowest frontier model
-    out = list(SLACKS)
+    if problem.wires.time_cap is not None:
+        ceiling = min(ceiling, problem.wires.time_cap)
+    out = [s for s in SLACKS if target * (1 + s) <= max(ceiling, target)]
     factor = 1 + SLACKS[-1]
-    while target * factor < ceiling:
+    while target * factor * WIRE_LADDER_STEP <= ceiling:
         factor *= WIRE_LADDER_STEP
         out.append(factor - 1)
     return out
@@ -88,12 +95,14 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
     """
     best: tuple[Score, Placed, Style] | None = None
 
-    def consider(placed: Placed | None, style: Style) -> None:
+    def consider(placed: Placed | None, style: Style) -> Score | None:
         nonlocal best
-        if placed is not None:
-            placed, rank = align(problem, placed, deadline, one_by_one=False)
-            if best is None or rank < best[0]:
-                best = (rank, placed, style)
+        if placed is None:
+            return None
+        placed, rank = align(problem, placed, deadline, one_by_one=False)
+        if best is None or rank < best[0]:
+            best = (rank, placed, style)
+        return rank
 
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     for style in styles(problem):
@@ -105,11 +114,15 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
         if found is None:
             continue
         target, placed = found
-        consider(placed, style)
+        local = consider(placed, style)  # this style's best rank (the ladder's patience is per style)
+        since_better = 0
         for slack in target_ladder(problem, target):
-            if deadline.expired():
+            if deadline.expired() or (problem.wires is not None and since_better >= LADDER_PATIENCE):
                 break
-            consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), style), style)
+            rank = consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), style), style)
+            improved = rank is not None and (local is None or rank < local)
+            local = rank if improved else local
+            since_better = 0 if improved else since_better + 1
     for _ in range(FEEDBACK_ROUNDS if problem.wires is None else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():
             break
