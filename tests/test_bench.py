@@ -292,3 +292,27 @@ instances:
     assert proc.returncode != 0
     time.sleep(1)
     assert _with_marker(marker) == []
+
+
+def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``wsealloc bench FOLDER``: every .kgraph in it, the contest's table, best values in a suite YAML
+    beside the results (the folder may be read-only), and the regression gate on the score."""
+    folder = tmp_path / "contest"
+    folder.mkdir()
+    for name in ("tiny_chain.kgraph", "tiny_fabric.kgraph"):
+        shutil.copy(ROOT / "tests" / "data" / "kgraph" / name, folder / name)
+    out = tmp_path / "out"
+    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "2", "--update-best"]) == 0
+    table = capsys.readouterr().out
+    assert "| instance | kernels | max_time | lower_bound | time_over_bound | wirelength | score |" in table
+    assert "| tiny_chain | 5 |" in table and "| 288 |" in table  # tiny_chain's bound (its own header)
+    best = out / "contest.yaml"
+    recorded = load_suite(str(best)).suite
+    assert [i.name for i in recorded.instances] == ["tiny_chain", "tiny_fabric"] and all(i.best for i in recorded.instances)
+    # an impossible best score is a regression (exit 5), named with the score
+    text = best.read_text()
+    first = recorded.instances[0].best
+    assert first is not None
+    best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
+    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "2"]) == 5
+    assert "score, worse than the best known 1.0" in capsys.readouterr().err

@@ -128,10 +128,13 @@ def with_improvements(suite: Suite, rows: Sequence[BenchRow]) -> tuple[Suite, li
 
 
 def record(path: Path, suite: Suite) -> None:
-    """Rewrite the suite file (atomically) with its best-known values, keeping its permissions."""
-    mode = path.stat().st_mode & 0o777
+    """Rewrite the suite file (atomically) with its best-known values, keeping its permissions (a
+    folder suite's best file is created on its first ``--update-best``)."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else None
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, suite_document(suite))
-    path.chmod(mode)
+    if mode is not None:
+        path.chmod(mode)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ instances:
     allow_unknown_ops: false                 # cost unknown ops as 1 vector op per output element
     wafers: 1                                # or auto
     time_limit: 10                           # seconds for the whole solve (default 30)
+    time_cap: 1.05                           # .kgraph instances: largest kernel time within 1.05 x the bound
     timeout: 120                             # wall-clock limit of the worker (default time_limit + 300)
     best: {objective: 661, bound: 661}       # best known (the regression gate); bench --update-best
 """
@@ -66,7 +67,7 @@ class Instance(_Frozen):
     name: str = Field(min_length=1)
     note: str = ""  # why the instance is there (kept when --update-best rewrites the file, unlike comments)
     model: str
-    arch: str = "wse2"
+    arch: str | None = None  # None: wse2 for ONNX models; a .kgraph instance keeps its header
     sets: tuple[str, ...] = ()
     dims: dict[str, Annotated[int, Field(gt=0, lt=2**31)]] = {}
     solver: str = "cpsat"
@@ -74,6 +75,7 @@ class Instance(_Frozen):
     allow_unknown_ops: bool = False  # cost ops the model does not know as 1 vector op per output element
     wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
     time_limit: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0)
+    time_cap: float | None = None  # contest instances only (see wsealloc.request.SolverSettings)
     # Wall-clock limit of a local worker (seconds); default time_limit + 300. Past it: a TIMEOUT row.
     timeout: float | None = Field(default=None, gt=0)
     best: Best | None = None
@@ -88,6 +90,7 @@ class Instance(_Frozen):
             sets=self.sets,
             solver=self.solver,
             time_limit=self.time_limit,
+            time_cap=self.time_cap,
             place=self.place,
             allow_unknown_ops=self.allow_unknown_ops,
             wafers=self.wafers,
@@ -125,6 +128,34 @@ class SuiteFile:
     suite: Suite
     path: Path
     tasks: tuple[Task, ...]
+
+
+def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | None) -> SuiteFile:
+    """A folder of contest instances (``*.kgraph``, sorted by name) as a suite named after the folder.
+
+    Best-known values live in ``best``, a suite YAML of the same instances (the folder itself may be
+    read-only, e.g. the contest's files): read when it exists (the regression gate), written by
+    ``--update-best``; it is an ordinary suite file, runnable on its own."""
+    files = sorted(folder.glob("*.kgraph"))
+    if not files:
+        raise UsageError(f"{folder}: no .kgraph files; a folder suite runs every contest instance it holds")
+    known: dict[str, Best] = {}
+    if best.is_file():
+        for inst in load_suite(str(best)).suite.instances:
+            if inst.best is not None:
+                known[inst.name] = inst.best
+    instances = tuple(
+        Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
+        for f in files
+    )
+    suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
+    tasks = tuple(inst.task(folder) for inst in instances)
+    return SuiteFile(suite, best, tasks)
+
+
+def _folder_name(folder: Path) -> str:
+    name = folder.resolve().name or "suite"
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
 def load_suite(spec: str) -> SuiteFile:

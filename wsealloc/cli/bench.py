@@ -77,13 +77,38 @@ def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., 
 @_jobs_option(1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
 @click.option("--update-best", is_flag=True, help="Record results better than the suite's best-known values.")
+@time_limit_option("A folder of .kgraph instances: each instance's time limit (a YAML suite sets its own).")
+@click.option("--time-cap", default=None, type=float, help="A folder of .kgraph instances: see solve --time-cap.")
+@click.option(
+    "--best",
+    "best_file",
+    default=None,
+    help="A folder of .kgraph instances: the suite YAML holding their best-known values [default: OUT/FOLDER.yaml].",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def bench(suite: str, out_dir: str, jobs: int, scheduler: str | None, update_best: bool, debug: bool) -> None:
-    """Run every instance of SUITE (a name in instances/ or a YAML path); exit 5 on regressions."""
+def bench(
+    suite: str,
+    out_dir: str,
+    jobs: int,
+    scheduler: str | None,
+    update_best: bool,
+    time_limit: float,
+    time_cap: float | None,
+    best_file: str | None,
+    debug: bool,
+) -> None:
+    """Run every instance of SUITE (a name in instances/, a YAML path, or a folder of .kgraph contest
+    instances); exit 5 on regressions."""
     from wsealloc.bench.results import run_suite, to_markdown
-    from wsealloc.bench.suite import load_suite
+    from wsealloc.bench.suite import folder_suite, load_suite
 
-    loaded = load_suite(suite)  # a bad suite, -j or --out fails before anything runs
+    if Path(suite).is_dir():  # a folder of contest instances (the user's; the project ships none)
+        best = Path(best_file) if best_file else Path(out_dir) / f"{Path(suite).resolve().name}.yaml"
+        loaded = folder_suite(Path(suite), best, time_limit, time_cap)
+    else:
+        if best_file is not None or time_cap is not None:
+            raise UsageError("--best and --time-cap apply to a folder of .kgraph instances; a YAML suite sets its own")
+        loaded = load_suite(suite)  # a bad suite, -j or --out fails before anything runs
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
     _prepare_out(out_dir)
