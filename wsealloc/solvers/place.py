@@ -28,12 +28,15 @@ FEEDBACK_ROUNDS = 3
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
-WIRE_LADDER_STEP = 1.12
+# The score is not monotone along the ladder (layouts jump), so a coarse ladder finds the region and
+# ``WIRE_REFINE`` steps around its best target refine it.
+WIRE_LADDER_STEP = 1.25
+WIRE_REFINE = (0.88, 0.94, 0.97, 1.03, 1.06, 1.12)
 
 
-# The contest's ladder stops climbing after this many steps without a better score (the score is
-# time plus wires: once the time term grows faster than the wires shrink, higher targets only lose).
-LADDER_PATIENCE = 3
+# The contest's ladder stops climbing after this many steps without a better score for the style (the
+# score is time plus wires: once the time term grows faster than the wires shrink, higher targets lose).
+LADDER_PATIENCE = 4
 
 
 def target_ladder(problem: PlacementProblem, target: int) -> list[float]:
@@ -115,14 +118,23 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
             continue
         target, placed = found
         local = consider(placed, style)  # this style's best rank (the ladder's patience is per style)
+        local_factor = 1.0
         since_better = 0
         for slack in target_ladder(problem, target):
             if deadline.expired() or (problem.wires is not None and since_better >= LADDER_PATIENCE):
                 break
             rank = consider(construct(problem, np.full(problem.n_kernels, int(target * (1 + slack))), style), style)
             improved = rank is not None and (local is None or rank < local)
-            local = rank if improved else local
+            local, local_factor = (rank, 1 + slack) if improved else (local, local_factor)
             since_better = 0 if improved else since_better + 1
+        if problem.wires is not None and local_factor > 1.0:
+            for step in WIRE_REFINE:  # refine around the style's best rung
+                if deadline.expired():
+                    break
+                factor = local_factor * step
+                cap = problem.wires.time_cap
+                if factor > 1.0 and (cap is None or target * factor <= cap):
+                    consider(construct(problem, np.full(problem.n_kernels, int(target * factor)), style), style)
     for _ in range(FEEDBACK_ROUNDS if problem.wires is None else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():
             break
