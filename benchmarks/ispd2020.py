@@ -1,6 +1,6 @@
 """The ISPD-2020 contest table: every instance of a folder solved by ``wsealloc solve X.kgraph``.
 
-    python benchmarks/ispd2020.py ../shared/ispd2020 --time-limit 60 [-j 2] [--only A B] [--out DIR]
+    python benchmarks/ispd2020.py ../shared/ispd2020 --time-limit 60 [-j 2] [--only A B] [--out DIR] [--time-cap 1.05]
 
 Each instance runs as its own process (start-up included in its wall time, as a user would run it),
 its solution is checked twice: by ``wsealloc verify X.sol --kgraph X.kgraph`` (our verifier) and by
@@ -194,13 +194,14 @@ def main() -> None:
     parser.add_argument("-j", "--jobs", type=int, default=1)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("extra", nargs="*", help="more options for wsealloc solve (after --)")
+    parser.add_argument("--time-cap", type=float, default=None, help="passed to wsealloc solve (largest time <= R x bound)")
     args = parser.parse_args()
+    extra = [] if args.time_cap is None else ["--time-cap", str(args.time_cap)]
     out = args.out or Path(tempfile.mkdtemp(prefix="ispd2020-"))
     out.mkdir(parents=True, exist_ok=True)
     files = sorted(p for p in args.folder.glob("*.kgraph") if args.only is None or p.stem in args.only)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(lambda p: run_one(p, args.time_limit, out, args.extra), files))
+        rows = list(pool.map(lambda p: run_one(p, args.time_limit, out, extra), files))
     cols = [
         "instance",
         "kernels",

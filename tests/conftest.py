@@ -42,6 +42,17 @@ def _shared_contest_folder() -> Path:
 
 
 SHARED_ISPD2020 = _shared_contest_folder()
+# CI reads at most two of the shared contest instances (issue 18); WSEALLOC_ALL_SHARED=1 opts into all
+CI_SHARED = ("A", "K")
+
+
+def shared_letters(letters: list[str]) -> list[object]:
+    """``letters`` as pytest params: those outside ``CI_SHARED`` skip unless WSEALLOC_ALL_SHARED=1."""
+    import os
+
+    every = os.environ.get("WSEALLOC_ALL_SHARED") == "1"
+    reason = "reads a shared contest instance beyond the two CI reads (set WSEALLOC_ALL_SHARED=1)"
+    return [pytest.param(x, marks=() if every or x in CI_SHARED else pytest.mark.skip(reason=reason)) for x in letters]
 
 
 def zoo(name: str) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_ISPD2020
+from conftest import SHARED_ISPD2020, shared_letters
 
 from wsealloc.errors import InfeasibleError
 from wsealloc.frontend.kgraph import parse_kgraph, parse_kgraph_text
@@ -65,7 +65,7 @@ TWINS = {"E": "A", "F": "B", "G": "C", "H": "D", "O": "I", "P": "J", "Q": "K", "
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared contest instances absent ({SHARED})")
-@pytest.mark.parametrize("letter", [*README, *TWINS])
+@pytest.mark.parametrize("letter", shared_letters([*README, *TWINS]))
 def test_shared_instances_meet_the_readme_figures(letter: str) -> None:
     b = contest_bounds(parse_kgraph(SHARED / f"{letter}.kgraph"))
     expected = README[TWINS.get(letter, letter)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_ISPD2020
+from conftest import SHARED_ISPD2020, shared_letters
 
 from wsealloc.errors import ModelLoadError
 from wsealloc.frontend.kgraph import looks_like_kgraph, parse_kgraph, parse_kgraph_text
@@ -71,15 +71,19 @@ def test_name_defaults_to_k_id_and_fabric_stands_in_for_a_missing_header() -> No
     assert g.fabric is fab and g.kernels[0].name == "k3"
 
 
+COUNTS = {"A": 16, "B": 32, "C": 100, "D": 52, "I": 25, "J": 79, "K": 16, "L": 52}
+
+
 @needs_shared
-def test_shared_instances_parse() -> None:
-    counts = {"A": 16, "B": 32, "C": 100, "D": 52, "I": 25, "J": 79, "K": 16, "L": 52}
-    for letter, n in counts.items():
-        g = parse_kgraph(SHARED / f"{letter}.kgraph")
-        assert len(g.kernels) == n and g.fabric.width == g.fabric.height == 633 and g.fabric.memlimit == 24576
-        assert all(n.kind in ("input", "output") for n in g.io_nodes) and len(g.io_nodes) == 2
-    b = parse_kgraph(SHARED / "B.kgraph")
-    assert b.io_nodes[0].name == "k0"  # name='x' name='k0': the last wins
+@pytest.mark.parametrize("letter", shared_letters(list(COUNTS)))
+def test_shared_instances_parse(letter: str) -> None:
+    g = parse_kgraph(SHARED / f"{letter}.kgraph")
+    assert len(g.kernels) == COUNTS[letter] and g.fabric.width == g.fabric.height == 633 and g.fabric.memlimit == 24576
+    assert all(n.kind in ("input", "output") for n in g.io_nodes) and len(g.io_nodes) == 2
+
+
+@needs_shared
+def test_shared_instance_details() -> None:
     a = parse_kgraph(SHARED / "A.kgraph")
     assert a.kernels[0].args == BlockArgs(F=2048, H=14, W=14) and a.fabric.test == "compact-balanced-router"
 
