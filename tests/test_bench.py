@@ -302,7 +302,7 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     for name in ("tiny_chain.kgraph", "tiny_fabric.kgraph"):
         shutil.copy(ROOT / "tests" / "data" / "kgraph" / name, folder / name)
     out = tmp_path / "out"
-    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "2", "--update-best"]) == 0
+    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1", "--update-best"]) == 0
     table = capsys.readouterr().out
     assert "| instance | kernels | max_time | lower_bound | time_over_bound | wirelength | score |" in table
     assert "| tiny_chain | 5 |" in table and "| 288 |" in table  # tiny_chain's bound (its own header)
@@ -314,5 +314,5 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     first = recorded.instances[0].best
     assert first is not None
     best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
-    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "2"]) == 5
+    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1"]) == 5
     assert "score, worse than the best known 1.0" in capsys.readouterr().err

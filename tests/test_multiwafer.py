@@ -20,7 +20,7 @@ SMALL = ["wafer.dies.rows=1", "wafer.dies.cols=1", "wafer.die_cores.rows=4", "wa
 @pytest.mark.parametrize("place", [False, True])
 def test_two_wafers_plan_verifies(place: bool, tmp_path: Path) -> None:
     out = tmp_path / "p.json"
-    result = solve(TRANSFORMER, "tiny", wafers=2, output=out, place=place, time_limit=5)
+    result = solve(TRANSFORMER, "tiny", wafers=2, output=out, place=place, time_limit=2)
     doc = json.loads(out.read_text())
     assert len(doc["stages"]) == 2 and {k["stage"] for k in doc["kernels"]} == {0, 1}
     assert result.partition is not None and result.partition.wafers == 2

@@ -23,7 +23,7 @@ TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
 
 @pytest.fixture(scope="module")
 def comparison() -> Comparison:
-    return wsealloc.compare(TRANSFORMER, "tiny", time_limit=5)
+    return wsealloc.compare(TRANSFORMER, "tiny", time_limit=2)
 
 
 def test_python_api_is_typed(comparison: Comparison) -> None:
@@ -61,7 +61,7 @@ def test_cli_compare_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixtur
     html, md = tmp_path / "r.html", tmp_path / "r.md"
     assert (
         main(
-            ["compare", str(TRANSFORMER), "--arch", "tiny", "--time-limit", "5", "--report", str(html), "--md", str(md), "--json"]
+            ["compare", str(TRANSFORMER), "--arch", "tiny", "--time-limit", "2", "--report", str(html), "--md", str(md), "--json"]
         )
         == 0
     )
