@@ -174,3 +174,10 @@ def test_time_cap_is_for_contest_instances_only() -> None:
     # tiny_chain packs at its bound (288): with the cap at the bound, the largest kernel time stays there
     capped = run(build_request(TINY, time_limit=1, time_cap=1.0))
     assert isinstance(capped, ContestOutcome) and capped.plan.objective.max_time == capped.plan.objective.lower_bound == 288
+
+
+def test_the_python_api_keeps_the_instance_header() -> None:
+    import wsealloc
+
+    out = wsealloc.solve(TINY, time_limit=1)  # no arch: the header's 120 x 96 fabric, not wse2's
+    assert isinstance(out, ContestOutcome) and (out.plan.fabric.width, out.plan.fabric.height) == (120, 96)

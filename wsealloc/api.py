@@ -294,14 +294,15 @@ def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress 
 
 def solve(
     model: str | Path | SolveRequest,
-    arch: str | Path | Arch = "wse2",
+    arch: str | Path | Arch | None = None,
     *,
     output: str | Path | None = None,
     stop: StopHook | None = None,
     **options: Unpack[RequestOptions],
 ) -> SolveOutcome | ContestOutcome:
-    """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function (keyword ``options``: see
-    :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given."""
+    """Plan ``model`` on ``arch`` (None: ``wse2``; a ``.kgraph`` instance keeps its header): the CLI's
+    ``solve`` as a function (keyword ``options``: see :class:`wsealloc.request.RequestOptions`).
+    Writes ``output`` atomically if given."""
     if output is not None:
         check_outputs(model, arch, {"output": output})
     request = build_request(model, arch, **options)
