@@ -98,3 +98,19 @@ def test_a_stop_request_expires_every_share() -> None:
 def test_passed_deadline_is_expired() -> None:
     d = Deadline(time.perf_counter() - 1.0)
     assert d.expired() and d.remaining() == 0.0 and d.seconds_for_solver() == 0.01
+
+
+def test_python_api_keeps_a_kgraph_header() -> None:
+    """``wsealloc.solve("X.kgraph")`` solves on the file's own fabric: the API's arch defaults to None
+    (wse2 for ONNX models), as the CLI's --arch does, instead of overriding the header with wse2."""
+    import inspect
+
+    import wsealloc
+    from wsealloc.contest import ContestOutcome
+
+    assert inspect.signature(wsealloc.solve).parameters["arch"].default is None
+    out = wsealloc.solve(str(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph"), time_limit=1)
+    assert isinstance(out, ContestOutcome)
+    assert (out.graph.fabric.width, out.graph.fabric.height, out.graph.fabric.memlimit) == (24, 18, 64)
+    assert out.request.model.header == {}  # type: ignore[union-attr]
+

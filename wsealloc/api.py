@@ -294,14 +294,16 @@ def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress 
 
 def solve(
     model: str | Path | SolveRequest,
-    arch: str | Path | Arch = "wse2",
+    arch: str | Path | Arch | None = None,
     *,
     output: str | Path | None = None,
     stop: StopHook | None = None,
     **options: Unpack[RequestOptions],
 ) -> SolveOutcome | ContestOutcome:
     """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function (keyword ``options``: see
-    :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given."""
+    :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given. ``arch`` None
+    means ``wse2`` for an ONNX model and the file's own header for a ``.kgraph`` instance (an arch
+    given for one overrides its header, as ``--arch`` does)."""
     if output is not None:
         check_outputs(model, arch, {"output": output})
     request = build_request(model, arch, **options)
