@@ -114,3 +114,14 @@ def test_python_api_keeps_a_kgraph_header() -> None:
     assert (out.graph.fabric.width, out.graph.fabric.height, out.graph.fabric.memlimit) == (24, 18, 64)
     assert out.request.model.header == {}  # type: ignore[union-attr]
 
+
+def test_a_stop_before_the_first_contest_layout_is_an_interrupt() -> None:
+    """A signal during a contest solve ends it as interrupted (exit 130), not as an infeasible instance."""
+    from wsealloc.contest import run_contest
+    from wsealloc.errors import Interrupted
+
+    deadline = Deadline.after(30)
+    deadline.stop.stop()
+    with pytest.raises(Interrupted, match="interrupted while solving .*tiny_chain.kgraph, before a first layout") as err:
+        run_contest(build_request(str(ROOT / "tests" / "data" / "kgraph" / "tiny_chain.kgraph")), deadline)
+    assert err.value.exit_code == 130
