@@ -316,3 +316,44 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
     assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1"]) == 5
     assert "score, worse than the best known 1.0" in capsys.readouterr().err
+
+
+def test_a_zero_score_is_recorded_as_best(tmp_path: Path) -> None:
+    """A contest score can be 0 (wdeltat=0 and one kernel): --update-best records it instead of failing
+    on the best-known schema (it was an internal error, exit 70)."""
+    from wsealloc.bench.results import regressions, with_improvements
+    from wsealloc.bench.suite import Instance, Suite
+
+    suite = Suite(name="z", instances=(Instance(name="zero", model="zero.kgraph"),))
+    row = BenchRow(instance="zero", kernels=1, solver=288, bound=216, status="FEASIBLE", wirelength=0.0, score=0.0)
+    updated, changed = with_improvements(suite, [row])
+    best = updated.instances[0].best
+    assert changed == ["zero"] and best is not None and best.objective == 0.0 and best.bound == 216
+    assert regressions(updated, [row]) == []
+    worse = replace(row, score=1.0)
+    assert regressions(updated, [worse]) == ["zero: 1.0 score, worse than the best known 0.0"]
+
+
+def test_suite_kgraph_instances_are_checked_before_running(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ninstances:\n- name: x\n  model: nope.kgraph\n")
+    with pytest.raises(UsageError, match=re.escape("instances.0 (x): model nope.kgraph: no such file")):
+        load_suite(str(bad))
+
+
+def test_dask_tasks_carry_their_kgraph_instance(tmp_path: Path) -> None:
+    """A contest instance travels to a node without a shared file system too (its bytes are shipped)."""
+    from wsealloc.frontend.sources import KgraphSource
+    from wsealloc.request import build_request
+
+    instance = tmp_path / "tiny_fabric.kgraph"
+    shutil.copy(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph", instance)
+    task = Task.of("tiny_fabric", build_request(str(instance), time_limit=1))
+    shipped = ship(task)
+    assert shipped.model_data == instance.read_bytes()
+    source = task.request.model
+    assert isinstance(source, KgraphSource)
+    away = source.model_copy(update={"path": "/nonexistent/cluster/node/tiny_fabric.kgraph"})
+    moved = shipped.task.model_copy(update={"request": task.request.model_copy(update={"model": away})})
+    elsewhere = run_task(replace(shipped, task=moved))
+    assert elsewhere.ok and elsewhere.contest and elsewhere.bound == 18, elsewhere

@@ -32,7 +32,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
-from wsealloc.frontend.sources import OnnxSource
+from wsealloc.frontend.sources import KgraphSource, OnnxSource
 from wsealloc.request import SolveRequest, build_request
 from wsealloc.yamlload import load_yaml
 
@@ -46,7 +46,9 @@ class _Frozen(BaseModel):
 class Best(_Frozen):
     """Best known result of an instance."""
 
-    objective: int | float = Field(gt=0)  # bottleneck cycles (ONNX), or the score of a contest instance
+    # bottleneck cycles (ONNX, at least 1), or the score of a contest instance (0 is a legal score:
+    # wdeltat=0 with one kernel, or wlength=0 with a zero time)
+    objective: int | float = Field(ge=0)
     bound: int | None = None  # the proven lower bound (cycles; a contest instance's: on its largest kernel time)
 
 
@@ -96,7 +98,7 @@ class Instance(_Frozen):
             wafers=self.wafers,
         )
         source = request.model
-        if isinstance(source, OnnxSource) and not source.onnx_path().is_file():
+        if isinstance(source, (OnnxSource, KgraphSource)) and not Path(source.path).is_file():
             raise UsageError(f"model {self.model}: no such file (paths are relative to the suite file)")
         return request
 
