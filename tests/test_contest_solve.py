@@ -5,6 +5,7 @@ verify, tampered plans that do not), and a quick solve of one shared instance wh
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from conftest import SHARED_ISPD2020
 
 from wsealloc.api import run
+from wsealloc.cli import main as run_cli
 from wsealloc.contest import ContestOutcome
 from wsealloc.frontend.kgraph import parse_kgraph
 from wsealloc.opmodels.contest import enumerate_contest, enumerate_graph
@@ -103,7 +105,44 @@ def test_cli_writes_plan_and_solution_that_verify(tmp_path: Path, capsys: pytest
     doc = json.loads(plan.read_text())
     doc["kernels"][0]["x"] = 10_000
     tampered.write_text(json.dumps(doc))
-    assert "outside" in verify_plan(tampered).violations[0] or not verify_plan(tampered).ok
+    report = verify_plan(tampered)
+    assert not report.ok and "outside the 120x96 fabric" in report.violations[0]
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ({"foo": 1}, "field instance.header: unknown header field(s) foo"),
+        ({"width": 0}, "field instance.header: width must be positive"),
+        ({"width": -3}, "field instance.header"),
+        ({"width": 2**40}, "field instance.header"),
+    ],
+)
+def test_a_malformed_recorded_header_is_a_plan_error(tmp_path: Path, header: dict[str, int], message: str) -> None:
+    """A contest plan's recorded header overrides are validated like --set ones: a one-line PlanError
+    (exit 2), not an internal error."""
+    from wsealloc.errors import PlanError
+
+    plan = tmp_path / "p.json"
+    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    doc["instance"]["header"] = header
+    plan.write_text(json.dumps(doc))
+    with pytest.raises(PlanError, match=re.escape(message)):
+        verify_plan(plan)
+
+
+def test_a_plan_under_an_impossible_header_fails_on_its_kernels(tmp_path: Path) -> None:
+    """A plan whose recorded header (and fabric) make the instance infeasible: verify reports the
+    kernels' violations (exit 4), it does not stop on the bounds with an InfeasibleError (exit 3)."""
+    plan = tmp_path / "p.json"
+    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    doc["instance"]["header"] = {"memlimit": 1}
+    doc["fabric"]["memlimit"] = 1
+    plan.write_text(json.dumps(doc))
+    report = verify_plan(plan)
+    assert not report.ok and "over memlimit 1" in report.violations[0]
 
 
 def test_header_overrides_from_the_command_line(tmp_path: Path) -> None:
