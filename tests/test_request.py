@@ -125,3 +125,18 @@ def test_a_stop_before_the_first_contest_layout_is_an_interrupt() -> None:
     with pytest.raises(Interrupted, match="interrupted while solving .*tiny_chain.kgraph, before a first layout") as err:
         run_contest(build_request(str(ROOT / "tests" / "data" / "kgraph" / "tiny_chain.kgraph")), deadline)
     assert err.value.exit_code == 130
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "message"),
+    [
+        ("tests/data/kgraph/tiny_chain.kgraph", {"wafers": 2}, "a .kgraph instance is placed on one fabric: --wafers must be 1"),
+        (str(MLP), {"time_cap": 1.1}, "--time-cap bounds a .kgraph instance's largest kernel time"),
+    ],
+)
+def test_whole_request_rules_read_as_one_sentence(model: str, options: dict[str, object], message: str) -> None:
+    # a rule over several fields has no field to name: the message starts with the rule (was ": a .kgraph ...")
+    arch = "tiny" if model.endswith(".onnx") else None
+    with pytest.raises(UsageError) as err:
+        build_request(str(ROOT / model), arch, **options)  # type: ignore[arg-type]
+    assert str(err.value).startswith(message)
