@@ -357,3 +357,25 @@ def test_dask_tasks_carry_their_kgraph_instance(tmp_path: Path) -> None:
     moved = shipped.task.model_copy(update={"request": task.request.model_copy(update={"model": away})})
     elsewhere = run_task(replace(shipped, task=moved))
     assert elsewhere.ok and elsewhere.contest and elsewhere.bound == 18, elsewhere
+
+
+def test_folder_options_are_refused_for_a_yaml_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-limit (like --best and --time-cap) applies to a folder of .kgraph instances only: a YAML suite
+    sets each instance's own, so the option was silently ignored there."""
+    suite = _copy_suite(tmp_path)
+    assert main(["bench", str(suite), "--time-limit", "5", "--out", str(tmp_path / "out")]) == 2
+    assert "--best, --time-limit and --time-cap apply to a folder of .kgraph instances" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"), [("0", "--time-limit 0.0: Input should be greater than 0"), ("nan", "--time-limit nan")]
+)
+def test_a_bad_folder_time_limit_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, message: str
+) -> None:
+    folder = tmp_path / "contest"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph", folder / "tiny_fabric.kgraph")
+    assert main(["bench", str(folder), "--time-limit", option, "--out", str(tmp_path / "out")]) == 2  # was exit 70
+    err = capsys.readouterr().err
+    assert err.startswith(f"wsealloc: error: {message}") and len(err.strip().splitlines()) == 1

@@ -146,10 +146,16 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
         for inst in load_suite(str(best)).suite.instances:
             if inst.best is not None:
                 known[inst.name] = inst.best
-    instances = tuple(
-        Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
-        for f in files
-    )
+    try:
+        instances = tuple(
+            Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
+            for f in files
+        )
+    except ValidationError as exc:  # --time-limit 0 and the like: the option's fault, named as such
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        option = {"time_limit": "--time-limit", "time_cap": "--time-cap"}.get(field, field)
+        raise UsageError(f"{option} {err.get('input')!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
     suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
     tasks = tuple(inst.task(folder) for inst in instances)
     return SuiteFile(suite, best, tasks)
