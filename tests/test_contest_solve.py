@@ -213,3 +213,11 @@ def test_time_cap_is_for_contest_instances_only() -> None:
     # tiny_chain packs at its bound (288): with the cap at the bound, the largest kernel time stays there
     capped = run(build_request(TINY, time_limit=1, time_cap=1.0))
     assert isinstance(capped, ContestOutcome) and capped.plan.objective.max_time == capped.plan.objective.lower_bound == 288
+
+
+def test_an_infeasible_kernel_is_named_with_its_file_and_line() -> None:
+    from wsealloc.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError) as err:
+        run(build_request(str(TINY), sets=["memlimit=12"], time_limit=1))
+    assert str(err.value).startswith(f"{TINY}:13: kernel k1 (conv H=16 W=16 R=3 S=3 C=8 K=16 T=1 U=1)")

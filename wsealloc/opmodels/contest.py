@@ -282,8 +282,16 @@ def contest_rejections(kernel: ContestKernel, fabric: Fabric) -> ContestRejectio
 
 
 def enumerate_graph(graph: ContestGraph) -> tuple[ContestOpModels, ...]:
-    """:func:`enumerate_contest` for every placed kernel, in file order (identical kernels computed once)."""
-    return tuple(enumerate_contest(k, graph.fabric) for k in graph.kernels)
+    """:func:`enumerate_contest` for every placed kernel, in file order (identical kernels computed once);
+    an infeasible kernel is named after the file and its line, as the reader's errors are."""
+    out = []
+    for k in graph.kernels:
+        try:
+            out.append(enumerate_contest(k, graph.fabric))
+        except InfeasibleError as exc:
+            where = f"{graph.source}:{k.line}" if k.line else graph.source
+            raise InfeasibleError(f"{where}: {exc}") from None
+    return tuple(out)
 
 
 def _memory_text(value: float) -> str:
