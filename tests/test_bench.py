@@ -379,3 +379,18 @@ def test_a_bad_folder_time_limit_is_a_usage_error(
     assert main(["bench", str(folder), "--time-limit", option, "--out", str(tmp_path / "out")]) == 2  # was exit 70
     err = capsys.readouterr().err
     assert err.startswith(f"wsealloc: error: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_contest_regressions_name_the_time_bound() -> None:
+    """A contest row's bound is on the largest kernel time (not cycles); an unsound one is compared with
+    the run's own time, and each message says so."""
+    from wsealloc.bench.results import regressions
+    from wsealloc.bench.suite import Best, Instance, Suite
+
+    suite = Suite(name="c", instances=(Instance(name="A", model="A.kgraph", best=Best(objective=100.0, bound=50)),))
+    weak = BenchRow(instance="A", kernels=2, solver=60, bound=40, status="FEASIBLE", wirelength=1.0, score=100.0)
+    assert regressions(suite, [weak]) == ["A: bound 40 on the largest kernel time, weaker than the recorded 50"]
+    unsound = replace(weak, bound=70)
+    assert regressions(suite, [unsound]) == [
+        "A: bound 70 on the largest kernel time exceeds this run's largest kernel time 60 (unsound)"
+    ]
