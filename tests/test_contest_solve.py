@@ -109,6 +109,14 @@ def test_cli_writes_plan_and_solution_that_verify(tmp_path: Path, capsys: pytest
     assert not report.ok and "outside the 120x96 fabric" in report.violations[0]
 
 
+
+@pytest.fixture(scope="module")
+def tiny_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 1 s solve of tiny_chain's plan, shared by the tampering tests below."""
+    plan = tmp_path_factory.mktemp("tiny_plan") / "p.json"
+    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
+    return plan
+
 @pytest.mark.parametrize(
     ("header", "message"),
     [
@@ -118,26 +126,26 @@ def test_cli_writes_plan_and_solution_that_verify(tmp_path: Path, capsys: pytest
         ({"width": 2**40}, "field instance.header"),
     ],
 )
-def test_a_malformed_recorded_header_is_a_plan_error(tmp_path: Path, header: dict[str, int], message: str) -> None:
+def test_a_malformed_recorded_header_is_a_plan_error(
+    tmp_path: Path, tiny_plan: Path, header: dict[str, int], message: str
+) -> None:
     """A contest plan's recorded header overrides are validated like --set ones: a one-line PlanError
     (exit 2), not an internal error."""
     from wsealloc.errors import PlanError
 
     plan = tmp_path / "p.json"
-    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
-    doc = json.loads(plan.read_text())
+    doc = json.loads(tiny_plan.read_text())
     doc["instance"]["header"] = header
     plan.write_text(json.dumps(doc))
     with pytest.raises(PlanError, match=re.escape(message)):
         verify_plan(plan)
 
 
-def test_a_plan_under_an_impossible_header_fails_on_its_kernels(tmp_path: Path) -> None:
+def test_a_plan_under_an_impossible_header_fails_on_its_kernels(tmp_path: Path, tiny_plan: Path) -> None:
     """A plan whose recorded header (and fabric) make the instance infeasible: verify reports the
     kernels' violations (exit 4), it does not stop on the bounds with an InfeasibleError (exit 3)."""
     plan = tmp_path / "p.json"
-    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
-    doc = json.loads(plan.read_text())
+    doc = json.loads(tiny_plan.read_text())
     doc["instance"]["header"] = {"memlimit": 1}
     doc["fabric"]["memlimit"] = 1
     plan.write_text(json.dumps(doc))
