@@ -51,7 +51,8 @@ REFERENCES = {
 def independent_check(kgraph: Path, solution: Path) -> tuple[bool, str, float, float]:
     """Legality and score of a solution, from the README's rules alone (no wsealloc code): returns
     (legal, first problem, max time, wirelength)."""
-    header = dict(re.findall(r"^(\w+)=(\d+)\s*$", kgraph.read_text(), re.M))
+    # the leading (* ... *) comment, one field a line (the shared files) or several on one line
+    header = dict(re.findall(r"(\w+)\s*=\s*(\d+)", kgraph.read_text().split("*)", 1)[0]))
     width, height, memlimit = int(header["width"]), int(header["height"]), int(header["memlimit"])
     nodes: dict[str, tuple[str, list[int]]] = {}
     ids: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """Large synthetic graphs: a 20k-kernel model planned within a stated memory bound.
 
-Builds (in a temp dir, nothing downloaded) ``synthetic:chain:N`` (wsealloc/bench/synthetic.py: N
+Builds (in a temp dir, nothing downloaded) ``synthetic:chain:N`` (wsealloc/frontend/synthetic.py: N
 MatMul+GELU kernels, weights as absent external data), then times the front end, the cost table and an
 allocation-only solve (exact bound + CP-SAT) in a child process and reports its peak memory.
 
@@ -31,6 +31,7 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
     from wsealloc.frontend.synthetic import build_chain
     from wsealloc.graph.kernels import build_kernels
     from wsealloc.opmodels import build_cost_table
+    from wsealloc.request import build_request
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chain.onnx"
@@ -42,7 +43,8 @@ def measure(kernels: int, arch: str) -> dict[str, object]:
         t2 = time.perf_counter()
         costs = build_cost_table(kgraph, load_arch(arch), CostOptions())
         t3 = time.perf_counter()
-        out = solve_costs(costs, OnnxSource(path=str(path)), solver="cpsat")
+        request = build_request(OnnxSource(path=str(path)), costs.arch, solver="cpsat", place=False)
+        out = solve_costs(costs, request)
         t4 = time.perf_counter()
         return {
             "kernels": len(kgraph.kernels),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,22 @@ def zoo(name: str) -> Path:
     path = MODELS / name
     assert path.exists(), f"zoo model {path} is missing"
     return path
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command printed and returned (the fields of ``subprocess.CompletedProcess`` we use)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args: str) -> Result:
+    """``wsealloc ARGS`` in this process (click's in-process run: no interpreter start-up)."""
+    from wsealloc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return Result(code, out.getvalue(), err.getvalue())

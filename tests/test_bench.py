@@ -316,3 +316,81 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
     assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1"]) == 5
     assert "score, worse than the best known 1.0" in capsys.readouterr().err
+
+
+def test_a_zero_score_is_recorded_as_best(tmp_path: Path) -> None:
+    """A contest score can be 0 (wdeltat=0 and one kernel): --update-best records it instead of failing
+    on the best-known schema (it was an internal error, exit 70)."""
+    from wsealloc.bench.results import regressions, with_improvements
+    from wsealloc.bench.suite import Instance, Suite
+
+    suite = Suite(name="z", instances=(Instance(name="zero", model="zero.kgraph"),))
+    row = BenchRow(instance="zero", kernels=1, solver=288, bound=216, status="FEASIBLE", wirelength=0.0, score=0.0)
+    updated, changed = with_improvements(suite, [row])
+    best = updated.instances[0].best
+    assert changed == ["zero"] and best is not None and best.objective == 0.0 and best.bound == 216
+    assert regressions(updated, [row]) == []
+    worse = replace(row, score=1.0)
+    assert regressions(updated, [worse]) == ["zero: 1.0 score, worse than the best known 0.0"]
+
+
+def test_suite_kgraph_instances_are_checked_before_running(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ninstances:\n- name: x\n  model: nope.kgraph\n")
+    with pytest.raises(UsageError, match=re.escape("instances.0 (x): model nope.kgraph: no such file")):
+        load_suite(str(bad))
+
+
+def test_dask_tasks_carry_their_kgraph_instance(tmp_path: Path) -> None:
+    """A contest instance travels to a node without a shared file system too (its bytes are shipped)."""
+    from wsealloc.frontend.sources import KgraphSource
+    from wsealloc.request import build_request
+
+    instance = tmp_path / "tiny_fabric.kgraph"
+    shutil.copy(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph", instance)
+    task = Task.of("tiny_fabric", build_request(str(instance), time_limit=1))
+    shipped = ship(task)
+    assert shipped.model_data == instance.read_bytes()
+    source = task.request.model
+    assert isinstance(source, KgraphSource)
+    away = source.model_copy(update={"path": "/nonexistent/cluster/node/tiny_fabric.kgraph"})
+    moved = shipped.task.model_copy(update={"request": task.request.model_copy(update={"model": away})})
+    elsewhere = run_task(replace(shipped, task=moved))
+    assert elsewhere.ok and elsewhere.contest and elsewhere.bound == 18, elsewhere
+
+
+def test_folder_options_are_refused_for_a_yaml_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-limit (like --best and --time-cap) applies to a folder of .kgraph instances only: a YAML suite
+    sets each instance's own, so the option was silently ignored there."""
+    suite = _copy_suite(tmp_path)
+    assert main(["bench", str(suite), "--time-limit", "5", "--out", str(tmp_path / "out")]) == 2
+    assert "--best, --time-limit and --time-cap apply to a folder of .kgraph instances" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"), [("0", "--time-limit 0.0: Input should be greater than 0"), ("nan", "--time-limit nan")]
+)
+def test_a_bad_folder_time_limit_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, message: str
+) -> None:
+    folder = tmp_path / "contest"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph", folder / "tiny_fabric.kgraph")
+    assert main(["bench", str(folder), "--time-limit", option, "--out", str(tmp_path / "out")]) == 2  # was exit 70
+    err = capsys.readouterr().err
+    assert err.startswith(f"wsealloc: error: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_contest_regressions_name_the_time_bound() -> None:
+    """A contest row's bound is on the largest kernel time (not cycles); an unsound one is compared with
+    the run's own time, and each message says so."""
+    from wsealloc.bench.results import regressions
+    from wsealloc.bench.suite import Best, Instance, Suite
+
+    suite = Suite(name="c", instances=(Instance(name="A", model="A.kgraph", best=Best(objective=100.0, bound=50)),))
+    weak = BenchRow(instance="A", kernels=2, solver=60, bound=40, status="FEASIBLE", wirelength=1.0, score=100.0)
+    assert regressions(suite, [weak]) == ["A: bound 40 on the largest kernel time, weaker than the recorded 50"]
+    unsound = replace(weak, bound=70)
+    assert regressions(suite, [unsound]) == [
+        "A: bound 70 on the largest kernel time exceeds this run's largest kernel time 60 (unsound)"
+    ]

@@ -5,41 +5,21 @@ not the point; the entry point itself and the signal tests start real processes.
 
 from __future__ import annotations
 
-import io
 import json
 import signal
 import subprocess
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import run
 
-from wsealloc.cli import main
 from wsealloc.plan.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = str(ROOT / "models" / "tiny" / "attention.onnx")
 MLP_DYNAMIC = str(ROOT / "models" / "tiny" / "mlp_dynamic.onnx")
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a command printed and returned (the fields of ``subprocess.CompletedProcess`` we use)."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run(*args: str) -> Result:
-    """``wsealloc ARGS`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(args))
-    return Result(code, out.getvalue(), err.getvalue())
 
 
 def run_process(*args: str) -> subprocess.CompletedProcess[str]:

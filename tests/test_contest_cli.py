@@ -8,18 +8,14 @@ hand, whose figures are computed by hand below. The shared contest instances are
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_ISPD2020
+from conftest import SHARED_ISPD2020, Result, run
 
-from wsealloc.cli import main
 from wsealloc.cost.ispd2020 import kernel_perf
 from wsealloc.frontend.kgraph import parse_kgraph
 from wsealloc.graph.contest import ContestGraph, ExecArgs
@@ -33,21 +29,6 @@ CHAIN = str(DATA / "tiny_chain.kgraph")
 FABRIC = str(DATA / "tiny_fabric.kgraph")
 CHAIN_SOL = str(DATA / "tiny_chain.sol")
 ATTENTION = str(Path(__file__).resolve().parents[1] / "models" / "tiny" / "attention.onnx")
-
-
-@dataclass(frozen=True)
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run(*args: str) -> Result:
-    """``wsealloc ARGS`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(args))
-    return Result(code, out.getvalue(), err.getvalue())
 
 
 def run_json(*args: str) -> dict:

@@ -5,6 +5,7 @@ verify, tampered plans that do not), and a quick solve of one shared instance wh
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from conftest import SHARED_ISPD2020
 
 from wsealloc.api import run
+from wsealloc.cli import main as run_cli
 from wsealloc.contest import ContestOutcome
 from wsealloc.frontend.kgraph import parse_kgraph
 from wsealloc.opmodels.contest import enumerate_contest, enumerate_graph
@@ -103,7 +105,52 @@ def test_cli_writes_plan_and_solution_that_verify(tmp_path: Path, capsys: pytest
     doc = json.loads(plan.read_text())
     doc["kernels"][0]["x"] = 10_000
     tampered.write_text(json.dumps(doc))
-    assert "outside" in verify_plan(tampered).violations[0] or not verify_plan(tampered).ok
+    report = verify_plan(tampered)
+    assert not report.ok and "outside the 120x96 fabric" in report.violations[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One 1 s solve of tiny_chain's plan, shared by the tampering tests below."""
+    plan = tmp_path_factory.mktemp("tiny_plan") / "p.json"
+    assert run_cli(["solve", str(TINY), "--time-limit", "1", "-o", str(plan)]) == 0
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ({"foo": 1}, "field instance.header: unknown header field(s) foo"),
+        ({"width": 0}, "field instance.header: width must be positive"),
+        ({"width": -3}, "field instance.header"),
+        ({"width": 2**40}, "field instance.header"),
+    ],
+)
+def test_a_malformed_recorded_header_is_a_plan_error(
+    tmp_path: Path, tiny_plan: Path, header: dict[str, int], message: str
+) -> None:
+    """A contest plan's recorded header overrides are validated like --set ones: a one-line PlanError
+    (exit 2), not an internal error."""
+    from wsealloc.errors import PlanError
+
+    plan = tmp_path / "p.json"
+    doc = json.loads(tiny_plan.read_text())
+    doc["instance"]["header"] = header
+    plan.write_text(json.dumps(doc))
+    with pytest.raises(PlanError, match=re.escape(message)):
+        verify_plan(plan)
+
+
+def test_a_plan_under_an_impossible_header_fails_on_its_kernels(tmp_path: Path, tiny_plan: Path) -> None:
+    """A plan whose recorded header (and fabric) make the instance infeasible: verify reports the
+    kernels' violations (exit 4), it does not stop on the bounds with an InfeasibleError (exit 3)."""
+    plan = tmp_path / "p.json"
+    doc = json.loads(tiny_plan.read_text())
+    doc["instance"]["header"] = {"memlimit": 1}
+    doc["fabric"]["memlimit"] = 1
+    plan.write_text(json.dumps(doc))
+    report = verify_plan(plan)
+    assert not report.ok and "over memlimit 1" in report.violations[0]
 
 
 def test_header_overrides_from_the_command_line(tmp_path: Path) -> None:
@@ -181,3 +228,11 @@ def test_the_python_api_keeps_the_instance_header() -> None:
 
     out = wsealloc.solve(TINY, time_limit=1)  # no arch: the header's 120 x 96 fabric, not wse2's
     assert isinstance(out, ContestOutcome) and (out.plan.fabric.width, out.plan.fabric.height) == (120, 96)
+
+
+def test_an_infeasible_kernel_is_named_with_its_file_and_line() -> None:
+    from wsealloc.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError) as err:
+        run(build_request(str(TINY), sets=["memlimit=12"], time_limit=1))
+    assert str(err.value).startswith(f"{TINY}:13: kernel k1 (conv H=16 W=16 R=3 S=3 C=8 K=16 T=1 U=1)")

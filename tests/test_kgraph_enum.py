@@ -196,3 +196,47 @@ def test_no_model_within_the_fabric() -> None:
     one = ConvArgs(H=1, W=1, R=1, S=1, C=64, K=1, T=1, U=1)
     with pytest.raises(InfeasibleError, match=r"within the 12x12 fabric it needs at least 6.82 memory per tile"):
         enumerate_contest(kernel(ContestKind.CONV, one), fabric(12, 12, 5))
+
+
+def test_quotient_representatives_match_the_full_scan() -> None:
+    """``_quotient_ks`` lists the same k as a scan over every k in 1..total (it was that scan: O(total)
+    memory, 16 GB for K = 2^31 - 1), for every cap, below 1 and past the total included."""
+    from wsealloc.opmodels.contest import _quotient_ks
+
+    def scan(total: int, cap: int) -> np.ndarray:
+        q = np.unique(-(-total // np.arange(1, total + 1, dtype=np.int64)))
+        ks = np.unique(-(-total // q))
+        return np.concatenate((ks[ks <= cap], ks[ks > cap][:1]))
+
+    for total in range(1, 160):
+        for cap in range(-2, 170):
+            got = _quotient_ks(total, cap)
+            assert got.dtype == np.int64 and np.array_equal(got, scan(total, cap)), (total, cap)
+    for total, cap in ((1_000_003, 211), (999_999, 1000), (65_536, 7)):
+        assert np.array_equal(_quotient_ks(total, cap), scan(total, cap))
+
+
+def test_a_huge_k_enumerates_in_small_memory() -> None:
+    """A conv with K near 2^31 (within the reader's limits) is enumerated without an O(K) array (it was
+    killed for memory, 24 GB, in ``inspect``); it is infeasible there, and says why."""
+    import resource
+
+    from wsealloc.opmodels.contest import contest_rejections
+
+    big = kernel(ContestKind.CONV, ConvArgs(H=4, W=4, R=1, S=1, C=4, K=2**31 - 1, T=1, U=1))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rejections = contest_rejections(big, fabric(633, 633, 24576))
+    assert rejections.examined > 0 and "no execution arguments within memlimit 24,576" in rejections.infeasible
+    with pytest.raises(InfeasibleError, match="kernel k1"):
+        enumerate_contest(big, fabric(633, 633, 24576))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KiB: well under 0.5 GiB
+
+
+def test_a_kernel_beyond_exact_arithmetic_is_refused_by_name() -> None:
+    from wsealloc.errors import ModelLoadError
+    from wsealloc.opmodels.contest import contest_rejections
+
+    huge = ContestKernel(0, 2, "k2", ContestKind.CBLOCK, BlockArgs(F=2**31 - 4, H=16, W=16), line=14)
+    for call in (enumerate_contest, contest_rejections):
+        with pytest.raises(ModelLoadError, match=r"kernel k2 \(line 14: cblock F=2147483644 H=16 W=16\) is too large"):
+            call(huge, fabric(633, 633, 24576))

@@ -133,6 +133,12 @@ BAD = [
     (HEADER + CONV + "conv[1]:y => conv[2]:x\n", "expected a node", 11),
     (HEADER + CONV + "conv[1] -> conv[2]\n", "expected an edge", 11),
     (HEADER + "input[0] n=[4 4 4]\n", "no conv, dblock or cblock node", 0),
+    # numbers beyond 64 bits were an internal error (OverflowError in the enumeration), fabrics beyond an
+    # arch's largest wafer a MemoryError in the placement
+    (HEADER.replace("width=64", "width=99999999999999999999"), "over the largest number a .kgraph may hold", 3),
+    (HEADER + "conv[1] W=4 H=4 R=1 S=1 C=4 K=2147483648 T=1 U=1\n", "conv[1] K is 2147483648, over the largest", 10),
+    (HEADER + CONV + "conv[1]:y -> conv[1]:x, shape:[4][4][4294967296]\n", "edge shape dim is 4294967296", 11),
+    (HEADER.replace("width=64", "width=2147483647"), "fabric has 103,079,215,056 tiles, over the 16,777,216", 3),
 ]
 
 
@@ -160,3 +166,14 @@ def test_malformed_files(tmp_path: Path, model_dir: Path) -> None:
         parse_kgraph(tmp_path / "absent.kgraph")
     with pytest.raises(ModelLoadError, match="is a directory"):
         parse_kgraph(tmp_path)
+
+
+def test_header_overrides_are_held_to_the_fabric_limit() -> None:
+    # --set width=100000 --set height=1000 made the placement allocate arrays of 10^8 tiles per kernel class
+    from wsealloc.errors import UsageError
+    from wsealloc.frontend.sources import KgraphSource
+
+    source = KgraphSource(path=str(DATA / "tiny_chain.kgraph"), header={"width": 100_000, "height": 1000})
+    with pytest.raises(UsageError, match=r"header overrides \(--arch/--set\): a 100,000 x 1,000 fabric has 100,000,000 tiles"):
+        source.read()
+    assert KgraphSource(path=str(DATA / "tiny_chain.kgraph"), header={"width": 4096, "height": 4096}).read().fabric.width == 4096

@@ -146,3 +146,15 @@ def test_solutions_built_in_code_are_judged_alike(tiny: ContestGraph) -> None:
     assert [v.kind for v in r.violations] == [ViolationKind.DUPLICATE_KERNEL]
     on_top = Solution((*legal.kernels[:2], solution_kernel("c", again.kind, again.args, again.exec_args, 0, 0, "R0")))
     assert verify_solution(on_top, tiny, bound=None).violations[0].kind is ViolationKind.OVERLAP
+
+
+@pytest.mark.parametrize("x", [10**20, -(10**20), 2**63 - 8])
+def test_coordinates_beyond_64_bits_are_judged_not_crashed(tiny: ContestGraph, x: int) -> None:
+    """A solution may state any integer: a corner beyond int64 is outside the fabric (it was an
+    OverflowError in the overlap sweep, exit 70), and the rectangles inside are still checked."""
+    text = LEGAL.replace("a : place( 0 0 R0 )", f"a : place( {x} 0 R0 )")
+    report = verify_solution(parse_solution(text, "t.sol"), tiny, bound=None)
+    assert [v.kind for v in report.violations] == [ViolationKind.OUTSIDE_FABRIC]
+    overlapping = text.replace("c : place( 11 0 R0 )", "c : place( 6 0 R0 )")  # c onto b
+    kinds = [v.kind for v in verify_solution(parse_solution(overlapping, "t.sol"), tiny, bound=None).violations]
+    assert kinds == [ViolationKind.OUTSIDE_FABRIC, ViolationKind.OVERLAP]

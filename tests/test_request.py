@@ -98,3 +98,45 @@ def test_a_stop_request_expires_every_share() -> None:
 def test_passed_deadline_is_expired() -> None:
     d = Deadline(time.perf_counter() - 1.0)
     assert d.expired() and d.remaining() == 0.0 and d.seconds_for_solver() == 0.01
+
+
+def test_python_api_keeps_a_kgraph_header() -> None:
+    """``wsealloc.solve("X.kgraph")`` solves on the file's own fabric: the API's arch defaults to None
+    (wse2 for ONNX models), as the CLI's --arch does, instead of overriding the header with wse2."""
+    import inspect
+
+    import wsealloc
+    from wsealloc.contest import ContestOutcome
+
+    assert inspect.signature(wsealloc.solve).parameters["arch"].default is None
+    out = wsealloc.solve(str(ROOT / "tests" / "data" / "kgraph" / "tiny_fabric.kgraph"), time_limit=1)
+    assert isinstance(out, ContestOutcome)
+    assert (out.graph.fabric.width, out.graph.fabric.height, out.graph.fabric.memlimit) == (24, 18, 64)
+    assert out.request.model.header == {}  # type: ignore[union-attr]
+
+
+def test_a_stop_before_the_first_contest_layout_is_an_interrupt() -> None:
+    """A signal during a contest solve ends it as interrupted (exit 130), not as an infeasible instance."""
+    from wsealloc.contest import run_contest
+    from wsealloc.errors import Interrupted
+
+    deadline = Deadline.after(30)
+    deadline.stop.stop()
+    with pytest.raises(Interrupted, match="interrupted while solving .*tiny_chain.kgraph, before a first layout") as err:
+        run_contest(build_request(str(ROOT / "tests" / "data" / "kgraph" / "tiny_chain.kgraph")), deadline)
+    assert err.value.exit_code == 130
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "message"),
+    [
+        ("tests/data/kgraph/tiny_chain.kgraph", {"wafers": 2}, "a .kgraph instance is placed on one fabric: --wafers must be 1"),
+        (str(MLP), {"time_cap": 1.1}, "--time-cap bounds a .kgraph instance's largest kernel time"),
+    ],
+)
+def test_whole_request_rules_read_as_one_sentence(model: str, options: dict[str, object], message: str) -> None:
+    # a rule over several fields has no field to name: the message starts with the rule (was ": a .kgraph ...")
+    arch = "tiny" if model.endswith(".onnx") else None
+    with pytest.raises(UsageError) as err:
+        build_request(str(ROOT / model), arch, **options)  # type: ignore[arg-type]
+    assert str(err.value).startswith(message)

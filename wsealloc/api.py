@@ -300,9 +300,10 @@ def solve(
     stop: StopHook | None = None,
     **options: Unpack[RequestOptions],
 ) -> SolveOutcome | ContestOutcome:
-    """Plan ``model`` on ``arch`` (None: ``wse2``; a ``.kgraph`` instance keeps its header): the CLI's
-    ``solve`` as a function (keyword ``options``: see :class:`wsealloc.request.RequestOptions`).
-    Writes ``output`` atomically if given."""
+    """Plan ``model`` on ``arch``: the CLI's ``solve`` as a function (keyword ``options``: see
+    :class:`wsealloc.request.RequestOptions`). Writes ``output`` atomically if given. ``arch`` None
+    means ``wse2`` for an ONNX model and the file's own header for a ``.kgraph`` instance (an arch
+    given for one overrides its header, as ``--arch`` does)."""
     if output is not None:
         check_outputs(model, arch, {"output": output})
     request = build_request(model, arch, **options)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from wsealloc.budget import Deadline
-from wsealloc.errors import InfeasibleError, SolverError
+from wsealloc.errors import InfeasibleError, Interrupted, SolverError
 from wsealloc.frontend.sources import KgraphSource
 from wsealloc.graph.contest import ContestGraph
 from wsealloc.opmodels.contest import ContestOpModels, enumerate_graph
@@ -93,8 +93,8 @@ def run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | 
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
     placement = place_solver(cp.problem, knobs)
     if placement.rects is None:
-        if deadline.stopped:
-            raise InfeasibleError(f"{source.label}: stopped before a first layout; nothing to write")
+        if deadline.stopped:  # a signal, not an infeasible instance: exit 130 like every interrupted solve
+            raise Interrupted(f"interrupted while solving {source.label}, before a first layout; nothing was written")
         raise InfeasibleError(
             f"{source.label}: no layout of the kernels fits the {graph.fabric.width}x{graph.fabric.height} fabric "
             f"({placement.message}); a larger fabric (--set width=... --set height=...) or memory limit may help"

@@ -292,4 +292,5 @@ def _first_error(exc: ValidationError) -> str:
     message = str(err["msg"]).removeprefix("Value error, ")
     value = err.get("input")
     shown = f" {value!r}" if not isinstance(value, (dict, list, BaseModel)) else ""
-    return f"{_OPTION_NAMES.get(where, where)}{shown}: {message}"
+    head = f"{_OPTION_NAMES.get(where, where)}{shown}"
+    return f"{head}: {message}" if head else message  # a whole-request rule names its options itself

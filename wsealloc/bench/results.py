@@ -95,16 +95,18 @@ def regressions(suite: Suite, rows: Sequence[BenchRow]) -> list[str]:
         if best is None:
             continue
         what = "score" if row.contest else "cycles"
+        bound_what = "on the largest kernel time" if row.contest else "cycles"  # a contest bound is on the time
         objective = row.objective
         assert objective is not None
         if objective > best.objective:
             out.append(f"{inst.name}: {objective:,} {what}, worse than the best known {best.objective:,}")
         if row.bound is not None and best.bound is not None and row.bound < best.bound:
-            out.append(f"{inst.name}: bound {row.bound:,} cycles, weaker than the recorded {best.bound:,}")
+            out.append(f"{inst.name}: bound {row.bound:,} {bound_what}, weaker than the recorded {best.bound:,}")
         # a bound above what was achieved is unsound (a contest bound is on the time, the achieved time is ``solver``)
         achieved = row.solver if row.contest else best.objective
         if row.bound is not None and row.bound > achieved:
-            out.append(f"{inst.name}: bound {row.bound:,} cycles exceeds the best known objective {achieved:,} (unsound)")
+            reached = f"this run's largest kernel time {achieved:,}" if row.contest else f"the best known objective {achieved:,}"
+            out.append(f"{inst.name}: bound {row.bound:,} {bound_what} exceeds {reached} (unsound)")
     return out
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wsealloc.errors import UsageError
-from wsealloc.frontend.sources import OnnxSource
+from wsealloc.frontend.sources import KgraphSource, OnnxSource
 from wsealloc.plan.io import write_atomic
 from wsealloc.request import SolveRequest
 
@@ -174,9 +174,12 @@ class Shipped:
 
 
 def ship(task: Task, worker: Sequence[str] = WORKER_COMMAND) -> Shipped:
-    """A task with its ONNX file's contents attached (synthetic models are generated where they run)."""
+    """A task with its model file's contents attached (an ONNX file or a ``.kgraph`` instance; synthetic
+    models are generated where they run)."""
     source = task.request.model
-    data = Path(source.path).read_bytes() if isinstance(source, OnnxSource) and Path(source.path).is_file() else None
+    data = None
+    if isinstance(source, (OnnxSource, KgraphSource)) and Path(source.path).is_file():
+        data = Path(source.path).read_bytes()
     return Shipped(task, data, tuple(worker))
 
 
@@ -186,7 +189,7 @@ def run_task(shipped: Shipped) -> BenchRow:
     only, never the Dask worker and the other tasks queued on it)."""
     task = shipped.task
     source = task.request.model
-    if shipped.model_data is not None and isinstance(source, OnnxSource):
+    if shipped.model_data is not None and isinstance(source, (OnnxSource, KgraphSource)):
         local = source.model_copy(update={"path": _local(source.path, shipped.model_data)})
         task = task.model_copy(update={"request": task.request.model_copy(update={"model": local})})
     return Runner(worker=shipped.worker).isolated(task)

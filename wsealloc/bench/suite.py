@@ -32,7 +32,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
-from wsealloc.frontend.sources import OnnxSource
+from wsealloc.frontend.sources import KgraphSource, OnnxSource
 from wsealloc.request import SolveRequest, build_request
 from wsealloc.yamlload import load_yaml
 
@@ -46,7 +46,9 @@ class _Frozen(BaseModel):
 class Best(_Frozen):
     """Best known result of an instance."""
 
-    objective: int | float = Field(gt=0)  # bottleneck cycles (ONNX), or the score of a contest instance
+    # bottleneck cycles (ONNX, at least 1), or the score of a contest instance (0 is a legal score:
+    # wdeltat=0 with one kernel, or wlength=0 with a zero time)
+    objective: int | float = Field(ge=0)
     bound: int | None = None  # the proven lower bound (cycles; a contest instance's: on its largest kernel time)
 
 
@@ -96,7 +98,7 @@ class Instance(_Frozen):
             wafers=self.wafers,
         )
         source = request.model
-        if isinstance(source, OnnxSource) and not source.onnx_path().is_file():
+        if isinstance(source, (OnnxSource, KgraphSource)) and not Path(source.path).is_file():
             raise UsageError(f"model {self.model}: no such file (paths are relative to the suite file)")
         return request
 
@@ -144,10 +146,16 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
         for inst in load_suite(str(best)).suite.instances:
             if inst.best is not None:
                 known[inst.name] = inst.best
-    instances = tuple(
-        Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
-        for f in files
-    )
+    try:
+        instances = tuple(
+            Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
+            for f in files
+        )
+    except ValidationError as exc:  # --time-limit 0 and the like: the option's fault, named as such
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        option = {"time_limit": "--time-limit", "time_cap": "--time-cap"}.get(field, field)
+        raise UsageError(f"{option} {err.get('input')!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
     suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
     tasks = tuple(inst.task(folder) for inst in instances)
     return SuiteFile(suite, best, tasks)

@@ -276,4 +276,6 @@ def sweep(
         for p, r, row in zip(points, requests, rows, strict=True)
     )
     pairs = non_monotone(parsed, points, [s.throughput for s in solved])
-    return Sweep(source.label, str(arch) if not isinstance(arch, Arch) else arch.name, tuple(parsed), solved, tuple(pairs))
+    # the base machine as the user named it (a request carries its own arch: the ``arch`` argument is unused then)
+    label = base.machine.name if isinstance(model, SolveRequest) or isinstance(arch, Arch) else str(arch)
+    return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs))

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
+from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.cli.options import debug_option, time_limit_option
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
 from wsealloc.report.console import console as make_console
@@ -77,7 +78,13 @@ def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., 
 @_jobs_option(1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
 @click.option("--update-best", is_flag=True, help="Record results better than the suite's best-known values.")
-@time_limit_option("A folder of .kgraph instances: each instance's time limit (a YAML suite sets its own).")
+@click.option(
+    "--time-limit",
+    default=None,
+    type=float,
+    help=f"A folder of .kgraph instances: each instance's time limit [default: {DEFAULT_TIME_LIMIT_S:g}] "
+    "(a YAML suite sets its own).",
+)
 @click.option("--time-cap", default=None, type=float, help="A folder of .kgraph instances: see solve --time-cap.")
 @click.option(
     "--best",
@@ -92,7 +99,7 @@ def bench(
     jobs: int,
     scheduler: str | None,
     update_best: bool,
-    time_limit: float,
+    time_limit: float | None,
     time_cap: float | None,
     best_file: str | None,
     debug: bool,
@@ -104,10 +111,14 @@ def bench(
 
     if Path(suite).is_dir():  # a folder of contest instances (the user's; the project ships none)
         best = Path(best_file) if best_file else Path(out_dir) / f"{Path(suite).resolve().name}.yaml"
-        loaded = folder_suite(Path(suite), best, time_limit, time_cap)
+        loaded = folder_suite(Path(suite), best, DEFAULT_TIME_LIMIT_S if time_limit is None else time_limit, time_cap)
     else:
-        if best_file is not None or time_cap is not None:
-            raise UsageError("--best and --time-cap apply to a folder of .kgraph instances; a YAML suite sets its own")
+        if best_file is not None or time_cap is not None or time_limit is not None:
+            # a YAML suite's instances carry their own time limits: an option it would ignore is an error
+            raise UsageError(
+                "--best, --time-limit and --time-cap apply to a folder of .kgraph instances; "
+                "a YAML suite sets its own (time_limit, time_cap per instance)"
+            )
         loaded = load_suite(suite)  # a bad suite, -j or --out fails before anything runs
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from wsealloc.arch.schema import MAX_CORES
 from wsealloc.errors import ModelLoadError
 from wsealloc.graph.contest import (
     BlockArgs,
@@ -43,6 +44,11 @@ from wsealloc.graph.contest import (
     FormalArgs,
     IoNode,
 )
+
+# Every number of a file is below 2^31 (as the --set header overrides are), and the fabric holds at
+# most as many tiles as an arch's wafer may have cores (the placement's arrays are height x width).
+MAX_INT = 2**31 - 1
+MAX_TILES = MAX_CORES
 
 IO_TYPES = ("input", "output")
 NODE_TYPES = tuple(k.value for k in ContestKind) + IO_TYPES
@@ -85,6 +91,16 @@ def looks_like_kgraph(path: str | Path) -> bool:
         return False
     header = text.split("*)", 1)[0]
     return re.search(r"\bwidth\s*=", header) is not None and re.search(r"\bheight\s*=", header) is not None
+
+
+def fabric_size_error(width: int, height: int) -> str:
+    """Why a width x height fabric is too large to place on ("" when it is not)."""
+    if width * height > MAX_TILES:
+        return (
+            f"a {width:,} x {height:,} fabric has {width * height:,} tiles, over the {MAX_TILES:,} wsealloc places on "
+            "(an arch's largest wafer)"
+        )
+    return ""
 
 
 def parse_kgraph(path: str | Path, *, fabric: Fabric | None = None) -> ContestGraph:
@@ -168,6 +184,9 @@ class _Parser:
             ints[key] = self._int(raw, line, f"header field '{key}'", minimum=1 if key in ("width", "height", "memlimit") else 0)
         test = values.get("test", (Path(self.label).stem, 0))[0]
         fabric = Fabric(test, ints["width"], ints["height"], ints["memlimit"], ints["wdeltat"], ints["wlength"], ints["wadapter"])
+        problem = fabric_size_error(fabric.width, fabric.height)
+        if problem:
+            raise self.fail(values["width"][1], problem)
         return fabric, end + 1
 
     @staticmethod
@@ -187,6 +206,8 @@ class _Parser:
         if value < minimum:
             bound = "positive" if minimum == 1 else "non-negative"
             raise self.fail(line, f"{what} must be {bound}, got {value}")
+        if value > MAX_INT:
+            raise self.fail(line, f"{what} is {value}, over the largest number a .kgraph may hold ({MAX_INT:,})")
         return value
 
     # -- body ---------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from wsealloc.frontend.kgraph import HEADER_INTS, looks_like_kgraph, parse_kgraph
+from wsealloc.errors import UsageError
+from wsealloc.frontend.kgraph import HEADER_INTS, fabric_size_error, looks_like_kgraph, parse_kgraph
 from wsealloc.frontend.synthetic import PREFIX, parse_spec, resolve
 from wsealloc.graph.contest import ContestGraph, Fabric
 
@@ -118,6 +119,9 @@ class KgraphSource(_Source):
             return graph
         h = self.header
         f = graph.fabric
+        too_large = fabric_size_error(h.get("width", f.width), h.get("height", f.height))
+        if too_large:
+            raise UsageError(f"{self.label}: header overrides (--arch/--set): {too_large}")
         fabric = replace(
             f,
             width=h.get("width", f.width),

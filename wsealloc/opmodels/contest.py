@@ -48,11 +48,15 @@ from wsealloc.cost.ispd2020 import (
     smallest_memory,
     time_of_tiles_array,
 )
-from wsealloc.errors import InfeasibleError
+from wsealloc.errors import InfeasibleError, ModelLoadError
 from wsealloc.graph.contest import ContestGraph, ContestKernel, ContestKind, ConvArgs, ExecArgs, Fabric, FormalArgs, Orientation
 
 EXAMPLES_PER_REASON = 3
 _INF = np.iinfo(np.int64).max
+# The enumeration computes times, tile counts and memory bounds exactly in int64 arrays: every product
+# it forms is at most (H+R-1)(W+S-1) C K R S T U of a sub-conv, which must stay below this (the
+# solvers' largest latency too, ``problem.allocation.MAX_CYCLES``); the published instances stay below 2^34.
+MAX_CONV_SIZE = 2**50
 
 
 class ContestReason(enum.IntEnum):
@@ -212,8 +216,22 @@ def raw_space(kind: ContestKind, args: FormalArgs) -> int:
     return 2 * size
 
 
+def check_kernel_size(kernel: ContestKernel) -> None:
+    """ModelLoadError naming the kernel (and its line) when a sub-conv is too large for the exact
+    64-bit arithmetic of the enumeration (see ``MAX_CONV_SIZE``)."""
+    for cv in kernel_convs(kernel.kind, kernel.args):
+        size = (cv.H + cv.R - 1) * (cv.W + cv.S - 1) * cv.C * cv.K * cv.R * cv.S * cv.T * cv.U
+        if size >= MAX_CONV_SIZE:
+            raise ModelLoadError(
+                f"kernel {kernel.name} (line {kernel.line}: {kernel.kind.value} {_args_text(kernel.args)}) is too large: "
+                f"a conv of it spans (H+R-1)(W+S-1) C K R S T U = {size:.3g} loop iterations, over the {MAX_CONV_SIZE:.3g} "
+                "the kernel library's arithmetic is exact for"
+            )
+
+
 def enumerate_contest(kernel: ContestKernel, fabric: Fabric) -> ContestOpModels:
     """The legal op models of one kernel on the frontier (InfeasibleError naming it when none is legal)."""
+    check_kernel_size(kernel)
     core = _enumerate(kernel.kind, kernel.args, fabric.height, fabric.width, fabric.memlimit)
     if core.time.size == 0:
         raise InfeasibleError(_infeasible_message(kernel, fabric, core))
@@ -257,14 +275,23 @@ class ContestRejections:
 def contest_rejections(kernel: ContestKernel, fabric: Fabric) -> ContestRejections:
     """The rejection counts and examples of one kernel without raising for an infeasible kernel: ``inspect``
     shows why a kernel has no legal model the way it shows any kernel's rejected candidates."""
+    check_kernel_size(kernel)
     core = _enumerate(kernel.kind, kernel.args, fabric.height, fabric.width, fabric.memlimit)
     message = _infeasible_message(kernel, fabric, core) if core.time.size == 0 else ""
     return ContestRejections(kernel, core.examined, raw_space(kernel.kind, kernel.args), core.rejected, core.examples, message)
 
 
 def enumerate_graph(graph: ContestGraph) -> tuple[ContestOpModels, ...]:
-    """:func:`enumerate_contest` for every placed kernel, in file order (identical kernels computed once)."""
-    return tuple(enumerate_contest(k, graph.fabric) for k in graph.kernels)
+    """:func:`enumerate_contest` for every placed kernel, in file order (identical kernels computed once);
+    an infeasible kernel is named after the file and its line, as the reader's errors are."""
+    out = []
+    for k in graph.kernels:
+        try:
+            out.append(enumerate_contest(k, graph.fabric))
+        except InfeasibleError as exc:
+            where = f"{graph.source}:{k.line}" if k.line else graph.source
+            raise InfeasibleError(f"{where}: {exc}") from None
+    return tuple(out)
 
 
 def _memory_text(value: float) -> str:
@@ -300,12 +327,18 @@ def _args_text(args: FormalArgs) -> str:
 
 # -- the enumeration ----------------------------------------------------------------------------
 def _quotient_ks(total: int, cap: int) -> np.ndarray:
-    """Smallest k of each distinct ceil(total/k), for k <= cap, plus the first one past ``cap`` (if <= total)."""
-    q = np.unique(-(-total // np.arange(1, total + 1, dtype=np.int64)))
-    ks = np.unique(-(-total // q))
-    inside = ks[ks <= cap]
-    beyond = ks[ks > cap][:1]
-    return np.concatenate((inside, beyond))
+    """Smallest k of each distinct ceil(total/k), for k <= cap, plus the first one past ``cap`` (if <= total).
+
+    In O(min(total, cap)): the quotients of k <= cap have their smallest k at most cap; past cap the first
+    new quotient is q_cap - 1 (q_cap = ceil(total/cap) >= 2), first reached at k = ceil(total/(q_cap - 1))."""
+    if cap < 1:
+        return np.ones(1, dtype=np.int64)  # every k is past the cap: the first is k = 1
+    q = np.unique(-(-total // np.arange(1, min(total, cap) + 1, dtype=np.int64)))
+    inside = np.unique(-(-total // q))
+    if cap >= total:
+        return inside
+    q_cap = -(-total // cap)
+    return np.concatenate((inside, np.array([-(-total // (q_cap - 1))], dtype=np.int64)))
 
 
 def _triples(hk: int, wk: int, cmax: int, dmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -301,14 +301,23 @@ def _check_kernel(
     return perf.time, KernelFigures(sk.name, p.x, p.y, width, height, perf.time, perf.memory)
 
 
+_COORD_LIMIT = 2**61
+
+
 def _overlaps(figures: list[KernelFigures], out: list[Violation]) -> None:
     """Pairs of overlapping rectangles, by a sweep over x (each rectangle meets only those starting before its right edge)."""
     if len(figures) < 2:
         return
-    x0 = np.array([f.x for f in figures], dtype=np.int64)
-    x1 = x0 + np.array([f.width for f in figures], dtype=np.int64)
-    y0 = np.array([f.y for f in figures], dtype=np.int64)
-    y1 = y0 + np.array([f.height for f in figures], dtype=np.int64)
+
+    def ends(lo: list[int], size: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        # a solution may state any integer: clipped to +-2^61 (far outside any fabric, where such a
+        # rectangle is already a violation), the sweep stays in int64 without changing any overlap inside it
+        clip = [min(max(v, -_COORD_LIMIT), _COORD_LIMIT) for v in lo]
+        far = [min(max(v + d, -_COORD_LIMIT), _COORD_LIMIT) for v, d in zip(lo, size, strict=True)]
+        return np.array(clip, dtype=np.int64), np.array(far, dtype=np.int64)
+
+    x0, x1 = ends([f.x for f in figures], [f.width for f in figures])
+    y0, y1 = ends([f.y for f in figures], [f.height for f in figures])
     order = np.argsort(x0, kind="stable")
     sx0 = x0[order]
     pairs: list[tuple[int, int]] = []

@@ -479,16 +479,25 @@ def verify_contest_plan(plan_path: Path, instance_override: str | None = None) -
         file_sha256(path) == plan.instance.sha256,
         f"instance {path} differs from the planned one (SHA-256 mismatch): re-run solve",
     )
-    graph = KgraphSource(path=str(path), header=plan.instance.header).read()
+    try:  # the recorded overrides are validated like --set ones (a malformed field is the plan's fault)
+        source = KgraphSource(path=str(path), header=plan.instance.header)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise PlanError(
+            f"{plan_path}: field instance.header: {str(err['msg']).removeprefix('Value error, ')}; re-run solve"
+        ) from None
+    graph = source.read()
     from wsealloc.plan.contest_plan import FabricRef
 
     check(plan.fabric == FabricRef.of(graph.fabric), "fabric does not match the instance's header with the plan's overrides")
-    bounds = contest_bounds(graph)
-    report = verify_solution(plan.solution(), graph, bound=bounds.value)
+    # legality first (a plan under an impossible header fails here, on its kernels), then the bounds:
+    # a legal layout proves the instance feasible, so they exist
+    report = verify_solution(plan.solution(), graph, bound=None)
     for v in report.violations:
         check(False, v.message)
     if not report.ok:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    bounds = contest_bounds(graph)
     obj = plan.objective
     recorded = (plan.bounds.single_kernel, plan.bounds.area, plan.bounds.fabric, plan.bounds.value)
     check(
