@@ -186,9 +186,7 @@ def summarize(label: str, grids: list[tuple[Grid, IspdConvWork, int]], arch: Arc
         "std vec share": median([g.std_vector / g.std for g, _, _ in fit]),
         "contest/ideal": median([(g.contest_cycles or 0) / ideal(g, isp) for g, isp, _ in fit]),
         "(c'+1)/c'": median([(int(g.formula.c[0]) + 1) / int(g.formula.c[0]) for g, _, _ in fit]),
-        "grid/rect": median(
-            [g.r * g.c / int(g.formula.grid_rows_used[0] * g.formula.grid_cols_used[0]) for g, _, _ in fit]
-        ),
+        "grid/rect": median([g.r * g.c / int(g.formula.grid_rows_used[0] * g.formula.grid_cols_used[0]) for g, _, _ in fit]),
         "quant": median([quant(g, isp) for g, isp, _ in fit]),
     }
 

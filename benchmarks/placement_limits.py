@@ -98,8 +98,13 @@ def main() -> None:
     parser.add_argument("model", nargs="?", default=str(ROOT / "models" / "resnet50.onnx"))
     parser.add_argument("--arch", default="wse2")
     parser.add_argument("--factor", type=float, default=1.1)
-    parser.add_argument("--pack", type=float, default=0.0, metavar="SECONDS",
-                        help="also try to pack the wafer at each target with communication ignored (CP-SAT, per target)")
+    parser.add_argument(
+        "--pack",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="also try to pack the wafer at each target with communication ignored (CP-SAT, per target)",
+    )
     args = parser.parse_args()
 
     costs = build_costs(OnnxSource(path=args.model), load_arch(args.arch), CostOptions())
@@ -141,8 +146,16 @@ def main() -> None:
         allowed = target - mesh.hop_latency * (1 + info[t][3])
         if busy > allowed:
             parent[find(s)] = find(t)
-            tied.append({"producer": f"{s} {problem.names[s]}", "consumer": f"{t} {problem.names[t]}", "MB": round(b / 1e6, 2),
-                         "widest leg": widest, "vertical busy": int(busy), "allowed": allowed})
+            tied.append(
+                {
+                    "producer": f"{s} {problem.names[s]}",
+                    "consumer": f"{t} {problem.names[t]}",
+                    "MB": round(b / 1e6, 2),
+                    "widest leg": widest,
+                    "vertical busy": int(busy),
+                    "allowed": allowed,
+                }
+            )
     print(f"flows that cannot run vertically within T ({len(tied)}): producer and consumer must share rows\n")
     print(markdown(tied, ["producer", "consumer", "MB", "widest leg", "vertical busy", "allowed"]) + "\n")
 
@@ -160,9 +173,17 @@ def main() -> None:
             width += shape.width_for(shape.height_index(lane), target) or mesh.cols + 1
         rest = sum(info[k][0] for k in range(n) if k not in members)
         left = wafer - lane * width
-        out.append({"kernels": ", ".join(str(k) for k in members),
-                    "lane rows": lane, "one-lane width": width, "of wafer width": f"{width / mesh.cols:.0%}",
-                    "others need": f"{rest:,}", "area left": f"{left:,}", "others / left": f"{rest / left:.0%}"})
+        out.append(
+            {
+                "kernels": ", ".join(str(k) for k in members),
+                "lane rows": lane,
+                "one-lane width": width,
+                "of wafer width": f"{width / mesh.cols:.0%}",
+                "others need": f"{rest:,}",
+                "area left": f"{left:,}",
+                "others / left": f"{rest / left:.0%}",
+            }
+        )
     print("chains of kernels tied side by side, laid out in one lane as tall as their tallest least height\n")
     columns = ["kernels", "lane rows", "one-lane width", "of wafer width", "others need", "area left", "others / left"]
     print(markdown(out, columns))

@@ -15,7 +15,7 @@ import pytest
 import wsealloc
 from wsealloc.bench.results import to_csv, to_markdown
 from wsealloc.bench.runner import BenchRow, Task, run_all, run_instance, run_task, ship
-from wsealloc.bench.suite import load_suite
+from wsealloc.bench.suite import load_suite, read_suite
 from wsealloc.cli import main
 from wsealloc.errors import UsageError
 from wsealloc.frontend.sources import OnnxSource
@@ -184,6 +184,7 @@ def test_hung_worker_times_out_and_suite_completes(tmp_path: Path) -> None:
     assert rows[1].status == "OPTIMAL"
 
 
+@pytest.mark.slow  # a LocalCluster end to end (4 s): run by .ci/run
 def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     from distributed import LocalCluster
 
@@ -260,6 +261,7 @@ def _with_marker(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # a real bench process and its workers signalled (4 s): run by .ci/run
 def test_sigterm_stops_workers(tmp_path: Path) -> None:
     """Killing a bench run leaves no worker processes behind."""
     import os
@@ -316,6 +318,13 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
     assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1"]) == 5
     assert "score, worse than the best known 1.0" in capsys.readouterr().err
+    # recording from a folder that holds one of the two keeps the other's best value in the file
+    (folder / "tiny_fabric.kgraph").unlink()
+    best.write_text(text.replace(f"objective: {first.objective}", "objective: 1000000.0", 1))
+    assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1", "--update-best"]) == 0
+    again = read_suite(str(best)).instances  # tiny_fabric's file is gone: read the document only
+    assert [i.name for i in again] == ["tiny_chain", "tiny_fabric"] and again[1].best == recorded.instances[1].best
+    assert again[0].best is not None and again[0].best.objective < 1000000.0
 
 
 def test_a_zero_score_is_recorded_as_best(tmp_path: Path) -> None:

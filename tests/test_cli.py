@@ -163,6 +163,8 @@ def _stop_after(args: list[str], marker: str, wait_s: float, sig: int = signal.S
 LLAMA_7B = str(ROOT / "models" / "llama-7b.onnx")
 
 
+# real processes signalled mid-solve (5 s each): end-to-end checks of the slow group, run by .ci/run
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_during_construction_stops_within_2s(sig: int, tmp_path: Path) -> None:
     """Ctrl-C / SIGTERM while the placement constructs: out within 2 s, the best plan so far written
@@ -177,6 +179,7 @@ def test_signal_during_construction_stops_within_2s(sig: int, tmp_path: Path) ->
     assert verify_plan(plan).ok
 
 
+@pytest.mark.slow
 def test_signal_during_a_pipeline_stops_within_2s(tmp_path: Path) -> None:
     """A multi-wafer solve stopped while placing its first wafer: the other wafers are allocated
     without placing, the plan is written and valid."""

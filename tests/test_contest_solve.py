@@ -188,6 +188,8 @@ def test_onnx_only_options_and_bad_overrides_are_refused() -> None:
         build_request(TINY, dims={"batch": 2})
     with pytest.raises(UsageError, match="cost .* apply to ONNX models"):
         build_request(TINY, cost="seed")
+    with pytest.raises(UsageError, match="solver .* apply to ONNX models"):  # was silently ignored
+        build_request(TINY, solver="pulp")
     with pytest.raises(UsageError, match="width must be positive"):
         build_request(TINY, sets=["width=0"])
 

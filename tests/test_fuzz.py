@@ -310,7 +310,8 @@ def _stable(doc: dict) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize(
-    "name", ["attention.onnx", pytest.param("transformer.onnx", marks=pytest.mark.slow)]  # the LNS runs in both
+    "name",
+    ["attention.onnx", pytest.param("transformer.onnx", marks=pytest.mark.slow)],  # the LNS runs in both
 )
 def test_same_inputs_same_plan(tmp_path: Path, name: str) -> None:
     model = ROOT / "models" / "tiny" / name

@@ -24,6 +24,15 @@ def test_defaults_are_the_documented_ones() -> None:
     assert r.arch == load_arch("tiny") and r.cost.model.value == "standard"
 
 
+def test_a_request_is_complete_options_beside_it_are_refused() -> None:
+    r = build_request(MLP, "tiny")
+    assert build_request(r) is r
+    with pytest.raises(UsageError, match="time_limit given with a SolveRequest"):
+        build_request(r, time_limit=5)  # was silently ignored
+    with pytest.raises(UsageError, match="arch given with a SolveRequest"):
+        build_request(r, "wse2")
+
+
 def test_request_round_trips_through_json() -> None:
     r = build_request(MLP, "tiny", sets=["core.sram_bytes=24KiB"], dims={"batch": 2}, time_limit=7.5, wafers="auto")
     back = SolveRequest.from_json(r.to_json())

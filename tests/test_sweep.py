@@ -88,7 +88,6 @@ def test_throughput_uses_each_points_clock(monkeypatch: pytest.MonkeyPatch) -> N
     assert worse.pairs == ((0, 1),) and "clock_hz=2GHz is a better machine than clock_hz=1GHz" in worse.warnings[0]
 
 
-
 def test_a_request_sweeps_its_own_arch(monkeypatch: pytest.MonkeyPatch) -> None:
     """``sweep(request, axes=...)`` reports the request's machine, not the ``arch`` argument's default (wse2)."""
     from wsealloc.request import build_request
@@ -97,6 +96,7 @@ def test_a_request_sweeps_its_own_arch(monkeypatch: pytest.MonkeyPatch) -> None:
     result = wsealloc.sweep(build_request(TRANSFORMER, "tiny"), axes=["clock_hz=1GHz,2GHz"], on_done=lambda row: None)
     assert result.arch == "tiny" and result.to_dict()["arch"] == "tiny"
     assert wsealloc.sweep(TRANSFORMER, "tiny", ["clock_hz=1GHz,2GHz"], on_done=lambda row: None).arch == "tiny"
+
 
 def test_all_points_failing_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -155,6 +155,9 @@ def build_request(
         raise UsageError(f"unknown option(s) {', '.join(unknown)}; choose from {', '.join(RequestOptions.__annotations__)}")
     opts: dict[str, object] = dict(options)
     if isinstance(model, SolveRequest):
+        if options or arch is not None:
+            given = ", ".join([*(["arch"] if arch is not None else []), *options])
+            raise UsageError(f"{given} given with a SolveRequest, which is already complete; build a new request instead")
         return model
     dims = opts.get("dims") or {}
     if not isinstance(dims, Mapping) or not all(
@@ -186,13 +189,15 @@ def build_request(
                 ("fuse", not fuse),
                 ("allow_unknown_ops", bool(opts.get("allow_unknown_ops", False))),
                 ("cost", str(opts.get("cost", "standard")) != "standard"),
+                ("solver", str(opts.get("solver", "cpsat")) != "cpsat"),
             )
             if given
         ]
         if onnx_only:
             raise UsageError(
                 f"{source.label}: a .kgraph instance is costed by the contest's kernel library; "
-                f"{', '.join(onnx_only)} (--dim, --no-fuse, --allow-unknown-ops, --cost-model) apply to ONNX models"
+                f"{', '.join(onnx_only)} (--dim, --no-fuse, --allow-unknown-ops, --cost-model, --solver) apply to ONNX "
+                "models (the contest placement runs its own strips + CP-SAT engine)"
             )
         header = {**source.header, **kgraph_header(arch, [str(s) for s in sets])}
         try:  # validated like any source (a zero width is refused here)

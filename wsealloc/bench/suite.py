@@ -125,11 +125,14 @@ def suite_path(spec: str) -> Path:
 
 @dataclass(frozen=True)
 class SuiteFile:
-    """A loaded suite: the document, where it lives, and its instances as validated tasks."""
+    """A loaded suite: the document, where it lives, and its instances as validated tasks. ``kept``:
+    instances of a folder suite's best file that the folder does not hold (another folder's, or a
+    file since removed), written back unchanged when best-known values are recorded."""
 
     suite: Suite
     path: Path
     tasks: tuple[Task, ...]
+    kept: tuple[Instance, ...] = ()
 
 
 def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | None) -> SuiteFile:
@@ -142,10 +145,10 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
     if not files:
         raise UsageError(f"{folder}: no .kgraph files; a folder suite runs every contest instance it holds")
     known: dict[str, Best] = {}
-    if best.is_file():
-        for inst in load_suite(str(best)).suite.instances:
-            if inst.best is not None:
-                known[inst.name] = inst.best
+    recorded: tuple[Instance, ...] = read_suite(str(best)).instances if best.is_file() else ()
+    for inst in recorded:
+        if inst.best is not None:
+            known[inst.name] = inst.best
     try:
         instances = tuple(
             Instance(name=f.stem, model=str(f.resolve()), time_limit=time_limit, time_cap=time_cap, best=known.get(f.stem))
@@ -158,7 +161,8 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
         raise UsageError(f"{option} {err.get('input')!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
     suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
     tasks = tuple(inst.task(folder) for inst in instances)
-    return SuiteFile(suite, best, tasks)
+    names = {inst.name for inst in instances}
+    return SuiteFile(suite, best, tasks, tuple(inst for inst in recorded if inst.name not in names))
 
 
 def _folder_name(folder: Path) -> str:
@@ -169,6 +173,21 @@ def _folder_name(folder: Path) -> str:
 def load_suite(spec: str) -> SuiteFile:
     """Load and validate a suite, every instance built into its task (a typo fails here, before anything
     runs); errors name the file, the instance and the field."""
+    path = suite_path(spec)
+    suite = read_suite(spec)
+    tasks = []
+    for i, inst in enumerate(suite.instances):
+        try:
+            tasks.append(inst.task(path.parent))
+        except WseallocError as exc:
+            raise UsageError(f"{path}: instances.{i} ({inst.name}): {exc}") from exc
+    return SuiteFile(suite, path, tuple(tasks))
+
+
+def read_suite(spec: str) -> Suite:
+    """The suite document of ``spec`` (a name in ``instances/`` or a YAML path), validated (fields,
+    unique names) but without building its instances' requests: a folder suite's best file may name
+    instances whose files are gone."""
     path = suite_path(spec)
     if not path.is_file():
         if not SUITES_DIR.is_dir():
@@ -201,13 +220,7 @@ def load_suite(spec: str) -> SuiteFile:
         if inst.name in seen:
             raise UsageError(f"{path}: instances.{i}.name: {inst.name!r} is used twice; instance names must be unique")
         seen.add(inst.name)
-    tasks = []
-    for i, inst in enumerate(suite.instances):
-        try:
-            tasks.append(inst.task(path.parent))
-        except WseallocError as exc:
-            raise UsageError(f"{path}: instances.{i} ({inst.name}): {exc}") from exc
-    return SuiteFile(suite, path, tuple(tasks))
+    return suite
 
 
 def suite_document(suite: Suite) -> str:

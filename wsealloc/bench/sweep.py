@@ -243,7 +243,7 @@ class Sweep:
 
 def sweep(
     model: str | Path | SolveRequest,
-    arch: str | Path | Arch = "wse2",
+    arch: str | Path | Arch | None = None,
     axes: Sequence[str] | Sequence[Axis] = (),
     *,
     jobs: int = 1,
@@ -256,7 +256,8 @@ def sweep(
     at ``scheduler``. ``model`` is a request (the base machine is its arch) or the arguments of
     :func:`wsealloc.request.build_request` (allocation only unless ``place=True``)."""
     parsed = [a for a in axes if isinstance(a, Axis)] or parse_axes([str(a) for a in axes])
-    options.setdefault("place", False)  # a sweep compares allocations unless asked to place
+    if not isinstance(model, SolveRequest):
+        options.setdefault("place", False)  # a sweep compares allocations unless asked to place
     base = build_request(model, arch, **options)
     points = grid(parsed)
     # a point's machine: the base arch with the point's overrides (validated once per point)

@@ -17,9 +17,10 @@ from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
-from wsealloc.cli.options import debug_option, time_limit_option
+from wsealloc.cli.options import debug_option, solver_settings_options, sweep_model_options, with_request
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
 from wsealloc.report.console import console as make_console
+from wsealloc.request import SolveRequest
 
 
 @contextmanager
@@ -92,7 +93,7 @@ def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., 
     default=None,
     help="A folder of .kgraph instances: the suite YAML holding their best-known values [default: OUT/FOLDER.yaml].",
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@debug_option
 def bench(
     suite: str,
     out_dir: str,
@@ -139,14 +140,10 @@ def bench(
 
 
 @click.command()
-@click.argument("model", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--arch", default="wse2", show_default=True, help="Base architecture (preset or YAML path).")
-@click.option("--set", "sets", multiple=True, required=True, metavar="FIELD=V1,V2,...", help="A swept field (repeatable).")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable).")
-@click.option("--solver", default="cpsat", show_default=True, help="cpsat, pulp, pulp-highs, bisect, greedy, greedy-seed.")
+@sweep_model_options
+@click.option("--set", "axes", multiple=True, required=True, metavar="FIELD=V1,V2,...", help="A swept field (repeatable).")
+@solver_settings_options("Seconds for each point's whole solve.")
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
-@click.option("--allow-unknown-ops", is_flag=True, help="Cost ops the model does not know as 1 vector op per output element.")
-@time_limit_option("Seconds for each point's whole solve.")
 @_jobs_option(os.cpu_count() or 1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
 @click.option(
@@ -158,44 +155,36 @@ def bench(
 )
 @click.option("--plot", "plot_path", default=None, help="Write the throughput plot here instead (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON instead of a table.")
-@debug_option
+@with_request
 def sweep(
+    request: SolveRequest,
     model: str,
-    arch: str,
-    sets: tuple[str, ...],
-    dims: tuple[str, ...],
-    solver: str,
-    place: bool,
-    allow_unknown_ops: bool,
-    time_limit: float,
+    arch: str | None,
+    axes: tuple[str, ...],
     jobs: int,
     scheduler: str | None,
     out_dir: str,
     plot_path: str | None,
     as_json: bool,
-    debug: bool,
 ) -> None:
     """Solve MODEL on the grid of --set values and warn where a strictly better machine does worse."""
     from wsealloc.bench.sweep import grid, parse_axes
     from wsealloc.bench.sweep import sweep as run_sweep
-    from wsealloc.pipeline import parse_dims
     from wsealloc.plan.io import write_atomic
-    from wsealloc.request import build_request, check_outputs
+    from wsealloc.request import check_outputs
 
-    axes = parse_axes(sets)  # bad values fail before anything is written or solved
-    base = build_request(
-        model, arch, dims=parse_dims(dims), solver=solver, place=place, allow_unknown_ops=allow_unknown_ops, time_limit=time_limit
-    )
-    stem = f"sweep-{Path(model).stem}-{Path(arch).stem}"
+    parsed = parse_axes(axes)  # bad values fail before anything is written or solved
+    arch_name = "wse2" if arch is None else arch
+    stem = f"sweep-{Path(model).stem}-{Path(arch_name).stem}"
     plot_file = Path(plot_path) if plot_path is not None else Path(out_dir) / f"{stem}.png"
     if plot_file.suffix not in (".png", ".svg"):
         raise UsageError(f"--plot {plot_file}: expected a .png or .svg file")
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
     out = _prepare_out(out_dir)
-    check_outputs(model, arch, {"--plot": plot_file})
-    with _progress(len(grid(axes)), "sweep") as advance:
-        result = run_sweep(base, axes=axes, jobs=jobs, scheduler=scheduler, on_done=advance)
+    check_outputs(model, arch_name, {"--plot": plot_file})
+    with _progress(len(grid(parsed)), "sweep") as advance:
+        result = run_sweep(request, axes=parsed, jobs=jobs, scheduler=scheduler, on_done=advance)
     write_atomic(out / f"{stem}.csv", result.to_csv())
     write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
     write_atomic(out / f"{stem}.md", result.to_markdown())
@@ -203,7 +192,7 @@ def sweep(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        table = Table(title=f"sweep of {model} on {arch}: throughput per point")
+        table = Table(title=f"sweep of {model} on {arch_name}: throughput per point")
         for a in result.axes:
             table.add_column(a.field)
         for col in ("bottleneck cycles", "samples/s", "status"):

@@ -36,27 +36,36 @@ def debug_option(fn: F) -> F:
     return click.option("--debug", is_flag=True, help="Show tracebacks.")(fn)
 
 
-def model_options(fn: F) -> F:
-    """Options of every command that reads a model."""
+def _model_argument(fn: F) -> F:
+    return click.argument("model", type=click.Path(dir_okay=True, path_type=str))(fn)
+
+
+def _arch_option(fn: F) -> F:
+    return click.option(
+        "--arch",
+        "arch",
+        default=None,
+        help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
+        "header, which --arch and --set override].",
+    )(fn)
+
+
+def _set_option(fn: F) -> F:
+    return click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="FIELD=VALUE",
+        help="Override an arch field, e.g. --set core.sram_bytes=96KiB, or a .kgraph header field, e.g. "
+        "--set wlength=4 (repeatable).",
+    )(fn)
+
+
+def _costing_options(fn: F) -> F:
+    """How a model becomes costed kernels: ``--dim``, ``--cost-model``, ``--no-fuse``, ``--allow-unknown-ops``."""
     return _apply(
         fn,
         [
-            click.argument("model", type=click.Path(dir_okay=True, path_type=str)),
-            click.option(
-                "--arch",
-                "arch",
-                default=None,
-                help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
-                "header, which --arch and --set override].",
-            ),
-            click.option(
-                "--set",
-                "sets",
-                multiple=True,
-                metavar="FIELD=VALUE",
-                help="Override an arch field, e.g. --set core.sram_bytes=96KiB, or a .kgraph header field, e.g. "
-                "--set wlength=4 (repeatable).",
-            ),
             click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
             click.option(
                 "--cost-model",
@@ -72,9 +81,19 @@ def model_options(fn: F) -> F:
                 is_flag=True,
                 help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
             ),
-            debug_option,
         ],
     )
+
+
+def model_options(fn: F) -> F:
+    """Options of every command that reads a model."""
+    return _apply(fn, [_model_argument, _arch_option, _set_option, _costing_options, debug_option])
+
+
+def sweep_model_options(fn: F) -> F:
+    """The model options of ``sweep``: as :func:`model_options` but without ``--set``, which a sweep
+    spells as its axes (``FIELD=V1,V2,...``)."""
+    return _apply(fn, [_model_argument, _arch_option, _costing_options, debug_option])
 
 
 def time_limit_option(help_text: str) -> Callable[[F], F]:
@@ -82,15 +101,29 @@ def time_limit_option(help_text: str) -> Callable[[F], F]:
     return click.option("--time-limit", default=DEFAULT_TIME_LIMIT_S, show_default=True, type=float, help=help_text)
 
 
+def solver_settings_options(time_limit_help: str) -> Callable[[F], F]:
+    """``--solver``, ``--time-limit``, ``--workers``, ``--seed``: how each solve runs."""
+
+    def decorate(fn: F) -> F:
+        return _apply(
+            fn,
+            [
+                click.option("--solver", default="cpsat", show_default=True, help=", ".join(solver_names()) + "."),
+                time_limit_option(time_limit_help),
+                click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible)."),
+                click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed."),
+            ],
+        )
+
+    return decorate
+
+
 def solver_options(fn: F) -> F:
     """Options of every command that solves."""
     return _apply(
         fn,
         [
-            click.option("--solver", default="cpsat", show_default=True, help=", ".join(solver_names()) + "."),
-            time_limit_option("Seconds for the whole solve (front end, allocation, placement share it)."),
-            click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible)."),
-            click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed."),
+            solver_settings_options("Seconds for the whole solve (front end, allocation, placement share it)."),
             click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions."),
         ],
     )
@@ -121,6 +154,8 @@ def with_request(fn: F) -> F:
         options["fuse"] = not params.pop("no_fuse", False)
         if "no_place" in params:
             options["place"] = not params["no_place"]
+        if "place" in params:  # sweep: placing is opt-in there
+            options["place"] = params.pop("place")
         params.pop("debug", None)
         request = build_request(params["model"], params["arch"], **options)
         return fn(request=request, **params)

@@ -111,6 +111,7 @@ class AllocationProblem:
 
 MAX_CYCLES = 2**50  # largest latency a plan may have: solver domains and sums stay far inside int64
 
+
 def build_problem(costs: CostTable, total_cores: int | None = None) -> AllocationProblem:
     """The allocation problem of a cost table (kernels with equal work share a class)."""
     from wsealloc.cost import KernelWork, SeedWork

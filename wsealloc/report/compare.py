@@ -141,7 +141,7 @@ def from_outcome(outcome: SolveOutcome) -> Comparison:
 
 
 def compare(
-    model: str | Path | SolveRequest, arch: str | Path | Arch = "wse2", **options: Unpack[RequestOptions]
+    model: str | Path | SolveRequest, arch: str | Path | Arch | None = None, **options: Unpack[RequestOptions]
 ) -> Comparison:
     """Solve once and compare the solver's plan with the greedy baseline (same cost model; placed by
     the same construction when placing) and the exact allocation bound. ``model`` is a request, or

@@ -337,7 +337,6 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Status.UNKNOWN, None
     rects = [
-        [solver.value(top[k]), solver.value(left[k]), solver.value(hs[k]), solver.value(ws[k])]
-        for k in range(problem.n_kernels)
+        [solver.value(top[k]), solver.value(left[k]), solver.value(hs[k]), solver.value(ws[k])] for k in range(problem.n_kernels)
     ]
     return Status.FEASIBLE, np.array(rects, dtype=np.int64)
