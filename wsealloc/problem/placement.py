@@ -18,7 +18,7 @@ Two objectives, one engine (``wsealloc.solvers.place``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -133,6 +133,23 @@ class PlacementProblem:
             return latency.astype(np.int64), CommCosts(zero, zero, zero, zero, wirelength(rects, fl.src, fl.dst))
         comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, fl.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
+
+    def in_sequence(self, order: np.ndarray) -> PlacementProblem:
+        """The same problem with its kernels renumbered: kernel i of the result is kernel ``order[i]``
+        of this one (flows follow). The strip construction lays kernels out in index order, so this is
+        how it is asked for another sequence than the dataflow one (see ``solvers.place.sequences``)."""
+        order = np.asarray(order, dtype=np.int64)
+        if sorted(order.tolist()) != list(range(self.n_kernels)):
+            raise ValueError(f"order {order.tolist()[:8]}...: expected a permutation of the {self.n_kernels} kernels")
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size, dtype=np.int64)
+        fl = self.flows
+        return replace(
+            self,
+            names=tuple(self.names[k] for k in order.tolist()),
+            kernel_class=tuple(self.kernel_class[k] for k in order.tolist()),
+            flows=Flows(position[fl.src], position[fl.dst], fl.nbytes, fl.group),
+        )
 
     def shape_table_rows(self) -> int:
         """Rows of the tallest rectangle any shape table holds."""
