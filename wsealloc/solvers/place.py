@@ -1,6 +1,7 @@
 """Placement driver: strip construction with communication feedback, then CP-SAT refinement.
 
-1. For every layout ``Style`` (minimum band height, which pairs may stack), ``strips.smallest_target``
+1. For every kernel sequence (``sequences``: the dataflow order, and for the contest a density order)
+   and every layout ``Style`` (minimum band height, which pairs may stack), ``strips.smallest_target``
    with zero margins gives the least uniform latency target that packs, tried with a little slack.
    Every layout is first slid into shape by ``align.align`` (kernels moved within the free rows of
    their columns, so flows that turn between bands do not cross idle rows), then ranked.
@@ -128,9 +129,12 @@ def in_kernel_order(placed: Placed | None, sequence: np.ndarray | None) -> Place
 def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | None:
     """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
 
-    Starts: every ``styles`` layout x targets slightly above the smallest packable one (more room per
-    kernel can shorten communication); then the communication of the best layout is fed back as
-    margins of the kernels it made too slow, in the style that produced it.
+    Starts: every kernel sequence (``sequences``: the dataflow order; for the contest also a density
+    order) x every ``styles`` layout x targets slightly above the smallest packable one (more room per
+    kernel can shorten communication); every layout's kernels exchanged where that shortens wires
+    (``swap.swap_kernels``, the contest) and aligned before it is ranked; then (ONNX, dataflow order)
+    the communication of the best layout is fed back as margins of the kernels it made too slow, in
+    the style that produced it.
     """
     best: tuple[Score, Placed, Style] | None = None
 

@@ -1,6 +1,7 @@
 """Dataflow-ordered strip construction: the placement warm start (``--placer strips``).
 
-Kernels keep their topological order and are laid out in horizontal *bands* (strips), left to right
+Kernels keep their order (the problem's dataflow order; the contest also asks for a density order
+through ``PlacementProblem.in_sequence``) and are laid out in horizontal *bands* (strips), left to right
 in even bands and right to left in odd ones (a snake, as wafer compilers lay out pipelines), so a
 producer and its consumer are neighbours. A band has one height H and is a row of *column slots*: a
 slot holds one kernel (at most H rows) or two consecutive kernels stacked (their rows summing to at
