@@ -89,13 +89,15 @@ def test_throughput_uses_each_points_clock(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_request_sweeps_its_own_arch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``sweep(request, axes=...)`` reports the request's machine, not the ``arch`` argument's default (wse2)."""
+    """``sweep(request, axes=...)`` reports the request's machine (the ``arch`` argument is unused then); with
+    no arch at all, the default machine's name (wse2), never "None"."""
     from wsealloc.request import build_request
 
     monkeypatch.setattr(sweep_mod, "run_all", _fake_run_all([1000, 1000]))
     result = wsealloc.sweep(build_request(TRANSFORMER, "tiny"), axes=["clock_hz=1GHz,2GHz"], on_done=lambda row: None)
     assert result.arch == "tiny" and result.to_dict()["arch"] == "tiny"
     assert wsealloc.sweep(TRANSFORMER, "tiny", ["clock_hz=1GHz,2GHz"], on_done=lambda row: None).arch == "tiny"
+    assert wsealloc.sweep(TRANSFORMER, axes=["clock_hz=1GHz,2GHz"], on_done=lambda row: None).arch == "wse2"
 
 
 def test_all_points_failing_is_an_error(

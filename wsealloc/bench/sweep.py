@@ -278,5 +278,5 @@ def sweep(
     )
     pairs = non_monotone(parsed, points, [s.throughput for s in solved])
     # the base machine as the user named it (a request carries its own arch: the ``arch`` argument is unused then)
-    label = base.machine.name if isinstance(model, SolveRequest) or isinstance(arch, Arch) else str(arch)
+    label = base.machine.name if isinstance(model, SolveRequest) or arch is None or isinstance(arch, Arch) else str(arch)
     return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs))

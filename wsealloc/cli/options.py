@@ -40,14 +40,9 @@ def _model_argument(fn: F) -> F:
     return click.argument("model", type=click.Path(dir_okay=True, path_type=str))(fn)
 
 
-def _arch_option(fn: F) -> F:
-    return click.option(
-        "--arch",
-        "arch",
-        default=None,
-        help=f"Architecture preset ({', '.join(PRESETS)}) or YAML path [default: wse2; for a .kgraph instance: its "
-        "header, which --arch and --set override].",
-    )(fn)
+def _arch_option(help_text: str) -> Callable[[F], F]:
+    presets = ", ".join(PRESETS)
+    return click.option("--arch", "arch", default=None, help=f"Architecture preset ({presets}) or YAML path {help_text}")
 
 
 def _set_option(fn: F) -> F:
@@ -87,13 +82,15 @@ def _costing_options(fn: F) -> F:
 
 def model_options(fn: F) -> F:
     """Options of every command that reads a model."""
-    return _apply(fn, [_model_argument, _arch_option, _set_option, _costing_options, debug_option])
+    arch = _arch_option("[default: wse2; for a .kgraph instance: its header, which --arch and --set override].")
+    return _apply(fn, [_model_argument, arch, _set_option, _costing_options, debug_option])
 
 
 def sweep_model_options(fn: F) -> F:
     """The model options of ``sweep``: as :func:`model_options` but without ``--set``, which a sweep
     spells as its axes (``FIELD=V1,V2,...``)."""
-    return _apply(fn, [_model_argument, _arch_option, _costing_options, debug_option])
+    arch = _arch_option("[default: wse2]: the base machine whose --set fields are swept.")
+    return _apply(fn, [_model_argument, arch, _costing_options, debug_option])
 
 
 def time_limit_option(help_text: str) -> Callable[[F], F]:
