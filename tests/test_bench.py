@@ -318,13 +318,18 @@ def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest
     best.write_text(text.replace(f"objective: {first.objective}", "objective: 1.0", 1))
     assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1"]) == 5
     assert "score, worse than the best known 1.0" in capsys.readouterr().err
-    # recording from a folder that holds one of the two keeps the other's best value in the file
-    (folder / "tiny_fabric.kgraph").unlink()
-    best.write_text(text.replace(f"objective: {first.objective}", "objective: 1000000.0", 1))
+    # recording from a folder that holds one of the two keeps the other's best value, the file's order
+    # and its name
+    (folder / "tiny_chain.kgraph").unlink()
+    second = recorded.instances[1].best
+    assert second is not None
+    bumped = text.replace(f"objective: {second.objective}", "objective: 1000000.0").replace("name: contest", "name: mine", 1)
+    best.write_text(bumped)
     assert main(["bench", str(folder), "--out", str(out), "--time-limit", "1", "--update-best"]) == 0
-    again = read_suite(str(best)).instances  # tiny_fabric's file is gone: read the document only
-    assert [i.name for i in again] == ["tiny_chain", "tiny_fabric"] and again[1].best == recorded.instances[1].best
-    assert again[0].best is not None and again[0].best.objective < 1000000.0
+    again = read_suite(str(best))  # tiny_chain's file is gone: read the document only
+    assert again.name == "mine" and [i.name for i in again.instances] == ["tiny_chain", "tiny_fabric"]
+    assert again.instances[0].best == recorded.instances[0].best
+    assert again.instances[1].best is not None and again.instances[1].best.objective < 1000000.0
 
 
 def test_a_zero_score_is_recorded_as_best(tmp_path: Path) -> None:

@@ -179,5 +179,5 @@ def run_suite(
     if update_best:
         loaded, names = with_improvements(loaded, rows)
         if names:
-            record(path, loaded.model_copy(update={"instances": loaded.instances + file.kept}) if file.kept else loaded)
+            record(path, file.to_record(loaded))
     return BenchRun(loaded, path, tuple(rows), tuple(regressions(loaded, rows)), tuple(names), tuple(written))

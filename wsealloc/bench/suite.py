@@ -125,14 +125,23 @@ def suite_path(spec: str) -> Path:
 
 @dataclass(frozen=True)
 class SuiteFile:
-    """A loaded suite: the document, where it lives, and its instances as validated tasks. ``kept``:
-    instances of a folder suite's best file that the folder does not hold (another folder's, or a
-    file since removed), written back unchanged when best-known values are recorded."""
+    """A loaded suite: the document, where it lives, and its instances as validated tasks. ``prior``:
+    a folder suite's best file as it was (None: not written yet); recording best-known values keeps
+    its name, its order and the instances the folder does not hold (another folder's, or a file since
+    removed)."""
 
     suite: Suite
     path: Path
     tasks: tuple[Task, ...]
-    kept: tuple[Instance, ...] = ()
+    prior: Suite | None = None
+
+    def to_record(self, suite: Suite) -> Suite:
+        """The document to write when ``suite`` (this suite with new best values) is recorded."""
+        if self.prior is None:
+            return suite
+        updated = {inst.name: inst for inst in suite.instances}
+        known = [updated.pop(inst.name, inst) for inst in self.prior.instances]
+        return self.prior.model_copy(update={"instances": (*known, *updated.values())})
 
 
 def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | None) -> SuiteFile:
@@ -145,8 +154,8 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
     if not files:
         raise UsageError(f"{folder}: no .kgraph files; a folder suite runs every contest instance it holds")
     known: dict[str, Best] = {}
-    recorded: tuple[Instance, ...] = read_suite(str(best)).instances if best.is_file() else ()
-    for inst in recorded:
+    prior = read_suite(str(best)) if best.is_file() else None
+    for inst in prior.instances if prior is not None else ():
         if inst.best is not None:
             known[inst.name] = inst.best
     try:
@@ -161,8 +170,7 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
         raise UsageError(f"{option} {err.get('input')!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
     suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
     tasks = tuple(inst.task(folder) for inst in instances)
-    names = {inst.name for inst in instances}
-    return SuiteFile(suite, best, tasks, tuple(inst for inst in recorded if inst.name not in names))
+    return SuiteFile(suite, best, tasks, prior)
 
 
 def _folder_name(folder: Path) -> str:
