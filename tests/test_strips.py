@@ -67,7 +67,37 @@ def test_band_plan_never_ends_inside_a_pair() -> None:
     widths = np.array([[5, 3], [6, 4], [2, 1]])
     sl = strips.slots(widths, heights, cols=7, rule=_free_pairs(3))
     plan = strips.band_plan(sl, heights, region_rows=8, region_cols=7, n_regions=1)
-    assert plan == [strips.Band(0, 3, 4, ((0, 2),))]
+    assert plan == [strips.Band(0, 3, 4, ((0, (2,)),))]
+
+
+def _deep(n: int) -> strips.PairRule:
+    """Stacking.DEEP's rule: any consecutive kernels, up to DEEP_STACK per slot, no link rule."""
+    return strips.PairRule(np.zeros(n - 1), np.full(n, 1000), np.ones(n - 1, dtype=bool), links=False, depth=strips.DEEP_STACK)
+
+
+def test_deep_slots_stack_three_kernels_by_hand() -> None:
+    heights = np.array([2, 4, 6])
+    widths = np.full((3, 3), 3)  # every kernel 3 columns wide in any lane of 2 rows or more
+    sl = strips.slots(widths, heights, cols=100, rule=_deep(3))
+    # 6-row bands: all three in one 3-column slot (2 + 2 + 2 rows) against 6 (a pair and one alone) or 9
+    assert sl.width[:, 2].tolist() == [0, 0, 3] and sl.top[:, 2].tolist() == [2, 2, 0]
+    assert sl.inside[:, 2].tolist() == [False, True, True, False]
+    # 4-row bands: a pair (2 + 2 rows) and one alone; 2-row bands: each alone
+    assert sl.width[:, 1].tolist() == [0, 3, 3] and sl.top[:, 1].tolist() == [2, 0, 0]
+    assert sl.width[:, 0].tolist() == [3, 3, 3] and not sl.inside[:, 0].any()
+    # three 2-row bands tie with it on a 6 x 3 region; bands at least 6 rows tall take the triple
+    plan = strips.band_plan(sl, heights, region_rows=6, region_cols=3, n_regions=1, min_band=6)
+    assert plan == [strips.Band(0, 3, 6, ((0, (2, 2)),))]
+    assert strips.lanes(plan[0]) == {0: (0, 2), 1: (2, 2), 2: (4, 2)}
+    assert plan[0].groups() == {0: [0, 1, 2]}
+
+
+def test_deep_stacking_is_for_the_contest_only() -> None:
+    from wsealloc.solvers.place import styles
+
+    problem = _chain_problem(3, [(0, 1, 400.0)])
+    assert all(s.stack is not strips.Stacking.DEEP for s in styles(problem))
+    assert strips.pair_rule(problem, np.full(3, 100), strips.Stacking.DEEP).depth == strips.DEEP_STACK
 
 
 def test_stacked_resnet_layout_is_valid_and_packs_tighter() -> None:

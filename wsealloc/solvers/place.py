@@ -68,12 +68,13 @@ def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
 
 
 def styles(problem: PlacementProblem) -> list[Style]:
-    """Layouts the multi-start tries: minimum band heights x stacking modes (``strips.Stacking``)."""
+    """Layouts the multi-start tries: minimum band heights x stacking modes (``strips.Stacking``; deep
+    stacks for the contest only, where no link model asks a stacked pair to leave room for its flow)."""
     region_rows = problem.mesh.die_rows if problem.die_rule is DieBoundary.FORBID else problem.mesh.rows
     die = problem.mesh.die_rows
-    return [
-        Style(min_band, stack) for stack in Stacking for min_band in sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
-    ]
+    stacks = [s for s in Stacking if s is not Stacking.DEEP or problem.wires is not None]  # DEEP: the contest only
+    min_bands = sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
+    return [Style(min_band, stack) for stack in stacks for min_band in min_bands]
 
 
 def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> Placed | None:

@@ -70,6 +70,12 @@ class Stacking(Enum):
     ANY = "any"  # wherever it narrows the band
     SKIP = "skip"  # only (k, k+1) where k+1 also reads a tensor from before k (a residual add after
     # the branch's last kernel): the skip flow then passes one slot fewer
+    DEEP = "deep"  # the contest: up to DEEP_STACK consecutive kernels share a slot, one lane each (a
+    # 633-row fabric holds three 198-row kernels or four 150-row ones in one column slot)
+
+
+# Stacking.DEEP: most kernels in one column slot (the contest only: no link model to leave room for)
+DEEP_STACK = 4
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class PairRule:
     targets: np.ndarray  # [n]
     allowed: np.ndarray  # [n - 1] bool: the stacking mode admits (k, k+1)
     links: bool = True  # the room rule applies (ONNX); the contest has no link model
+    depth: int = 2  # most kernels per column slot (Stacking.DEEP: DEEP_STACK)
 
 
 def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -> PairRule:
@@ -108,9 +115,10 @@ def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -
             down[s] += b
         if s < t - 1:
             skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
-    allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack is Stacking.ANY)
+    allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack in (Stacking.ANY, Stacking.DEEP))
     links = problem.wires is None  # the contest has no link model: any admitted pair may stack
-    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links)
+    depth = DEEP_STACK if stack is Stacking.DEEP else 2
+    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links, depth)
 
 
 @dataclass(frozen=True)
@@ -187,13 +195,18 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
 
 @dataclass(frozen=True)
 class Band:
-    """Kernels [first, end) side by side in a band of ``height`` rows; ``stacked`` lists the pairs of
-    consecutive kernels sharing one column slot, one above the other: (first kernel, top lane rows)."""
+    """Kernels [first, end) side by side in a band of ``height`` rows; ``stacked`` lists the groups of
+    consecutive kernels sharing one column slot, one above the other: (first kernel, rows of every lane
+    but the last, which takes the rest of the band); a pair is (k, (top lane rows,))."""
 
     first: int
     end: int
     height: int
-    stacked: tuple[tuple[int, int], ...] = ()
+    stacked: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def groups(self) -> dict[int, list[int]]:
+        """First kernel of each stacked group -> its kernels, top lane first."""
+        return {k: list(range(k, k + len(rows) + 1)) for k, rows in self.stacked}
 
 
 @dataclass(frozen=True)
@@ -204,7 +217,7 @@ class Slots:
     a 392-row convolution in a 792-row band) instead of each taking a full-height slot."""
 
     width: np.ndarray  # [n, |H|]: columns kernel k adds to its band (a pair's width on its second kernel, 0 on its first)
-    top: np.ndarray  # [n, |H|]: rows of the top lane when kernel k starts a stacked pair, else 0
+    top: np.ndarray  # [n, |H|]: rows of kernel k's lane when it is in a stacked group but not its last, else 0
     inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
 
 
@@ -237,6 +250,60 @@ def _pair_slots(
     return pair, split
 
 
+def _deep_slots(capped: np.ndarray, heights: np.ndarray, cols: int, depth: int) -> Slots:
+    """``slots`` with groups of up to ``depth`` consecutive kernels per column slot (no link rule).
+
+    A group fits a slot of w columns in a band of H rows when the least lane rows its kernels need at
+    width <= w add up to at most H; per group the narrowest such w, every band height at once (the
+    needed rows are non-increasing in w). DP over the sequence: g(i) = min over m <= depth of
+    g(i - m) + width of the group [i - m, i)."""
+    n, nh = capped.shape
+    rows_max = int(heights[-1])
+    # need[k, w]: fewest candidate rows at which kernel k is at most w columns wide (rows_max + 1: never)
+    need = np.full((n, cols + 2), rows_max + 1, dtype=np.int64)
+    for j in range(nh - 1, -1, -1):
+        w = capped[:, j]
+        for k in np.flatnonzero(w <= cols).tolist():
+            need[k, w[k] :] = np.minimum(need[k, w[k] :], heights[j])
+    group_width: dict[tuple[int, int], np.ndarray] = {}
+
+    def width_of(first: int, m: int) -> np.ndarray:
+        """[|H|] narrowest slot of the group [first, first + m) per band height (cols + 1: none)."""
+        key = (first, m)
+        if key not in group_width:
+            total = need[first : first + m, : cols + 1].sum(axis=0)  # non-increasing in w
+            fits = total[None, :] <= heights[:, None]
+            group_width[key] = np.where(fits.any(axis=1), np.argmax(fits, axis=1), cols + 1)
+        return group_width[key]
+
+    g = np.full((n + 1, nh), INF, dtype=np.int64)
+    g[0] = 0
+    size = np.ones((n + 1, nh), dtype=np.int64)
+    for i in range(1, n + 1):
+        for m in range(1, min(depth, i) + 1):
+            w = capped[i - 1] if m == 1 else width_of(i - m, m)
+            cand = np.where((w <= cols) & (g[i - m] < INF), g[i - m] + w, INF)
+            better = cand < g[i]
+            g[i] = np.where(better, cand, g[i])
+            size[i] = np.where(better, m, size[i])
+    width = capped.copy()
+    top = np.zeros((n, nh), dtype=np.int64)
+    inside = np.zeros((n + 1, nh), dtype=bool)
+    for h in range(nh):
+        i = n
+        while i > 0:
+            m = int(size[i, h])
+            if m > 1:
+                slot = int(width_of(i - m, m)[h])
+                for k in range(i - m, i - 1):  # every lane but the last: the rows it needs at the slot's width
+                    width[k, h] = 0
+                    top[k, h] = need[k, slot]
+                    inside[k + 1, h] = True
+                width[i - 1, h] = slot
+            i -= m
+    return Slots(width, top, inside)
+
+
 def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | None) -> Slots:
     """Per band height, the partition of the kernel sequence into single and stacked slots of least
     total width (DP over the sequence, all heights at once); pairs only where ``rule`` admits them
@@ -248,6 +315,8 @@ def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | N
     inside = np.zeros((n + 1, nh), dtype=bool)
     if rule is None or n < 2 or not rule.allowed.any():
         return Slots(width, top, inside)
+    if rule.depth > 2:
+        return _deep_slots(capped, heights, cols, rule.depth)
     # Pairs with identical inputs (repeated layers) have identical slots: compute each distinct one once.
     key = np.ascontiguousarray(
         np.column_stack([capped[:-1], capped[1:], rule.targets[1:], rule.link_cycles, rule.allowed]).astype(np.float64)
@@ -327,8 +396,17 @@ def band_plan(
     j = n
     while j > 0:
         h, lo = int(arg_h[j]), int(arg_lo[j])
-        pairs = tuple((k, int(sl.top[k, h])) for k in range(lo, j) if sl.top[k, h] > 0)
-        bands.append(Band(lo, j, int(heights[h]), pairs))
+        groups: list[tuple[int, tuple[int, ...]]] = []
+        k = lo
+        while k < j:
+            if sl.top[k, h] > 0:
+                first, rows = k, []
+                while sl.top[k, h] > 0:
+                    rows.append(int(sl.top[k, h]))
+                    k += 1
+                groups.append((first, tuple(rows)))
+            k += 1
+        bands.append(Band(lo, j, int(heights[h]), tuple(groups)))
         j = lo
     return bands[::-1]
 
@@ -337,9 +415,12 @@ def lanes(band: Band) -> dict[int, tuple[int, int]]:
     """Rows available to each kernel of a band: (offset below the band top, rows). The bottom kernel
     of a pair starts under its top lane."""
     out = {k: (0, band.height) for k in range(band.first, band.end)}
-    for k, top in band.stacked:
-        out[k] = (0, top)
-        out[k + 1] = (top, band.height - top)
+    for k, rows in band.stacked:
+        offset = 0
+        for i, r in enumerate(rows):
+            out[k + i] = (offset, r)
+            offset += r
+        out[k + len(rows)] = (offset, band.height - offset)
     return out
 
 
@@ -371,15 +452,16 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
     for band in bands:
         rows = lanes(band)
         paired: set[int] = set()
-        for k, _ in band.stacked:
-            paired.update((k, k + 1))
-            slot = int(max(out[k], out[k + 1]))
-            for m in (k, k + 1):
+        groups = band.groups()
+        for members in groups.values():
+            paired.update(members)
+            slot = int(max(out[m] for m in members))
+            for m in members:
                 shape = problem.shape(m)
                 h = shape.height_index(rows[m][1])
                 if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
                     out[m] = width_at(shape, h, slot)
-        used = sum(int(max(out[k], out[k + 1])) for k, _ in band.stacked)
+        used = sum(int(max(out[m] for m in members)) for members in groups.values())
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = region_cols - used
         if spare <= 0:
@@ -446,13 +528,13 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
     for band in bands:
         if not open_band(band.height):
             return None
-        tops = dict(band.stacked)
+        groups = band.groups()
         lane = lanes(band)
         cursor = 0
         k = band.first
         while k < band.end:
             reg = regs[reg_i]
-            members = [k, k + 1] if k in tops else [k]
+            members = groups.get(k, [k])
             lane_rows = [lane[m][1] for m in members]
             dims = [shape_of(m, rows) for m, rows in zip(members, lane_rows, strict=True)]
             if any(d is None for d in dims):
