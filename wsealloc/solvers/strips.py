@@ -5,7 +5,8 @@ through ``PlacementProblem.in_sequence``) and are laid out in horizontal *bands*
 in even bands and right to left in odd ones (a snake, as wafer compilers lay out pipelines), so a
 producer and its consumer are neighbours. A band has one height H and is a row of *column slots*: a
 slot holds one kernel (at most H rows) or two consecutive kernels stacked (their rows summing to at
-most H), each the narrowest legal rectangle meeting its latency target. Per band height a DP over the
+most H; for the contest, ``Stacking.DEEP``, up to ``DEEP_STACK``), each the narrowest legal rectangle
+meeting its latency target. Per band height a DP over the
 sequence picks the slots of least total width (``slots``).
 
 For a target T, a dynamic program over the kernel sequence chooses the band boundaries and heights
