@@ -14,6 +14,7 @@ from wsealloc.budget import Deadline
 from wsealloc.frontend.kgraph import parse_kgraph
 from wsealloc.opmodels.contest import enumerate_graph
 from wsealloc.problem.contest_placement import build_contest_placement
+from wsealloc.problem.objective import Throughput
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.place import DENSITY_TARGET, in_kernel_order, sequences
 from wsealloc.solvers.strips import Placed, construct, score
@@ -75,7 +76,7 @@ def test_the_density_sequence_puts_the_largest_rectangles_first() -> None:
     areas = [models[graph_index[problem.names[k]]].min_area_within(target) for k in density.tolist()]
     assert all(a is not None for a in areas) and areas == sorted(areas, reverse=True)  # type: ignore[type-var]
     # ONNX problems follow their dataflow order only (communication cycles need producers near consumers)
-    assert sequences(replace(problem, wires=None)) == [None]
+    assert sequences(replace(problem, objective=Throughput())) == [None]
 
 
 def test_exchanging_identical_kernels_shortens_wires_at_the_same_times(tmp_path: Path) -> None:
@@ -99,7 +100,7 @@ def test_exchanging_identical_kernels_shortens_wires_at_the_same_times(tmp_path:
     assert score(problem, swapped)[1] == 8192 + 4
     # nothing better to do: the same layout back; ONNX layouts are never touched
     assert swap_kernels(problem, swapped, Deadline.after(5)) is swapped
-    assert swap_kernels(replace(problem, wires=None), placed, Deadline.after(5)) is placed
+    assert swap_kernels(replace(problem, objective=Throughput()), placed, Deadline.after(5)) is placed
 
 
 def test_an_exchange_never_slows_the_largest_kernel(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from wsealloc.plan.contest_solution import read_solution
 from wsealloc.plan.contest_verify import verify_solution
 from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.contest_placement import build_contest_placement, contest_shape_table, dataflow_order
-from wsealloc.problem.placement import INF, WireObjective, wirelength
+from wsealloc.problem.objective import ContestScore
+from wsealloc.problem.placement import INF, wirelength
 from wsealloc.request import build_request
 from wsealloc.solvers.strips import Placed, score
 
@@ -35,7 +36,7 @@ def test_wirelength_by_hand() -> None:
     # |1 - 5.5| + |1.5 - 11| = 4.5 + 9.5 = 14
     assert wirelength(rects, np.array([0]), np.array([1])) == 14.0
     assert wirelength(rects, np.array([0, 1]), np.array([1, 0])) == 28.0  # every edge counts
-    assert WireObjective(1.0, 40.0).score(300, 14.0) == 300 + 40 * 14
+    assert ContestScore(1.0, 40.0).score(300, 14.0) == 300 + 40 * 14
 
 
 def test_score_ranks_by_the_weighted_objective() -> None:
@@ -48,7 +49,7 @@ def test_score_ranks_by_the_weighted_objective() -> None:
     far = Placed(rects * np.array([1, 2, 1, 1]), np.zeros(n, dtype=np.int32), np.full(n, 50))
     assert score(problem, near) < score(problem, far)  # same time, shorter wires
     slower = Placed(rects, near.dataflow, np.full(n, 60))
-    assert score(problem, slower)[1] == score(problem, near)[1] + 10 * problem.wires.time_weight  # type: ignore[union-attr]
+    assert score(problem, slower)[1] == score(problem, near)[1] + 10 * problem.objective.time_weight
 
 
 def test_dataflow_order_is_topological_and_keeps_chains() -> None:
@@ -207,7 +208,7 @@ def test_a_time_cap_ranks_layouts_within_it_first() -> None:
     graph = parse_kgraph(TINY)
     cp = build_contest_placement(graph, enumerate_graph(graph), 100, time_cap=1.05)
     problem = cp.problem
-    assert problem.wires is not None and problem.wires.time_cap == 105
+    assert problem.objective.time_cap == 105
     n = problem.n_kernels
     rects = np.array([[0, 10 * i, 1, 1] for i in range(n)])
     within = Placed(rects * np.array([1, 3, 1, 1]), np.zeros(n, dtype=np.int32), np.full(n, 105))

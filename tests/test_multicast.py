@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wsealloc.cost import CostOptions
 from wsealloc.cost.comm import MeshParams, comm_costs
 from wsealloc.problem.flows import Flows, crossing_bytes
 
@@ -88,12 +89,13 @@ def test_residual_stream_flows_share_a_group() -> None:
 
     from wsealloc.arch import load_arch
     from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.opmodels import build_cost_table
     from wsealloc.pipeline import load_kernels
     from wsealloc.problem.flows import flows
 
     model = Path(__file__).resolve().parents[1] / "models" / "tiny" / "transformer.onnx"
     kgraph = load_kernels(OnnxSource(path=str(model)))
-    fl = flows(kgraph, load_arch("tiny"))
+    fl = flows(build_cost_table(kgraph, load_arch("tiny"), CostOptions()))
     names = [k.name for k in kgraph.kernels]
     by_group: dict[int, set[tuple[int, str]]] = {}
     edges = sorted((names.index(e.src), names.index(e.dst), e.tensor) for e in kgraph.edges)

@@ -13,6 +13,7 @@ function (a request built from keyword arguments, then :func:`run`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,11 +34,12 @@ from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
+from wsealloc.problem.objective import objective_named
 from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.request import RequestOptions, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
-from wsealloc.solvers.base import PlacementResult
+from wsealloc.solvers.base import PlacementResult, result_from_choice
 from wsealloc.solvers.place import place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
@@ -74,7 +76,7 @@ class SolveOutcome:
     def flows(self) -> list[tuple[str, str, float]]:
         """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
         names = [kc.kernel.name for kc in self.costs.kernels]
-        return [(names[s], names[t], b) for s, t, b in flows(self.costs.kgraph, self.costs.arch).pairs()]
+        return [(names[s], names[t], b) for s, t, b in flows(self.costs).pairs()]
 
     @property
     def speedup(self) -> float | None:
@@ -137,13 +139,22 @@ def solve_costs(
     say = progress or (lambda message: None)
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
-    problem = build_problem(costs)
+    objective = objective_named(request.objective)
+    objective.check_backend(solver)
+    problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     baseline = get_solver("greedy")(problem, knobs)
-    exact = get_solver("bisect")(problem, knobs)
-    if exact.status is Status.INFEASIBLE:
+    t0 = time.perf_counter()
+    proven = objective.exact_bound(problem)
+    if proven.value is None:
         raise InfeasibleError(infeasibility_message(costs, problem))
-    bound = exact.objective
+    wall = time.perf_counter() - t0
+    exact = (
+        result_from_choice(proven.method, problem, proven.choice, Status.OPTIMAL, proven.value, wall)
+        if proven.choice is not None
+        else SolverResult(proven.method, Status.UNKNOWN, None, None, proven.value, wall, message=f"{proven.method} lower bound")
+    )
+    bound = proven.value
     if solver == "bisect":
         result = exact
     elif solver in ("greedy", "greedy-seed"):
@@ -153,7 +164,7 @@ def solve_costs(
         share = deadline.share(ALLOCATION_SHARE_WHEN_PLACING) if request.place else deadline
         run_opts = replace(knobs, deadline=share, hint=hint, lower_bound=bound)
         backend = get_solver(solver)
-        say(f"allocation: exact bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
+        say(f"allocation: {proven.method} bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
         found = _run_stoppable(lambda: backend(problem, run_opts), deadline)
         result = found or SolverResult(solver, Status.UNKNOWN, None, None, bound, 0.0, message="stopped by a signal")
     if not result.has_solution:
@@ -167,16 +178,16 @@ def solve_costs(
             f"kept the {fallback.solver} plan",
         )
     if result.status is not Status.INVALID and bound is not None and result.objective is not None:
-        # The exact bound is a proven lower bound for every backend's problem: report it with each result.
-        if result.status is Status.OPTIMAL and result.objective > bound:
-            raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but bisection proves {bound}")
+        # The objective's proven bound holds for every backend's problem: report it with each result.
+        if result.status is Status.OPTIMAL and result.objective > bound and proven.optimal:
+            raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but {proven.method} proves {bound}")
         status = Status.OPTIMAL if result.objective <= bound else result.status
         result = replace(result, bound=max(result.bound or 0, bound), status=status)
     if not request.place or deadline.stopped:
         # a stop before the placement: the allocation-only plan is the best valid plan there is
         plan = make_plan(costs, request.onnx_model, result, baseline)
         return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
-    pproblem = build_placement_problem(costs, lower_bound=int(bound or 0))
+    pproblem = build_placement_problem(costs, lower_bound=int(bound or 0), objective=objective)
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
     # The baseline: the greedy allocation's latencies placed by the same construction. It is also a
     # start of the placement search, so the result is never worse than it.

@@ -32,6 +32,7 @@ from wsealloc.errors import UsageError, WseallocError, choices_message
 from wsealloc.frontend.kgraph import HEADER_INTS
 from wsealloc.frontend.sources import KgraphSource, ModelSource, OnnxSource, SyntheticSource, parse_model_source
 from wsealloc.plan.io import check_distinct_outputs, check_writable
+from wsealloc.problem.objective import OBJECTIVES, ObjectiveKind
 from wsealloc.solvers import solver_names
 
 
@@ -72,6 +73,14 @@ class SolveRequest(_Frozen):
     solver: SolverSettings = SolverSettings()
     place: bool = True
     wafers: Wafers = 1  # "auto": the fewest wafers that fit
+    objective: ObjectiveKind = ObjectiveKind.THROUGHPUT  # what the allocation minimizes (problem.objective)
+
+    @field_validator("objective", mode="before")
+    @classmethod
+    def _known_objective(cls, value: object) -> object:
+        if isinstance(value, str) and value not in OBJECTIVES:
+            raise ValueError(choices_message("objective", value, list(OBJECTIVES)))
+        return value
 
     @model_validator(mode="after")
     def _machine(self) -> SolveRequest:
@@ -80,6 +89,8 @@ class SolveRequest(_Frozen):
                 raise ValueError("a .kgraph instance carries its fabric in its header: give --arch/--set as header overrides")
             if self.wafers != 1:
                 raise ValueError("a .kgraph instance is placed on one fabric: --wafers must be 1")
+            if self.objective is not ObjectiveKind.THROUGHPUT:
+                raise ValueError("a .kgraph instance is scored by the contest's objective: --objective does not apply")
         elif self.solver.time_cap is not None:
             raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
         elif self.arch is None:
@@ -134,6 +145,7 @@ class RequestOptions(TypedDict, total=False):
     allow_unknown_ops: bool
     place: bool
     wafers: int | str | None
+    objective: str
 
 
 def build_request(
@@ -228,6 +240,7 @@ def build_request(
         },
         "place": opts.get("place", True),
         "wafers": wafers,
+        "objective": opts.get("objective", "throughput"),
     }
     try:
         return SolveRequest.model_validate(data)
@@ -285,6 +298,7 @@ _OPTION_NAMES = {
     "solver.seed": "--seed",
     "solver.time_cap": "--time-cap",
     "wafers": "--wafers",
+    "objective": "--objective",
     "place": "place",
     "cost.allow_unknown_ops": "allow_unknown_ops",
 }

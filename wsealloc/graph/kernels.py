@@ -37,6 +37,7 @@ class Kernel:
     inputs: tuple[str, ...]  # activation/input tensors read from outside the kernel
     outputs: tuple[str, ...]  # tensors read by other kernels or returned by the graph
     weights: tuple[str, ...]  # parameter tensors read by any node of the kernel
+    anchor_op: str = ""  # the anchor's op type (what later layers need of the ONNX node; they never read it)
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,14 @@ def _finish(graph: OpGraph, groups: list[_Group], fuse: bool) -> KernelGraph:
         used_names.add(name)
         kernels.append(
             Kernel(
-                name, group.kind, group.anchor.name, tuple(n.name for n in order), tuple(inputs), tuple(outputs), tuple(weights)
+                name,
+                group.kind,
+                group.anchor.name,
+                tuple(n.name for n in order),
+                tuple(inputs),
+                tuple(outputs),
+                tuple(weights),
+                group.anchor.op_type,
             )
         )
         for o in produced:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, Work, kernel_work
+from wsealloc.cost.standard import ingress_bytes
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
 from wsealloc.opmodels.enumerate import Frontier, OpModelTable, Reason, enumerate_op_models, pareto_frontier
@@ -40,13 +41,37 @@ class KernelCosts:
 
 
 @dataclass(frozen=True)
+class EdgeBytes:
+    """One tensor sent from kernel ``src`` to kernel ``dst`` (indices in kernel order), bytes per
+    sample: what every layer after the cost table needs of an edge (none of them reads ONNX nodes)."""
+
+    src: int
+    dst: int
+    tensor: str
+    nbytes: int
+
+
+def edge_bytes(kgraph: KernelGraph, arch: Arch) -> tuple[EdgeBytes, ...]:
+    """The kernel graph's edges with the bytes the consumer receives (``cost.standard.ingress_bytes``),
+    one per (producer, consumer, tensor), sorted."""
+    index = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    size: dict[tuple[int, int, str], int] = {}
+    for e in kgraph.edges:
+        key = (index[e.src], index[e.dst], e.tensor)
+        size[key] = ingress_bytes(kgraph.kernels[index[e.dst]], kgraph.ops, e.tensor, arch)
+    return tuple(EdgeBytes(s, t, tensor, size[(s, t, tensor)]) for s, t, tensor in sorted(size))
+
+
+@dataclass(frozen=True)
 class CostTable:
-    """Costs of every kernel of a model on an arch under one cost model."""
+    """Costs of every kernel of a model on an arch under one cost model, and the bytes of every
+    edge between kernels (``edges``; indices into ``kernels``)."""
 
     kgraph: KernelGraph
     arch: Arch
     options: CostOptions
     kernels: tuple[KernelCosts, ...]
+    edges: tuple[EdgeBytes, ...] = ()
 
     def subset(self, first: int, end: int) -> CostTable:
         """The cost table of kernels [first, end) only (a pipeline stage), with the edges among them."""
@@ -54,7 +79,12 @@ class CostTable:
         names = {kc.kernel.name for kc in kernels}
         edges = tuple(e for e in self.kgraph.edges if e.src in names and e.dst in names)
         kgraph = KernelGraph(self.kgraph.ops, tuple(kc.kernel for kc in kernels), edges, self.kgraph.fused)
-        return CostTable(kgraph, self.arch, self.options, kernels)
+        inside = tuple(
+            EdgeBytes(e.src - first, e.dst - first, e.tensor, e.nbytes)
+            for e in self.edges
+            if first <= e.src < end and first <= e.dst < end
+        )
+        return CostTable(kgraph, self.arch, self.options, kernels, inside)
 
     def by_name(self, name: str) -> KernelCosts:
         """A kernel's costs by kernel name (KeyError if absent)."""
@@ -75,7 +105,7 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
             cache[work] = (table, pareto_frontier(table), len(cache))
         table, frontier, sig = cache[work]
         result.append(KernelCosts(kernel, work, table, frontier, sig))
-    costs = CostTable(kgraph, arch, options, tuple(result))
+    costs = CostTable(kgraph, arch, options, tuple(result), edge_bytes(kgraph, arch))
     if check_feasible:
         check_each_kernel_fits(costs)
     return costs

@@ -143,7 +143,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     order = {k.name: i for i, k in enumerate(kgraph.kernels)}
     in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
-    stages = _stages(plan, in_order, kgraph, arch, check)
+    table = build_cost_table(kgraph, arch, options, check_feasible=False)
+    stages = _stages(plan, in_order, table, check)
     if stages is None:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     for st in stages:  # root cause first: too many cores explains the op models that follow from it
@@ -154,10 +155,9 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         before = len(check.bad)
         _check_placement(st.members, arch, check)
         if len(check.bad) == before:  # the communication of rectangles off the wafer means nothing
-            sub = _subgraph(kgraph, st.members)
-            _check_comm(st.members, sub, arch, check, plan.objective.traffic_distance if len(stages) == 1 else None)
+            sub = table.subset(st.first, st.end)
+            _check_comm(st.members, sub, check, plan.objective.traffic_distance if len(stages) == 1 else None)
         _check_stage_record(plan, st, check)
-    table = build_cost_table(kgraph, arch, options, check_feasible=False)
     _check_objective(plan, stages, table, check)
     _check_baseline(plan, stages, table, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
@@ -180,7 +180,7 @@ def _kernels_match(plan: Plan, kgraph: KernelGraph, check: _Checks) -> bool:
     return ok
 
 
-def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, check: _Checks) -> list[_Stage] | None:
+def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], table: CostTable, check: _Checks) -> list[_Stage] | None:
     """The wafers of the plan from its kernels' stage numbers, with the transfer cycles of every cut."""
     stage_of = [k.stage for k in in_order]
     contiguous = stage_of[0] == 0 and all(b - a in (0, 1) for a, b in zip(stage_of, stage_of[1:], strict=False))
@@ -189,21 +189,13 @@ def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], kgraph: KernelGraph, a
     check(len(plan.stages) == stage_of[-1] + 1, f"the plan lists {len(plan.stages)} stages, its kernels use {stage_of[-1] + 1}")
     cuts = [0] + [i for i in range(1, len(stage_of)) if stage_of[i] != stage_of[i - 1]] + [len(stage_of)]
     n = len(stage_of)
-    transfer = transfer_cycles(cut_bytes(kgraph, arch), *link_params(arch)) if len(cuts) > 2 else np.zeros(n + 1, dtype=np.int64)
+    transfer = (
+        transfer_cycles(cut_bytes(table), *link_params(table.arch)) if len(cuts) > 2 else np.zeros(n + 1, dtype=np.int64)
+    )
     return [
         _Stage(s, first, end, in_order[first:end], int(transfer[first]), int(transfer[end]))
         for s, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
     ]
-
-
-def _subgraph(kgraph: KernelGraph, members: tuple[KernelPlan, ...]) -> KernelGraph:
-    names = {k.name for k in members}
-    return KernelGraph(
-        kgraph.ops,
-        tuple(k for k in kgraph.kernels if k.name in names),
-        tuple(e for e in kgraph.edges if e.src in names and e.dst in names),
-        kgraph.fused,
-    )
 
 
 def _check_kernel_numbers(
@@ -386,7 +378,7 @@ def allocation_optimum(table: CostTable) -> int | None:
     return int(candidates[lo])
 
 
-def _check_comm(members: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, check: _Checks, traffic: float | None) -> None:
+def _check_comm(members: tuple[KernelPlan, ...], table: CostTable, check: _Checks, traffic: float | None) -> None:
     """Communication cycles of one wafer's kernels: zero without placement, recomputed with it."""
     placed = [k.placement is not None for k in members]
     if not any(placed):
@@ -396,9 +388,9 @@ def _check_comm(members: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch
     if not check(all(placed), f"{placed.count(False)} kernel(s) have no placement in a placed plan"):
         return
     rects = np.array([(*k.placement, *k.grid) for k in members if k.placement is not None], dtype=np.int64)
-    fl = flows(kgraph, arch)
+    fl = flows(table)
     latency = np.array([k.latency_cycles for k in members], dtype=np.float64)
-    comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(arch), fl.group)
+    comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, mesh_params(table.arch), fl.group)
     parts = zip(
         comm.comm_cycles.tolist(),
         comm.distance_cycles.tolist(),

@@ -2,24 +2,27 @@
 
 Kernel ``i`` picks one of its candidate op models ``j`` (cores ``cores[i][j]``, latency
 ``latency[i][j]`` in cycles, cores ascending and latency strictly descending: the legal Pareto
-frontier). Constraint: total cores <= ``total_cores``. Objective: minimize the bottleneck
-``max_i latency``, then the cores used. SRAM and per-die rules are already folded into which op
-models are legal.
+frontier). Constraint: total cores <= ``total_cores``. Objective: the problem's
+:class:`~wsealloc.problem.objective.Objective` (the bottleneck ``max_i latency`` by default; a
+token's path for ``Latency``), then the cores used. SRAM and per-die rules are already folded into
+which op models are legal.
 
-Kernels with identical work share a *class*: they have the same candidates, and since the problem
-is separable given the bottleneck T (each kernel takes its fewest-core candidate meeting T), some
-optimal solution gives every member of a class the same choice. Backends may therefore solve over
-classes with multiplicities and stay exact.
+Kernels with identical work share a *class*: they have the same candidates. For min-max the problem
+is separable given the bottleneck T (each kernel takes its fewest-core candidate meeting T), so some
+optimal solution gives every member of a class the same choice, and backends may solve over classes
+with multiplicities and stay exact; the objective says whether that holds
+(``Objective.symmetric_classes``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels import CostTable
+from wsealloc.problem.objective import Objective, Throughput
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,25 @@ class AllocationProblem:
     classes: tuple[Choices, ...]
     total_cores: int
     hints: GreedyHints
+    objective: Objective = field(default_factory=Throughput)
+    # producers of each kernel (indices, kernels in a topological order): a token's path (Latency)
+    preds: tuple[tuple[int, ...], ...] = ()
+    # the kernel run just before each one on the same time-shared cores (-1: none); empty: none share
+    serial: tuple[int, ...] = ()
+
+    def with_objective(self, objective: Objective) -> AllocationProblem:
+        """The same problem under another objective."""
+        return replace(self, objective=objective)
+
+    def is_chain(self) -> bool:
+        """Whether every kernel runs after the one before it (a token's path is the sum)."""
+        n = self.n_kernels
+        if not self.preds:
+            return True
+        after_previous = [
+            k == 0 or (k - 1) in self.preds[k] or bool(self.serial and self.serial[k] == k - 1) for k in range(n)
+        ]
+        return all(after_previous)
 
     @property
     def n_kernels(self) -> int:
@@ -86,15 +108,15 @@ class AllocationProblem:
         """How many kernels belong to each class."""
         return np.bincount(np.asarray(self.kernel_class, dtype=np.int64), minlength=len(self.classes))
 
+    def latencies(self, choice: tuple[int, ...] | list[int]) -> list[int]:
+        """Each kernel's latency under a choice vector."""
+        return [int(self.choices(i).latency[j]) for i, j in enumerate(choice)]
+
     def evaluate(self, choice: tuple[int, ...] | list[int]) -> tuple[int, int]:
-        """(bottleneck latency, cores used) of a choice vector (one candidate index per kernel)."""
-        lat = 0
-        cores = 0
-        for i, j in enumerate(choice):
-            ch = self.choices(i)
-            lat = max(lat, int(ch.latency[j]))
-            cores += int(ch.cores[j])
-        return lat, cores
+        """(objective value, cores used) of a choice vector (one candidate index per kernel); the value
+        is the bottleneck latency under min-max."""
+        cores = sum(int(self.choices(i).cores[j]) for i, j in enumerate(choice))
+        return self.objective.allocation_value(self, self.latencies(choice)), cores
 
     def feasible(self, choice: tuple[int, ...] | list[int]) -> bool:
         """True if every index is in range and the cores fit."""
@@ -112,8 +134,9 @@ class AllocationProblem:
 MAX_CYCLES = 2**50  # largest latency a plan may have: solver domains and sums stay far inside int64
 
 
-def build_problem(costs: CostTable, total_cores: int | None = None) -> AllocationProblem:
-    """The allocation problem of a cost table (kernels with equal work share a class)."""
+def build_problem(costs: CostTable, total_cores: int | None = None, objective: Objective | None = None) -> AllocationProblem:
+    """The allocation problem of a cost table (kernels with equal work share a class) under
+    ``objective`` (min-max by default)."""
     from wsealloc.cost import KernelWork, SeedWork
 
     class_of_sig: dict[int, int] = {}
@@ -123,7 +146,6 @@ def build_problem(costs: CostTable, total_cores: int | None = None) -> Allocatio
     seed_compute: list[int] = []
     seed_bound: list[bool] = []
     seed_mem: list[int] = []
-    nodes = {n.name: n for n in costs.kgraph.ops.nodes}
     for kc in costs.kernels:
         if len(kc.frontier) and int(kc.frontier.latency[-1]) >= MAX_CYCLES:
             # CP-SAT and the LP backends need the cycles (and their sums) inside 64-bit integers
@@ -137,7 +159,7 @@ def build_problem(costs: CostTable, total_cores: int | None = None) -> Allocatio
         kernel_class.append(class_of_sig[kc.signature])
         w = kc.work
         compute.append(int(w.macs) / costs.arch.core.macs_per_cycle + int(w.vector_ops) / costs.arch.vector_ops_per_cycle)
-        seed_bound.append(nodes[kc.kernel.anchor].op_type == "Gemm")
+        seed_bound.append(kc.kernel.anchor_op == "Gemm")
         if isinstance(w, SeedWork):
             seed_compute.append(w.compute)
             seed_mem.append(w.memory)
@@ -152,10 +174,16 @@ def build_problem(costs: CostTable, total_cores: int | None = None) -> Allocatio
         seed_memory_bytes=tuple(seed_mem),
         sram_bytes_per_core=costs.arch.core.sram_bytes,
     )
+    preds: list[set[int]] = [set() for _ in costs.kernels]
+    for e in costs.edges:
+        if e.src < e.dst:  # a token's path runs forward (a backward flow is another pass)
+            preds[e.dst].add(e.src)
     return AllocationProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
         kernel_class=tuple(kernel_class),
         classes=tuple(classes),
         total_cores=costs.arch.total_cores if total_cores is None else total_cores,
         hints=hints,
+        objective=objective or Throughput(),
+        preds=tuple(tuple(sorted(p)) for p in preds),
     )

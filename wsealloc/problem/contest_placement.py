@@ -9,7 +9,7 @@
 * Flows: one per edge between placed kernels (the contest scores every edge; io edges are not
   placed and not scored), with the tensor's elements as its size (for reports only).
 * The mesh is the fabric (``height`` rows x ``width`` columns: x runs along columns, y along rows),
-  no defects, no dies; the objective is the contest's (``WireObjective``).
+  no defects, no dies; the objective is the contest's (``problem.objective.ContestScore``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from wsealloc.cost.comm import MeshParams
 from wsealloc.graph.contest import ContestGraph
 from wsealloc.opmodels.contest import ContestOpModels
 from wsealloc.problem.flows import Flows
-from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable, WireObjective, shape_table
+from wsealloc.problem.objective import ContestScore
+from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable, shape_table
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def build_contest_placement(
         die_rule=DieBoundary.IGNORE,
         flows=flows,
         lower_bound=lower_bound,
-        wires=WireObjective(
+        objective=ContestScore(
             float(fabric.wdeltat), float(fabric.wlength), None if time_cap is None else int(time_cap * lower_bound)
         ),
     )

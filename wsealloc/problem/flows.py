@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wsealloc.arch import Arch
-from wsealloc.cost.standard import ingress_bytes
-from wsealloc.graph.kernels import KernelGraph
+from wsealloc.opmodels import CostTable
 
 
 @dataclass(frozen=True)
@@ -37,41 +35,46 @@ class Flows:
         return [(s, t, b) for (s, t), b in sorted(total.items())]
 
 
-def flows(kgraph: KernelGraph, arch: Arch) -> Flows:
-    """One flow per (producer, consumer, tensor) with its bytes per sample; groups per (producer, tensor)."""
-    index = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    size: dict[tuple[int, int, str], int] = {}
-    for e in kgraph.edges:
-        key = (index[e.src], index[e.dst], e.tensor)
-        size[key] = ingress_bytes(kgraph.kernels[index[e.dst]], kgraph.ops, e.tensor, arch)
-    keys = sorted(size)
+def flows(costs: CostTable) -> Flows:
+    """One flow per (producer, consumer, tensor) with its bytes per sample (the cost table's edges);
+    groups per (producer, tensor)."""
+    keys = [(e.src, e.dst, e.tensor) for e in costs.edges]
     groups: dict[tuple[int, str], int] = {}
     group = [groups.setdefault((s, tensor), len(groups)) for s, _, tensor in keys]
     return Flows(
-        np.array([k[0] for k in keys], dtype=np.int64),
-        np.array([k[1] for k in keys], dtype=np.int64),
-        np.array([size[k] for k in keys], dtype=np.float64),
+        np.array([e.src for e in costs.edges], dtype=np.int64),
+        np.array([e.dst for e in costs.edges], dtype=np.int64),
+        np.array([e.nbytes for e in costs.edges], dtype=np.float64),
         np.array(group, dtype=np.int64),
     )
 
 
 def crossing_bytes(n: int, fl: Flows) -> np.ndarray:
-    """[n + 1] bytes crossing the cut in front of each position of the kernel sequence: every forward
-    flow s -> t with s < cut <= t, a multicast group counted once (its largest flow still crossing)."""
+    """[n + 1] bytes crossing the cut in front of each position of the kernel sequence: every flow
+    between s and t crosses the cuts c with min(s, t) < c <= max(s, t), whichever way it runs (a
+    gradient flowing back crosses them as an activation flowing forward does); a multicast group is
+    counted once (its largest flow still crossing)."""
     diff = np.zeros(n + 2)
-    fwd = fl.src < fl.dst
-    sizes = np.bincount(fl.group[fwd], minlength=int(fl.group.max(initial=-1)) + 1)
-    single = fwd & (sizes[fl.group] == 1)
-    np.add.at(diff, fl.src[single] + 1, fl.nbytes[single])
-    np.add.at(diff, fl.dst[single] + 1, -fl.nbytes[single])
+    lo, hi = np.minimum(fl.src, fl.dst), np.maximum(fl.src, fl.dst)
+    moving = lo < hi
+    sizes = np.bincount(fl.group[moving], minlength=int(fl.group.max(initial=-1)) + 1)
+    single = moving & (sizes[fl.group] == 1)
+    np.add.at(diff, lo[single] + 1, fl.nbytes[single])
+    np.add.at(diff, hi[single] + 1, -fl.nbytes[single])
     for g in np.flatnonzero(sizes > 1).tolist():
-        sel = fwd & (fl.group == g)
-        order = np.argsort(-fl.dst[sel], kind="stable")
-        dsts, peak = fl.dst[sel][order], np.maximum.accumulate(fl.nbytes[sel][order])
-        # cuts in (next smaller dst, this dst] still carry the largest flow reaching this far
-        lows = np.append(dsts[1:], fl.src[sel][0])
-        np.add.at(diff, lows + 1, peak)
-        np.add.at(diff, dsts + 1, -peak)
+        sel = moving & (fl.group == g)
+        src, dst, size = int(fl.src[sel][0]), fl.dst[sel], fl.nbytes[sel]
+        ahead, behind = dst > src, dst < src
+        if ahead.any():  # cuts in (next nearer reader, this reader] carry the largest flow reaching this far
+            order = np.argsort(-dst[ahead], kind="stable")
+            far, peak = dst[ahead][order], np.maximum.accumulate(size[ahead][order])
+            np.add.at(diff, np.append(far[1:], src) + 1, peak)
+            np.add.at(diff, far + 1, -peak)
+        if behind.any():  # the same, mirrored: cuts in (this reader, next nearer reader]
+            order = np.argsort(dst[behind], kind="stable")
+            far, peak = dst[behind][order], np.maximum.accumulate(size[behind][order])
+            np.add.at(diff, far + 1, peak)
+            np.add.at(diff, np.append(far[1:], src) + 1, -peak)
     out = np.cumsum(diff)[: n + 1]
     out[0] = 0.0
     return out

@@ -5,12 +5,13 @@ rectangle with at most ``h`` rows and exactly ``c`` columns, for every candidate
 every width ``c`` of the wafer), the producer->consumer flows, the defect mask, the die rule and the
 mesh parameters of the communication model (``wsealloc.cost.comm``).
 
-Two objectives, one engine (``wsealloc.solvers.place``):
+The problem carries its :class:`~wsealloc.problem.objective.Objective`; one engine
+(``wsealloc.solvers.place``) asks it how to value and rank layouts:
 
-* ``wires is None`` (ONNX models): a kernel's stage time is its op model's latency plus the
-  communication the placement causes (distance, congestion, die crossings); minimize the slowest
-  stage, then traffic x distance.
-* ``wires`` set (the ISPD-2020 contest, ``problem.contest_placement``): a kernel's stage time is its
+* objectives that charge communication (ONNX models: ``Throughput``, ``Latency``): a kernel's stage
+  time is its op model's latency plus the communication the placement causes (distance,
+  congestion, die crossings); minimize the slowest stage (or a token's path), then traffic x distance.
+* ``ContestScore`` (the ISPD-2020 contest, ``problem.contest_placement``): a kernel's stage time is its
   op model's time alone, and the score is ``time_weight * (slowest) + wire_weight * wirelength``,
   the wirelength being the sum over flows of the L1 distance between the two rectangles' centres.
   Where the wire weight is large the engine trades time for wires (smaller rectangles, closer).
@@ -18,7 +19,7 @@ Two objectives, one engine (``wsealloc.solvers.place``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -30,6 +31,7 @@ from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
 from wsealloc.opmodels.enumerate import classify
 from wsealloc.problem.flows import Flows, flows
+from wsealloc.problem.objective import Aggregate, Objective, Throughput, path_length
 
 INF = np.iinfo(np.int64).max // 4
 
@@ -67,20 +69,6 @@ class ShapeTable:
         return np.where(hidx >= 0, per_height[np.maximum(hidx, 0)], 0)
 
 
-@dataclass(frozen=True)
-class WireObjective:
-    """The contest's score weights: score = time_weight * max stage + wire_weight * wirelength; with a
-    ``time_cap``, layouts whose max stage exceeds it rank after every layout within it."""
-
-    time_weight: float
-    wire_weight: float
-    time_cap: int | None = None
-
-    def score(self, max_stage: float, wirelength: float) -> float:
-        """The weighted score of a layout."""
-        return self.time_weight * max_stage + self.wire_weight * wirelength
-
-
 def wirelength(rects: np.ndarray, src: np.ndarray, dst: np.ndarray) -> float:
     """Sum over flows of the L1 distance between the centres of the two rectangles ([row, col, r, c]).
 
@@ -105,7 +93,8 @@ class PlacementProblem:
     die_rule: DieBoundary
     flows: Flows  # producer->consumer flows with their multicast groups
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
-    wires: WireObjective | None = None  # the contest objective (see the module docstring); None: ONNX
+    objective: Objective = field(default_factory=Throughput)  # how layouts are valued (module docstring)
+    preds: tuple[tuple[int, ...], ...] = ()  # producers of each kernel (a token's path; Latency)
 
     @property
     def n_kernels(self) -> int:
@@ -126,13 +115,25 @@ class PlacementProblem:
 
     def evaluate(self, rects: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, CommCosts]:
         """Stage time of every kernel for the given rectangles: op-model latency + communication, or
-        (the contest) the latency alone, with the wirelength as ``traffic_distance``."""
+        (an objective that charges no communication: the contest) the latency alone, with the
+        wirelength as ``traffic_distance``."""
         fl = self.flows
-        if self.wires is not None:
+        if not self.objective.charges_communication:
             zero = np.zeros(latency.size, dtype=np.int64)
             return latency.astype(np.int64), CommCosts(zero, zero, zero, zero, wirelength(rects, fl.src, fl.dst))
         comm = comm_costs(rects, latency, fl.src, fl.dst, fl.nbytes, self.mesh, fl.group)
         return latency.astype(np.int64) + comm.comm_cycles, comm
+
+    def rank(self, rects: np.ndarray, latency: np.ndarray) -> tuple[float, ...]:
+        """The objective's rank of a layout (smaller first)."""
+        stage, comm = self.evaluate(rects, latency)
+        return self.objective.rank(stage, comm, self.preds)
+
+    def layout_time(self, stage: np.ndarray, comm: CommCosts) -> int:
+        """The objective's time value of a layout in cycles: the slowest stage, or a token's path."""
+        if self.objective.aggregate is Aggregate.PATH:
+            return path_length(self.preds, (), stage.tolist())
+        return int(stage.max(initial=0))
 
     def in_sequence(self, order: np.ndarray) -> PlacementProblem:
         """The same problem with its kernels renumbered: kernel i of the result is kernel ``order[i]``
@@ -149,6 +150,7 @@ class PlacementProblem:
             names=tuple(self.names[k] for k in order.tolist()),
             kernel_class=tuple(self.kernel_class[k] for k in order.tolist()),
             flows=Flows(position[fl.src], position[fl.dst], fl.nbytes, fl.group),
+            preds=tuple(tuple(sorted(int(position[p]) for p in self.preds[k])) for k in order.tolist()) if self.preds else (),
         )
 
     def shape_table_rows(self) -> int:
@@ -231,8 +233,9 @@ def shape_table(heights: np.ndarray, lat: np.ndarray, codes: np.ndarray) -> Shap
     )
 
 
-def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProblem:
-    """The placement problem of a cost table (classes of identical kernels share a shape table)."""
+def build_placement_problem(costs: CostTable, lower_bound: int, objective: Objective | None = None) -> PlacementProblem:
+    """The placement problem of a cost table (classes of identical kernels share a shape table) under
+    ``objective`` (min-max by default)."""
     sig_to_class: dict[int, int] = {}
     shapes: list[ShapeTable] = []
     kernel_class: list[int] = []
@@ -249,6 +252,17 @@ def build_placement_problem(costs: CostTable, lower_bound: int) -> PlacementProb
         mesh=mesh_params(costs.arch),
         blocked=defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed),
         die_rule=w.die_boundary,
-        flows=flows(costs.kgraph, costs.arch),
+        flows=flows(costs),
         lower_bound=lower_bound,
+        objective=objective or Throughput(),
+        preds=_preds(costs),
     )
+
+
+def _preds(costs: CostTable) -> tuple[tuple[int, ...], ...]:
+    """Producers of each kernel from the cost table's forward edges."""
+    preds: list[set[int]] = [set() for _ in costs.kernels]
+    for e in costs.edges:
+        if e.src < e.dst:
+            preds[e.dst].add(e.src)
+    return tuple(tuple(sorted(p)) for p in preds)

@@ -17,7 +17,6 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.errors import InfeasibleError
-from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import MAX_CYCLES, AllocationProblem, build_problem
 from wsealloc.problem.flows import crossing_bytes, flows
@@ -60,10 +59,11 @@ def link_params(arch: Arch) -> tuple[float, int]:
     return arch.clock_hz / arch.cluster.link_bytes_per_s, int(np.ceil(arch.cluster.link_latency_s * arch.clock_hz))
 
 
-def cut_bytes(kgraph: KernelGraph, arch: Arch) -> np.ndarray:
-    """Bytes crossing each cut position of the kernel sequence (every flow s -> t with s < c <= t; a
-    tensor read by several kernels behind the cut crosses it once)."""
-    return crossing_bytes(len(kgraph.kernels), flows(kgraph, arch))
+def cut_bytes(costs: CostTable) -> np.ndarray:
+    """Bytes crossing each cut position of the kernel sequence (every flow between s and t crosses
+    the cuts between them, whichever way it runs; a tensor read by several kernels behind the cut
+    crosses it once)."""
+    return crossing_bytes(len(costs.kernels), flows(costs))
 
 
 def build_stage_problem(costs: CostTable) -> StageProblem:
@@ -71,7 +71,7 @@ def build_stage_problem(costs: CostTable) -> StageProblem:
     per_byte, latency = link_params(costs.arch)
     return StageProblem(
         alloc=build_problem(costs),
-        cut_bytes=cut_bytes(costs.kgraph, costs.arch),
+        cut_bytes=cut_bytes(costs),
         cycles_per_byte=per_byte,
         latency_cycles=latency,
     )

@@ -102,7 +102,7 @@ def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: in
         return dx + dy
 
     rects = [tuple(v) for v in layout.rects.tolist()]
-    if problem.wires is not None:
+    if not problem.objective.charges_communication:
         # the contest: the vertical part of the centre distances to its neighbours (in half rows)
         centres = [2 * int(rects[j][0]) + int(rects[j][2]) for j, _ in producers[k] + consumers[k]]
         rows |= {min(max((cy - r) // 2, lo), hi - r) for cy in centres}  # centre on a neighbour's (the optimum is a median)

@@ -12,45 +12,17 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from wsealloc.problem import AllocationProblem
+from wsealloc.problem.objective import cores_needed, optimal_bottleneck
 from wsealloc.solvers.base import SolveOptions, SolverResult, Status, result_from_choice
 
-
-def cores_needed(problem: AllocationProblem, target: int, mult: np.ndarray) -> int | None:
-    """Fewest total cores meeting latency <= target (None if some kernel cannot meet it)."""
-    total = 0
-    for cls, m in zip(problem.classes, mult, strict=True):
-        if m == 0:
-            continue
-        idx = cls.fewest_cores_within(target)
-        if idx < 0:
-            return None
-        total += int(cls.cores[idx]) * int(m)
-    return total
-
-
-def optimal_bottleneck(problem: AllocationProblem) -> int | None:
-    """The optimal bottleneck latency, or None when even the fewest cores do not fit."""
-    mult = problem.multiplicity()
-    values = np.unique(np.concatenate([c.latency for c, m in zip(problem.classes, mult, strict=True) if m > 0]))
-    lo, hi = 0, len(values) - 1
-    need = cores_needed(problem, int(values[hi]), mult)
-    if need is None or need > problem.total_cores:
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        need = cores_needed(problem, int(values[mid]), mult)
-        if need is not None and need <= problem.total_cores:
-            hi = mid
-        else:
-            lo = mid + 1
-    return int(values[lo])
+__all__ = ["cores_needed", "optimal_bottleneck", "solve"]
 
 
 def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
-    """Bisection: proven optimal (status OPTIMAL) or proven infeasible."""
+    """Bisection: proven optimal (status OPTIMAL) or proven infeasible; refuses an objective it cannot
+    solve exactly (it is exact for min-max only)."""
+    problem.objective.check_backend("bisect")
     start = time.perf_counter()
     target = optimal_bottleneck(problem)
     if target is None:

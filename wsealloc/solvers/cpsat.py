@@ -1,14 +1,5 @@
-"""CP-SAT backend (OR-Tools), the default solver.
-
-Model, for each kernel class c (or each kernel with ``exploit_symmetry=False``) and candidate j:
-
-* Boolean ``x[c,j]`` ("pick op model j"), ``sum_j x[c,j] == 1``;
-* ``T >= sum_j latency[c,j] * x[c,j]``: one linear row per class. (We measured per-op latency
-  variables with AddMaxEquality stalling in presolve on 200k Booleans; this form solves.)
-* ``sum_c mult[c] * sum_j cores[c,j] * x[c,j] <= total_cores``;
-* ``T`` in [lower bound, upper bound]: the exact bound (bisection) when given, the hint's bottleneck
-  as the upper bound;
-* minimize T; then, with T fixed at its best value, minimize the cores used.
+"""CP-SAT backend (OR-Tools), the default solver: renders the allocation program
+(``wsealloc.problem.program``, where the model is stated and explained) as a CP-SAT model.
 
 Integer scale: 1 unit = 1 cycle (latencies are whole cycles already). Hints are complete (every
 variable) and mapped by candidate index. Explicit time limit, workers and random seed; on timeout
@@ -24,6 +15,8 @@ from ortools.sat.python import cp_model
 
 from wsealloc.errors import SolverError
 from wsealloc.problem import AllocationProblem
+from wsealloc.problem.objective import Aggregate
+from wsealloc.problem.program import AllocationProgram, build_program, finish_times
 from wsealloc.solvers.base import SolveOptions, SolverResult, Status
 
 _STATUS = {
@@ -35,83 +28,80 @@ _STATUS = {
 
 
 class _Model:
-    """The CP-SAT model over groups (classes of identical kernels, or single kernels).
+    """The program rendered for CP-SAT."""
 
-    Candidates outside the proven bounds are left out, which keeps exactness: with T <= U (the hint's
-    bottleneck) a candidate slower than U can never be chosen, and with T >= L (the exact bound) a
-    candidate faster than the fewest-core one meeting L can always be swapped for it (fewer cores,
-    same T). ``keep[g]`` lists the original candidate indices kept for group g.
-    """
-
-    def __init__(self, problem: AllocationProblem, options: SolveOptions, hint: tuple[int, ...] | None):
+    def __init__(self, problem: AllocationProblem, program: AllocationProgram):
         self.problem = problem
-        if options.exploit_symmetry:
-            self.group_of = list(problem.kernel_class)
-            self.groups = list(problem.classes)
-        else:
-            self.group_of = list(range(problem.n_kernels))
-            self.groups = [problem.choices(i) for i in range(problem.n_kernels)]
-        self.mult = np.bincount(np.asarray(self.group_of, dtype=np.int64), minlength=len(self.groups))
-        self.hinted = self.group_choice(hint) if hint is not None else None
-        upper = problem.evaluate(self.kernel_choice(self.hinted))[0] if self.hinted is not None else None
-        lower = options.lower_bound
-        self.keep = [ch.window(lower, upper) if self.mult[g] else np.arange(0) for g, ch in enumerate(self.groups)]
+        self.program = program
         self.model = cp_model.CpModel()
         m = self.model
-        # Variables are named after the group's first kernel; groups without kernels get none.
-        first_kernel = {g: i for i, g in reversed(list(enumerate(self.group_of)))}
-        self.x = [
-            [m.new_bool_var(f"x_{problem.names[first_kernel[g]]}_{j}") for j in keep.tolist()] if g in first_kernel else []
-            for g, keep in enumerate(self.keep)
-        ]
-        hi = int(max(int(ch.latency[k[0]]) for ch, k in zip(self.groups, self.keep, strict=True) if k.size))
-        lo = min(lower if lower is not None else 0, hi)
-        self.T = m.new_int_var(lo, hi, "bottleneck_cycles")
+        self.x = [[m.new_bool_var(f"x_{gr.name}_{j}") for j in gr.keep.tolist()] if gr.mult else [] for gr in program.groups]
+        self.T = m.new_int_var(program.lower, program.upper, program.value_name)
         core_vars: list[cp_model.IntVar] = []
         core_coeffs: list[int] = []
-        for g, ch in enumerate(self.groups):
+        self.lat: list[cp_model.LinearExpr | None] = []
+        path_vars: list[cp_model.IntVar] = []
+        path_coeffs: list[int] = []
+        for g, gr in enumerate(program.groups):
             if not self.x[g]:
+                self.lat.append(None)
                 continue
             m.add_exactly_one(self.x[g])
-            lat = [int(v) for v in ch.latency[self.keep[g]]]
-            m.add(cp_model.LinearExpr.weighted_sum(self.x[g], lat) <= self.T)
+            lat = [int(v) for v in gr.latency]
+            expr = cp_model.LinearExpr.weighted_sum(self.x[g], lat)
+            self.lat.append(expr)
+            if program.aggregate is Aggregate.MAX:
+                m.add(expr <= self.T)
+            else:
+                path_vars += self.x[g]
+                path_coeffs += [gr.mult * v for v in lat]
             core_vars += self.x[g]
-            core_coeffs += [int(self.mult[g]) * int(v) for v in ch.cores[self.keep[g]]]
+            core_coeffs += [gr.mult * int(v) for v in gr.cores]
+        self.finish: list[cp_model.IntVar] = []
+        if program.aggregate is Aggregate.PATH and program.chain:
+            m.add(cp_model.LinearExpr.weighted_sum(path_vars, path_coeffs) <= self.T)
+        elif program.aggregate is Aggregate.PATH:
+            # one token's finish time per kernel (kernels are their own groups here)
+            self.finish = [m.new_int_var(0, program.upper, f"finish_{gr.name}") for gr in program.groups]
+            for k, lat_k in enumerate(self.lat):
+                assert lat_k is not None
+                before = list(program.preds[k]) + ([program.serial[k]] if program.serial and program.serial[k] >= 0 else [])
+                m.add(self.finish[k] >= lat_k)
+                for p in before:
+                    m.add(self.finish[k] >= self.finish[p] + lat_k)
+                m.add(self.finish[k] <= self.T)
         self.cores = cp_model.LinearExpr.weighted_sum(core_vars, core_coeffs)
-        m.add(self.cores <= problem.total_cores)
+        m.add(self.cores <= program.total_cores)
 
-    def group_choice(self, choice: tuple[int, ...]) -> list[int]:
-        """Map a per-kernel choice to a per-group one (fewest cores among members keeps it feasible)."""
-        out = [10**9] * len(self.groups)
-        for i, j in enumerate(choice):
-            g = self.group_of[i]
-            out[g] = min(out[g], j)
-        return [0 if v == 10**9 else v for v in out]
-
-    def hint(self, group_choice: list[int]) -> None:
-        """A complete hint: every Boolean and T (original indices, clipped into the kept range)."""
+    def hint(self, group_choice: list[int] | tuple[int, ...]) -> None:
+        """A complete hint: every Boolean, the finish times and T (original indices, clipped into the kept range)."""
         self.model.clear_hints()
         worst = 0
+        chosen: list[int] = []
         for g, j in enumerate(group_choice):
             if not self.x[g]:
+                chosen.append(0)
                 continue
-            keep = self.keep[g]
-            pos = int(np.clip(j, keep[0], keep[-1]) - keep[0])
+            pos = self.program.hint_position(g, j)
             for jj, var in enumerate(self.x[g]):
                 self.model.add_hint(var, jj == pos)
-            worst = max(worst, int(self.groups[g].latency[keep[pos]]))
+            lat = int(self.program.groups[g].latency[pos])
+            chosen.append(lat)
+            worst = max(worst, lat)
+        if self.program.aggregate is Aggregate.PATH:
+            lat_k = [chosen[g] for g in self.program.group_of]
+            finish = finish_times(self.program, lat_k)
+            for var, value in zip(self.finish, finish, strict=False):
+                self.model.add_hint(var, value)
+            worst = max(finish, default=0) if self.finish else sum(lat_k)
         self.model.add_hint(self.T, worst)
 
     def read(self, solver: cp_model.CpSolver) -> list[int]:
         """Per-group chosen original index from the solver's current solution."""
         return [
-            int(self.keep[g][next(j for j, var in enumerate(row) if solver.boolean_value(var))]) if row else 0
+            int(self.program.groups[g].keep[next(j for j, var in enumerate(row) if solver.boolean_value(var))]) if row else 0
             for g, row in enumerate(self.x)
         ]
-
-    def kernel_choice(self, group_choice: list[int]) -> tuple[int, ...]:
-        """Per-kernel choice from a per-group one."""
-        return tuple(group_choice[g] for g in self.group_of)
 
 
 def _solver(options: SolveOptions) -> cp_model.CpSolver:
@@ -127,12 +117,13 @@ def _solver(options: SolveOptions) -> cp_model.CpSolver:
 
 
 def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
-    """Minimize the bottleneck, then the cores used at that bottleneck."""
+    """Minimize the objective (the bottleneck, or a token's path), then the cores used at its optimum."""
     start = time.perf_counter()
     hint = options.hint if options.hint is not None and problem.feasible(options.hint) else None
-    model = _Model(problem, options, hint)
-    if model.hinted is not None:
-        model.hint(model.hinted)
+    program = build_program(problem, options.lower_bound, hint, options.exploit_symmetry)
+    model = _Model(problem, program)
+    if program.hint is not None:
+        model.hint(program.hint)
     model.model.minimize(model.T)
     s1 = _solver(options)
     with options.stop.active(s1.stop_search):
@@ -170,7 +161,7 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
             st2 = s2.solve(model.model)
         if st2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = model.read(s2)
-    choice = model.kernel_choice(best)
+    choice = program.kernel_choice(best)
     objective, cores = problem.evaluate(choice)
     if bound >= objective:
         status = Status.OPTIMAL
@@ -182,5 +173,5 @@ def solve(problem: AllocationProblem, options: SolveOptions) -> SolverResult:
         min(bound, objective),
         time.perf_counter() - start,
         cores,
-        message=f"CP-SAT {len(model.groups)} groups, {sum(len(r) for r in model.x)} Booleans",
+        message=f"CP-SAT {len(program.groups)} groups, {sum(len(r) for r in model.x)} Booleans",
     )

@@ -146,7 +146,7 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
     lat = {k: sum(o[2] * u for o, u in zip(opts[k], uses[k], strict=True)) for k in window}
     for k in window:
         m.add(lat[k] <= T)
-    if problem.wires is not None:
+    if not problem.objective.charges_communication:
         _wire_objective(m, problem, placed, window, T, pos)
     else:
         _stage_objective(m, problem, placed, in_window, lat, T, dist)
@@ -201,12 +201,11 @@ def _wire_objective(
     """The contest: T is at least every kernel's time (the window's and the fixed ones'), and the
     objective is the window's share of the score, time_weight * T + wire_weight * (centre distances of
     the flows touching the window). Doubled centres (2 * centre = start + end) keep it integral."""
-    assert problem.wires is not None
     in_window = set(window)
     outside = [int(placed.latency[k]) for k in range(problem.n_kernels) if k not in in_window]
     if outside:
         m.add(max(outside) <= T)
-    cap = problem.wires.time_cap
+    cap = problem.objective.time_cap
     if cap is not None and int(placed.latency.max()) <= cap:  # a layout within the cap stays within it
         m.add(cap >= T)
     half: list[Any] = []
@@ -221,7 +220,7 @@ def _wire_objective(
         m.add_abs_equality(dx, sx + sxe - tx - txe)
         m.add_abs_equality(dy, sy + sye - ty - tye)
         half += [dx, dy]
-    wt, ww = _integral_weights(problem.wires.time_weight, problem.wires.wire_weight)
+    wt, ww = _integral_weights(problem.objective.time_weight, problem.objective.wire_weight)
     m.minimize(2 * wt * T + ww * sum(half))
 
 
@@ -236,7 +235,7 @@ def _window_centres(problem: PlacementProblem, placed: Placed) -> list[int]:
     every kernel by the weighted wirelength of its flows (long wires first)."""
     stage, _ = problem.evaluate(placed.rects, placed.latency)
     first = int(np.argmax(stage))
-    if problem.wires is None:
+    if problem.objective.charges_communication:
         return [first]
     r = placed.rects.astype(np.int64)
     cy2, cx2 = 2 * r[:, 0] + r[:, 2], 2 * r[:, 1] + r[:, 3]

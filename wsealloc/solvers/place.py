@@ -48,11 +48,11 @@ def target_ladder(problem: PlacementProblem, target: int) -> list[float]:
     """Slacks (target multiples - 1) the multi-start tries above the smallest packable ``target``:
     ``SLACKS`` for ONNX; for the contest, a geometric ladder up to the slowest time any kernel's
     smallest rectangle needs (beyond it nothing shrinks) and the time cap, when wires weigh anything."""
-    if problem.wires is None or problem.wires.wire_weight <= 0 or target <= 0:
+    if problem.objective.wire_weight <= 0 or target <= 0:
         return list(SLACKS)
     ceiling = max(int(s.best[s.best < INF].max()) for s in problem.shapes)  # the slowest frontier model
-    if problem.wires.time_cap is not None:
-        ceiling = min(ceiling, problem.wires.time_cap)
+    if problem.objective.time_cap is not None:
+        ceiling = min(ceiling, problem.objective.time_cap)
     out = [s for s in SLACKS if target * (1 + s) <= max(ceiling, target)]
     factor = 1 + SLACKS[-1]
     while target * factor * WIRE_LADDER_STEP <= ceiling:
@@ -62,9 +62,10 @@ def target_ladder(problem: PlacementProblem, target: int) -> list[float]:
 
 
 def evaluate(problem: PlacementProblem, placed: Placed) -> tuple[int, float]:
-    """(bottleneck stage cycles, traffic x distance) of a placement."""
+    """(the objective's time: the bottleneck stage cycles, or a token's path; traffic x distance) of a
+    placement."""
     stage, comm = problem.evaluate(placed.rects, placed.latency)
-    return int(stage.max()), comm.traffic_distance
+    return problem.layout_time(stage, comm), comm.traffic_distance
 
 
 def styles(problem: PlacementProblem) -> list[Style]:
@@ -72,7 +73,8 @@ def styles(problem: PlacementProblem) -> list[Style]:
     stacks for the contest only, where no link model asks a stacked pair to leave room for its flow)."""
     region_rows = problem.mesh.die_rows if problem.die_rule is DieBoundary.FORBID else problem.mesh.rows
     die = problem.mesh.die_rows
-    stacks = [s for s in Stacking if s is not Stacking.DEEP or problem.wires is not None]  # DEEP: the contest only
+    # DEEP: only without a link model (the contest)
+    stacks = [s for s in Stacking if s is not Stacking.DEEP or not problem.objective.charges_communication]
     min_bands = sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
     return [Style(min_band, stack) for stack in stacks for min_band in min_bands]
 
@@ -104,7 +106,7 @@ def sequences(problem: PlacementProblem) -> list[np.ndarray | None]:
     ``DENSITY_TARGET`` x the bound (identical kernels side by side, large before small, as in
     decreasing-size bin packing). Bands of similar kernels waste fewer rows: C packs at 1.024x its
     bound this way, 1.041x in dataflow order. The score decides which layout wins (wires are longer)."""
-    if problem.wires is None or problem.n_kernels < 3:
+    if problem.objective.charges_communication or problem.n_kernels < 3:
         return [None]
     target = max(1, int(problem.lower_bound * DENSITY_TARGET))
     area = np.zeros(problem.n_kernels, dtype=np.int64)
@@ -167,18 +169,18 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
         local_factor = 1.0
         since_better = 0
         for slack in target_ladder(problem, target):
-            if deadline.expired() or (problem.wires is not None and since_better >= LADDER_PATIENCE):
+            if deadline.expired() or (not problem.objective.charges_communication and since_better >= LADDER_PATIENCE):
                 break
             rank = consider(build(int(target * (1 + slack))), style)
             improved = rank is not None and (local is None or rank < local)
             local, local_factor = (rank, 1 + slack) if improved else (local, local_factor)
             since_better = 0 if improved else since_better + 1
-        if problem.wires is not None and local_factor > 1.0:
+        if not problem.objective.charges_communication and local_factor > 1.0:
             for step in WIRE_REFINE:  # refine around the style's best rung
                 if deadline.expired():
                     break
                 factor = local_factor * step
-                cap = problem.wires.time_cap
+                cap = problem.objective.time_cap
                 if factor > 1.0 and (cap is None or target * factor <= cap):
                     consider(build(int(target * factor)), style)
 
@@ -188,7 +190,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
             if deadline.stopped or (best is not None and deadline.expired()):
                 break
             explore(seq_problem, sequence, style)
-    for _ in range(FEEDBACK_ROUNDS if problem.wires is None else 0):  # the contest: no communication cycles
+    for _ in range(FEEDBACK_ROUNDS if problem.objective.charges_communication else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():
             break
         _, placed, style = best
@@ -235,7 +237,7 @@ def solve(
         if improved is not None and score(problem, improved) < score(problem, placed):
             placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
     objective, traffic = evaluate(problem, placed)
-    status = Status.OPTIMAL if objective <= problem.lower_bound else Status.FEASIBLE
+    status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
     return PlacementResult(
         solver, status, placed.rects, placed.dataflow, objective, problem.lower_bound, time.perf_counter() - start, traffic
     )

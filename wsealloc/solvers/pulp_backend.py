@@ -1,4 +1,5 @@
-"""PuLP backend: the same MILP as the CP-SAT backend, solved by CBC (bundled with pulp) or HiGHS.
+"""PuLP backend: the allocation program (``wsealloc.problem.program``, the one statement of the model
+the CP-SAT backend renders too) rendered for CBC (bundled with pulp) or HiGHS.
 
 ``pulp`` uses CBC; ``pulp-highs`` uses the ``highs`` executable through ``HiGHS_CMD`` (a separate
 process: highspy and ortools 9.15 cannot be imported into one process: whichever comes second fails with an undefined symbol).
@@ -20,6 +21,8 @@ import pulp
 
 from wsealloc.errors import SolverError
 from wsealloc.problem import AllocationProblem
+from wsealloc.problem.objective import Aggregate
+from wsealloc.problem.program import build_program
 from wsealloc.solvers.base import SolveOptions, SolverResult, Status, result_from_choice
 
 
@@ -40,59 +43,51 @@ def _backend(name: str, options: SolveOptions, time_limit: float) -> Any:
     )
 
 
-def _groups(problem: AllocationProblem, options: SolveOptions) -> tuple[list[int], list[Any]]:
-    if options.exploit_symmetry:
-        return list(problem.kernel_class), list(problem.classes)
-    return list(range(problem.n_kernels)), [problem.choices(i) for i in range(problem.n_kernels)]
-
-
 def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> SolverResult:
     start = time.perf_counter()
-    group_of, groups = _groups(problem, options)
-    mult = np.bincount(np.asarray(group_of, dtype=np.int64), minlength=len(groups))
     name = "pulp" if backend == "cbc" else f"pulp-{backend}"
-
-    def to_kernels(gc: list[int]) -> tuple[int, ...]:
-        return tuple(gc[g] for g in group_of)
-
-    # Warm start per group: the member with the fewest cores keeps the start feasible.
-    hint_groups: list[int] | None = None
-    if options.hint is not None and problem.feasible(options.hint):
-        hint_groups = [10**9] * len(groups)
-        for i, j in enumerate(options.hint):
-            hint_groups[group_of[i]] = min(hint_groups[group_of[i]], j)
-        hint_groups = [0 if v == 10**9 else v for v in hint_groups]
-    upper = problem.evaluate(to_kernels(hint_groups))[0] if hint_groups is not None else None
-    # Same exact candidate window as the CP-SAT model (see Choices.window).
-    keep = [ch.window(options.lower_bound, upper) if mult[g] else np.arange(0) for g, ch in enumerate(groups)]
+    hint = options.hint if options.hint is not None and problem.feasible(options.hint) else None
+    program = build_program(problem, options.lower_bound, hint, options.exploit_symmetry)
     prob = pulp.LpProblem("wsealloc", pulp.LpMinimize)
-    x = [[pulp.LpVariable(f"x_{g}_{j}", cat="Binary") for j in k.tolist()] for g, k in enumerate(keep)]
-    hi = max(int(ch.latency[k[0]]) for ch, k in zip(groups, keep, strict=True) if k.size)
-    lo = options.lower_bound or 0
+    x = [[pulp.LpVariable(f"x_{g}_{j}", cat="Binary") for j in gr.keep.tolist()] for g, gr in enumerate(program.groups)]
     # No upper bound on T: CBC 2.10 reported "Infeasible" for a feasible model whose optimum sat exactly
     # on T's upper bound (reproduced on a 6-Boolean instance; see tests/test_solvers.py).
-    T = pulp.LpVariable("bottleneck_cycles", lowBound=min(lo, hi))
+    T = pulp.LpVariable(program.value_name, lowBound=program.lower)
     prob += T
-    for g, ch in enumerate(groups):
+    lat: list[Any] = []
+    for g, gr in enumerate(program.groups):
         if not x[g]:
+            lat.append(None)
             continue
         prob += pulp.lpSum(x[g]) == 1
-        prob += pulp.lpSum(int(lat) * v for lat, v in zip(ch.latency[keep[g]], x[g], strict=True)) <= T
+        lat.append(pulp.lpSum(int(v) * var for v, var in zip(gr.latency, x[g], strict=True)))
+        if program.aggregate is Aggregate.MAX:
+            prob += lat[g] <= T
+    if program.aggregate is Aggregate.PATH and program.chain:
+        prob += pulp.lpSum(gr.mult * lat[g] for g, gr in enumerate(program.groups) if x[g]) <= T
+    elif program.aggregate is Aggregate.PATH:
+        finish = [pulp.LpVariable(f"finish_{k}", lowBound=0) for k in range(len(program.groups))]
+        for k in range(len(program.groups)):
+            before = list(program.preds[k]) + ([program.serial[k]] if program.serial and program.serial[k] >= 0 else [])
+            prob += finish[k] >= lat[k]
+            for q in before:
+                prob += finish[k] >= finish[q] + lat[k]
+            prob += finish[k] <= T
     cores = pulp.lpSum(
-        int(mult[g]) * int(c) * v for g, ch in enumerate(groups) for c, v in zip(ch.cores[keep[g]], x[g], strict=True)
+        gr.mult * int(c) * v for g, gr in enumerate(program.groups) for c, v in zip(gr.cores, x[g], strict=True)
     )
-    prob += cores <= problem.total_cores
+    prob += cores <= program.total_cores
 
-    def start_from(gc: list[int]) -> None:
+    def start_from(gc: list[int] | tuple[int, ...]) -> None:
         for g, j in enumerate(gc):
             if x[g]:
-                pos = int(np.clip(j, keep[g][0], keep[g][-1]) - keep[g][0])
+                pos = program.hint_position(g, j)
                 for jj, var in enumerate(x[g]):
                     var.setInitialValue(1 if jj == pos else 0)
 
-    if hint_groups is not None:
-        start_from(hint_groups)
-        T.setInitialValue(upper)
+    if program.hint is not None:
+        start_from(program.hint)
+        T.setInitialValue(program.hint_value)
 
     def read() -> list[int] | None:
         chosen = []
@@ -104,14 +99,14 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             ones = [j for j, val in enumerate(vals) if val > 0.5]
             if len(ones) != 1:
                 return None
-            chosen.append(int(keep[g][ones[0]]))
-        return chosen if problem.feasible(to_kernels(chosen)) else None
+            chosen.append(int(program.groups[g].keep[ones[0]]))
+        return chosen if problem.feasible(program.kernel_choice(chosen)) else None
 
     prob.solve(_backend(backend, options, options.deadline.seconds_for_solver(1.0)))
     chosen = read()
     proven = prob.status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal
     if chosen is None:
-        if prob.status == pulp.LpStatusInfeasible and hint_groups is None:
+        if prob.status == pulp.LpStatusInfeasible and program.hint is None:
             return SolverResult(
                 name,
                 Status.INFEASIBLE,
@@ -121,7 +116,7 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
                 time.perf_counter() - start,
                 message=f"{name}: {pulp.LpStatus[prob.status]}",
             )
-        if hint_groups is None:
+        if program.hint is None:
             return SolverResult(
                 name,
                 Status.UNKNOWN,
@@ -134,13 +129,13 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
         return result_from_choice(
             name,
             problem,
-            to_kernels(hint_groups),
+            program.kernel_choice(program.hint),
             Status.FEASIBLE,
             options.lower_bound,
             time.perf_counter() - start,
             message=f"{name} returned no valid solution ({pulp.LpStatus[prob.status]}); kept the warm start",
         )
-    t_best = problem.evaluate(to_kernels(chosen))[0]
+    t_best = problem.evaluate(program.kernel_choice(chosen))[0]
     bound = t_best if proven else options.lower_bound
     remaining = options.deadline.remaining()
     if options.minimize_cores and remaining > 0.5 and not options.deadline.stopped:
@@ -149,9 +144,9 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
         start_from(chosen)
         prob.solve(_backend(backend, options, remaining))
         second = read()
-        if second is not None and problem.evaluate(to_kernels(second))[0] <= t_best:
+        if second is not None and problem.evaluate(program.kernel_choice(second))[0] <= t_best:
             chosen = second
-    choice = to_kernels(chosen)
+    choice = program.kernel_choice(chosen)
     objective = problem.evaluate(choice)[0]
     status = Status.OPTIMAL if bound is not None and bound >= objective else Status.FEASIBLE
     return result_from_choice(

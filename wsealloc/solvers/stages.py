@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wsealloc.errors import UsageError
+from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.stages import StageProblem
 from wsealloc.solvers.base import Status
 
@@ -92,7 +94,14 @@ def fewest_stages(problem: StageProblem, target: int, transfer: np.ndarray) -> t
 
 
 def solve(sp: StageProblem, wafers: int | None) -> StagePartition:
-    """Optimal partition on ``wafers`` wafers (None: the fewest wafers that fit, at their optimum)."""
+    """Optimal partition on ``wafers`` wafers (None: the fewest wafers that fit, at their optimum).
+    Exact for min-max only (the stage load is the slowest kernel or cut): another objective is
+    refused by name."""
+    if sp.alloc.objective.aggregate is not Aggregate.MAX:
+        raise UsageError(
+            f"--wafers: the exact stage cut minimizes the slowest stage (throughput); --objective "
+            f"{sp.alloc.objective.kind.value} is planned on one wafer (use --wafers 1)"
+        )
     start = time.perf_counter()
     transfer = sp.transfer_cycles()
     values = np.unique(np.concatenate([c.latency for c in sp.alloc.classes] + [transfer[1:-1], np.array([0])]))

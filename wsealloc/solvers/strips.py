@@ -52,16 +52,11 @@ def score(problem: PlacementProblem, placed: Placed) -> Score:
 
     * ONNX: bottleneck stage, then how many kernels sit at it, then traffic x distance (counting the
       kernels at the bottleneck lets a search improve identical layers one at a time);
-    * the contest (``problem.wires``): how far the bottleneck exceeds the time cap (0 within it), the
-      weighted score, then the bottleneck, then how many sit at it."""
-    stage, comm = problem.evaluate(placed.rects, placed.latency)
-    worst = int(stage.max())
-    count = int((stage == worst).sum())
-    if problem.wires is not None:
-        cap = problem.wires.time_cap
-        over = max(0, worst - cap) if cap is not None else 0
-        return over, problem.wires.score(worst, comm.traffic_distance), worst, count
-    return worst, count, comm.traffic_distance
+    * the contest: how far the bottleneck exceeds the time cap (0 within it), the weighted score, then
+      the bottleneck, then how many sit at it.
+
+    (``problem.objective.rank``: the objective decides.)"""
+    return problem.rank(placed.rects, placed.latency)
 
 
 class Stacking(Enum):
@@ -117,7 +112,7 @@ def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -
         if s < t - 1:
             skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
     allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack in (Stacking.ANY, Stacking.DEEP))
-    links = problem.wires is None  # the contest has no link model: any admitted pair may stack
+    links = problem.objective.charges_communication  # without a link model (the contest) any admitted pair may stack
     depth = DEEP_STACK if stack is Stacking.DEEP else 2
     return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links, depth)
 
@@ -154,7 +149,7 @@ def band_heights(problem: PlacementProblem, limit: int) -> np.ndarray:
     the packing's density decides the time: A packs 2.7% above its bound with all, 5.4% with 2% steps)."""
     hs = np.unique(np.concatenate([s.heights for s in problem.shapes] + [np.array([limit])]))
     hs = hs[hs <= limit]
-    step = BAND_HEIGHT_STEP if problem.wires is None else 1.0
+    step = BAND_HEIGHT_STEP if problem.objective.charges_communication else 1.0
     kept: list[int] = []
     for h in hs.tolist():
         if not kept or h >= kept[-1] * step or h == hs[-1]:
@@ -186,7 +181,7 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
             row = cache[key] = problem.shape(k).widths_within(heights, int(targets[k]))
         rows.append(row)
     width = np.array(rows, dtype=np.int64).reshape(n, heights.size)
-    if problem.wires is not None:  # the contest: a kernel's time is its op model's alone
+    if not problem.objective.charges_communication:  # the contest: a kernel's time is its op model's alone
         return np.where(width > 0, width, INF)
     link_cycles = pass_through(problem) / problem.mesh.link_bytes_per_cycle  # per kernel, over one link
     busy = targets[:, None] - heights[None, :] - width
@@ -445,7 +440,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
     little slower), or, for the contest (no link model), the width within them that holds the best
     time (``ShapeTable.prefix_width``: exact widths can be much slower than narrower ones there)."""
     out = widths.copy()
-    exact = problem.wires is None
+    exact = problem.objective.charges_communication
 
     def width_at(shape: ShapeTable, h: int, c: int) -> int:
         return c if exact else int(shape.prefix_width[h, c])
@@ -591,7 +586,7 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
     if plan is None:
         return None
     chosen = band_widths(problem, plan, targets)
-    if problem.wires is not None:
+    if not problem.objective.charges_communication:
         # the contest: spare columns make the slowest kernels faster but push every centre apart;
         # the score decides between the stretched and the narrow layout
         layouts = [

@@ -32,7 +32,7 @@ MAX_PASSES = 20
 def swap_kernels(problem: PlacementProblem, placed: Placed, deadline: Deadline) -> Placed:
     """``placed`` with kernels exchanged between containers wherever that shortens the wirelength
     without a slower largest kernel (the contest only; ONNX layouts are returned as they are)."""
-    if problem.wires is None or problem.wires.wire_weight <= 0 or problem.flows.src.size == 0 or problem.n_kernels < 2:
+    if problem.objective.wire_weight <= 0 or problem.flows.src.size == 0 or problem.n_kernels < 2:
         return placed  # (with wires weightless an exchange cannot lower the score, only add kernels at the top time)
     return _climb(problem, placed, deadline)
 

@@ -1,0 +1,373 @@
+"""The objective as one object: how an allocation or a layout is valued, how two are ranked, what
+bound proves a value optimal, and which backends can solve it exactly.
+
+Every stage that judges a solution asks the objective; none tests which objective it is:
+
+* the allocation backends (``solvers/``) render the one allocation program (``problem.program``),
+  whose objective row the objective states (``aggregate``: the slowest kernel, or a token's path);
+* the placement engine ranks layouts with :meth:`Objective.rank` and reads its construction policy
+  from :attr:`Objective.charges_communication` (ONNX stage times include the communication a
+  placement causes; the ISPD-2020 contest charges only the op model's time and scores wires);
+* ``api.solve_costs`` takes the proven bound from :meth:`Objective.exact_bound` and refuses a
+  backend the objective cannot be solved exactly by (:meth:`Objective.check_backend`);
+* plans record ``kind``, the value and its bound (``plan.rules``).
+
+Three objectives today:
+
+* :class:`Throughput` (``--objective throughput``, the default): minimize the slowest kernel's stage
+  time (the layer pipeline's rate), then the cores used. Separable given the bottleneck T, so the
+  bisection is exact and kernels of one class may share a choice.
+* :class:`Latency` (``--objective latency``): minimize the time one token (or one prompt) takes
+  through the kernels: the longest path of kernel latencies through the kernel graph (kernels on one
+  time-shared region run one after another). Not separable: no bisection, no class symmetry; its
+  bound is the LP relaxation (:func:`latency_lp_bound`) until a backend proves better.
+* :class:`ContestScore` (the ISPD-2020 contest): the largest kernel time bounds the allocation; a
+  layout's score is ``time_weight * max time + wire_weight * wirelength`` (centre distances), layouts
+  beyond ``time_cap`` ranked after every layout within it.
+
+A new objective is one more subclass here (its value, rank, bound, exact backends), one line in
+``OBJECTIVES``, and its row in ``problem.program.build_program``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from wsealloc.cost.comm import CommCosts
+from wsealloc.errors import UsageError, choices_message
+
+if TYPE_CHECKING:
+    from wsealloc.problem.allocation import AllocationProblem
+
+
+class ObjectiveKind(str, enum.Enum):
+    """Which objective (a str enum: plans store the value)."""
+
+    THROUGHPUT = "throughput"
+    LATENCY = "latency"
+    CONTEST = "contest"
+
+
+class Aggregate(enum.Enum):
+    """How kernel latencies combine into an allocation's value."""
+
+    MAX = "max"  # the slowest kernel (a pipeline's period)
+    PATH = "path"  # the longest path through the kernel graph (one token's time)
+
+
+# The backends that exist (names as in solvers.base); which of them an objective admits is its own.
+ALL_BACKENDS = ("cpsat", "pulp", "pulp-highs", "bisect", "greedy", "greedy-seed")
+HEURISTICS = frozenset({"greedy", "greedy-seed"})  # give a plan, prove nothing, run under every objective
+
+
+@dataclass(frozen=True)
+class ProvenBound:
+    """A lower bound an objective proves without a solver backend: its method, its value (None: no
+    allocation fits) and, when the method constructs one, an allocation reaching it (optimal)."""
+
+    method: str
+    value: int | None
+    choice: tuple[int, ...] | None
+
+    @property
+    def optimal(self) -> bool:
+        """Whether the bound comes with an allocation that reaches it."""
+        return self.choice is not None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Base class: see the module docstring. Subclasses set the class attributes and override the
+    methods whose default does not hold for them."""
+
+    kind: ClassVar[ObjectiveKind]
+    aggregate: ClassVar[Aggregate]
+    exact_backends: ClassVar[frozenset[str]]
+    # kernels with identical candidates may be solved as one class with a multiplicity (exact only
+    # when some optimum gives every member the same choice: true for min-max)
+    symmetric_classes: ClassVar[bool]
+    # a kernel's stage time includes the communication its placement causes (ONNX models); False: the
+    # op model's time alone, wires priced in the score (the contest)
+    charges_communication: ClassVar[bool] = True
+    unit: ClassVar[str] = "cycles"
+
+    @property
+    def time_cap(self) -> int | None:
+        """Layouts whose slowest kernel exceeds this rank after every layout within it (None: no cap)."""
+        return None
+
+    @property
+    def wire_weight(self) -> float:
+        """Weight of the wirelength in the layout's value (0: wires only break ties)."""
+        return 0.0
+
+    @property
+    def time_weight(self) -> float:
+        """Weight of the time in the layout's value."""
+        return 1.0
+
+    def check_backend(self, name: str) -> None:
+        """Refuse, by name, a backend that cannot solve this objective (heuristics always run)."""
+        if name in HEURISTICS or name in self.exact_backends:
+            return
+        allowed = sorted(self.exact_backends | HEURISTICS)
+        raise UsageError(
+            f"--solver {name} cannot solve --objective {self.kind.value} "
+            f"({'it is exact for min-max only' if name == 'bisect' else 'not supported'}); "
+            + choices_message("solver", name, allowed).split("; ", 1)[-1]
+        )
+
+    # -- allocations ----------------------------------------------------------------------------
+    def allocation_value(self, problem: AllocationProblem, latency: Sequence[int]) -> int:
+        """The value of per-kernel latencies (cycles)."""
+        if self.aggregate is Aggregate.MAX:
+            return int(max(latency, default=0))
+        return path_length(problem.preds, problem.serial, latency)
+
+    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+        """A proven lower bound on the optimum (with an optimal allocation when the method gives one);
+        value None when no allocation fits."""
+        raise NotImplementedError
+
+    # -- layouts --------------------------------------------------------------------------------
+    def layout_value(self, stage: np.ndarray, comm: CommCosts, problem_preds: Sequence[Sequence[int]] = ()) -> float:
+        """The value of a layout's stage times (what the plan reports)."""
+        return float(stage.max(initial=0))
+
+    def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
+        """How layouts compare (smaller first)."""
+        worst = int(stage.max(initial=0))
+        return (worst, int((stage == worst).sum()), comm.traffic_distance)
+
+    def proven(self, value: float, bound: float | None) -> bool:
+        """A value at a proven lower bound is optimal."""
+        return bound is not None and value <= bound
+
+
+@dataclass(frozen=True)
+class Throughput(Objective):
+    """Minimize the slowest kernel (a layer pipeline's period), then the cores used."""
+
+    kind: ClassVar[ObjectiveKind] = ObjectiveKind.THROUGHPUT
+    aggregate: ClassVar[Aggregate] = Aggregate.MAX
+    exact_backends: ClassVar[frozenset[str]] = frozenset({"cpsat", "pulp", "pulp-highs", "bisect"})
+    symmetric_classes: ClassVar[bool] = True
+
+    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+        """The bisection's optimum: exact (the problem is separable given the bottleneck); every kernel
+        on its fewest-core candidate meeting it is an optimal allocation (also the fewest cores)."""
+        target = optimal_bottleneck(problem)
+        if target is None:
+            return ProvenBound("bisect", None, None)
+        choice = tuple(problem.choices(i).fewest_cores_within(target) for i in range(problem.n_kernels))
+        return ProvenBound("bisect", target, choice)
+
+
+@dataclass(frozen=True)
+class Latency(Objective):
+    """Minimize one token's time through the kernels: the longest path of kernel latencies through
+    the kernel graph, kernels sharing a region in sequence (``AllocationProblem.serial``)."""
+
+    kind: ClassVar[ObjectiveKind] = ObjectiveKind.LATENCY
+    aggregate: ClassVar[Aggregate] = Aggregate.PATH
+    exact_backends: ClassVar[frozenset[str]] = frozenset({"cpsat", "pulp", "pulp-highs"})
+    symmetric_classes: ClassVar[bool] = False
+
+    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+        """The LP relaxation over a chain every token passes (``latency_lp_bound``); the exact backends
+        prove the optimum itself."""
+        return ProvenBound("lp", latency_lp_bound(problem), None)
+
+    def layout_value(self, stage: np.ndarray, comm: CommCosts, problem_preds: Sequence[Sequence[int]] = ()) -> float:
+        """The token's time through the placed kernels (latency + communication on the longest path)."""
+        return float(path_length(problem_preds, (), stage.tolist()))
+
+    def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
+        """Path length first, then the slowest kernel, then traffic x distance."""
+        return (path_length(preds, (), stage.tolist()), int(stage.max(initial=0)), comm.traffic_distance)
+
+
+@dataclass(frozen=True)
+class ContestScore(Objective):
+    """The ISPD-2020 contest: score = time_weight * max stage + wire_weight * wirelength; with a
+    ``cap``, layouts whose max stage exceeds it rank after every layout within it."""
+
+    weight_time: float = 1.0
+    wires: float = 0.0
+    cap: int | None = None
+
+    kind: ClassVar[ObjectiveKind] = ObjectiveKind.CONTEST
+    aggregate: ClassVar[Aggregate] = Aggregate.MAX
+    exact_backends: ClassVar[frozenset[str]] = frozenset()  # the contest path places; its bound is contest_bounds
+    symmetric_classes: ClassVar[bool] = True
+    charges_communication: ClassVar[bool] = False
+
+    @property
+    def time_cap(self) -> int | None:
+        """The time cap (a multiple of the proven bound, in cycles)."""
+        return self.cap
+
+    @property
+    def wire_weight(self) -> float:
+        """The contest's wire weight."""
+        return self.wires
+
+    @property
+    def time_weight(self) -> float:
+        """The contest's time weight."""
+        return self.weight_time
+
+    def score(self, max_stage: float, wirelength: float) -> float:
+        """The weighted score of a layout."""
+        return self.weight_time * max_stage + self.wires * wirelength
+
+    def layout_value(self, stage: np.ndarray, comm: CommCosts, problem_preds: Sequence[Sequence[int]] = ()) -> float:
+        """The contest score (``comm.traffic_distance`` holds the wirelength for the contest)."""
+        return self.score(int(stage.max(initial=0)), comm.traffic_distance)
+
+    def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
+        """How far the bottleneck exceeds the cap (0 within it), the score, the bottleneck, how many sit at it."""
+        worst = int(stage.max(initial=0))
+        over = max(0, worst - self.cap) if self.cap is not None else 0
+        return (over, self.score(worst, comm.traffic_distance), worst, int((stage == worst).sum()))
+
+
+OBJECTIVES: dict[str, type[Objective]] = {"throughput": Throughput, "latency": Latency}  # user-selectable
+
+
+def objective_named(name: str | ObjectiveKind) -> Objective:
+    """The objective called ``name`` (``throughput`` or ``latency``); unknown names list the choices."""
+    key = name.value if isinstance(name, ObjectiveKind) else str(name)
+    if key not in OBJECTIVES:
+        raise UsageError(choices_message("objective", key, list(OBJECTIVES)))
+    return OBJECTIVES[key]()
+
+
+# -- values and bounds ---------------------------------------------------------------------------
+
+
+def path_length(preds: Sequence[Sequence[int]], serial: Sequence[int], weight: Sequence[int | float]) -> int:
+    """Longest path of node weights through a DAG whose nodes are numbered in a topological order:
+    ``finish[k] = weight[k] + max(finish of preds[k], finish of serial[k])``. ``serial[k]`` (when
+    given) is the kernel run just before k on the same cores (-1: none). Without ``preds`` every
+    kernel follows the one before it (a chain: the sum)."""
+    n = len(weight)
+    if not preds:
+        return int(round(sum(float(w) for w in weight)))
+    finish = [0.0] * n
+    for k in range(n):
+        start = max((finish[p] for p in preds[k]), default=0.0)
+        if serial and serial[k] >= 0:
+            start = max(start, finish[serial[k]])
+        finish[k] = start + float(weight[k])
+    return int(round(max(finish, default=0.0)))
+
+
+def cores_needed(problem: AllocationProblem, target: int, mult: np.ndarray) -> int | None:
+    """Fewest total cores meeting latency <= target (None if some kernel cannot meet it)."""
+    total = 0
+    for cls, m in zip(problem.classes, mult, strict=True):
+        if m == 0:
+            continue
+        idx = cls.fewest_cores_within(target)
+        if idx < 0:
+            return None
+        total += int(cls.cores[idx]) * int(m)
+    return total
+
+
+def optimal_bottleneck(problem: AllocationProblem) -> int | None:
+    """The optimal bottleneck latency of a min-max allocation, or None when even the fewest cores do
+    not fit: bisection over the sorted distinct candidate latencies (feasibility is monotone in T and
+    each kernel takes its fewest-core candidate meeting T; Ibaraki & Katoh 1988)."""
+    mult = problem.multiplicity()
+    values = np.unique(np.concatenate([c.latency for c, m in zip(problem.classes, mult, strict=True) if m > 0]))
+    lo, hi = 0, len(values) - 1
+    need = cores_needed(problem, int(values[hi]), mult)
+    if need is None or need > problem.total_cores:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        need = cores_needed(problem, int(values[mid]), mult)
+        if need is not None and need <= problem.total_cores:
+            hi = mid
+        else:
+            lo = mid + 1
+    return int(values[lo])
+
+
+def _lower_hull(cores: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lower convex hull of a frontier's (cores ascending, latency descending) points."""
+    hull: list[int] = []
+    for i in range(cores.size):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            # b is above the segment a -> i: drop it
+            if (latency[b] - latency[a]) * (cores[i] - cores[a]) >= (latency[i] - latency[a]) * (cores[b] - cores[a]):
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    idx = np.array(hull, dtype=np.int64)
+    return cores[idx].astype(np.float64), latency[idx].astype(np.float64)
+
+
+def critical_chain(problem: AllocationProblem) -> list[int]:
+    """A chain of kernels every token passes through in order: all kernels when they run in sequence
+    (no ``preds``, or a chain), else the longest path under every kernel's fastest latency."""
+    if problem.is_chain():
+        return list(range(problem.n_kernels))
+    fast = [float(problem.choices(i).latency[-1]) for i in range(problem.n_kernels)]
+    finish = [0.0] * problem.n_kernels
+    came: list[int] = [-1] * problem.n_kernels
+    for k in range(problem.n_kernels):
+        before = list(problem.preds[k]) + ([problem.serial[k]] if problem.serial and problem.serial[k] >= 0 else [])
+        if before:
+            best = max(before, key=lambda p: finish[p])
+            finish[k], came[k] = finish[best] + fast[k], best
+        else:
+            finish[k] = fast[k]
+    k = max(range(problem.n_kernels), key=lambda i: finish[i])
+    chain = []
+    while k >= 0:
+        chain.append(k)
+        k = came[k]
+    return chain[::-1]
+
+
+def latency_lp_bound(problem: AllocationProblem) -> int | None:
+    """A lower bound on the latency optimum: the LP relaxation of min sum latency over a chain of
+    kernels every token passes (``critical_chain``) with the whole core budget (each kernel a convex
+    combination of its candidates): start every kernel at its fewest cores, then buy the hull
+    segments with the most latency saved per core first, the last one fractionally (Dantzig's bound
+    for the multiple-choice knapsack). Valid: the longest path is at least that chain's sum, and the
+    chain's kernels share at most the whole budget. None: the fewest cores do not fit."""
+    if problem.min_cores() > problem.total_cores:
+        return None
+    chain = critical_chain(problem)
+    base = 0.0
+    budget = float(problem.total_cores) - float(
+        sum(int(problem.choices(i).cores[0]) for i in range(problem.n_kernels) if i not in set(chain))
+    )
+    slopes: list[tuple[float, float]] = []  # (saving per core, cores)
+    for i in chain:
+        ch = problem.choices(i)
+        hc, hl = _lower_hull(ch.cores, ch.latency)
+        base += hl[0]
+        budget -= hc[0]
+        for j in range(1, hc.size):
+            dc, dl = hc[j] - hc[j - 1], hl[j - 1] - hl[j]
+            slopes.append((dl / dc, dc))
+    slopes.sort(key=lambda s: -s[0])
+    for rate, dc in slopes:
+        if budget <= 0:
+            break
+        take = min(dc, budget)
+        base -= rate * take
+        budget -= take
+    return max(0, int(np.ceil(base - 1e-6 * max(1.0, base))))
