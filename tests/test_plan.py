@@ -32,9 +32,14 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plan_contract(plan_file: Path) -> None:
     doc = json.loads(plan_file.read_text())
-    assert doc["schema"] == "wsealloc.plan/1"
-    for key in ("bottleneck_cycles", "lower_bound_cycles", "status", "solver", "wall_s"):
+    assert doc["schema"] == "wsealloc.plan/2"
+    for key in ("kind", "value_cycles", "bound_cycles", "bottleneck_cycles", "lower_bound_cycles", "status", "solver", "wall_s"):
         assert key in doc["objective"]
+    # the plan records the request it answers, and under min-max its value is the bottleneck
+    assert doc["request"]["model"]["path"].endswith("attention.onnx") and doc["request"]["place"] is False
+    assert doc["objective"]["kind"] == "throughput"
+    assert doc["objective"]["value_cycles"] == doc["objective"]["bottleneck_cycles"]
+    assert doc["objective"]["bound_cycles"] == doc["objective"]["lower_bound_cycles"]
     assert doc["objective"]["status"] == "OPTIMAL"
     assert doc["objective"]["bottleneck_cycles"] == doc["objective"]["lower_bound_cycles"]
     assert set(doc["baseline"]) >= {"name", "bottleneck_cycles"}
@@ -54,6 +59,32 @@ def test_valid_plan_verifies(plan_file: Path) -> None:
     report = verify_plan(plan_file)
     assert report.ok, report.violations
     assert report.checks > 10
+
+
+def test_a_version_1_plan_still_verifies(plan_file: Path, tmp_path: Path) -> None:
+    """Plans written before version 2 have no request and no objective kind/value/bound: they read as
+    min-max plans and verify as before; the same plan with a tampered bottleneck still fails."""
+    doc = json.loads(plan_file.read_text())
+    doc["schema"] = "wsealloc.plan/1"
+    del doc["request"]
+    for key in ("kind", "value_cycles", "bound_cycles"):
+        del doc["objective"][key]
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(doc))
+    plan = read_plan(old)
+    assert plan.request is None and plan.objective.value_cycles == plan.objective.bottleneck_cycles
+    assert verify_plan(old).ok
+    doc["objective"]["bottleneck_cycles"] += 1
+    old.write_text(json.dumps(doc))
+    assert not verify_plan(old).ok
+
+
+def test_a_plan_whose_request_disagrees_with_it_fails(plan_file: Path, tmp_path: Path) -> None:
+    doc = json.loads(plan_file.read_text())
+    doc["request"]["cost"]["max_padding_waste"] = 0.25
+    bad = tmp_path / "request.json"
+    bad.write_text(json.dumps(doc))
+    assert any("request.cost differs" in v for v in verify_plan(bad).violations)
 
 
 def _broken(plan_file: Path, tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
@@ -95,6 +126,8 @@ def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
         (lambda d: d["kernels"].pop(), "not in the plan"),
         (lambda d: d["objective"].update(bottleneck_cycles=1), "bottleneck_cycles is 1"),
         (lambda d: d["objective"].update(lower_bound_cycles=10**9), "exceeds the bottleneck"),
+        (lambda d: d["objective"].update(bound_cycles=10**9), "bound_cycles differs from lower_bound_cycles"),
+        (lambda d: d["objective"].update(value_cycles=1), "value_cycles is 1, the throughput objective gives"),
         (_shrink_wafer, "a wafer has"),
         (lambda d: d["model"].update(sha256="0" * 64), "SHA-256 mismatch"),
         (lambda d: d["objective"].update(gap=0.5), "objective.gap is 0.5"),
@@ -134,7 +167,7 @@ def test_malformed_plans(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="not valid JSON"):
         read_plan(bad)
     bad.write_text('{"schema": "other/2"}')
-    with pytest.raises(PlanError, match="not a wsealloc.plan/1"):
+    with pytest.raises(PlanError, match="not a wsealloc.plan/2"):
         read_plan(bad)
 
 
@@ -188,7 +221,9 @@ def test_bound_above_the_optimum_is_caught_on_its_own(placed_plan: Path, tmp_pat
     assert doc["objective"]["bottleneck_cycles"] > doc["objective"]["lower_bound_cycles"], "needs a placement gap"
 
     def claim(d: dict) -> None:  # type: ignore[type-arg]
-        d["objective"].update(lower_bound_cycles=d["objective"]["bottleneck_cycles"], gap=0.0)
+        d["objective"].update(
+            lower_bound_cycles=d["objective"]["bottleneck_cycles"], bound_cycles=d["objective"]["bottleneck_cycles"], gap=0.0
+        )
 
     report = verify_plan(_broken(placed_plan, tmp_path, claim))
     assert len(report.violations) == 1 and "not a valid bound" in report.violations[0], report.violations

@@ -185,7 +185,7 @@ def solve_costs(
         result = replace(result, bound=max(result.bound or 0, bound), status=status)
     if not request.place or deadline.stopped:
         # a stop before the placement: the allocation-only plan is the best valid plan there is
-        plan = make_plan(costs, request.onnx_model, result, baseline)
+        plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
         return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
     pproblem = build_placement_problem(costs, lower_bound=int(bound or 0), objective=objective)
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
@@ -205,7 +205,7 @@ def solve_costs(
     if placement is None or placement.rects is None:
         if deadline.stopped:
             # stopped before any layout: the allocation-only plan is the best valid plan there is
-            plan = make_plan(costs, request.onnx_model, result, baseline)
+            plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
             return SolveOutcome(plan, result, baseline, exact, costs, True, request=request)
         message = "no layout" if placement is None else placement.message
         raise InfeasibleError(
@@ -213,7 +213,7 @@ def solve_costs(
             f"({message}); reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
-    plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed)
+    plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
 
 
@@ -251,6 +251,7 @@ def solve_stages(
         partition.objective,
         f"stages+{outcomes[0].plan.objective.solver}",
         wall,
+        request,
     )
     exact = SolverResult("stages", Status.OPTIMAL, None, partition.objective, partition.objective, partition.wall_s)
     first_out = outcomes[0]

@@ -124,6 +124,7 @@ def run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | 
     )
     plan = ContestPlan(
         created_by=f"wsealloc {__version__}",
+        request=request,
         instance=InstanceRef(path=source.path, sha256=file_sha256(source.path), header=dict(source.header)),
         fabric=FabricRef.of(graph.fabric),
         bounds=Bounds(single_kernel=bounds.single_kernel, area=bounds.area, fabric=bounds.fabric, value=bounds.value),

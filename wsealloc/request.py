@@ -29,9 +29,9 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import UsageError, WseallocError, choices_message
+from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
 from wsealloc.frontend.sources import KgraphSource, ModelSource, OnnxSource, SyntheticSource, parse_model_source
-from wsealloc.plan.io import check_distinct_outputs, check_writable
 from wsealloc.problem.objective import OBJECTIVES, ObjectiveKind
 from wsealloc.solvers import solver_names
 

@@ -12,7 +12,9 @@ from wsealloc.opmodels import DATAFLOW_CODES, CostTable
 from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256
 from wsealloc.plan.schema import ArchRef, Baseline, BoundBy, KernelPlan, ModelRef, Objective, Plan, StagePlan
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import PlacementProblem
+from wsealloc.request import SolveRequest
 from wsealloc.solvers import SolverResult, Status
 from wsealloc.solvers.base import PlacementResult
 from wsealloc.version import __version__
@@ -77,6 +79,15 @@ def kernel_bound_by(k: KernelPlan) -> BoundBy:
     return rules.bound_by(k.compute_cycles, k.noc_cycles, k.latency_cycles, k.comm_cycles)
 
 
+def kernel_preds(costs: CostTable) -> list[list[int]]:
+    """Producers of each kernel (forward edges of the cost table): a token's path."""
+    preds: list[set[int]] = [set() for _ in costs.kernels]
+    for e in costs.edges:
+        if e.src < e.dst:
+            preds[e.dst].add(e.src)
+    return [sorted(p) for p in preds]
+
+
 def make_plan(
     costs: CostTable,
     source: OnnxSource | SyntheticSource,
@@ -85,8 +96,10 @@ def make_plan(
     placement: PlacementResult | None = None,
     pproblem: PlacementProblem | None = None,
     baseline_placed: int | None = None,
+    request: SolveRequest | None = None,
 ) -> Plan:
-    """Assemble the plan: allocation-only from ``result``, or placed from ``placement`` on ``pproblem``."""
+    """Assemble the plan: allocation-only from ``result``, or placed from ``placement`` on ``pproblem``;
+    ``request`` (what the plan answers) is recorded and names the objective."""
     if result.choice is None or result.objective is None:
         raise SolverError(f"solver {result.solver} returned no solution ({result.status.value}): {result.message}")
     arch = costs.arch
@@ -113,12 +126,17 @@ def make_plan(
     bk = kernels[worst]
     bottleneck = stage[worst]
     bound = result.bound
+    kind = request.objective if request is not None else ObjectiveKind.THROUGHPUT
+    value = rules.objective_value(kind, stage, kernel_preds(costs))
     cores_used = sum(k.cores for k in kernels)
     kc = costs.kernels[worst]
     objective = Objective(
+        kind=kind,
+        value_cycles=value,
+        bound_cycles=bound,
         bottleneck_cycles=bottleneck,
-        lower_bound_cycles=bound,
-        gap=rules.gap(bottleneck, bound),
+        lower_bound_cycles=bound if kind is ObjectiveKind.THROUGHPUT else None,
+        gap=rules.gap(value, bound),
         status=status,
         solver=solver,
         wall_s=round(wall, 4),
@@ -133,6 +151,7 @@ def make_plan(
     )
     return Plan(
         created_by=f"wsealloc {__version__}",
+        request=request,
         model=model_ref(source),
         arch=ArchRef.of(arch),
         cost=costs.options,
@@ -158,6 +177,7 @@ def merge_stages(
     lower_bound: int | None,
     solver: str,
     wall_s: float,
+    request: SolveRequest | None = None,
 ) -> Plan:
     """One plan for a pipeline over several wafers: stage s runs kernels [cuts[s], cuts[s+1]) on wafer s."""
     arch = costs.arch
@@ -198,6 +218,8 @@ def merge_stages(
     placed = all(p.objective.placed for p in stage_plans)
     traffic = sum(p.objective.traffic_distance or 0.0 for p in stage_plans) if placed else None
     objective = Objective(
+        value_cycles=worst_load,
+        bound_cycles=bound,
         bottleneck_cycles=worst_load,
         lower_bound_cycles=bound,
         gap=rules.gap(worst_load, bound),
@@ -216,6 +238,7 @@ def merge_stages(
     first = stage_plans[0]
     return Plan(
         created_by=f"wsealloc {__version__}",
+        request=request,
         model=model_ref(source),
         arch=first.arch,
         cost=first.cost,

@@ -1,4 +1,4 @@
-"""The plan document of a contest solve, ``wsealloc.contest-plan/1`` (``wsealloc solve X.kgraph -o``).
+"""The plan document of a contest solve, ``wsealloc.contest-plan/2`` (``wsealloc solve X.kgraph -o``).
 
 It records the instance (path, SHA-256, header overrides), the fabric and weights used, the
 objective (largest kernel time, the proven lower bounds, wirelength, score, what the score leaves
@@ -17,9 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from wsealloc.graph.contest import Fabric
 from wsealloc.plan.contest_solution import Solution, parse_solution
 from wsealloc.plan.contest_verify import ADAPTER_NOTE, ContestReport
+from wsealloc.request import SolveRequest
 from wsealloc.solvers.base import Status
 
-CONTEST_SCHEMA = "wsealloc.contest-plan/1"
+CONTEST_SCHEMA = "wsealloc.contest-plan/2"  # version 2 records the request
+CONTEST_SCHEMAS = ("wsealloc.contest-plan/1", "wsealloc.contest-plan/2")  # every version this release reads
 Whole = Annotated[int, Field(strict=True, ge=0, lt=2**62)]
 
 
@@ -103,8 +105,9 @@ class ContestKernelPlan(_Doc):
 class ContestPlan(_Doc):
     """A complete contest plan document."""
 
-    schema_: Literal["wsealloc.contest-plan/1"] = Field("wsealloc.contest-plan/1", alias="schema")
+    schema_: Literal["wsealloc.contest-plan/1", "wsealloc.contest-plan/2"] = Field("wsealloc.contest-plan/2", alias="schema")
     created_by: str
+    request: SolveRequest | None = None  # what the plan answers (None: a version-1 plan)
     instance: InstanceRef
     fabric: FabricRef
     bounds: Bounds

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wsealloc.plan.schema import BoundBy
+from wsealloc.problem.objective import ObjectiveKind, path_length
 
 # Communication is named beside the op model's own bound when it adds at least this share.
 COMMUNICATION_SHARE = 0.1
@@ -24,6 +25,14 @@ def bound_by(compute: int, noc: int, latency: int, comm: int) -> BoundBy:
     if compute >= noc:
         return BoundBy.COMPUTE_COMMUNICATION if with_comm else BoundBy.COMPUTE
     return BoundBy.NOC_COMMUNICATION if with_comm else BoundBy.NOC
+
+
+def objective_value(kind: ObjectiveKind, stage_cycles: Sequence[int], preds: Sequence[Sequence[int]]) -> int:
+    """The objective's value of a plan's stage times: the slowest kernel (throughput), or one token's
+    time through the kernels (latency: the longest path of stage times through ``preds``)."""
+    if kind is ObjectiveKind.LATENCY:
+        return path_length(preds, (), list(stage_cycles))
+    return max(stage_cycles, default=0)
 
 
 def bottleneck_index(stage_cycles: Sequence[int]) -> int:

@@ -1,7 +1,9 @@
-"""The plan file, ``wsealloc.plan/1``: a typed, versioned JSON document (see docs/plan-format.md).
+"""The plan file, ``wsealloc.plan/2``: a typed, versioned JSON document (see docs/plan-format.md).
 
-Written by ``wsealloc solve``, read back by ``wsealloc verify`` and the reports. Fields for later
-layers (``placement``, ``stage``, ``stages``) exist from version 1 on.
+Written by ``wsealloc solve``, read back by ``wsealloc verify`` and the reports. Version 2 records the
+request the plan answers (``request``: the ``SolveRequest`` JSON, which ``verify`` rebuilds the cost
+table from) and speaks of the objective's ``kind``, ``value_cycles`` and ``bound_cycles``; min-max's
+fields (``bottleneck_cycles``, ``lower_bound_cycles``) stay. Version 1 plans still read and verify.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
+from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.request import SolveRequest
 from wsealloc.solvers.base import Status
 
-SCHEMA = "wsealloc.plan/1"
+SCHEMA = "wsealloc.plan/2"
+SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2")  # every version this release reads
 
 # Whole numbers as JSON integers (not 1.0, not true), non-negative and far below int64 overflow, so a
 # hand-edited plan fails here with the field named instead of deep inside the verifier's arithmetic.
@@ -92,8 +97,13 @@ class ArchRef(_Doc):
 
 
 class Objective(_Doc):
-    """What was optimized and how well."""
+    """What was optimized and how well: the objective's ``kind``, its value and proven bound (cycles;
+    ``gap`` and ``status`` are of that value), and the pipeline's bottleneck (min-max's fields, kept:
+    for ``throughput`` the value is the bottleneck and the bound its lower bound)."""
 
+    kind: ObjectiveKind = ObjectiveKind.THROUGHPUT
+    value_cycles: Cycles | None = None  # None only in version-1 plans (read as the bottleneck)
+    bound_cycles: Cycles | None = None
     bottleneck_cycles: Cycles
     lower_bound_cycles: Cycles | None
     gap: Annotated[float, Field(ge=0.0, le=1.0)] | None
@@ -109,6 +119,19 @@ class Objective(_Doc):
     # sum over flows of bytes x hops (placed plans)
     traffic_distance: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
     message: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _value_of_old_plans(cls, data: Any) -> Any:
+        # a version-1 plan knows min-max only: its value is the bottleneck, its bound the lower bound
+        if isinstance(data, dict) and "value_cycles" not in data and "bottleneck_cycles" in data:
+            data = {**data, "value_cycles": data["bottleneck_cycles"], "bound_cycles": data.get("lower_bound_cycles")}
+        return data
+
+    @property
+    def value(self) -> int:
+        """The objective's value in cycles."""
+        return self.bottleneck_cycles if self.value_cycles is None else self.value_cycles
 
 
 class Baseline(_Doc):
@@ -158,8 +181,9 @@ class StagePlan(_Doc):
 class Plan(_Doc):
     """A complete plan document."""
 
-    schema_: Literal["wsealloc.plan/1"] = Field("wsealloc.plan/1", alias="schema")
+    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2"] = Field("wsealloc.plan/2", alias="schema")
     created_by: str
+    request: SolveRequest | None = None  # what the plan answers (None: a version-1 plan)
     model: ModelRef
     arch: ArchRef
     cost: CostOptions

@@ -32,15 +32,17 @@ from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.graph.kernels import KernelGraph
-from wsealloc.opmodels import CostTable, Reason, build_cost_table
+from wsealloc.opmodels import CostTable, Reason
 from wsealloc.opmodels.enumerate import classify
-from wsealloc.pipeline import load_kernels
+from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
-from wsealloc.plan.contest_plan import CONTEST_SCHEMA
+from wsealloc.plan.build import kernel_preds
+from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
 from wsealloc.problem import build_problem
 from wsealloc.problem.flows import flows
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers.base import Status
@@ -121,7 +123,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     A contest plan (``wsealloc.contest-plan/1``, from ``wsealloc solve X.kgraph -o``) is checked by
     :func:`verify_contest_plan`."""
     plan_path = Path(path)
-    if plan_schema(plan_path) == CONTEST_SCHEMA:
+    if plan_schema(plan_path) in CONTEST_SCHEMAS:
         return verify_contest_plan(plan_path, model_override)
     plan = read_plan(plan_path)
     model_path = _resolve_model(plan, plan_path, model_override)
@@ -138,18 +140,31 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     source = OnnxSource(
         path=str(model_path), dims=plan.model.dims, fuse=plan.model.fuse, weights_as_inputs=plan.model.weights_as_inputs
     )
-    kgraph = load_kernels(source)
+    if plan.request is not None:
+        # rebuild from the request the plan answers (version 2): its model read as it was, on its machine
+        request = plan.request
+        if request.model.kind not in ("onnx", "synthetic"):
+            raise PlanError(f"{plan_path}: request.model is a {request.model.kind} source; an ONNX plan records an ONNX model")
+        planned = request.onnx_model
+        source = OnnxSource(
+            path=str(model_path), dims=dict(planned.dims), fuse=planned.fuse, weights_as_inputs=planned.weights_as_inputs
+        )
+    table = build_costs(source, arch, options, check_feasible=False)
+    kgraph = table.kgraph
     if not _kernels_match(plan, kgraph, check):
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     order = {k.name: i for i, k in enumerate(kgraph.kernels)}
     in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
-    table = build_cost_table(kgraph, arch, options, check_feasible=False)
     stages = _stages(plan, in_order, table, check)
     if stages is None:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     for st in stages:  # root cause first: too many cores explains the op models that follow from it
         cores = sum(k.cores for k in st.members)
         check(cores <= arch.total_cores, f"wafer {st.index} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
+    if plan.request is not None:  # the plan's own records agree with the request it answers
+        check(plan.request.machine == arch, "request.arch differs from arch.spec: the plan does not answer its own request")
+        check(plan.request.cost == options, "request.cost differs from cost: the plan does not answer its own request")
+        check(dict(plan.request.onnx_model.dims) == plan.model.dims, "request.model.dims differ from model.dims")
     _check_kernel_numbers(in_order, kgraph, arch, options, check)
     for st in stages:
         before = len(check.bad)
@@ -189,9 +204,7 @@ def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], table: CostTable, chec
     check(len(plan.stages) == stage_of[-1] + 1, f"the plan lists {len(plan.stages)} stages, its kernels use {stage_of[-1] + 1}")
     cuts = [0] + [i for i in range(1, len(stage_of)) if stage_of[i] != stage_of[i - 1]] + [len(stage_of)]
     n = len(stage_of)
-    transfer = (
-        transfer_cycles(cut_bytes(table), *link_params(table.arch)) if len(cuts) > 2 else np.zeros(n + 1, dtype=np.int64)
-    )
+    transfer = transfer_cycles(cut_bytes(table), *link_params(table.arch)) if len(cuts) > 2 else np.zeros(n + 1, dtype=np.int64)
     return [
         _Stage(s, first, end, in_order[first:end], int(transfer[first]), int(transfer[end]))
         for s, (first, end) in enumerate(zip(cuts[:-1], cuts[1:], strict=True))
@@ -287,19 +300,36 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             obj.bound_by is expected,
             f"objective.bound_by is {obj.bound_by.value!r}, the bottleneck's numbers give {expected.value!r}",
         )
-    bound = obj.lower_bound_cycles
+    throughput = obj.kind is ObjectiveKind.THROUGHPUT
+    if len(stages) == 1:
+        value = rules.objective_value(obj.kind, [k.latency_cycles + k.comm_cycles for k in in_order], kernel_preds(table))
+    else:
+        value = worst  # several wafers: the stage cut is min-max only
+    check(
+        obj.value_cycles == value, f"objective.value_cycles is {obj.value_cycles}, the {obj.kind.value} objective gives {value}"
+    )
+    # min-max plans state their bound twice (bound_cycles, and lower_bound_cycles of version 1)
+    bound = obj.lower_bound_cycles if throughput else obj.bound_cycles
+    if throughput:
+        check(obj.bound_cycles == bound, "objective.bound_cycles differs from lower_bound_cycles under min-max")
+    else:
+        check(
+            obj.lower_bound_cycles is None,
+            f"objective.lower_bound_cycles is a min-max bound; this plan minimizes {obj.kind.value}",
+        )
     if bound is None:
         check(obj.gap is None, "objective.gap is given without a lower bound")
         return
-    check(bound <= obj.bottleneck_cycles, f"lower bound {bound} exceeds the bottleneck {obj.bottleneck_cycles}")
+    what = "the bottleneck" if throughput else f"the {obj.kind.value} value"
+    check(bound <= value, f"lower bound {bound} exceeds {what} {value}")
     if obj.status is Status.OPTIMAL:
-        check(rules.proven_optimal(obj.bottleneck_cycles, bound), "status OPTIMAL but the bound is below the objective")
-    gap = rules.gap(obj.bottleneck_cycles, bound)
+        check(rules.proven_optimal(value, bound), "status OPTIMAL but the bound is below the objective")
+    gap = rules.gap(value, bound)
     check(
         obj.gap is not None and gap is not None and abs(obj.gap - gap) <= 1e-9,
-        f"objective.gap is {obj.gap}, (bottleneck - bound) / bottleneck is {gap:.6g}",
+        f"objective.gap is {obj.gap}, (value - bound) / value is {gap:.6g}",
     )
-    if len(stages) == 1:
+    if len(stages) == 1 and throughput:
         # the bound is a proof claim: recompute the allocation-only optimum without solver code
         optimum = allocation_optimum(table)
         check(
