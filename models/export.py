@@ -11,13 +11,20 @@ works with the dynamo exporter; the TorchScript exporter is not used.
     python models/export.py                          # every model, into models/
     python models/export.py gpt2 llama-7b            # some
     python models/export.py --out /tmp/zoo resnet50  # elsewhere
+    python models/export.py llama3-8b-decode         # one KV-cache form (models/README.md, "KV cache convention")
 
 Each model is then post-processed with the ``onnx`` package (``apply_weightless_convention``):
 initializers with more than 64 elements lose their data and become external-data references into
 ``<stem>.weights`` (a file that is never written), small ones keep their data, big Constant nodes
 become initializers first. Each file is checked with ``onnx.checker.check_model`` and
 ``onnx.shape_inference.infer_shapes(data_prop=True)``; the summary line counts node outputs whose
-shape shape inference cannot make fully static.
+shape shape inference cannot make fully static (for a decode step: also after binding its symbolic
+dims to ``BIND``, batch 1 and a past of 4096 tokens).
+
+The LLM prefill and decode forms (``*-prefill``, ``*-decode``) are float16 and carry the KV cache:
+a prefill returns the ``present.{i}.key/value`` the prompt writes, a decode step takes
+``past_key_values.{i}.key/value`` with symbolic ``batch_size`` and ``past_sequence_length`` (a
+``torch.export`` dynamic shape each) and returns the presents one token longer.
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ HERE = Path(__file__).resolve().parent
 ALIGN = 4096  # offsets into the (absent) data file are aligned as onnx's own external-data writer may
 SMALL = 64  # initializers with at most this many elements keep their data (shape constants, scalars)
 OPSET = 20
+# Decode steps: the symbolic dims, the sizes they are traced at (any size other than 0 and 1 would do)
+# and the sizes verify() binds them to (batch 1, a 4096-token past: the measured setup).
+BATCH, PAST = "batch_size", "past_sequence_length"
+TOTAL = f"{PAST} + 1"  # the presents' length dim, as the exporter derives it from the past's
+TRACE = {BATCH: 3, PAST: 17}
+BIND = {BATCH: 1, PAST: 4096}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -53,13 +66,34 @@ class Spec:
     config_cls: str
     model_cls: str
     cfg: dict[str, Any]
-    inputs: tuple[tuple[str, tuple[int, ...], str], ...]  # (name, shape, dtype)
-    outputs: tuple[str, ...]  # attributes of the model output, in order
+    inputs: tuple[tuple[str, tuple[int | str, ...], str], ...]  # (name, shape, dtype); str: a symbolic dim
+    outputs: tuple[str, ...]  # attributes of the model output, in order (then the presents, see cache)
     note: str = ""
     # Small (<= SMALL elements) parameters and buffers need real values. They are taken from a
     # randomly initialized CPU copy of the model; for the big models a copy with one layer, whose
     # layer 0 stands for every layer (those tensors are initialized the same in every layer).
     source_layers: int | None = None
+    # KV cache: None (none: use_cache=False), "prefill" (outputs the presents the prompt writes) or
+    # "decode" (one token with the past as inputs, outputs the presents); see models/README.md.
+    cache: str | None = None
+
+    @property
+    def layers(self) -> int:
+        return int(self.cfg["num_hidden_layers"])
+
+    @property
+    def dtype(self) -> str:
+        """Parameters' and activations' dtype (the model is built with it as torch's default dtype)."""
+        return str(self.cfg.get("dtype", "float32"))
+
+    @property
+    def input_names(self) -> list[str]:
+        return [name for name, _, _ in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        presents = [f"present.{i}.{kv}" for i in range(self.layers) for kv in ("key", "value")] if self.cache else []
+        return [*self.outputs, *presents]
 
 
 def _ids(seq: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
@@ -67,6 +101,26 @@ def _ids(seq: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
 
 
 PIXELS = (("pixel_values", (1, 3, 224, 224), "float32"),)
+
+
+def _decode_inputs(cfg: dict[str, Any]) -> tuple[tuple[str, tuple[int | str, ...], str], ...]:
+    """One new token per sequence plus the past keys and values of every layer (symbolic dims)."""
+    kv, head_dim = cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    past = tuple(
+        (f"past_key_values.{i}.{t}", (BATCH, kv, PAST, head_dim), cfg["dtype"])
+        for i in range(cfg["num_hidden_layers"])
+        for t in ("key", "value")
+    )
+    return (("input_ids", (BATCH, 1), "int64"), *past)
+
+
+def _llm(cfg: dict[str, Any], prompt: int) -> dict[str, Spec]:
+    """The prefill (a ``prompt``-token prompt) and decode-step forms of a LlamaForCausalLM."""
+    return {
+        "prefill": Spec("LlamaConfig", "LlamaForCausalLM", cfg, _ids(prompt), ("logits",), source_layers=1, cache="prefill"),
+        "decode": Spec("LlamaConfig", "LlamaForCausalLM", cfg, _decode_inputs(cfg), ("logits",), source_layers=1, cache="decode"),
+    }
+
 
 GPT2_XL = dict(n_embd=1600, n_layer=48, n_head=25)
 BERT_LARGE = dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
@@ -89,6 +143,33 @@ LLAMA_70B = dict(
     max_position_embeddings=2048,
 )
 
+LLAMA3_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    dtype="float16",
+)
+LLAMA2_13B = dict(
+    hidden_size=5120,
+    intermediate_size=13824,
+    num_hidden_layers=40,
+    num_attention_heads=40,
+    num_key_value_heads=40,
+    vocab_size=32000,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    dtype="float16",
+)
+PROMPT = 4096  # prefill length of the LLM forms (the measured setup)
+
 MODELS: dict[str, Spec] = {
     "gpt2": Spec("GPT2Config", "GPT2LMHeadModel", {}, _ids(1024), ("logits",), "GPT2Config() defaults"),
     "gpt2-xl": Spec("GPT2Config", "GPT2LMHeadModel", GPT2_XL, _ids(1024), ("logits",), source_layers=1),
@@ -102,6 +183,8 @@ MODELS: dict[str, Spec] = {
     ),
     "llama-7b": Spec("LlamaConfig", "LlamaForCausalLM", LLAMA_7B, _ids(2048), ("logits",), source_layers=1),
     "llama-70b": Spec("LlamaConfig", "LlamaForCausalLM", LLAMA_70B, _ids(2048), ("logits",), source_layers=1),
+    **{f"llama3-8b-{form}": spec for form, spec in _llm(LLAMA3_8B, PROMPT).items()},
+    **{f"llama2-13b-{form}": spec for form, spec in _llm(LLAMA2_13B, PROMPT).items()},
 }
 
 
@@ -110,23 +193,30 @@ def make_config(spec: Spec, layers: int | None = None) -> Any:
 
     config = getattr(transformers, spec.config_cls)(**spec.cfg)
     config._attn_implementation = "eager"  # explicit MatMul + Softmax attention, not a fused SDPA op
-    config.use_cache = False  # no KV cache inputs or outputs
+    config.use_cache = spec.cache is not None  # else no KV cache inputs or outputs
     if layers is not None:
         config.num_hidden_layers = layers  # GPT2Config maps this onto n_layer
     return config
 
 
 def make_model(spec: Spec, device: str, layers: int | None = None) -> Any:
-    """The model, wrapped so that its forward takes the inputs positionally and returns tensors only."""
+    """The model, wrapped so that its forward takes the inputs positionally and returns tensors only
+    (with a KV cache: the logits, then every layer's key and value, flat)."""
     import torch
     import transformers
 
     config = make_config(spec, layers)
-    with torch.device(device):
-        inner = getattr(transformers, spec.model_cls)(config)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, spec.dtype))  # as from_pretrained(dtype=...): buffers such as
+    try:  # RoPE's inv_freq, built explicitly in float32, stay float32
+        with torch.device(device):
+            inner = getattr(transformers, spec.model_cls)(config)
+    finally:
+        torch.set_default_dtype(default)
     inner.eval()
-    names = [name for name, _, _ in spec.inputs]
+    names = spec.input_names
     outputs = spec.outputs
+    cache = spec.cache
 
     class Wrapped(torch.nn.Module):
         def __init__(self) -> None:
@@ -134,16 +224,55 @@ def make_model(spec: Spec, device: str, layers: int | None = None) -> Any:
             self.inner = inner
 
         def forward(self, *args: torch.Tensor) -> Any:
-            out = self.inner(**dict(zip(names, args, strict=True)))
-            return tuple(getattr(out, o) for o in outputs) if len(outputs) > 1 else getattr(out, outputs[0])
+            if cache is None:
+                out = self.inner(**dict(zip(names, args, strict=True)))
+                return tuple(getattr(out, o) for o in outputs) if len(outputs) > 1 else getattr(out, outputs[0])
+            past = _dynamic_cache(config, args[1:]) if cache == "decode" else None
+            out = self.inner(input_ids=args[0], past_key_values=past, use_cache=True)
+            presents = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (*(getattr(out, o) for o in outputs), *presents)
 
     return Wrapped().eval()
+
+
+def _dynamic_cache(config: Any, past: tuple[Any, ...]) -> Any:
+    """A DynamicCache holding the flat past tensors (key, value per layer) as they are: each layer's
+    update then concatenates past and new along the sequence axis. (``DynamicCache(ddp_cache_data)``
+    would concatenate the past onto an empty tensor first.)"""
+    from transformers.cache_utils import DynamicCache
+
+    cache = DynamicCache(config=config)
+    if len(cache.layers) * 2 != len(past):
+        raise RuntimeError(f"{len(past)} past tensors for {len(cache.layers)} layers")
+    for layer, key, value in zip(cache.layers, past[0::2], past[1::2], strict=True):
+        layer.dtype, layer.device = key.dtype, key.device
+        layer.keys, layer.values = key, value
+        layer.is_initialized = True
+    return cache
 
 
 def example_inputs(spec: Spec, device: str) -> tuple[Any, ...]:
     import torch
 
-    return tuple(torch.zeros(shape, dtype=getattr(torch, dtype), device=device) for _, shape, dtype in spec.inputs)
+    def size(d: int | str) -> int:
+        return TRACE[d] if isinstance(d, str) else d
+
+    return tuple(
+        torch.zeros(tuple(size(d) for d in shape), dtype=getattr(torch, dtype), device=device) for _, shape, dtype in spec.inputs
+    )
+
+
+def dynamic_shapes(spec: Spec) -> tuple[dict[int, Any], ...] | None:
+    """torch.export dynamic shapes for the symbolic input dims (one Dim per name), or None."""
+    import torch
+
+    symbols = sorted({d for _, shape, _ in spec.inputs for d in shape if isinstance(d, str)})
+    if not symbols:
+        return None
+    longest = int(spec.cfg.get("max_position_embeddings", 1 << 16))
+    top = {BATCH: 1024, PAST: longest - 1}
+    dims = {name: torch.export.Dim(name, min=1, max=top[name]) for name in symbols}
+    return tuple({axis: dims[d] for axis, d in enumerate(shape) if isinstance(d, str)} for _, shape, _ in spec.inputs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,14 +311,16 @@ def export_proto(name: str) -> Any:
 
     spec = MODELS[name]
     module = make_model(spec, "meta")
+    shapes = dynamic_shapes(spec)
     program = torch.onnx.export(
         module,
         example_inputs(spec, "meta"),
         dynamo=True,
         optimize=False,  # the onnxscript optimizer cannot fold meta tensors (it reads their data)
         opset_version=OPSET,
-        input_names=[n for n, _, _ in spec.inputs],
-        output_names=list(spec.outputs),
+        input_names=spec.input_names,
+        output_names=spec.output_names,
+        dynamic_shapes=None if shapes is None else (shapes,),  # forward(*args): one entry, the args tuple
         verbose=False,
     )
     model = program.model
@@ -210,6 +341,8 @@ def export_proto(name: str) -> Any:
             raise RuntimeError(f"{init_name}: small initializer without data")
     proto = ir.serde.serialize_model(model)
     _strip_metadata(proto.graph)
+    if spec.cache == "decode":
+        _name_dims(proto, spec)
     config = make_config(spec)
     meta = {
         "wsealloc.zoo.model": f"transformers.{spec.model_cls}",
@@ -219,9 +352,83 @@ def export_proto(name: str) -> Any:
         "wsealloc.zoo.exporter": f"torch.onnx.export(dynamo=True, optimize=False), {_versions()}",
         "wsealloc.zoo.weights": "absent: weightless convention, see models/README.md",
     }
+    if spec.cache is not None:
+        meta["wsealloc.zoo.kv_cache"] = _CACHE_NOTES[spec.cache]
     for key, value in meta.items():
         proto.metadata_props.add(key=key, value=value)
     return proto
+
+
+_CACHE_NOTES = {
+    "prefill": "prefill: outputs logits and present.{i}.key/value [batch, kv_heads, prompt, head_dim] for every layer i",
+    "decode": (
+        f"decode step: inputs input_ids [{BATCH}, 1], past_key_values.{{i}}.key/value [{BATCH}, kv_heads, {PAST}, head_dim]; "
+        f"outputs logits [{BATCH}, 1, vocab], present.{{i}}.key/value [{BATCH}, kv_heads, {TOTAL}, head_dim]"
+    ),
+}
+
+
+def _name_dims(proto: Any, spec: Spec) -> None:
+    """Make the symbolic dims of a decode step's inputs and outputs read exactly ``batch_size``,
+    ``past_sequence_length`` and ``past_sequence_length + 1`` (renaming whatever the exporter chose,
+    in every value_info too); raise if a dim is not where the convention puts it."""
+    vocab = spec.cfg["vocab_size"]
+    wanted: dict[str, list[int | str]] = {name: list(shape) for name, shape, _ in spec.inputs}
+    wanted["logits"] = [BATCH, 1, vocab]
+    for name, shape, _ in spec.inputs[1:]:
+        wanted[name.replace("past_key_values.", "present.")] = [BATCH, shape[1], TOTAL, shape[3]]
+    rename: dict[str, str] = {}
+    for vi in (*proto.graph.input, *proto.graph.output):
+        want = wanted.get(vi.name)
+        dims = vi.type.tensor_type.shape.dim
+        if want is None or len(dims) != len(want):
+            raise RuntimeError(f"{vi.name}: unexpected graph input/output (want {want})")
+        for d, w in zip(dims, want, strict=True):
+            got: int | str = d.dim_param if d.HasField("dim_param") else d.dim_value
+            if isinstance(w, int) != isinstance(got, int) or (isinstance(w, int) and got != w):
+                raise RuntimeError(f"{vi.name}: dims {[x.dim_param or x.dim_value for x in dims]}, want {want}")
+            if isinstance(w, str) and rename.setdefault(str(got), w) != w:
+                raise RuntimeError(f"{vi.name}: exporter dim {got!r} stands for both {rename[str(got)]} and {w}")
+    for vi in (*proto.graph.input, *proto.graph.output, *proto.graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in rename:
+                    d.dim_param = rename[d.dim_param]
+
+
+def bind_dims(model: Any, sizes: dict[str, int]) -> Any:
+    """A copy of ``model`` whose symbolic dims (graph inputs, outputs and value_info) that are sums,
+    differences or products of names in ``sizes`` and integers become those sizes (e.g.
+    ``past_sequence_length + 1`` -> 4097); other symbolic dims stay."""
+    import ast
+
+    import onnx
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.Name):
+            return sizes[node.id]
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+            a, b = value(node.left), value(node.right)
+            return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+        raise KeyError(ast.dump(node))
+
+    bound = onnx.ModelProto()
+    bound.CopyFrom(model)
+    for vi in (*bound.graph.input, *bound.graph.output, *bound.graph.value_info):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param:
+                try:
+                    size = value(ast.parse(d.dim_param, mode="eval"))
+                except (KeyError, SyntaxError):
+                    continue
+                d.dim_value = size  # clears dim_param (a oneof)
+    return bound
 
 
 def _is_meta(tensor: Any) -> bool:
@@ -349,15 +556,11 @@ def _static(value_info: Any) -> bool:
     return t.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim)
 
 
-def verify(path: Path, length: int) -> dict[str, Any]:
-    """Load without external data, run the checker and shape inference (data_prop=True); count node
-    outputs without a fully static tensor shape (sequence-typed outputs counted separately)."""
+def _not_static(model: Any) -> tuple[collections.Counter[str], int]:
+    """Node outputs without a fully static tensor shape after infer_shapes(data_prop=True), by op
+    type; and the number of sequence-typed node outputs."""
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
-    location = f"{path.stem}.weights"
-    with _absent_data_file(location, length):
-        onnx.checker.check_model(model)
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     infos = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)}
     lacking: collections.Counter[str] = collections.Counter()
@@ -371,6 +574,26 @@ def verify(path: Path, length: int) -> dict[str, Any]:
                 sequences += 1
             elif info is None or not _static(info):
                 lacking[node.op_type] += 1
+    return lacking, sequences
+
+
+def verify(path: Path, length: int) -> dict[str, Any]:
+    """Load without external data, run the checker and shape inference (data_prop=True); count node
+    outputs without a fully static tensor shape (sequence-typed outputs counted separately); for a
+    model with symbolic dims, count them again with the dims bound to ``BIND``."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    location = f"{path.stem}.weights"
+    with _absent_data_file(location, length):
+        onnx.checker.check_model(model)
+    lacking, sequences = _not_static(model)
+    bound: dict[str, Any] = {}
+    symbolic = any(d.dim_param for vi in model.graph.input for d in vi.type.tensor_type.shape.dim)
+    if symbolic:
+        lacking_bound, _ = _not_static(bind_dims(model, BIND))
+        bound = {"bound": dict(BIND), "not_static_bound": sum(lacking_bound.values())}
+        bound["not_static_bound_by_op"] = dict(lacking_bound)
     inits = list(model.graph.initializer)
     external = [t for t in inits if t.data_location == onnx.TensorProto.EXTERNAL]
     return {
@@ -384,6 +607,7 @@ def verify(path: Path, length: int) -> dict[str, Any]:
         "sequence_outputs": sequences,
         "ops": collections.Counter(n.op_type for n in model.graph.node).most_common(10),
         "domains": sorted({n.domain or "ai.onnx" for n in model.graph.node}),
+        **bound,
     }
 
 
@@ -420,6 +644,8 @@ def main() -> None:
             print(json.dumps({"model": name, **r}), flush=True)
         else:
             seqs = f" (+{r['sequence_outputs']} sequence-typed outputs)" if r["sequence_outputs"] else ""
+            if "bound" in r:
+                seqs += f"; bound to {r['bound']}: {r['not_static_bound']} {r['not_static_bound_by_op'] or ''}"
             print(
                 f"{name}: {r['nodes']} nodes, opset {r['opset']}, {r['bytes']:,} bytes "
                 f"({r['external']} external / {r['embedded']} embedded initializers, "
