@@ -10,6 +10,7 @@ from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.kernels import KernelGraph, build_kernels
+from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
 
 
@@ -34,9 +35,10 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
 
 
 def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
-    """Import the ONNX model of ``source`` and group it into kernels."""
+    """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
+    group it into kernels."""
     graph = import_onnx(source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs)
-    return build_kernels(graph, fuse=source.fuse)
+    return build_kernels(mark_state(graph), fuse=source.fuse)
 
 
 def build_costs(

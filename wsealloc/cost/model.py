@@ -7,7 +7,7 @@ are whole cycles (ceil), which is also the scale the CP-SAT and PuLP backends us
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,6 +82,13 @@ class KernelWork:
     in_bytes: int  # activation bytes entering per sample (B excluded when it is an activation)
     out_bytes: int  # activation bytes leaving per sample
     weight_bytes: int  # all parameter bytes of the kernel
+    # resident state (KV caches, graph.state): all of it, and the part that is the B operand (its
+    # stationary tile is the cache itself, not the expanded GQA view the MatMul reads)
+    state_bytes: int = field(default=0, kw_only=True)
+    b_state_bytes: int = field(default=0, kw_only=True)
+    # a lookup table too large for the grid its output spans (one decode token's embedding row): its
+    # rows are spread over grid rows too (0: the output's extents suffice)
+    table_rows: int = field(default=0, kw_only=True)
 
     @property
     def is_mac(self) -> bool:
@@ -100,7 +107,7 @@ class KernelWork:
         """Extents split over grid rows and grid cols (beyond them extra cores idle)."""
         if dataflow is Dataflow.WEIGHT_STATIONARY:
             return self.k, self.cols
-        return self.rows, self.cols
+        return max(self.rows, self.table_rows), self.cols
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,22 @@ NO_FIT_WASTE = 1.0
 
 
 @dataclass(frozen=True)
+class SramParts:
+    """What each core's SRAM holds, by part (bytes per core, parallel to the grid shapes); the parts
+    add up to ``GridCosts.sram_bytes``. Training adds gradients, optimizer state and the stash."""
+
+    weights: np.ndarray  # parameters (and a stationary operand's tile)
+    state: np.ndarray  # resident per-request state: KV caches
+    buffers: np.ndarray  # double-buffered stream blocks
+
+    @staticmethod
+    def only_weights(sram: np.ndarray) -> SramParts:
+        """A model that does not split its SRAM: all of it counted as weights."""
+        zero = np.zeros_like(np.asarray(sram, dtype=np.float64))
+        return SramParts(np.asarray(sram, dtype=np.float64), zero, zero)
+
+
+@dataclass(frozen=True)
 class GridCosts:
     """Costs of one kernel on a batch of grid shapes (parallel numpy arrays, one entry per shape)."""
 
@@ -175,3 +198,8 @@ class GridCosts:
     sram_bytes: np.ndarray  # per core, reserve excluded
     latency: np.ndarray  # int64 cycles
     waste: np.ndarray  # share of the grid's work lost to tile padding, in [0, 1); NO_FIT_WASTE: nothing fits
+    parts: SramParts | None = None  # the SRAM by part (None: the model does not split it)
+
+    def sram_parts(self) -> SramParts:
+        """The SRAM by part (everything as weights for a model that does not split it)."""
+        return self.parts if self.parts is not None else SramParts.only_weights(self.sram_bytes)

@@ -157,7 +157,9 @@ def _rows_cols(graph: OpGraph, name: str, axis: int = -1) -> tuple[int, int]:
 
 
 def _is_weight(graph: OpGraph, name: str) -> bool:
-    return bool(name) and graph.tensors[name].kind in (TensorKind.WEIGHT, TensorKind.CONSTANT)
+    """A resident operand: a parameter, a folded constant, or state (a KV cache stays where it lives,
+    so a MatMul over it keeps it stationary like a weight)."""
+    return bool(name) and graph.tensors[name].kind in (TensorKind.WEIGHT, TensorKind.CONSTANT, TensorKind.STATE)
 
 
 def _elementwise_like(node: OpNode, graph: OpGraph, per_element: int) -> OpWork:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost.model import CostOptions, Dataflow, GridCosts, KernelWork
+from wsealloc.cost.model import CostOptions, Dataflow, GridCosts, KernelWork, SramParts
 from wsealloc.cost.ops import OpWork, op_work
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import Kernel
@@ -62,7 +62,15 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     in_bytes = sum(ingress_bytes(kernel, graph, t, arch) for t in kernel.inputs)
     if gemm is not None and gemm.weight is None:
         in_bytes = max(in_bytes - b_bytes, 0)  # the B operand enters through the top edge instead
+    state_bytes = sum(tensor_bytes(graph, root, arch) for root in kernel.state)
+    table_rows = 0
+    if anchor.table and shard_w > arch.usable_sram_bytes * max(anchor.rows, 1) * min(max(anchor.cols, 1), arch.cols):
+        table_rows = graph.tensors[anchor.table].shape[0]  # the table cannot live on the output's grid
+    b_root = graph.state_roots.get(gemm.b) if gemm is not None and gemm.weight is not None else None
     return KernelWork(
+        state_bytes=state_bytes,
+        b_state_bytes=tensor_bytes(graph, b_root, arch) if b_root is not None else 0,
+        table_rows=table_rows,
         kind=kernel.kind,
         macs=macs,
         vector_ops=vector_ops,
@@ -102,6 +110,10 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
     vec_core = _cdiv(float(work.vector_ops) * tile_rows * tile_cols, rows * cols)
     zeros = np.zeros_like(rf)
     weights_core = _cdiv(float(work.col_weight_bytes), cf) + _cdiv(float(work.shard_weight_bytes), rf * cf)
+    # a stationary B operand that is a KV cache: its tile shrinks by the cache / view ratio (the GQA
+    # repeat is a view: 32 query heads read 8 cached ones); other state is sharded over every core
+    b_scale = min(1.0, work.b_state_bytes / work.b_bytes) if work.b_state_bytes and work.b_bytes else 1.0
+    other_state = _cdiv(float(work.state_bytes - work.b_state_bytes), rf * cf)
     in_row = _cdiv(_cdiv(float(work.in_bytes), rf), link)
 
     if dataflow is Dataflow.WEIGHT_STATIONARY:
@@ -109,7 +121,7 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
         mac_core = rows * k_tile * tile_cols
         useful = float(work.k) * cols * rows
         padded = rf * k_tile * cf * tile_cols * rows
-        resident = k_tile * tile_cols * b
+        resident = np.ceil(k_tile * tile_cols * b * b_scale)
         buffers = 2 * blk * (k_tile * b + tile_cols * acc)
         reduce = np.where(r > 1, _cdiv(rows * tile_cols * acc, link), zeros)
         noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(float(work.out_bytes), cf), link)])
@@ -119,7 +131,7 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
         useful = rows * cols * k
         padded = rf * tile_rows * cf * tile_cols * k
         if work.weight_b:
-            resident = k * tile_cols * b
+            resident = np.ceil(k * tile_cols * b * b_scale)
             in_b = zeros
         else:
             m = float(max(work.m, 1))
@@ -131,8 +143,10 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
         noc = np.maximum.reduce([in_row, in_b, _cdiv(_cdiv(float(work.out_bytes), rf), link)])
     elif dataflow is Dataflow.VECTOR:
         mac_core = zeros
-        useful = rows * cols
-        padded = rf * tile_rows * cf * tile_cols
+        # a table spread over more rows than the output has: the grid is sized for its storage
+        stored = float(max(work.rows, work.table_rows))
+        useful = stored * cols
+        padded = rf * _cdiv(stored, rf) * cf * tile_cols
         resident = zeros
         io_row = _cdiv(float(work.in_bytes + work.out_bytes), rows)
         buffers = 2 * blk * _cdiv(io_row, cf)
@@ -145,14 +159,21 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
     fill = float(arch.noc.hop_latency_cycles) * (rf + cf)
     latency = np.maximum(compute, noc) + fill
     waste = np.where(padded > 0, 1.0 - useful / np.maximum(padded, 1.0), 0.0)
+    stationary_state = work.b_state_bytes > 0
+    parts = SramParts(
+        weights=weights_core + (zeros if stationary_state else resident),
+        state=other_state + (resident if stationary_state else zeros),
+        buffers=buffers,
+    )
     return GridCosts(
         rows=r,
         cols=c,
         compute_cycles=compute,
         noc_cycles=noc,
-        sram_bytes=resident + weights_core + buffers,
+        sram_bytes=resident + weights_core + buffers + other_state,
         latency=np.minimum(latency, 2.0**62).astype(np.int64),
         waste=waste,
+        parts=parts,
     )
 
 

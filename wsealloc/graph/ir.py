@@ -24,6 +24,7 @@ class TensorKind(enum.Enum):
     INPUT = "input"  # graph input carrying per-sample data
     ACTIVATION = "activation"  # produced by a node from per-sample data
     WEIGHT = "weight"  # a parameter: resident in SRAM, counted in weight bytes
+    STATE = "state"  # per-request resident data (a KV cache): in SRAM with its kernels, counted as state
     CONSTANT = "constant"  # a small folded value (shapes, axes, scalars)
 
 
@@ -73,6 +74,8 @@ class OpGraph:
     dims: Mapping[str, int]
     onnx_nodes: int  # nodes in the file, before dropping shape-only/constant ones
     dropped_nodes: int
+    # STATE tensor -> the tensor holding its cache after this step (``graph.state``); empty: no state
+    state_roots: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def node_by_name(self) -> dict[str, OpNode]:

@@ -38,6 +38,7 @@ class Kernel:
     outputs: tuple[str, ...]  # tensors read by other kernels or returned by the graph
     weights: tuple[str, ...]  # parameter tensors read by any node of the kernel
     anchor_op: str = ""  # the anchor's op type (what later layers need of the ONNX node; they never read it)
+    state: tuple[str, ...] = ()  # resident state it reads or writes: the roots of KV caches (graph.state)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ def build_kernels(graph: OpGraph, *, fuse: bool = True) -> KernelGraph:
     def is_data(name: str) -> bool:
         return bool(name) and graph.tensors[name].kind in (TensorKind.INPUT, TensorKind.ACTIVATION)
 
+    def is_state(name: str) -> bool:
+        return bool(name) and graph.tensors[name].kind is TensorKind.STATE
+
     def start(node: OpNode, kind: KernelKind) -> int:
         groups.append(_Group(anchor=node, kind=kind))
         return len(groups) - 1
@@ -99,9 +103,12 @@ def build_kernels(graph: OpGraph, *, fuse: bool = True) -> KernelGraph:
         if not fuse:
             idx = start(node, kernel_kind(node.op_type, node.domain))
         elif cls is OpClass.LAYOUT:
-            src = next((owner[n] for n in data_inputs if n in owner), None)
+            # a layout op over state (appending to a KV cache, its GQA repeat) belongs to the kernel that
+            # reads the state: it waits for that consumer, and the new rows it appends become its input
+            stateful = any(is_state(n) for n in (*node.inputs, *node.outputs))
+            src = None if stateful else next((owner[n] for n in data_inputs if n in owner), None)
             if src is None:
-                waiting = [w for n in data_inputs for w in pending.pop(n, [])]
+                waiting = [w for n in node.inputs if is_data(n) or is_state(n) for w in pending.pop(n, [])]
                 for out in node.outputs:
                     if out:
                         pending[out] = waiting + [node]
@@ -118,12 +125,23 @@ def build_kernels(graph: OpGraph, *, fuse: bool = True) -> KernelGraph:
         for out in node.outputs:
             if out:
                 owner[out] = idx
-    # Layout nodes whose output nobody reads (graph outputs of pure reshapes): attach to the last kernel.
+    # Layout nodes whose output nobody reads (graph outputs of pure reshapes): attach to the last
+    # kernel; one over a KV cache (appending to it, handing it out as the present output) to the
+    # kernel that holds that cache.
+    roots = graph.state_roots
+    holder: dict[str, int] = {}
+    for i, g in enumerate(groups):
+        for n in g.nodes:
+            for t in (*n.inputs, *n.outputs):
+                if t in roots:
+                    holder.setdefault(roots[t], i)
     leftovers = [w for lst in pending.values() for w in lst]
     if leftovers:
         if not groups:
             groups.append(_Group(anchor=leftovers[0], kind=KernelKind.DATA_MOVEMENT))
-        groups[-1].nodes.extend(leftovers)
+        for w in leftovers:
+            cache = [roots[t] for t in (*w.inputs, *w.outputs) if t in roots and roots[t] in holder]
+            groups[holder[cache[0]] if cache else len(groups) - 1].nodes.append(w)
     return _finish(graph, groups, fuse)
 
 
@@ -189,8 +207,12 @@ def _finish(graph: OpGraph, groups: list[_Group], fuse: bool) -> KernelGraph:
             o
             for n in order
             for o in n.outputs
-            if o and (o in graph_outputs or any(c.name not in member for c in consumers.get(o, [])))
+            if o
+            and graph.tensors[o].kind is not TensorKind.STATE  # a cache stays where it lives
+            and (o in graph_outputs or any(c.name not in member for c in consumers.get(o, [])))
         ]
+        roots = graph.state_roots
+        state = sorted({roots[t] for n in order for t in (*n.inputs, *n.outputs) if t and t in roots})
         name = group.anchor.name if group.anchor.name not in used_names else f"{group.anchor.name}#{len(kernels)}"
         used_names.add(name)
         kernels.append(
@@ -203,6 +225,7 @@ def _finish(graph: OpGraph, groups: list[_Group], fuse: bool) -> KernelGraph:
                 tuple(outputs),
                 tuple(weights),
                 group.anchor.op_type,
+                tuple(state),
             )
         )
         for o in produced:

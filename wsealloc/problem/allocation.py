@@ -90,9 +90,7 @@ class AllocationProblem:
         n = self.n_kernels
         if not self.preds:
             return True
-        after_previous = [
-            k == 0 or (k - 1) in self.preds[k] or bool(self.serial and self.serial[k] == k - 1) for k in range(n)
-        ]
+        after_previous = [k == 0 or (k - 1) in self.preds[k] or bool(self.serial and self.serial[k] == k - 1) for k in range(n)]
         return all(after_previous)
 
     @property

@@ -103,9 +103,7 @@ def build_program(
     hinted = _group_choice(group_of, len(choices), hint) if hint is not None else None
     upper = problem.evaluate(tuple(hinted[g] for g in group_of))[0] if hinted is not None else None
     exact_window = objective.aggregate is Aggregate.MAX
-    keep = [
-        ch.window(lower_bound if exact_window else None, upper) if mult[g] else np.arange(0) for g, ch in enumerate(choices)
-    ]
+    keep = [ch.window(lower_bound if exact_window else None, upper) if mult[g] else np.arange(0) for g, ch in enumerate(choices)]
     first_kernel = {g: i for i, g in reversed(list(enumerate(group_of)))}
     groups = tuple(
         Group(

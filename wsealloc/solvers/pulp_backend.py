@@ -73,9 +73,7 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             for q in before:
                 prob += finish[k] >= finish[q] + lat[k]
             prob += finish[k] <= T
-    cores = pulp.lpSum(
-        gr.mult * int(c) * v for g, gr in enumerate(program.groups) for c, v in zip(gr.cores, x[g], strict=True)
-    )
+    cores = pulp.lpSum(gr.mult * int(c) * v for g, gr in enumerate(program.groups) for c, v in zip(gr.cores, x[g], strict=True))
     prob += cores <= program.total_cores
 
     def start_from(gc: list[int] | tuple[int, ...]) -> None:

@@ -1,0 +1,76 @@
+"""The KV cache of LLM exports as resident state (graph/state.py): found in the decode ("with past")
+and prefill forms, held by the attention kernels that read it, counted once in their SRAM (part
+"state") and never sent over the NoC. Hand-computed bytes on the tiny twins (models/README.md: 2
+layers, hidden 64, 4 heads of 16, 2 KV heads, fp16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from wsealloc.arch import load_arch
+from wsealloc.cost import CostOptions, Dataflow, grid_costs
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.graph.ir import TensorKind
+from wsealloc.pipeline import build_costs, load_kernels
+
+MODELS = Path(__file__).resolve().parents[1] / "models" / "tiny"
+DECODE = OnnxSource(path=str(MODELS / "llm_decode.onnx"), dims={"batch_size": 1, "past_sequence_length": 16})
+PREFILL = OnnxSource(path=str(MODELS / "llm_prefill.onnx"))
+# one layer's K cache after this step: 1 request x 2 KV heads x (16 past + 1 new) tokens x 16 x 2 bytes
+K_CACHE = 1 * 2 * 17 * 16 * 2
+
+
+def test_decode_caches_are_state_held_by_the_attention_kernels() -> None:
+    kg = load_kernels(DECODE)
+    roots = sorted(set(kg.ops.state_roots.values()))
+    assert roots == ["present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+    assert kg.ops.tensors["past_key_values.0.key"].kind is TensorKind.STATE
+    holders = {k.name: k.state for k in kg.kernels if k.state}
+    assert holders == {
+        "layers.0.scores": ("present.0.key",),
+        "layers.0.context": ("present.0.value",),
+        "layers.1.scores": ("present.1.key",),
+        "layers.1.context": ("present.1.value",),
+    }
+    # the new token's key row travels (k_proj -> scores); the cache itself never does
+    scores = kg.kernel("layers.0.scores")
+    assert "layers.0.k_rope" in scores.inputs and not any(t.startswith("past") for t in scores.inputs)
+    assert not any(e.tensor.startswith(("past", "present")) for e in kg.edges)
+
+
+def test_decode_cache_bytes_by_hand() -> None:
+    costs = build_costs(DECODE, load_arch("tiny"), CostOptions())
+    scores = costs.by_name("layers.0.scores").work
+    assert scores.state_bytes == scores.b_state_bytes == K_CACHE == 1088
+    assert scores.weight_bytes < K_CACHE  # the cache is state, not weights (only the small scale/mask)
+    assert scores.in_bytes == 4 * 16 * 2 + 2 * 16 * 2  # this token's query (4 heads) and its new key row
+    total_state = sum(kc.work.state_bytes for kc in costs.kernels)
+    assert total_state == 2 * 2 * K_CACHE  # 2 layers x (K, V), each counted once
+    # On one core the stationary tile is the cache itself: 16 x (4 heads x 17) fp16 of the GQA view,
+    # halved because 4 query heads read 2 cached ones
+    g = grid_costs(scores, costs.arch, costs.options, Dataflow.WEIGHT_STATIONARY, np.array([1]), np.array([1]))
+    parts = g.sram_parts()
+    assert int(parts.state[0]) == K_CACHE and int(parts.weights[0]) == scores.weight_bytes  # the scale and mask
+    assert int(g.sram_bytes[0]) == int(parts.weights[0] + parts.state[0] + parts.buffers[0])
+    # over a 2 x 4 grid the cache is split: 8 rows of K x 17 columns per core, halved = 136 bytes
+    g2 = grid_costs(scores, costs.arch, costs.options, Dataflow.WEIGHT_STATIONARY, np.array([2]), np.array([4]))
+    assert int(g2.sram_parts().state[0]) == 8 * 17 * 2 // 2
+
+
+def test_prefill_cache_is_written_once_where_it_lives() -> None:
+    kg = load_kernels(PREFILL)
+    holders = {k.name: k.state for k in kg.kernels if k.state}
+    assert set(holders) == {"layers.0.scores", "layers.0.context", "layers.1.scores", "layers.1.context"}
+    # the keys computed by k_proj travel to the kernel holding the cache, which counts its bytes
+    scores = kg.kernel("layers.0.scores")
+    assert "present.0.key#written" in scores.inputs
+    costs = build_costs(PREFILL, load_arch("tiny"), CostOptions())
+    assert costs.by_name("layers.0.scores").work.state_bytes == 1 * 2 * 16 * 16 * 2  # 16 prompt tokens
+    assert costs.by_name("layers.0.k_proj").work.state_bytes == 0
+
+
+def test_models_without_a_cache_are_unchanged() -> None:
+    kg = load_kernels(OnnxSource(path=str(MODELS / "transformer.onnx")))
+    assert not kg.ops.state_roots and not any(k.state for k in kg.kernels)
