@@ -22,7 +22,7 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
-from wsealloc.cost import CostOptions, Dataflow, Work, grid_costs
+from wsealloc.cost import CostOptions, Dataflow, GridCosts, Work, grid_costs
 from wsealloc.cost.model import NO_FIT_WASTE
 
 SIDE_STEP = 1.02
@@ -161,6 +161,20 @@ def classify(arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, sra
     for code, mask in checks:  # later checks overwrite: wafer geometry outranks fit outranks padding outranks SRAM
         reason[mask] = code
     return reason
+
+
+def on_grid(work: Work, arch: Arch, options: CostOptions, r: int, c: int) -> tuple[Dataflow, GridCosts]:
+    """The kernel on exactly ``r x c`` cores (a grid the user fixes, ``--grid``): its fastest dataflow
+    there, and that dataflow's costs. Cores beyond the kernel's split extents idle (no padding rule:
+    the grid is given, not chosen); SRAM is the caller's to check (a fixed grid spreads what does not
+    fit over more regions of that grid)."""
+    best: tuple[Dataflow, GridCosts] | None = None
+    for df in work.dataflows():
+        g = grid_costs(work, arch, options, df, np.array([r]), np.array([c]))
+        if best is None or int(g.latency[0]) < int(best[1].latency[0]):
+            best = (df, g)
+    assert best is not None  # every work has a dataflow
+    return best
 
 
 @dataclass(frozen=True)
