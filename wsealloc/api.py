@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from typing_extensions import Unpack
@@ -26,10 +26,10 @@ from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.errors import InfeasibleError, Interrupted, SolverError
-from wsealloc.frontend.sources import KgraphSource
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
+from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
@@ -72,6 +72,7 @@ class SolveOutcome:
     placement: PlacementResult | None = None
     partition: StagePartition | None = None  # multi-wafer plans: the stage cut points
     request: SolveRequest | None = None  # what was solved (None only for hand-built outcomes)
+    kind: str = "model"  # Outcome.kind
 
     def flows(self) -> list[tuple[str, str, float]]:
         """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
@@ -283,18 +284,30 @@ def wafer_sweep(costs: CostTable, counts: Sequence[int]) -> list[tuple[int, int 
     return [(n, stage_solver(sproblem, n).objective) for n in counts]
 
 
-def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress | None = None) -> SolveOutcome | ContestOutcome:
-    """Solve ``request``: the one entry every command, report, sweep point and bench worker calls.
+class PlanDocument(Protocol):
+    """What every plan document offers: its JSON and its headline numbers."""
 
-    The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
-    with the best plan found so far (``.interrupted``). A contest instance (``KgraphSource``) runs in
-    :func:`wsealloc.contest.run_contest` and gives a :class:`ContestOutcome`."""
-    deadline = Deadline.after(request.solver.time_limit_s, stop)
-    if isinstance(request.model, KgraphSource):
-        contest = _run_stoppable(lambda: run_contest(request, deadline, progress), deadline)
-        if contest is None:
-            raise Interrupted(f"interrupted while solving {request.model.label}; nothing was written")
-        return contest
+    def to_json(self) -> str: ...
+
+    def headline(self) -> Headline: ...
+
+
+class Outcome(Protocol):
+    """What every outcome of :func:`run` offers (``kind`` names which one: ``model`` or ``contest``;
+    commands that print or write more dispatch on it through a registry of their own)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def plan(self) -> PlanDocument: ...
+
+    @property
+    def interrupted(self) -> bool: ...
+
+
+def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> SolveOutcome:
+    """An ONNX (or generated ONNX) model: the front half, then one wafer or a pipeline over several."""
     costs = _run_stoppable(lambda: build_costs(request.onnx_model, request.machine, request.cost), deadline)
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
@@ -302,6 +315,33 @@ def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress 
     if count == 1:
         return solve_costs(costs, request, deadline, progress)
     return solve_stages(costs, request, count, deadline, progress)
+
+
+def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:
+    """An ISPD-2020 contest instance: :func:`wsealloc.contest.run_contest` in the same engine."""
+    contest = _run_stoppable(lambda: run_contest(request, deadline, progress), deadline)
+    if contest is None:
+        raise Interrupted(f"interrupted while solving {request.model.label}; nothing was written")
+    return contest
+
+
+# the runner of each model source kind (frontend.sources.SOURCE_KINDS): a new format adds one line
+RUNNERS: dict[str, Callable[[SolveRequest, Deadline, Progress | None], SolveOutcome | ContestOutcome]] = {
+    "onnx": _run_model,
+    "synthetic": _run_model,
+    "kgraph": _run_contest,
+}
+
+
+def run(request: SolveRequest, stop: StopHook | None = None, progress: Progress | None = None) -> SolveOutcome | ContestOutcome:
+    """Solve ``request``: the one entry every command, report, sweep point and bench worker calls.
+
+    The run's deadline starts here (front end included); ``stop`` lets a signal handler end it early
+    with the best plan found so far (``.interrupted``). The source's kind picks the runner
+    (``RUNNERS``); every outcome meets :class:`Outcome` (a contest instance gives a
+    :class:`ContestOutcome`)."""
+    deadline = Deadline.after(request.solver.time_limit_s, stop)
+    return RUNNERS[request.model.kind](request, deadline, progress)
 
 
 def solve(

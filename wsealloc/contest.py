@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from wsealloc.budget import Deadline
-from wsealloc.errors import InfeasibleError, Interrupted, SolverError
-from wsealloc.frontend.sources import KgraphSource
+from wsealloc.errors import InfeasibleError, Interrupted, SolverError, UsageError
+from wsealloc.frontend.sources import as_kgraph
 from wsealloc.graph.contest import ContestGraph
 from wsealloc.opmodels.contest import ContestOpModels, enumerate_graph
 from wsealloc.plan.contest_plan import Bounds, ContestObjective, ContestPlan, FabricRef, InstanceRef, kernel_records
@@ -54,6 +54,7 @@ class ContestOutcome:
     report: ContestReport  # the independent verifier's verdict and figures
     plan: ContestPlan
     interrupted: bool = False
+    kind: str = "contest"  # api.Outcome.kind
 
 
 def _solution(graph: ContestGraph, cp: ContestPlacement, placement: PlacementResult) -> Solution:
@@ -79,8 +80,9 @@ def _solution(graph: ContestGraph, cp: ContestPlacement, placement: PlacementRes
 def run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None = None) -> ContestOutcome:
     """Solve a contest request within ``deadline`` (see the module docstring)."""
     say = progress or (lambda message: None)
-    source = request.model
-    assert isinstance(source, KgraphSource)
+    source = as_kgraph(request.model)
+    if source is None:
+        raise UsageError(f"{request.model.label}: not a .kgraph contest instance")
     start = time.perf_counter()
     graph = source.read()
     models = enumerate_graph(graph)

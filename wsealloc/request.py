@@ -31,7 +31,15 @@ from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import UsageError, WseallocError, choices_message
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
-from wsealloc.frontend.sources import KgraphSource, ModelSource, OnnxSource, SyntheticSource, parse_model_source
+from wsealloc.frontend.sources import (
+    KgraphSource,
+    ModelSource,
+    OnnxSource,
+    SyntheticSource,
+    as_kgraph,
+    as_onnx,
+    parse_model_source,
+)
 from wsealloc.problem.objective import OBJECTIVES, ObjectiveKind
 from wsealloc.solvers import solver_names
 
@@ -84,7 +92,7 @@ class SolveRequest(_Frozen):
 
     @model_validator(mode="after")
     def _machine(self) -> SolveRequest:
-        if isinstance(self.model, KgraphSource):
+        if self.model.carries_machine:
             if self.arch is not None:
                 raise ValueError("a .kgraph instance carries its fabric in its header: give --arch/--set as header overrides")
             if self.wafers != 1:
@@ -100,9 +108,10 @@ class SolveRequest(_Frozen):
     @property
     def onnx_model(self) -> OnnxSource | SyntheticSource:
         """The ONNX (or generated ONNX) source of the request; a contest instance is refused."""
-        if isinstance(self.model, KgraphSource):
+        onnx = as_onnx(self.model)
+        if onnx is None:
             raise UsageError(f"{self.model.label}: a .kgraph contest instance; this command works on ONNX models")
-        return self.model
+        return onnx
 
     @property
     def machine(self) -> Arch:
@@ -177,13 +186,13 @@ def build_request(
     ):
         raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
     fuse = bool(opts.get("fuse", True))
-    if isinstance(model, (OnnxSource, SyntheticSource, KgraphSource)):
-        source: OnnxSource | SyntheticSource | KgraphSource = model
-    elif isinstance(model, (str, Path)):
+    if isinstance(model, (str, Path)):
         try:
             source = parse_model_source(model, dict(dims), fuse, base)
         except ValidationError as exc:
             raise UsageError(f"model {model}: {_first_error(exc)}") from exc
+    elif as_onnx(model) is not None or as_kgraph(model) is not None:
+        source = model
     else:
         raise UsageError(f"model {model!r}: expected a file path, synthetic:KIND:N or a model source")
     sets = opts.get("sets") or ()
@@ -193,7 +202,8 @@ def build_request(
         arch = base / arch if not Path(arch).is_absolute() else arch
     wafers = opts.get("wafers", 1)  # None: the arch's cluster.wafers (the CLI's default)
     resolved: Arch | None
-    if isinstance(source, KgraphSource):
+    contest = as_kgraph(source)
+    if contest is not None:
         onnx_only = [
             name
             for name, given in (
@@ -211,11 +221,11 @@ def build_request(
                 f"{', '.join(onnx_only)} (--dim, --no-fuse, --allow-unknown-ops, --cost-model, --solver) apply to ONNX "
                 "models (the contest placement runs its own strips + CP-SAT engine)"
             )
-        header = {**source.header, **kgraph_header(arch, [str(s) for s in sets])}
+        header = {**contest.header, **kgraph_header(arch, [str(s) for s in sets])}
         try:  # validated like any source (a zero width is refused here)
-            source = KgraphSource.model_validate({**source.model_dump(), "header": header})
+            source = KgraphSource.model_validate({**contest.model_dump(), "header": header})
         except ValidationError as exc:
-            raise UsageError(f"{source.label}: {_first_error(exc)}") from exc
+            raise UsageError(f"{contest.label}: {_first_error(exc)}") from exc
         resolved, wafers = None, 1 if wafers is None else wafers
     else:
         resolved = load_arch("wse2" if arch is None else arch, tuple(str(s) for s in sets))
@@ -280,9 +290,7 @@ def check_outputs(
     YAML or another output (the one check of ``solve``, ``compare``, ``sweep`` and the Python API)."""
     if isinstance(model, SolveRequest):
         model = model.model
-    model_path = (
-        model.path if isinstance(model, (OnnxSource, KgraphSource)) else None if isinstance(model, SyntheticSource) else model
-    )
+    model_path = model if isinstance(model, (str, Path)) else model.file
     arch_path = arch_file(str(arch)) if isinstance(arch, (str, Path)) else None
     check_distinct_outputs({"model": model_path, "arch": arch_path}, outputs)
     for path in outputs.values():

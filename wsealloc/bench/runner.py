@@ -27,7 +27,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wsealloc.errors import UsageError
-from wsealloc.frontend.sources import KgraphSource, OnnxSource
 from wsealloc.plan.io import write_atomic
 from wsealloc.request import SolveRequest
 
@@ -113,7 +112,6 @@ def run_instance(task: Task) -> BenchRow:
     """Solve one task in this process and return its row; never raises for problems a user can fix
     (they become an ERROR row)."""
     from wsealloc.api import run
-    from wsealloc.contest import ContestOutcome
     from wsealloc.errors import WseallocError
 
     start = time.perf_counter()
@@ -121,32 +119,19 @@ def run_instance(task: Task) -> BenchRow:
         out = run(task.request)
     except WseallocError as exc:
         return failed_row(task.name, "ERROR", str(exc), round(time.perf_counter() - start, 2))
-    if isinstance(out, ContestOutcome):
-        c = out.plan.objective
-        return BenchRow(
-            instance=task.name,
-            kernels=len(out.plan.kernels),
-            solver=c.max_time,
-            bound=c.lower_bound,
-            gap=round(max(0.0, (c.max_time - c.lower_bound) / max(c.max_time, 1)), 6),
-            status=c.status.value,
-            wall_s=round(time.perf_counter() - start, 2),
-            wirelength=c.wirelength,
-            score=c.score,
-        )
-    obj = out.plan.objective
-    base = out.plan.baseline
-    greedy = base.placed_bottleneck_cycles if obj.placed and base.placed_bottleneck_cycles else base.bottleneck_cycles
+    h = out.plan.headline()  # every plan document reports the same headline
     return BenchRow(
         instance=task.name,
-        kernels=len(out.plan.kernels),
-        greedy=greedy,
-        solver=obj.bottleneck_cycles,
-        bound=obj.lower_bound_cycles,
-        gap=None if obj.gap is None else round(obj.gap, 6),
-        status=obj.status.value,
+        kernels=h.kernels,
+        greedy=h.baseline,
+        solver=h.value,
+        bound=h.bound,
+        gap=None if h.gap is None else round(h.gap, 6),
+        status=h.status.value,
         wall_s=round(time.perf_counter() - start, 2),
-        speedup=None if not greedy else round(greedy / max(obj.bottleneck_cycles, 1), 4),
+        speedup=None if h.speedup is None else round(h.speedup, 4),
+        wirelength=h.wirelength,
+        score=h.score,
     )
 
 
@@ -178,8 +163,8 @@ def ship(task: Task, worker: Sequence[str] = WORKER_COMMAND) -> Shipped:
     models are generated where they run)."""
     source = task.request.model
     data = None
-    if isinstance(source, (OnnxSource, KgraphSource)) and Path(source.path).is_file():
-        data = Path(source.path).read_bytes()
+    if source.file is not None and Path(source.file).is_file():
+        data = Path(source.file).read_bytes()
     return Shipped(task, data, tuple(worker))
 
 
@@ -189,8 +174,8 @@ def run_task(shipped: Shipped) -> BenchRow:
     only, never the Dask worker and the other tasks queued on it)."""
     task = shipped.task
     source = task.request.model
-    if shipped.model_data is not None and isinstance(source, (OnnxSource, KgraphSource)):
-        local = source.model_copy(update={"path": _local(source.path, shipped.model_data)})
+    if shipped.model_data is not None and source.file is not None:
+        local = source.model_copy(update={"path": _local(source.file, shipped.model_data)})
         task = task.model_copy(update={"request": task.request.model_copy(update={"model": local})})
     return Runner(worker=shipped.worker).isolated(task)
 

@@ -32,7 +32,6 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
-from wsealloc.frontend.sources import KgraphSource, OnnxSource
 from wsealloc.request import SolveRequest, build_request
 from wsealloc.yamlload import load_yaml
 
@@ -98,7 +97,7 @@ class Instance(_Frozen):
             wafers=self.wafers,
         )
         source = request.model
-        if isinstance(source, (OnnxSource, KgraphSource)) and not Path(source.path).is_file():
+        if source.file is not None and not Path(source.file).is_file():
             raise UsageError(f"model {self.model}: no such file (paths are relative to the suite file)")
         return request
 

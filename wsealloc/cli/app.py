@@ -28,7 +28,7 @@ from wsealloc.budget import StopHook
 from wsealloc.cli.options import debug_option, model_options, solver_options, with_request
 from wsealloc.errors import Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
 from wsealloc.frontend.kgraph import looks_like_kgraph
-from wsealloc.frontend.sources import KgraphSource
+from wsealloc.frontend.sources import KgraphSource, as_kgraph
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import build_costs
 from wsealloc.report.console import console as make_console
@@ -49,8 +49,9 @@ def inspect(request: SolveRequest, model: str, arch: str | None, as_json: bool, 
     """Show the kernels of MODEL: work, weights, activations, minimum cores; or one kernel's op models.
 
     For a .kgraph contest instance: its header, every kernel's frontier and the lower bounds."""
-    if isinstance(request.model, KgraphSource):
-        _inspect_contest(request.model, as_json, kernel_name, show_all)
+    contest = as_kgraph(request.model)
+    if contest is not None:
+        _inspect_contest(contest, as_json, kernel_name, show_all)
         return
     from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
 
@@ -146,13 +147,13 @@ def solve(
 
     MODEL may also be an ISPD-2020 contest instance (.kgraph): its kernels are sized and placed for the
     contest's score; --solution writes the contest's solution format."""
-    from wsealloc.api import run
+    from wsealloc.api import SolveOutcome, run
     from wsealloc.contest import ContestOutcome
     from wsealloc.plan.io import write_atomic
     from wsealloc.report.summary import print_summary
 
     check_outputs(model, arch, {"-o": output, "--floorplan": floorplan, "--solution": solution})  # fail before any work
-    if isinstance(request.model, KgraphSource):
+    if not request.model.reads_onnx:  # a contest instance
         if floorplan is not None:
             raise UsageError("--floorplan draws ONNX plans; a contest layout is in the --solution / -o files")
         if not request.place:
@@ -169,9 +170,11 @@ def solve(
     stop = StopHook()
     with _stop_on_signals(stop):
         outcome = run(request, stop, _progress(verbose))
-    if isinstance(outcome, ContestOutcome):
+    if outcome.kind == "contest":
+        assert isinstance(outcome, ContestOutcome)  # narrows the type: the kinds are api.RUNNERS'
         _finish_contest(outcome, output, solution, as_json)
         return
+    assert isinstance(outcome, SolveOutcome)
     _warn_unknown_ops(request, outcome.costs)
     if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
         # checked before -o is written: the command fails as a whole (known only once the cut is chosen)

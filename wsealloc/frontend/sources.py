@@ -11,14 +11,16 @@ tests string prefixes. Kinds:
   with overrides of its header (fabric, memory limit, score weights) from ``--arch``/``--set``.
 
 A new format (e.g. another graph file) is one more class here with its own ``kind`` literal, added to
-``ModelSource`` and to :func:`parse_model_source`'s recognition rule.
+``ModelSource`` and to :func:`parse_model_source`'s recognition rule; ``api.RUNNERS`` maps its kind to
+the function that solves it. What the layers above need to know of a source they ask it
+(``file``, ``carries_machine``, ``reads_onnx``), never its class.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -35,6 +37,16 @@ Dim = Annotated[int, Field(strict=True, gt=0, lt=2**31)]
 class _Source(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    # the source brings its own machine (a contest instance's fabric header): no --arch needed
+    carries_machine: ClassVar[bool] = False
+    # the source is (or generates) an ONNX model read by the ONNX front end
+    reads_onnx: ClassVar[bool] = True
+
+    @property
+    def file(self) -> str | None:
+        """The input file a user named (None: generated where it runs)."""
+        return None
+
 
 class OnnxSource(_Source):
     """An ONNX file (paths are kept as given: plans record them, ``verify`` finds them again)."""
@@ -48,6 +60,11 @@ class OnnxSource(_Source):
     @property
     def label(self) -> str:
         """How messages name the model."""
+        return self.path
+
+    @property
+    def file(self) -> str | None:
+        """The ONNX file."""
         return self.path
 
     def onnx_path(self) -> Path:
@@ -82,6 +99,14 @@ class KgraphSource(_Source):
     kind: Literal["kgraph"] = "kgraph"
     path: str = Field(min_length=1)
     header: dict[str, Annotated[int, Field(strict=True, ge=0, lt=2**31)]] = {}
+
+    carries_machine: ClassVar[bool] = True
+    reads_onnx: ClassVar[bool] = False
+
+    @property
+    def file(self) -> str | None:
+        """The instance file."""
+        return self.path
 
     @field_validator("header")
     @classmethod
@@ -136,6 +161,16 @@ class KgraphSource(_Source):
 
 ModelSource = Annotated[OnnxSource | SyntheticSource | KgraphSource, Field(discriminator="kind")]
 SOURCE_KINDS: tuple[str, ...] = ("onnx", "synthetic", "kgraph")
+
+
+def as_onnx(source: OnnxSource | SyntheticSource | KgraphSource) -> OnnxSource | SyntheticSource | None:
+    """The source as an ONNX model source, or None (a contest instance)."""
+    return source if isinstance(source, (OnnxSource, SyntheticSource)) else None
+
+
+def as_kgraph(source: OnnxSource | SyntheticSource | KgraphSource) -> KgraphSource | None:
+    """The source as a contest instance, or None."""
+    return source if isinstance(source, KgraphSource) else None
 
 
 def parse_model_source(

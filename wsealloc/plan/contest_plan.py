@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wsealloc.graph.contest import Fabric
 from wsealloc.plan.contest_solution import Solution, parse_solution
 from wsealloc.plan.contest_verify import ADAPTER_NOTE, ContestReport
+from wsealloc.plan.headline import Headline
 from wsealloc.request import SolveRequest
 from wsealloc.solvers.base import Status
 
@@ -119,6 +120,12 @@ class ContestPlan(_Doc):
     def to_json(self) -> str:
         """Serialize with the public field names (``schema``, not ``schema_``)."""
         return self.model_dump_json(by_alias=True, indent=1)
+
+    def headline(self) -> Headline:
+        """The largest kernel time against its proven bound, with the wirelength and score."""
+        c = self.objective
+        gap = round(max(0.0, (c.max_time - c.lower_bound) / max(c.max_time, 1)), 6)
+        return Headline(len(self.kernels), c.max_time, c.lower_bound, gap, c.status, None, c.wirelength, c.score)
 
     def solution(self) -> Solution:
         """The plan as a contest solution, read back through the solution reader (what the independent

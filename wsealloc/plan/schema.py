@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
+from wsealloc.plan.headline import Headline
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import SolveRequest
 from wsealloc.solvers.base import Status
@@ -197,3 +198,9 @@ class Plan(_Doc):
     def to_json(self) -> str:
         """Serialize with the public field names (``schema``, not ``schema_``)."""
         return self.model_dump_json(by_alias=True, indent=1)
+
+    def headline(self) -> Headline:
+        """The objective's value, bound, gap, status and the greedy baseline (placed when placed)."""
+        obj, base = self.objective, self.baseline
+        baseline = base.placed_bottleneck_cycles if obj.placed and base.placed_bottleneck_cycles else base.bottleneck_cycles
+        return Headline(len(self.kernels), obj.value, obj.bound_cycles, obj.gap, obj.status, baseline)
