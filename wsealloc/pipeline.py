@@ -1,4 +1,5 @@
-"""Front half of every command: model source + arch -> kernels -> cost table (no solving here)."""
+"""Front half of every command: model source + arch -> kernels -> cost table (no solving here);
+the parsing of ``--dim`` and ``--input-shape``."""
 
 from __future__ import annotations
 
@@ -33,9 +34,39 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
     return dims
 
 
+def parse_input_shapes(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Parse repeated ``--input-shape NAME=1x3x48x320`` options (sizes separated by ``x`` or ``,``) into
+    a mapping. The last ``=`` separates the name, so input names holding ``=`` work too."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for opt in options:
+        name, sep, text = opt.rpartition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise UsageError(f"--input-shape {opt!r}: expected NAME=SIZES, e.g. --input-shape x=1x3x48x320")
+        parts = text.strip().lower().replace(",", "x").split("x")
+        try:
+            shape = tuple(int(p.strip().replace("_", "")) for p in parts)
+        except ValueError:
+            raise UsageError(
+                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them as 1x3x48x320"
+            ) from None
+        if any(v <= 0 for v in shape):
+            raise UsageError(
+                f"--input-shape {opt!r}: sizes must be positive integers (the model's unknown dims are what you give)"
+            )
+        if name in shapes and shapes[name] != shape:
+            raise UsageError(
+                f"--input-shape {name} is given twice ({'x'.join(map(str, shapes[name]))} and {text.strip()}); keep one"
+            )
+        shapes[name] = shape
+    return shapes
+
+
 def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
     """Import the ONNX model of ``source`` and group it into kernels."""
-    graph = import_onnx(source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs)
+    graph = import_onnx(
+        source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs, input_shapes=source.input_shapes
+    )
     return build_kernels(graph, fuse=source.fuse)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from wsealloc.errors import ModelLoadError, ShapeError, UsageError
+from wsealloc.errors import InputShapeError, ModelLoadError, ShapeError, UsageError
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
 from wsealloc.frontend.normalize import rewrite_sequences
@@ -66,6 +66,9 @@ MAX_DIM = 2**31
 MAX_TENSOR_BYTES = 2**50
 
 
+_UNNAMED = ("", "?")
+
+
 def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown.
 
@@ -79,13 +82,21 @@ def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     out: list[int | str | None] = []
     for d in t.shape.dim:
         kind = d.WhichOneof("value")
-        out.append(d.dim_value if kind == "dim_value" else (d.dim_param or None) if kind == "dim_param" else None)
+        if kind == "dim_value":
+            out.append(d.dim_value)
+        else:  # "?" is how some exporters (Paddle2ONNX) spell an unnamed dim: no symbol shared by inputs
+            out.append(d.dim_param if kind == "dim_param" and d.dim_param not in _UNNAMED else None)
     return out
 
 
 def _static(dims: list[int | str | None] | None) -> bool:
     """True for a fully known shape (every dim an int)."""
     return dims is not None and all(isinstance(d, int) for d in dims)
+
+
+def _known(dims: list[int | str | None] | None) -> bool:
+    """True for a shape of sizes only (every dim a positive int)."""
+    return dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
 
 
 def _elem_info(elem_type: int) -> tuple[int, bool] | None:
@@ -127,10 +138,18 @@ def _default_opset(model: onnx.ModelProto) -> int:
 class _Importer:
     """One import run. Holds the mutable working state of the passes; not exported."""
 
-    def __init__(self, model: onnx.ModelProto, source: str, dims: Mapping[str, int], weights_as_inputs: bool | None):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        source: str,
+        dims: Mapping[str, int],
+        weights_as_inputs: bool | None,
+        input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    ):
         self.model = model
         self.source = source
         self.dims = dict(dims)
+        self.input_shapes = {name: tuple(int(v) for v in shape) for name, shape in (input_shapes or {}).items()}
         self.weights_as_inputs = weights_as_inputs
         self.graph = model.graph
         self.opset = _default_opset(model)
@@ -183,56 +202,128 @@ class _Importer:
                 return False
         return True
 
-    def bind_dims(self, data_inputs: list[onnx.ValueInfoProto]) -> None:
-        """Replace symbolic dims of data inputs by --dim values; error on unbound/unknown/zero."""
+    def apply_input_shapes(self) -> dict[str, int]:
+        """Set the full shape of every input named by ``--input-shape`` (whatever its dims were: named,
+        unnamed, -1 or 0); the symbols those dims carried are bound to the sizes given (so another input
+        sharing the symbol follows). A shape that names no input, has another rank, or contradicts a
+        static positive dim of the model is a one-line error naming both."""
+        inputs = [vi for vi in self.graph.input if vi.name not in self.initializers]
+        by_name = {vi.name: vi for vi in inputs}
+        implied: dict[str, tuple[int, str]] = {}  # symbol -> (size, input that set it)
+        for name, shape in self.input_shapes.items():
+            given = "x".join(str(v) for v in shape)
+            vi = by_name.get(name)
+            if vi is None:
+                listed = "; ".join(f"{v.name} {_shape_text(_dims_of(v))}" for v in inputs) or "none"
+                raise UsageError(f"{self.source}: --input-shape {name}={given} names no input of the model; its inputs: {listed}")
+            if vi.type.WhichOneof("value") != "tensor_type":
+                raise ShapeError(f"{self.source}: --input-shape {name}={given}: input {name!r} is not a tensor")
+            dims = _dims_of(vi)
+            if dims is not None and len(dims) != len(shape):
+                raise ShapeError(
+                    f"{self.source}: --input-shape {name}={given} has rank {len(shape)}, but input {name!r} is "
+                    f"{_shape_text(dims)} (rank {len(dims)}); give {len(dims)} sizes"
+                )
+            for axis, (d, v) in enumerate(zip(dims or [], shape, strict=False)):
+                if isinstance(d, int) and d > 0 and d != v:
+                    raise ShapeError(
+                        f"{self.source}: --input-shape {name}={given} contradicts the model: dim {axis} of input {name!r} "
+                        f"{_shape_text(dims)} is fixed at {d}, not {v}"
+                    )
+                if isinstance(d, str):
+                    if d in self.dims and self.dims[d] != v:
+                        raise UsageError(
+                            f"{self.source}: --input-shape {name}={given} sets dim {d} to {v}, but --dim {d}={self.dims[d]}"
+                        )
+                    if d in implied and implied[d][0] != v:
+                        size, other = implied[d]
+                        raise UsageError(
+                            f"{self.source}: --input-shape {name}={given} sets dim {d} to {v}, but --input-shape for "
+                            f"{other!r} sets it to {size}; inputs sharing a named dim must agree"
+                        )
+                    implied.setdefault(d, (v, name))
+            shape_proto = vi.type.tensor_type.shape
+            shape_proto.ClearField("dim")
+            for v in shape:
+                shape_proto.dim.add().dim_value = v
+        return {symbol: size for symbol, (size, _) in implied.items()}
+
+    def bind_dims(self, data_inputs: list[onnx.ValueInfoProto], implied: Mapping[str, int] | None = None) -> None:
+        """Replace symbolic dims of data inputs by --dim values (and the sizes --input-shape implies for
+        the symbols it replaced); error on unbound/unknown/zero, naming the options that fix it."""
+        implied = dict(implied or {})
         symbols: dict[str, list[str]] = {}
         for vi in data_inputs:
             dims = _dims_of(vi)
             if dims is None:
-                raise ShapeError(f"{self.source}: graph input {vi.name!r} has no shape; re-export with input shapes")
+                raise self._unbound(data_inputs, f"graph input {vi.name!r} has no shape")
             for d in dims:
                 if isinstance(d, str):
                     symbols.setdefault(d, []).append(vi.name)
-                elif d is None:
-                    raise ShapeError(
-                        f"{self.source}: graph input {vi.name!r} has an unnamed unknown dim; re-export with "
-                        "named dynamic axes or static shapes"
+                elif d is None or d <= 0:
+                    what = (
+                        "an unknown dim" if d is None else "a zero-sized dim (unknown)" if d == 0 else "a negative dim (unknown)"
                     )
-                elif d <= 0:
-                    raise ShapeError(
-                        f"{self.source}: graph input {vi.name!r} has a {'zero-sized' if d == 0 else 'negative'} dim "
-                        f"{dims}; wsealloc needs positive sizes (re-export with real shapes)"
-                    )
+                    raise self._unbound(data_inputs, f"graph input {vi.name!r} has {what} {_shape_text(dims)}")
                 elif d >= MAX_DIM:
                     raise ShapeError(
                         f"{self.source}: graph input {vi.name!r} has a dim of {d:,} in {dims}, beyond any wafer "
-                        f"(dims must be below {MAX_DIM:,}); re-export with real shapes"
+                        f"(dims must be below {MAX_DIM:,}); re-export with real shapes, or give --input-shape"
                     )
-        unknown = sorted(set(self.dims) - set(symbols))
+        unknown = sorted(set(self.dims) - set(symbols) - set(implied))
         if unknown:
             listed = ", ".join(sorted(symbols)) or "none (all input dims are static)"
             raise UsageError(f"{self.source}: --dim {unknown[0]} does not name a symbolic dim of the model; model dims: {listed}")
-        unbound = sorted(set(symbols) - set(self.dims))
+        bound = {**implied, **self.dims}
+        unbound = sorted(set(symbols) - set(bound))
         if unbound:
             example = " ".join(f"--dim {s}=N" for s in unbound)
-            raise ShapeError(f"{self.source}: unbound symbolic dims {', '.join(unbound)}; bind them with {example}")
+            raise self._unbound(
+                data_inputs, f"unbound symbolic dims {', '.join(unbound)}; bind them with {example}", bound=bound, named=True
+            )
         for name, value in self.dims.items():
             if not 0 < value < MAX_DIM:
                 raise UsageError(f"--dim {name}={value}: dims must be positive integers below {MAX_DIM:,}")
         for vi in data_inputs:
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param:
-                    d.dim_value = self.dims[d.dim_param]
+                    d.dim_value = bound[d.dim_param]
         # Value infos and outputs may carry the exporter's own symbols ("s0*2"): drop what is not static.
-        keep = [
-            vi for vi in self.graph.value_info if (dims := _dims_of(vi)) is not None and all(isinstance(d, int) for d in dims)
-        ]
+        # A declared -1 or 0 is an exporter's "unknown" (Paddle2ONNX writes [-1, 2]), not a size.
+        keep = [vi for vi in self.graph.value_info if _known(_dims_of(vi))]
         del self.graph.value_info[:]
         self.graph.value_info.extend(keep)
         for out in self.graph.output:
             dims = _dims_of(out)
-            if dims is not None and not all(isinstance(d, int) for d in dims):
+            if dims is not None and not _known(dims):
                 out.type.tensor_type.ClearField("shape")
+
+    def _unbound(
+        self, data_inputs: list[onnx.ValueInfoProto], what: str, *, bound: Mapping[str, int] | None = None, named: bool = False
+    ) -> InputShapeError:
+        """The error for inputs whose sizes the model leaves open: it names the problem, lists every data
+        input with its shape, and carries the ``--input-shape`` options that fix it (known sizes filled
+        in, ``N`` where the user must choose)."""
+        bound = bound or {}
+        listing: list[tuple[str, str]] = []
+        options: list[str] = []
+        for vi in data_inputs:
+            dims = _dims_of(vi)
+            listing.append((vi.name, _shape_text(dims)))
+            if dims is None:
+                options.append(f"{vi.name}=N")
+                continue
+            filled = [
+                d if isinstance(d, int) and d > 0 else bound[d] if isinstance(d, str) and d in bound else None for d in dims
+            ]
+            if any(f is None for f in filled):
+                options.append(f"{vi.name}=" + "x".join("N" if f is None else str(f) for f in filled))
+        fix = " ".join(f"--input-shape {_quoted(o)}" for o in options)
+        lead = what if named else f"{what}; wsealloc needs every input size"
+        joiner = ", or give whole shapes with" if named else ": give the shape with"
+        return InputShapeError(
+            f"{self.source}: {lead}{joiner} {fix} (N: the size you run with)", inputs=tuple(listing), options=tuple(options)
+        )
 
     # -- shapes ----------------------------------------------------------------------------------
     def check_declared(self, order: list[str]) -> None:
@@ -381,7 +472,7 @@ class _Importer:
         data_inputs, params = self.classify_inputs()
         if not data_inputs:
             raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
-        self.bind_dims(data_inputs)
+        self.bind_dims(data_inputs, self.apply_input_shapes())
         order = [out for node in nodes for out in node.output]
         self.known_values()
         nodes, shapes = self.resolve(nodes, self.infer())
@@ -486,6 +577,7 @@ class _Importer:
             outputs=outputs,
             opset=self.opset,
             dims=dict(self.dims),
+            input_shapes=dict(self.input_shapes),
             onnx_nodes=self.onnx_nodes,
             dropped_nodes=self.onnx_nodes - len(live_nodes),
         )
@@ -530,6 +622,18 @@ class _Importer:
         return ""
 
 
+def _shape_text(dims: list[int | str | None] | None) -> str:
+    """An input's shape as users read it: ``[?, 3, 48, 320]`` (``?`` unknown or unnamed, names as they are)."""
+    if dims is None:
+        return "(no shape)"
+    return "[" + ", ".join("?" if d is None or (isinstance(d, int) and d <= 0) else str(d) for d in dims) + "]"
+
+
+def _quoted(option: str) -> str:
+    """A shell-safe spelling of an option value (input names may hold any character)."""
+    return option if all(ch.isalnum() or ch in "._-=/:" for ch in option) else "'" + option.replace("'", "'\\''") + "'"
+
+
 def _big_bytes(size: int) -> str:
     """A byte count in PiB from 1 PiB on (``format_bytes`` stops at TiB)."""
     return f"{size / 2**50:,.1f} PiB" if size >= 2**50 else format_bytes(size)
@@ -557,13 +661,20 @@ def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:
     return tuple(out)
 
 
-def import_onnx(path: str | Path, dims: Mapping[str, int] | None = None, *, weights_as_inputs: bool | None = None) -> OpGraph:
+def import_onnx(
+    path: str | Path,
+    dims: Mapping[str, int] | None = None,
+    *,
+    weights_as_inputs: bool | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> OpGraph:
     """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
 
-    ``dims`` binds symbolic input dims (``--dim NAME=VALUE``). ``weights_as_inputs``: None detects
+    ``dims`` binds symbolic input dims (``--dim NAME=VALUE``); ``input_shapes`` sets whole input shapes
+    (``--input-shape NAME=1x3x48x320``), whatever their dims are in the file. ``weights_as_inputs``: None detects
     parameters listed as graph inputs without data (older exporters), True treats every static
     input as a parameter, False none.
     """
     source = str(path)
     model = load_model(path)
-    return _Importer(model, source, dims or {}, weights_as_inputs).run()
+    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes).run()

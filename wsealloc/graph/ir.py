@@ -73,6 +73,9 @@ class OpGraph:
     dims: Mapping[str, int]
     onnx_nodes: int  # nodes in the file, before dropping shape-only/constant ones
     dropped_nodes: int
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # --input-shape, as given
+    # how control flow was read (If branches taken, Loops unrolled), one sentence each, for reports
+    control_flow: tuple[str, ...] = ()
 
     @cached_property
     def node_by_name(self) -> dict[str, OpNode]:

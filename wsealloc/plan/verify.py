@@ -136,7 +136,11 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         raise PlanError(f"{plan_path}: arch.spec is not a valid architecture: {exc.errors()[0]['msg']}") from exc
     options = plan.cost
     source = OnnxSource(
-        path=str(model_path), dims=plan.model.dims, fuse=plan.model.fuse, weights_as_inputs=plan.model.weights_as_inputs
+        path=str(model_path),
+        dims=plan.model.dims,
+        input_shapes={name: tuple(shape) for name, shape in plan.model.input_shapes.items()},
+        fuse=plan.model.fuse,
+        weights_as_inputs=plan.model.weights_as_inputs,
     )
     kgraph = load_kernels(source)
     if not _kernels_match(plan, kgraph, check):
