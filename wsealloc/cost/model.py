@@ -7,7 +7,7 @@ are whole cycles (ceil), which is also the scale the CP-SAT and PuLP backends us
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,6 +82,13 @@ class KernelWork:
     in_bytes: int  # activation bytes entering per sample (B excluded when it is an activation)
     out_bytes: int  # activation bytes leaving per sample
     weight_bytes: int  # all parameter bytes of the kernel
+    # Recurrent kernels (LSTM, GRU, RNN anchors): ``steps`` dependent time steps, one after the other on
+    # the same grid; g, m, n, k, rows and cols are ONE step's, macs, vector_ops, in/out bytes all steps'.
+    # ``step_syncs``: dependent phases per step (each pays the grid's fill); ``state_bytes``: the hidden
+    # state fed back to every grid row each step. 1, 1, 0 for every other kernel (docs/cost-model.md).
+    steps: int = field(default=1, kw_only=True)
+    step_syncs: int = field(default=1, kw_only=True)
+    state_bytes: int = field(default=0, kw_only=True)
 
     @property
     def is_mac(self) -> bool:
