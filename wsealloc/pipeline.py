@@ -7,9 +7,11 @@ from collections.abc import Sequence
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
+from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
+from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import KernelGraph, build_kernels
 from wsealloc.opmodels import CostTable, build_cost_table
 
@@ -62,10 +64,20 @@ def parse_input_shapes(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def graph_work(graph: OpGraph) -> int:
+    """MACs + vector ops of every node (ops the cost model does not know: one per output element): how
+    the front end weighs the two branches of an If whose condition only a run knows."""
+    return sum(w.macs + w.vector_ops for w in (op_work(node, graph, allow_unknown=True) for node in graph.nodes))
+
+
 def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
     """Import the ONNX model of ``source`` and group it into kernels."""
     graph = import_onnx(
-        source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs, input_shapes=source.input_shapes
+        source.onnx_path(),
+        source.dims,
+        weights_as_inputs=source.weights_as_inputs,
+        input_shapes=source.input_shapes,
+        weigh=graph_work,
     )
     return build_kernels(graph, fuse=source.fuse)
 

@@ -9,14 +9,28 @@ carries work has a static positive shape -> drop constant and shape-only nodes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from wsealloc.errors import InputShapeError, ModelLoadError, ShapeError, UsageError
+from wsealloc.errors import InputShapeError, ModelLoadError, ShapeError, UnsupportedOpError, UsageError, WseallocError
+from wsealloc.frontend.control import (
+    MAX_UNROLLED_NODES,
+    count_nodes,
+    graph_attr,
+    holds_graph,
+    inline_branch,
+    is_if,
+    is_loop,
+    loop_trip_count,
+    refusal,
+    truth,
+    unroll_loop,
+)
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
 from wsealloc.frontend.normalize import rewrite_sequences
@@ -25,7 +39,12 @@ from wsealloc.frontend.topo import node_label, sorted_nodes
 from wsealloc.graph.ir import AttrValue, OpGraph, OpNode, TensorInfo, TensorKind
 from wsealloc.units import format_bytes
 
-_MAX_FOLD_ROUNDS = 8
+# Rounds of folding and shape inference; each ends early when nothing changes. Nested If branches
+# (Silero VAD: four levels) take a few rounds per level.
+_MAX_FOLD_ROUNDS = 64
+# If nodes whose condition is known only at run time, one inside the other's choice: each doubles the
+# graphs imported and weighed (2^4 = 16 at most).
+MAX_RUNTIME_IFS = 4
 # Input slots that hold parameters, for models that list weights as graph inputs without data.
 _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
     "Conv": (1, 2),
@@ -145,6 +164,7 @@ class _Importer:
         dims: Mapping[str, int],
         weights_as_inputs: bool | None,
         input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        weigh: Callable[[OpGraph], int] | None = None,
     ):
         self.model = model
         self.source = source
@@ -153,7 +173,13 @@ class _Importer:
         self.weights_as_inputs = weights_as_inputs
         self.graph = model.graph
         self.opset = _default_opset(model)
-        self.onnx_nodes = len(model.graph.node)
+        self.onnx_nodes = count_nodes(model.graph)  # subgraphs' nodes included
+        self.weigh = weigh or _output_elements
+        self.notes: list[str] = []  # how control flow was read (OpGraph.control_flow)
+        self.folded_ifs = 0  # If nodes whose condition the shapes fixed
+        self.forks_left = MAX_RUNTIME_IFS
+        self.order: list[str] = []
+        self.elem_types: dict[str, int] = {}
         self.values: dict[str, np.ndarray] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.strict_failed = False  # some strict shape inference pass failed (see infer)
@@ -473,12 +499,147 @@ class _Importer:
         if not data_inputs:
             raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
         self.bind_dims(data_inputs, self.apply_input_shapes())
-        order = [out for node in nodes for out in node.output]
+        self.order = [out for node in nodes for out in node.output]
         self.known_values()
-        nodes, shapes = self.resolve(nodes, self.infer())
+        return self.finish(nodes, self.infer(), data_inputs, params)
+
+    def finish(
+        self,
+        nodes: list[onnx.NodeProto],
+        shapes: dict[str, list[int | str | None] | None],
+        data_inputs: list[onnx.ValueInfoProto],
+        params: set[str],
+    ) -> OpGraph:
+        """Resolve shapes and control flow, then emit: an If whose condition is known only at run time
+        is weighed branch by branch (:meth:`fork`); a subgraph left over is refused, never dropped."""
+        nodes, shapes = self.resolve(nodes, shapes)
+        runtime_if = next((n for n in nodes if is_if(n)), None)
+        if runtime_if is not None:
+            return self.fork(runtime_if, data_inputs, params)
+        left = next((n for n in nodes if holds_graph(n)), None)
+        if left is not None:
+            why = loop_trip_count(left, self.values)[1] if is_loop(left) else ""
+            raise UnsupportedOpError(f"{self.source}: node {refusal(left, why)}")
         if self.strict_failed:
-            self.check_declared(order)
-        return self.emit(nodes, shapes, data_inputs, params)
+            self.check_declared(self.order)
+        graph = self.emit(nodes, shapes, data_inputs, params)
+        notes = list(self.notes)
+        if self.folded_ifs:
+            notes.append(f"{self.folded_ifs} If node(s) with a condition the shapes fix: the branch taken inlined")
+        return replace(graph, control_flow=tuple(notes))
+
+    def clone(self) -> _Importer:
+        """An independent copy of this import's state (the graph, the folded values, the notes)."""
+        twin = _Importer.__new__(_Importer)
+        twin.__dict__.update(self.__dict__)
+        twin.model = onnx.ModelProto()
+        twin.model.CopyFrom(self.model)
+        twin.graph = twin.model.graph
+        twin.values = dict(self.values)
+        twin.initializers = {t.name: t for t in twin.graph.initializer}
+        twin.notes = list(self.notes)
+        twin.elem_types = dict(self.elem_types)
+        return twin
+
+    def fork(self, node: onnx.NodeProto, data_inputs: list[onnx.ValueInfoProto], params: set[str]) -> OpGraph:
+        """An If whose condition only a run knows: import the graph once with each branch inlined, weigh
+        both (the caller's measure of work: MACs + vector ops in the pipeline) and keep the costlier,
+        saying so in ``control_flow``."""
+        label = f"{node.name!r}" if node.name else f"with output {node.output[0]!r}"
+        if self.forks_left <= 0:
+            why = (
+                f"more than {MAX_RUNTIME_IFS} nested If nodes have conditions known only at run time (each doubles the "
+                "graphs weighed); give the input shapes that fix them, or re-export the model with them folded"
+            )
+            raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+        names = ("then_branch", "else_branch")
+        graphs: list[OpGraph | None] = []
+        failures: list[WseallocError] = []
+        for branch in names:
+            twin = self.clone()
+            twin.forks_left = self.forks_left - 1
+            twin.replace_node(node, inline_branch(twin.graph, _twin_node(twin.graph, node), branch))
+            twin_nodes = sorted_nodes(twin.graph, twin.source)
+            try:
+                graphs.append(twin.finish(twin_nodes, twin.infer(), data_inputs, params))
+            except (ShapeError, UnsupportedOpError) as exc:
+                # a branch that cannot run with these input shapes (exporters trace one branch per input
+                # size: Silero VAD's 8 kHz branch on a 16 kHz chunk) is not what a run executes
+                graphs.append(None)
+                failures.append(exc)
+        sizes = [len(graph_attr(node, b).node) for b in names]
+        cond = f"If {label}: condition {node.input[0]!r} is known only at run time"
+        first, second = graphs
+        if first is None and second is None:
+            raise failures[0]
+        if first is None or second is None:
+            pick = 0 if second is None else 1
+            other = str(failures[0]).removeprefix(f"{self.source}: ")
+            note = (
+                f"{cond}: {names[pick]} ({sizes[pick]} nodes) is planned; {names[1 - pick]} ({sizes[1 - pick]} nodes) "
+                f"cannot run with these input shapes ({other[:160]})"
+            )
+            chosen = graphs[pick]
+            assert chosen is not None
+            return replace(chosen, control_flow=(note, *chosen.control_flow))
+        weights = [self.weigh(first), self.weigh(second)]
+        pick = 0 if weights[0] >= weights[1] else 1
+        note = (
+            f"{cond}: the costlier branch is planned, {names[pick]} ({sizes[pick]} nodes, {weights[pick]:,} MACs + vector "
+            f"ops) over {names[1 - pick]} ({sizes[1 - pick]} nodes, {weights[1 - pick]:,})"
+        )
+        chosen = (first, second)[pick]
+        return replace(chosen, control_flow=(note, *chosen.control_flow))
+
+    def replace_node(self, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+        """Put ``nodes`` where ``node`` is in the graph; refresh the initializers and known values."""
+        out: list[onnx.NodeProto] = []
+        for n in self.graph.node:
+            if list(n.output) == list(node.output) and n.op_type == node.op_type:
+                out.extend(nodes)
+            else:
+                out.append(n)
+        del self.graph.node[:]
+        self.graph.node.extend(out)
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.known_values()
+
+    def expand_control_flow(self) -> bool:
+        """Inline every If whose condition is known and unroll every Loop whose trip count is; True if
+        anything changed (see :mod:`wsealloc.frontend.control`)."""
+        out: list[onnx.NodeProto] = []
+        changed = False
+        for node in list(self.graph.node):
+            if is_if(node) and node.input[0] in self.values:
+                branch = "then_branch" if truth(self.values[node.input[0]]) else "else_branch"
+                out.extend(inline_branch(self.graph, node, branch))
+                self.folded_ifs += 1
+                changed = True
+            elif is_loop(node):
+                trips, why = loop_trip_count(node, self.values)
+                if trips is None:
+                    out.append(node)
+                    continue
+                body = graph_attr(node, "body")
+                scans = len(body.output) - 1 - (len(node.input) - 2)
+                if trips == 0 and scans > 0:
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why + ' and its scan outputs would be empty')}")
+                if trips * len(body.node) > MAX_UNROLLED_NODES:
+                    why = (
+                        f"its {trips:,} iterations of {len(body.node)} nodes exceed the {MAX_UNROLLED_NODES:,} unrolled "
+                        "nodes wsealloc plans"
+                    )
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+                nodes, note = unroll_loop(self.graph, node, trips, self.opset)
+                out.extend(nodes)
+                self.notes.append(note)
+                changed = True
+            else:
+                out.append(node)
+        if changed:
+            del self.graph.node[:]
+            self.graph.node.extend(out)
+        return changed
 
     def resolve(
         self, nodes: list[onnx.NodeProto], shapes: dict[str, list[int | str | None] | None]
@@ -489,7 +650,8 @@ class _Importer:
             nodes = self.fold_round(nodes, shapes)
             self.rebuild(nodes)
             rewritten = rewrite_sequences(self.graph, shapes, self.values)
-            if rewritten:
+            expanded = self.expand_control_flow()
+            if rewritten or expanded:
                 self.initializers = {t.name: t for t in self.graph.initializer}
                 self.known_values()
                 nodes = sorted_nodes(self.graph, self.source)
@@ -579,7 +741,7 @@ class _Importer:
             dims=dict(self.dims),
             input_shapes=dict(self.input_shapes),
             onnx_nodes=self.onnx_nodes,
-            dropped_nodes=self.onnx_nodes - len(live_nodes),
+            dropped_nodes=max(self.onnx_nodes - len(live_nodes), 0),
         )
 
     def _check_size(self, name: str, label: str, shape: tuple[int, ...], elem_bytes: int) -> None:
@@ -634,6 +796,16 @@ def _quoted(option: str) -> str:
     return option if all(ch.isalnum() or ch in "._-=/:" for ch in option) else "'" + option.replace("'", "'\\''") + "'"
 
 
+def _twin_node(graph: onnx.GraphProto, node: onnx.NodeProto) -> onnx.NodeProto:
+    """The node of a cloned graph that is ``node`` of the original (outputs are unique: SSA)."""
+    return next(n for n in graph.node if list(n.output) == list(node.output) and n.op_type == node.op_type)
+
+
+def _output_elements(graph: OpGraph) -> int:
+    """A stand-in measure of work when the caller gives none: elements written by the graph's nodes."""
+    return sum(graph.tensors[o].numel for n in graph.nodes for o in n.outputs if o in graph.tensors)
+
+
 def _big_bytes(size: int) -> str:
     """A byte count in PiB from 1 PiB on (``format_bytes`` stops at TiB)."""
     return f"{size / 2**50:,.1f} PiB" if size >= 2**50 else format_bytes(size)
@@ -667,14 +839,17 @@ def import_onnx(
     *,
     weights_as_inputs: bool | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    weigh: Callable[[OpGraph], int] | None = None,
 ) -> OpGraph:
     """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
 
     ``dims`` binds symbolic input dims (``--dim NAME=VALUE``); ``input_shapes`` sets whole input shapes
-    (``--input-shape NAME=1x3x48x320``), whatever their dims are in the file. ``weights_as_inputs``: None detects
+    (``--input-shape NAME=1x3x48x320``), whatever their dims are in the file. ``weigh`` measures a
+    graph's work where an ``If`` condition is known only at run time (the costlier branch is kept; the
+    pipeline passes MACs + vector ops; default: elements written). ``weights_as_inputs``: None detects
     parameters listed as graph inputs without data (older exporters), True treats every static
     input as a parameter, False none.
     """
     source = str(path)
     model = load_model(path)
-    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes).run()
+    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes, weigh).run()

@@ -77,6 +77,7 @@ def summary(costs: CostTable) -> dict[str, Any]:
         "fused": costs.kgraph.fused,
         "dims": dict(ops.dims),
         "input_shapes": {name: list(shape) for name, shape in ops.input_shapes.items()},
+        "control_flow": list(ops.control_flow),
     }
 
 
@@ -131,6 +132,8 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
         f"{format_count(s['vector_ops'])}\nweights {format_bytes(s['weight_bytes'])} vs wafer SRAM "
         f"{format_bytes(s['wafer_sram_bytes'])}; {cores}; fits one wafer: {fits}"
     )
+    for note in s["control_flow"]:
+        console.print(f"control flow: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def fix_command(model: str, err: InputShapeError) -> str:
