@@ -147,7 +147,8 @@ def test_loop_with_run_time_trip_count_is_refused_on_one_line(tmp_path: Path) ->
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Loop" in result.stderr
 
 
-def test_scan_is_refused_not_dropped(tmp_path: Path) -> None:
+def _scan_model(path: Path, reverse: int = 0) -> Path:
+    """A running sum over the 5 rows of x: state s [64] += x_t, every state emitted (a Scan)."""
     body = helper.make_graph(
         [
             helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="acc"),
@@ -159,9 +160,36 @@ def test_scan_is_refused_not_dropped(tmp_path: Path) -> None:
     )
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, D])
     s0 = helper.make_tensor_value_info("s0", TensorProto.FLOAT, [D])
-    scan = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], name="cumsum", body=body, num_scan_inputs=1)
+    scan = helper.make_node(
+        "Scan", ["s0", "x"], ["s", "ys"], name="cumsum", body=body, num_scan_inputs=1, scan_input_directions=[reverse]
+    )
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("s", "ys")]
     graph = helper.make_graph([scan], "g", [s0, x], outs)
-    path = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "scan.onnx")
-    with pytest.raises(UnsupportedOpError, match=r"node 'cumsum' \(Scan\) holds a subgraph \(Scan is not costed"):
-        import_onnx(path)
+    return builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_scan_unrolled_over_its_length(tmp_path: Path, reverse: int) -> None:
+    g = import_onnx(_scan_model(tmp_path / "scan.onnx", reverse))
+    assert sum(n.op_type == "Add" for n in g.nodes) == 5
+    assert g.tensors["ys"].shape == (5, D) and g.tensors["s"].shape == (D,)
+    assert g.control_flow == ("Scan 'cumsum': body of 2 nodes unrolled 5 times (the length of its scan inputs)",)
+    slices = [n for n in g.nodes if n.op_type == "Gather"]
+    assert len(slices) == 5  # iteration i reads row i (row 4 - i in reverse), read from the constants
+    assert [int(g.constants[n.inputs[1]]) for n in slices] == ([4, 3, 2, 1, 0] if reverse else [0, 1, 2, 3, 4])
+
+
+def test_other_ops_holding_a_graph_are_refused_not_dropped(tmp_path: Path) -> None:
+    inner = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="inner")],
+        "inner",
+        [],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])],
+    )
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    node = helper.make_node("Repeat", ["x"], ["y"], name="custom", domain="com.acme", body=inner)
+    graph = helper.make_graph([node], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.acme", 1)])
+    with pytest.raises(UnsupportedOpError, match=r"'custom' \(Repeat\) holds a subgraph"):
+        import_onnx(builders.save(model, tmp_path / "custom.onnx"))

@@ -13,7 +13,10 @@ resolved (``frontend.importer`` calls these between its folding rounds):
   the previous iteration's carried values; scan outputs are stacked along a new first axis
   (``Unsqueeze`` + ``Concat``), as ONNX defines them. A body whose condition may end the loop early is
   counted for all ``M`` iterations (the most a run executes). Without a known ``M`` the loop is refused.
-- ``Scan`` and any other op holding a graph are refused with a one-line reason (:func:`refusal`).
+- ``Scan`` (opset 9 on) once its scan inputs' shapes are known: unrolled over their length
+  (:func:`unroll_scan`), each iteration reading its slice (``Gather``) and the previous states, scan
+  outputs stacked along their axes (reversed where a direction says so).
+- Any other op holding a graph is refused with a one-line reason (:func:`refusal`).
 
 Never silently nothing: a node holding a subgraph is never dropped as shape-only.
 """
@@ -245,6 +248,87 @@ def unroll_loop(graph: onnx.GraphProto, node: onnx.NodeProto, trips: int, opset:
     return nodes, note
 
 
+def is_scan(node: onnx.NodeProto) -> bool:
+    """An ONNX ``Scan`` node."""
+    return node.op_type == "Scan" and node.domain in _DEFAULT
+
+
+def _ints_attr(node: onnx.NodeProto, name: str, count: int) -> list[int]:
+    for a in node.attribute:
+        if a.name == name:
+            return list(a.ints) + [0] * (count - len(a.ints))
+    return [0] * count
+
+
+def scan_length(node: onnx.NodeProto, shapes: Mapping[str, list[int | str | None] | None], opset: int) -> tuple[int | None, str]:
+    """How many iterations a ``Scan`` runs (its scan inputs' length along their axes), or None and why."""
+    if opset < 9:
+        return None, "Scan before opset 9 carries a batch axis of its own"
+    m = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    scanned = list(node.input[len(node.input) - m :])
+    axes = _ints_attr(node, "scan_input_axes", m)
+    lengths: set[int] = set()
+    for name, axis in zip(scanned, axes, strict=True):
+        dims = shapes.get(name)
+        if dims is None or not all(isinstance(d, int) for d in dims):
+            return None, f"the shape of its scan input {name!r} is not known yet"
+        lengths.add(int(dims[axis % len(dims)]))  # type: ignore[arg-type]
+    if len(lengths) != 1:
+        return None, f"its scan inputs have different lengths {sorted(lengths)}"
+    return lengths.pop(), ""
+
+
+def unroll_scan(graph: onnx.GraphProto, node: onnx.NodeProto, trips: int, opset: int) -> tuple[list[onnx.NodeProto], str]:
+    """The nodes that replace ``Scan`` node ``node`` (``trips`` iterations), and a sentence saying so:
+    iteration ``i`` reads slice ``i`` of every scan input (``Gather`` along its axis, from the end for a
+    reverse direction) and the previous states; scan outputs are stacked along their axes."""
+    body = graph_attr(node, "body")
+    m = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+    n_state = len(node.input) - m
+    k = len(body.output) - n_state
+    in_axes, in_dirs = _ints_attr(node, "scan_input_axes", m), _ints_attr(node, "scan_input_directions", m)
+    out_axes, out_dirs = _ints_attr(node, "scan_output_axes", k), _ints_attr(node, "scan_output_directions", k)
+    names = _Names(_all_names(graph))
+    label = node.name or node.output[0]
+    nodes: list[onnx.NodeProto] = []
+    current = list(node.input[:n_state])
+    scans: list[list[str]] = [[] for _ in range(k)]
+    for i in range(trips):
+        tag = f"it{i}"
+        bind = {b.name: outer for b, outer in zip(body.input[:n_state], current, strict=True)}
+        for j, (b, outer) in enumerate(zip(body.input[n_state:], node.input[n_state:], strict=True)):
+            index = names.fresh(f"{label}/index{j}", tag)
+            graph.initializer.append(numpy_helper.from_array(np.array(trips - 1 - i if in_dirs[j] else i, dtype=np.int64), index))
+            part = names.fresh(f"{outer}/slice", tag)
+            nodes.append(helper.make_node("Gather", [outer, index], [part], name=f"{label}/slice{j}@{tag}", axis=in_axes[j]))
+            bind[b.name] = part
+        copies, rename = _copy_body(body, names, tag, bind, graph, rename_all=True)
+        nodes.extend(copies)
+        outs = [rename.get(o.name, o.name) for o in body.output]
+        current = outs[:n_state]
+        for s, name in enumerate(outs[n_state:]):
+            stacked = names.fresh(f"{name}/stack", tag)
+            if opset >= 13:
+                axis_name = names.fresh(f"{label}/axis{s}", tag)
+                graph.initializer.append(numpy_helper.from_array(np.array([out_axes[s]], dtype=np.int64), axis_name))
+                nodes.append(helper.make_node("Unsqueeze", [name, axis_name], [stacked], name=f"{label}/unsqueeze{s}@{tag}"))
+            else:
+                unsqueeze = helper.make_node(
+                    "Unsqueeze", [name], [stacked], name=f"{label}/unsqueeze{s}@{tag}", axes=[out_axes[s]]
+                )
+                nodes.append(unsqueeze)
+            scans[s].append(stacked)
+    for outer, value in zip(node.output[:n_state], current, strict=False):
+        if outer:
+            nodes.append(helper.make_node("Identity", [value], [outer], name=f"{label}/{outer}"))
+    for s, outer in enumerate(node.output[n_state:]):
+        if outer:
+            parts = scans[s][::-1] if out_dirs[s] else scans[s]
+            nodes.append(helper.make_node("Concat", parts, [outer], name=f"{label}/scan{s}", axis=out_axes[s]))
+    note = f"Scan {label!r}: body of {len(body.node)} nodes unrolled {trips} times (the length of its scan inputs)"
+    return nodes, note
+
+
 def refusal(node: onnx.NodeProto, why: str = "") -> str:
     """Why a node holding a subgraph cannot be costed (the tail of a one-line error)."""
     label = f"{node.name!r} ({node.op_type})" if node.name else f"a {node.op_type} node"
@@ -253,9 +337,9 @@ def refusal(node: onnx.NodeProto, why: str = "") -> str:
             f"{label} cannot be costed: {why}, so how often its body runs is unknown; re-export with the loop "
             "unrolled (a fixed trip count), or give the input shapes that fix it"
         )
-    if is_if(node):
+    if is_if(node) or is_scan(node):
         return f"{label} cannot be costed: {why}"
     return (
-        f"{label} holds a subgraph ({node.op_type} is not costed: wsealloc inlines If branches and unrolls Loops with "
-        "a known trip count); re-export the model without it (e.g. torch.onnx.export(..., dynamo=True) unrolls scans)"
+        f"{label} holds a subgraph ({node.op_type} is not costed: wsealloc inlines If branches and unrolls Loops and "
+        "Scans with a known length); re-export the model without it"
     )

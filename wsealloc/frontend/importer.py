@@ -26,10 +26,13 @@ from wsealloc.frontend.control import (
     inline_branch,
     is_if,
     is_loop,
+    is_scan,
     loop_trip_count,
     refusal,
+    scan_length,
     truth,
     unroll_loop,
+    unroll_scan,
 )
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
@@ -518,7 +521,13 @@ class _Importer:
             return self.fork(runtime_if, data_inputs, params)
         left = next((n for n in nodes if holds_graph(n)), None)
         if left is not None:
-            why = loop_trip_count(left, self.values)[1] if is_loop(left) else ""
+            why = (
+                loop_trip_count(left, self.values)[1]
+                if is_loop(left)
+                else scan_length(left, shapes, self.opset)[1]
+                if is_scan(left)
+                else ""
+            )
             raise UnsupportedOpError(f"{self.source}: node {refusal(left, why)}")
         if self.strict_failed:
             self.check_declared(self.order)
@@ -604,7 +613,7 @@ class _Importer:
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.known_values()
 
-    def expand_control_flow(self) -> bool:
+    def expand_control_flow(self, shapes: Mapping[str, list[int | str | None] | None]) -> bool:
         """Inline every If whose condition is known and unroll every Loop whose trip count is; True if
         anything changed (see :mod:`wsealloc.frontend.control`)."""
         out: list[onnx.NodeProto] = []
@@ -634,6 +643,22 @@ class _Importer:
                 out.extend(nodes)
                 self.notes.append(note)
                 changed = True
+            elif is_scan(node):
+                length, why = scan_length(node, shapes, self.opset)
+                if length is None:
+                    out.append(node)
+                    continue
+                body = graph_attr(node, "body")
+                if length * len(body.node) > MAX_UNROLLED_NODES:
+                    why = (
+                        f"its {length:,} iterations of {len(body.node)} nodes exceed the {MAX_UNROLLED_NODES:,} unrolled "
+                        "nodes wsealloc plans"
+                    )
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+                nodes, note = unroll_scan(self.graph, node, length, self.opset)
+                out.extend(nodes)
+                self.notes.append(note)
+                changed = True
             else:
                 out.append(node)
         if changed:
@@ -650,7 +675,7 @@ class _Importer:
             nodes = self.fold_round(nodes, shapes)
             self.rebuild(nodes)
             rewritten = rewrite_sequences(self.graph, shapes, self.values)
-            expanded = self.expand_control_flow()
+            expanded = self.expand_control_flow(shapes)
             if rewritten or expanded:
                 self.initializers = {t.name: t for t in self.graph.initializer}
                 self.known_values()
