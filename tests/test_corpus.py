@@ -150,7 +150,7 @@ def test_one_real_model_solves_and_verifies(tmp_path: Path) -> None:
     """The default pytest solves one corpus model end to end (the slow group solves them all)."""
     case = next(c for c in CASES if c.name == "silero-16k-op15")
     plan = tmp_path / "plan.json"
-    result = run("solve", str(model_path(case)), *case.options, "--time-limit", "4", "-o", str(plan))
+    result = run("solve", str(model_path(case)), *case.options, "--time-limit", "2", "-o", str(plan))
     assert result.returncode == 0, result.stderr
     assert "bottleneck kernel" in result.stdout and "control flow: If" in result.stdout
     verified = run("verify", str(plan))
