@@ -34,6 +34,18 @@ class ShapeError(WseallocError):
     """A tensor shape cannot be resolved (unbound symbolic dim, zero dim, unknown shape)."""
 
 
+class InputShapeError(ShapeError):
+    """A model input has sizes the model leaves open (unknown, unnamed, 0 or -1, or an unbound named dim).
+
+    ``inputs`` lists every data input as (name, shape text); ``options`` the ``--input-shape`` values that
+    fix it, known sizes filled in and ``N`` where the user must choose (``inspect`` prints them)."""
+
+    def __init__(self, message: str, inputs: tuple[tuple[str, str], ...] = (), options: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.inputs = inputs
+        self.options = options
+
+
 class UnsupportedOpError(WseallocError):
     """The cost model does not know an op (use ``--allow-unknown-ops`` for a fallback cost)."""
 

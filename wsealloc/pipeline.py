@@ -1,4 +1,5 @@
-"""Front half of every command: model source + arch -> kernels -> cost table (no solving here)."""
+"""Front half of every command: model source + arch -> kernels -> cost table (no solving here);
+the parsing of ``--dim`` and ``--input-shape``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from collections.abc import Sequence
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
+from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
+from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import KernelGraph, build_kernels
 from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
@@ -34,10 +37,50 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
     return dims
 
 
+def parse_input_shapes(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Parse repeated ``--input-shape NAME=1x3x48x320`` options (sizes separated by ``x`` or ``,``) into
+    a mapping. The last ``=`` separates the name, so input names holding ``=`` work too."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for opt in options:
+        name, sep, text = opt.rpartition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise UsageError(f"--input-shape {opt!r}: expected NAME=SIZES, e.g. --input-shape x=1x3x48x320")
+        parts = text.strip().lower().replace(",", "x").split("x")
+        try:
+            shape = tuple(int(p.strip().replace("_", "")) for p in parts)
+        except ValueError:
+            raise UsageError(
+                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them as 1x3x48x320"
+            ) from None
+        if any(v <= 0 for v in shape):
+            raise UsageError(
+                f"--input-shape {opt!r}: sizes must be positive integers (the model's unknown dims are what you give)"
+            )
+        if name in shapes and shapes[name] != shape:
+            raise UsageError(
+                f"--input-shape {name} is given twice ({'x'.join(map(str, shapes[name]))} and {text.strip()}); keep one"
+            )
+        shapes[name] = shape
+    return shapes
+
+
+def graph_work(graph: OpGraph) -> int:
+    """MACs + vector ops of every node (ops the cost model does not know: one per output element): how
+    the front end weighs the two branches of an If whose condition only a run knows."""
+    return sum(w.macs + w.vector_ops for w in (op_work(node, graph, allow_unknown=True) for node in graph.nodes))
+
+
 def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
     """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
     group it into kernels."""
-    graph = import_onnx(source.onnx_path(), source.dims, weights_as_inputs=source.weights_as_inputs)
+    graph = import_onnx(
+        source.onnx_path(),
+        source.dims,
+        weights_as_inputs=source.weights_as_inputs,
+        input_shapes=source.input_shapes,
+        weigh=graph_work,
+    )
     return build_kernels(mark_state(graph), fuse=source.fuse)
 
 

@@ -40,6 +40,7 @@ from wsealloc.frontend.sources import (
     as_onnx,
     parse_model_source,
 )
+from wsealloc.pipeline import parse_input_shapes
 from wsealloc.problem.objective import OBJECTIVES, ObjectiveKind
 from wsealloc.solvers import solver_names
 
@@ -143,6 +144,7 @@ class RequestOptions(TypedDict, total=False):
     onto one field of :class:`SolveRequest` (defaults: the request's own)."""
 
     dims: Mapping[str, int]
+    input_shapes: Mapping[str, Sequence[int] | str]
     sets: Sequence[str]
     solver: str
     time_limit: float
@@ -185,13 +187,16 @@ def build_request(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in dims.items()
     ):
         raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
+    shapes = _input_shapes(opts.get("input_shapes") or {})
     fuse = bool(opts.get("fuse", True))
     if isinstance(model, (str, Path)):
         try:
-            source = parse_model_source(model, dict(dims), fuse, base)
+            source = parse_model_source(model, dict(dims), fuse, base, shapes)
         except ValidationError as exc:
             raise UsageError(f"model {model}: {_first_error(exc)}") from exc
-    elif as_onnx(model) is not None or as_kgraph(model) is not None:
+    elif (onnx := as_onnx(model)) is not None:
+        source = _with_shapes(onnx, shapes) if shapes else onnx
+    elif as_kgraph(model) is not None:
         source = model
     else:
         raise UsageError(f"model {model!r}: expected a file path, synthetic:KIND:N or a model source")
@@ -208,6 +213,7 @@ def build_request(
             name
             for name, given in (
                 ("dims", bool(dims)),
+                ("input_shapes", bool(shapes)),
                 ("fuse", not fuse),
                 ("allow_unknown_ops", bool(opts.get("allow_unknown_ops", False))),
                 ("cost", str(opts.get("cost", "standard")) != "standard"),
@@ -218,8 +224,8 @@ def build_request(
         if onnx_only:
             raise UsageError(
                 f"{source.label}: a .kgraph instance is costed by the contest's kernel library; "
-                f"{', '.join(onnx_only)} (--dim, --no-fuse, --allow-unknown-ops, --cost-model, --solver) apply to ONNX "
-                "models (the contest placement runs its own strips + CP-SAT engine)"
+                f"{', '.join(onnx_only)} (--dim, --input-shape, --no-fuse, --allow-unknown-ops, --cost-model, --solver) "
+                "apply to ONNX models (the contest placement runs its own strips + CP-SAT engine)"
             )
         header = {**contest.header, **kgraph_header(arch, [str(s) for s in sets])}
         try:  # validated like any source (a zero width is refused here)
@@ -258,6 +264,36 @@ def build_request(
         raise UsageError(_first_error(exc)) from exc
     except WseallocError:
         raise
+
+
+def _input_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` of the Python API and suites: a mapping of input names to sizes (a list of
+    integers, or the command line's ``"1x3x48x320"``)."""
+    example = "e.g. {'x': [1, 3, 48, 320]}"
+    if not isinstance(shapes, Mapping):
+        raise UsageError(f"input_shapes {shapes!r}: expected a mapping of input names to shapes, {example}")
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in shapes.items():
+        if isinstance(shape, str):
+            out.update(parse_input_shapes([f"{name}={shape}"]))
+            continue
+        if (
+            not isinstance(name, str)
+            or isinstance(shape, (str, bytes))
+            or not isinstance(shape, Sequence)
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
+        ):
+            raise UsageError(f"input_shapes {name!r}: {shape!r} is not a list of sizes, {example}")
+        out[name] = tuple(int(v) for v in shape)
+    return out
+
+
+def _with_shapes(source: OnnxSource | SyntheticSource, shapes: dict[str, tuple[int, ...]]) -> OnnxSource | SyntheticSource:
+    """A source given as an object, with the request's ``input_shapes`` (validated like any source's)."""
+    try:
+        return type(source).model_validate({**source.model_dump(), "input_shapes": {**source.input_shapes, **shapes}})
+    except ValidationError as exc:
+        raise UsageError(f"model {source.label}: {_first_error(exc)}") from exc
 
 
 def kgraph_header(arch: str | Path | Arch | None, sets: Sequence[str]) -> dict[str, int]:

@@ -71,6 +71,8 @@ class Instance(_Frozen):
     arch: str | None = None  # None: wse2 for ONNX models; a .kgraph instance keeps its header
     sets: tuple[str, ...] = ()
     dims: dict[str, Annotated[int, Field(gt=0, lt=2**31)]] = {}
+    # whole input shapes (--input-shape): a list of sizes or "1x3x48x320"
+    input_shapes: dict[str, list[int] | str] = {}
     solver: str = "cpsat"
     place: bool = False
     allow_unknown_ops: bool = False  # cost ops the model does not know as 1 vector op per output element
@@ -88,6 +90,7 @@ class Instance(_Frozen):
             self.arch,
             base=base,
             dims=self.dims,
+            input_shapes=self.input_shapes,
             sets=self.sets,
             solver=self.solver,
             time_limit=self.time_limit,

@@ -26,7 +26,7 @@ from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.budget import StopHook
 from wsealloc.cli.options import debug_option, model_options, solver_options, with_request
-from wsealloc.errors import Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
+from wsealloc.errors import InputShapeError, Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
 from wsealloc.frontend.kgraph import looks_like_kgraph
 from wsealloc.frontend.sources import KgraphSource, as_kgraph
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
@@ -53,10 +53,17 @@ def inspect(request: SolveRequest, model: str, arch: str | None, as_json: bool, 
     if contest is not None:
         _inspect_contest(contest, as_json, kernel_name, show_all)
         return
-    from wsealloc.report.inspect import inspect_json, op_model_rows, print_inspect, print_op_models
+    from wsealloc.report.inspect import inputs_json, inspect_json, op_model_rows, print_inputs, print_inspect, print_op_models
 
-    costs = _costs(request, check_feasible=False)
     console = make_console()
+    try:
+        costs = _costs(request, check_feasible=False)
+    except InputShapeError as err:  # list the inputs and the command that fixes them, then the error line
+        if as_json:
+            click.echo(json.dumps(inputs_json(model, err), indent=1))
+        else:
+            print_inputs(model, err, console)
+        raise
     if kernel_name is not None:
         names = [kc.kernel.name for kc in costs.kernels]
         if kernel_name not in names:

@@ -1,6 +1,6 @@
 """Click options shared by the commands, and the one place the command line becomes a request.
 
-``model_options`` (model, ``--arch``, ``--set``, ``--dim``, ``--cost-model``, ``--no-fuse``,
+``model_options`` (model, ``--arch``, ``--set``, ``--dim``, ``--input-shape``, ``--cost-model``, ``--no-fuse``,
 ``--allow-unknown-ops``) and ``solver_options`` (``--solver``, ``--time-limit``, ``--workers``,
 ``--seed``, ``--no-place``) are spelled here once; :func:`with_request` turns them into a validated
 :class:`~wsealloc.request.SolveRequest` before the command runs, so a command function receives
@@ -18,7 +18,7 @@ import click
 
 from wsealloc.arch import PRESETS
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
-from wsealloc.pipeline import parse_dims
+from wsealloc.pipeline import parse_dims, parse_input_shapes
 from wsealloc.request import build_request
 from wsealloc.solvers import solver_names
 
@@ -57,11 +57,19 @@ def _set_option(fn: F) -> F:
 
 
 def _costing_options(fn: F) -> F:
-    """How a model becomes costed kernels: ``--dim``, ``--cost-model``, ``--no-fuse``, ``--allow-unknown-ops``."""
+    """How a model becomes costed kernels: ``--dim``, ``--input-shape``, ``--cost-model``, ``--no-fuse``,
+    ``--allow-unknown-ops``."""
     return _apply(
         fn,
         [
-            click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a symbolic input dim (repeatable)."),
+            click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Bind a named input dim (repeatable)."),
+            click.option(
+                "--input-shape",
+                "input_shapes",
+                multiple=True,
+                metavar="NAME=1x3x48x320",
+                help="Set a model input's whole shape, whatever its dims are (named, unnamed, -1, 0); repeatable.",
+            ),
             click.option(
                 "--cost-model",
                 "cost",
@@ -148,6 +156,7 @@ def with_request(fn: F) -> F:
     def wrapper(**params: Any) -> Any:
         options: dict[str, Any] = {key: params.pop(name) for name, key in _REQUEST_KEYS.items() if name in params}
         options["dims"] = parse_dims(params.pop("dims", ()))
+        options["input_shapes"] = parse_input_shapes(params.pop("input_shapes", ()))
         options["fuse"] = not params.pop("no_fuse", False)
         if "no_place" in params:
             options["place"] = not params["no_place"]

@@ -89,6 +89,13 @@ class KernelWork:
     # a lookup table too large for the grid its output spans (one decode token's embedding row): its
     # rows are spread over grid rows too (0: the output's extents suffice)
     table_rows: int = field(default=0, kw_only=True)
+    # Recurrent kernels (LSTM, GRU, RNN anchors): ``steps`` dependent time steps, one after the other on
+    # the same grid; g, m, n, k, rows and cols are ONE step's, macs, vector_ops, in/out bytes all steps'.
+    # ``step_syncs``: dependent phases per step (each pays the grid's fill); ``feedback_bytes``: the hidden
+    # state fed back to every grid row each step. 1, 1, 0 for every other kernel (docs/cost-model.md).
+    steps: int = field(default=1, kw_only=True)
+    step_syncs: int = field(default=1, kw_only=True)
+    feedback_bytes: int = field(default=0, kw_only=True)
 
     @property
     def is_mac(self) -> bool:

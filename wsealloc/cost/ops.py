@@ -35,6 +35,8 @@ class Gemm:
     a: str
     b: str
     weight: str | None
+    # further parameters stacked under B along K (a recurrent layer's R under its W): resident like B
+    also: tuple[str, ...] = ()
 
     @property
     def macs(self) -> int:
@@ -53,6 +55,13 @@ class OpWork:
     cols: int = 1
     row_reduce: bool = False  # reduces along cols (softmax, norms): costs a row reduction when cols are split
     table: str | None = None  # a parameter looked up by index (embedding): sharded over all cores
+    # Recurrent layers (LSTM, GRU, RNN): ``steps`` dependent time steps run one after the other on the
+    # same grid; ``gemm``, ``rows`` and ``cols`` describe ONE step, ``macs`` and ``vector_ops`` all of
+    # them. ``step_syncs``: dependent phases per step, each a round trip over the grid (GRU's reset
+    # gate before its recurrent product: 2); ``state_elems``: hidden-state elements fed back each step.
+    steps: int = 1
+    step_syncs: int = 1
+    state_elems: int = 0
 
 
 WorkFn = Callable[[OpNode, OpGraph], OpWork]
@@ -405,6 +414,108 @@ def gather(node: OpNode, graph: OpGraph) -> OpWork:
     table = node.inputs[0] if node.op_type == "Gather" and _is_weight(graph, node.inputs[0]) else None
     work = _elementwise_like(node, graph, 1)
     return OpWork(vector_ops=work.vector_ops, rows=work.rows, cols=work.cols, table=table)
+
+
+# -- recurrent family ------------------------------------------------------------------------------
+
+# gates per step: RNN one (the new state), GRU three (update z, reset r, candidate), LSTM four (i, o, f, c)
+RECURRENT_GATES: dict[str, int] = {"RNN": 1, "GRU": 3, "LSTM": 4}
+# the activations ONNX's recurrent ops accept, in vector ops per element (as OPS_PER_ELEMENT; ScaledTanh
+# and Affine scale around their function)
+ACTIVATION_OPS: dict[str, int] = {
+    "Tanh": 4,
+    "Sigmoid": 4,
+    "Relu": 1,
+    "Affine": 2,
+    "LeakyRelu": 2,
+    "ThresholdedRelu": 2,
+    "ScaledTanh": 6,
+    "HardSigmoid": 2,
+    "Elu": 4,
+    "Softsign": 2,
+    "Softplus": 4,
+}
+_DEFAULT_ACTIVATIONS: dict[str, tuple[str, ...]] = {
+    "RNN": ("Tanh",),
+    "GRU": ("Sigmoid", "Tanh"),
+    "LSTM": ("Sigmoid", "Tanh", "Tanh"),
+}
+
+
+def _activation_ops(node: OpNode, directions: int) -> list[int]:
+    """Vector ops per element of each activation of one direction (f, g, h as ONNX names them): the
+    ``activations`` attribute (all directions' lists one after the other) or the op's defaults."""
+    default = _DEFAULT_ACTIVATIONS[node.op_type]
+    given = node.attr("activations", ())
+    names = list(given[: len(default)]) if isinstance(given, tuple) and len(given) >= len(default) else list(default)
+    return [ACTIVATION_OPS.get(str(name), 4) for name in names]
+
+
+def recurrent_step_vector_ops(node: OpNode, hidden: int, directions: int) -> int:
+    """Vector ops of one step, one direction, one sequence of the batch (docs/cost-model.md, section 1):
+    the gate activations, the cell/state update, the biases, the peepholes and the clip."""
+    op = node.op_type
+    gates = RECURRENT_GATES[op]
+    act = _activation_ops(node, directions)
+    if op == "LSTM":
+        # f(i), f(f), f(o), g(c~), h(c); c = f*c + i*c~ (3), h = o*h(c) (1)
+        per = hidden * (3 * act[0] + act[1] + act[2]) + 4 * hidden
+        if len(node.inputs) > 7 and node.inputs[7]:
+            per += 6 * hidden  # peepholes: p_i*c, p_f*c, p_o*c and their adds
+    elif op == "GRU":
+        # f(z), f(r), g(h~); r*h (or r*(h R + Rb)) (1); h = (1 - z)*h~ + z*h (4)
+        per = hidden * (2 * act[0] + act[1]) + 5 * hidden
+    else:
+        per = hidden * act[0]
+    if len(node.inputs) > 3 and node.inputs[3]:
+        per += 2 * gates * hidden  # B holds Wb and Rb: two adds per gate element
+    if node.attr("clip") is not None:
+        per += 2 * gates * hidden  # clip each gate input to [-clip, clip]: a min and a max
+    return per
+
+
+@register("LSTM", "GRU", "RNN")
+def recurrent(node: OpNode, graph: OpGraph) -> OpWork:
+    """A recurrent layer as ONNX defines it: per time step and direction, the gates' pre-activations are
+    ``[x_t, h_t-1] . [W; R]^T`` (gates x hidden outputs, input + hidden long), then the activations and
+    the state update. Steps depend on each other (h_t needs h_t-1): the grid runs them one after the
+    other, so ``gemm`` is one step (G = directions, M = batch, N = gates x hidden, K = input + hidden).
+
+    ``layout`` 0: X is [seq, batch, input]; 1: [batch, seq, input]. A constant ``sequence_lens`` caps the
+    steps at its largest length; data lengths are not known ahead, so every step is counted."""
+    op = node.op_type
+    gates = RECURRENT_GATES[op]
+    x = _shape(graph, node.inputs[0])
+    w = _shape(graph, node.inputs[1])
+    if len(x) != 3 or len(w) != 3:
+        raise ValueError(f"X must be rank 3 and W rank 3, got {list(x)} and {list(w)}")
+    seq, batch = (x[1], x[0]) if _int_attr(node, "layout", 0) == 1 else (x[0], x[1])
+    inp = x[2]
+    directions = w[0]
+    hidden = _int_attr(node, "hidden_size", w[1] // gates)
+    if hidden <= 0 or w[1] != gates * hidden:
+        raise ValueError(f"W {list(w)} does not hold {gates} gates of hidden size {hidden}")
+    steps = seq
+    lens = node.inputs[4] if len(node.inputs) > 4 else ""
+    if lens and lens in graph.constants:
+        steps = max(1, min(seq, int(np.max(graph.constants[lens]))))
+    k = inp + hidden
+    r_name = node.inputs[2]
+    w_name = node.inputs[1]
+    weight = w_name if _is_weight(graph, w_name) else None
+    gemm = Gemm(directions, batch, gates * hidden, k, node.inputs[0], w_name, weight, (r_name,) if weight else ())
+    vec = steps * directions * batch * recurrent_step_vector_ops(node, hidden, directions)
+    lbr = _int_attr(node, "linear_before_reset", 0)
+    return OpWork(
+        macs=steps * gemm.macs,
+        vector_ops=vec,
+        gemm=gemm,
+        rows=batch,
+        cols=directions * gates * hidden,
+        steps=steps,
+        step_syncs=2 if op == "GRU" and lbr == 0 else 1,
+        state_elems=directions * batch * hidden,
+    )
 
 
 def _elementwise(node: OpNode, graph: OpGraph) -> OpWork:

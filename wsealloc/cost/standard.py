@@ -47,12 +47,13 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     macs = sum(w.macs for w in works)
     vector_ops = sum(w.vector_ops for w in works)
     gemm = anchor.gemm if anchor.macs > 0 else None
-    b_bytes = tensor_bytes(graph, gemm.b, arch) if gemm else 0
+    stacked = [n for n in gemm.also if n] if gemm else []  # R under W: resident with B
+    b_bytes = (tensor_bytes(graph, gemm.b, arch) + sum(tensor_bytes(graph, n, arch) for n in stacked)) if gemm else 0
     main_weight = gemm.weight if gemm else None
     tables = {w.table for w in works if w.table}
     col_w = shard_w = 0
     for name in kernel.weights:
-        if name == main_weight:
+        if name == main_weight or name in stacked:
             continue
         size = tensor_bytes(graph, name, arch)
         if name not in tables and graph.tensors[name].numel <= anchor.cols:
@@ -88,6 +89,9 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
         in_bytes=in_bytes,
         out_bytes=sum(tensor_bytes(graph, t, arch) for t in kernel.outputs),
         weight_bytes=sum(tensor_bytes(graph, t, arch) for t in kernel.weights),
+        steps=anchor.steps,
+        step_syncs=anchor.step_syncs,
+        feedback_bytes=anchor.state_elems * arch.dtype.bytes,
     )
 
 
@@ -106,15 +110,19 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
     blk = float(options.stream_block_rows)
     rows, cols = float(work.rows), float(work.cols)
     tile_rows, tile_cols = _cdiv(rows, rf), _cdiv(cols, cf)
+    # A recurrent kernel's steps run one after the other: everything below is one step (its share of
+    # the vector work and of the bytes in and out, plus the hidden state fed back); 1 step otherwise.
+    steps = float(work.steps)
+    vector_ops, in_bytes, out_bytes = (float(x) / steps for x in (work.vector_ops, work.in_bytes, work.out_bytes))
     # Vector work (epilogues, or all of a vector kernel) spreads over the output tile of each core.
-    vec_core = _cdiv(float(work.vector_ops) * tile_rows * tile_cols, rows * cols)
+    vec_core = _cdiv(vector_ops * tile_rows * tile_cols, rows * cols)
     zeros = np.zeros_like(rf)
     weights_core = _cdiv(float(work.col_weight_bytes), cf) + _cdiv(float(work.shard_weight_bytes), rf * cf)
     # a stationary B operand that is a KV cache: its tile shrinks by the cache / view ratio (the GQA
     # repeat is a view: 32 query heads read 8 cached ones); other state is sharded over every core
     b_scale = min(1.0, work.b_state_bytes / work.b_bytes) if work.b_state_bytes and work.b_bytes else 1.0
     other_state = _cdiv(float(work.state_bytes - work.b_state_bytes), rf * cf)
-    in_row = _cdiv(_cdiv(float(work.in_bytes), rf), link)
+    in_row = _cdiv(_cdiv(in_bytes + float(work.feedback_bytes), rf), link)
 
     if dataflow is Dataflow.WEIGHT_STATIONARY:
         k_tile = _cdiv(float(work.k), rf)
@@ -124,7 +132,7 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
         resident = np.ceil(k_tile * tile_cols * b * b_scale)
         buffers = 2 * blk * (k_tile * b + tile_cols * acc)
         reduce = np.where(r > 1, _cdiv(rows * tile_cols * acc, link), zeros)
-        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(float(work.out_bytes), cf), link)])
+        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(out_bytes, cf), link)])
     elif dataflow is Dataflow.OUTPUT_STATIONARY:
         k = float(work.k)
         mac_core = tile_rows * tile_cols * k
@@ -140,7 +148,7 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
             resident = groups * k * _cdiv(float(work.n), cf) * b
             in_b = _cdiv(_cdiv(float(work.b_bytes), cf), link)
         buffers = 2 * blk * (k * b + tile_cols * b)
-        noc = np.maximum.reduce([in_row, in_b, _cdiv(_cdiv(float(work.out_bytes), rf), link)])
+        noc = np.maximum.reduce([in_row, in_b, _cdiv(_cdiv(out_bytes, rf), link)])
     elif dataflow is Dataflow.VECTOR:
         mac_core = zeros
         # a table spread over more rows than the output has: the grid is sized for its storage
@@ -148,16 +156,19 @@ def grid_costs(work: KernelWork, arch: Arch, options: CostOptions, dataflow: Dat
         useful = stored * cols
         padded = rf * _cdiv(stored, rf) * cf * tile_cols
         resident = zeros
-        io_row = _cdiv(float(work.in_bytes + work.out_bytes), rows)
+        io_row = _cdiv(in_bytes + out_bytes, rows)
         buffers = 2 * blk * _cdiv(io_row, cf)
         reduce = np.where((c > 1) & work.row_reduce, _cdiv(2 * tile_rows * acc, link), zeros)
-        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(float(work.out_bytes), rf), link)])
+        noc = np.maximum.reduce([in_row, reduce, _cdiv(_cdiv(out_bytes, rf), link)])
     else:
         raise ValueError(f"standard cost model has no dataflow {dataflow}")
 
     compute = _cdiv(mac_core, macs_pc) + _cdiv(vec_core, vec_pc)
     fill = float(arch.noc.hop_latency_cycles) * (rf + cf)
     latency = np.maximum(compute, noc) + fill
+    if work.steps > 1:  # every step waits for the one before: steps x (one step, its fill per dependent phase)
+        latency = steps * (np.maximum(compute, noc) + float(work.step_syncs) * fill)
+        compute, noc = steps * compute, steps * noc
     waste = np.where(padded > 0, 1.0 - useful / np.maximum(padded, 1.0), 0.0)
     stationary_state = work.b_state_bytes > 0
     parts = SramParts(

@@ -9,14 +9,31 @@ carries work has a static positive shape -> drop constant and shape-only nodes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from wsealloc.errors import ModelLoadError, ShapeError, UsageError
+from wsealloc.errors import InputShapeError, ModelLoadError, ShapeError, UnsupportedOpError, UsageError, WseallocError
+from wsealloc.frontend.control import (
+    MAX_UNROLLED_NODES,
+    count_nodes,
+    graph_attr,
+    holds_graph,
+    inline_branch,
+    is_if,
+    is_loop,
+    is_scan,
+    loop_trip_count,
+    refusal,
+    scan_length,
+    truth,
+    unroll_loop,
+    unroll_scan,
+)
 from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
 from wsealloc.frontend.load import load_model
 from wsealloc.frontend.normalize import rewrite_sequences
@@ -25,7 +42,12 @@ from wsealloc.frontend.topo import node_label, sorted_nodes
 from wsealloc.graph.ir import AttrValue, OpGraph, OpNode, TensorInfo, TensorKind
 from wsealloc.units import format_bytes
 
-_MAX_FOLD_ROUNDS = 8
+# Rounds of folding and shape inference; each ends early when nothing changes. Nested If branches
+# (Silero VAD: four levels) take a few rounds per level.
+_MAX_FOLD_ROUNDS = 64
+# If nodes whose condition is known only at run time, one inside the other's choice: each doubles the
+# graphs imported and weighed (2^4 = 16 at most).
+MAX_RUNTIME_IFS = 4
 # Input slots that hold parameters, for models that list weights as graph inputs without data.
 _PARAM_SLOTS: dict[str, tuple[int, ...]] = {
     "Conv": (1, 2),
@@ -66,6 +88,9 @@ MAX_DIM = 2**31
 MAX_TENSOR_BYTES = 2**50
 
 
+_UNNAMED = ("", "?")
+
+
 def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     """Dims of a value info: int, symbolic name, or None (unknown); None when the rank is unknown.
 
@@ -79,13 +104,21 @@ def _dims_of(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
     out: list[int | str | None] = []
     for d in t.shape.dim:
         kind = d.WhichOneof("value")
-        out.append(d.dim_value if kind == "dim_value" else (d.dim_param or None) if kind == "dim_param" else None)
+        if kind == "dim_value":
+            out.append(d.dim_value)
+        else:  # "?" is how some exporters (Paddle2ONNX) spell an unnamed dim: no symbol shared by inputs
+            out.append(d.dim_param if kind == "dim_param" and d.dim_param not in _UNNAMED else None)
     return out
 
 
 def _static(dims: list[int | str | None] | None) -> bool:
     """True for a fully known shape (every dim an int)."""
     return dims is not None and all(isinstance(d, int) for d in dims)
+
+
+def _known(dims: list[int | str | None] | None) -> bool:
+    """True for a shape of sizes only (every dim a positive int)."""
+    return dims is not None and all(isinstance(d, int) and d > 0 for d in dims)
 
 
 def _elem_info(elem_type: int) -> tuple[int, bool] | None:
@@ -127,14 +160,29 @@ def _default_opset(model: onnx.ModelProto) -> int:
 class _Importer:
     """One import run. Holds the mutable working state of the passes; not exported."""
 
-    def __init__(self, model: onnx.ModelProto, source: str, dims: Mapping[str, int], weights_as_inputs: bool | None):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        source: str,
+        dims: Mapping[str, int],
+        weights_as_inputs: bool | None,
+        input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        weigh: Callable[[OpGraph], int] | None = None,
+    ):
         self.model = model
         self.source = source
         self.dims = dict(dims)
+        self.input_shapes = {name: tuple(int(v) for v in shape) for name, shape in (input_shapes or {}).items()}
         self.weights_as_inputs = weights_as_inputs
         self.graph = model.graph
         self.opset = _default_opset(model)
-        self.onnx_nodes = len(model.graph.node)
+        self.onnx_nodes = count_nodes(model.graph)  # subgraphs' nodes included
+        self.weigh = weigh or _output_elements
+        self.notes: list[str] = []  # how control flow was read (OpGraph.control_flow)
+        self.folded_ifs = 0  # If nodes whose condition the shapes fixed
+        self.forks_left = MAX_RUNTIME_IFS
+        self.order: list[str] = []
+        self.elem_types: dict[str, int] = {}
         self.values: dict[str, np.ndarray] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.strict_failed = False  # some strict shape inference pass failed (see infer)
@@ -183,56 +231,128 @@ class _Importer:
                 return False
         return True
 
-    def bind_dims(self, data_inputs: list[onnx.ValueInfoProto]) -> None:
-        """Replace symbolic dims of data inputs by --dim values; error on unbound/unknown/zero."""
+    def apply_input_shapes(self) -> dict[str, int]:
+        """Set the full shape of every input named by ``--input-shape`` (whatever its dims were: named,
+        unnamed, -1 or 0); the symbols those dims carried are bound to the sizes given (so another input
+        sharing the symbol follows). A shape that names no input, has another rank, or contradicts a
+        static positive dim of the model is a one-line error naming both."""
+        inputs = [vi for vi in self.graph.input if vi.name not in self.initializers]
+        by_name = {vi.name: vi for vi in inputs}
+        implied: dict[str, tuple[int, str]] = {}  # symbol -> (size, input that set it)
+        for name, shape in self.input_shapes.items():
+            given = "x".join(str(v) for v in shape)
+            vi = by_name.get(name)
+            if vi is None:
+                listed = "; ".join(f"{v.name} {_shape_text(_dims_of(v))}" for v in inputs) or "none"
+                raise UsageError(f"{self.source}: --input-shape {name}={given} names no input of the model; its inputs: {listed}")
+            if vi.type.WhichOneof("value") != "tensor_type":
+                raise ShapeError(f"{self.source}: --input-shape {name}={given}: input {name!r} is not a tensor")
+            dims = _dims_of(vi)
+            if dims is not None and len(dims) != len(shape):
+                raise ShapeError(
+                    f"{self.source}: --input-shape {name}={given} has rank {len(shape)}, but input {name!r} is "
+                    f"{_shape_text(dims)} (rank {len(dims)}); give {len(dims)} sizes"
+                )
+            for axis, (d, v) in enumerate(zip(dims or [], shape, strict=False)):
+                if isinstance(d, int) and d > 0 and d != v:
+                    raise ShapeError(
+                        f"{self.source}: --input-shape {name}={given} contradicts the model: dim {axis} of input {name!r} "
+                        f"{_shape_text(dims)} is fixed at {d}, not {v}"
+                    )
+                if isinstance(d, str):
+                    if d in self.dims and self.dims[d] != v:
+                        raise UsageError(
+                            f"{self.source}: --input-shape {name}={given} sets dim {d} to {v}, but --dim {d}={self.dims[d]}"
+                        )
+                    if d in implied and implied[d][0] != v:
+                        size, other = implied[d]
+                        raise UsageError(
+                            f"{self.source}: --input-shape {name}={given} sets dim {d} to {v}, but --input-shape for "
+                            f"{other!r} sets it to {size}; inputs sharing a named dim must agree"
+                        )
+                    implied.setdefault(d, (v, name))
+            shape_proto = vi.type.tensor_type.shape
+            shape_proto.ClearField("dim")
+            for v in shape:
+                shape_proto.dim.add().dim_value = v
+        return {symbol: size for symbol, (size, _) in implied.items()}
+
+    def bind_dims(self, data_inputs: list[onnx.ValueInfoProto], implied: Mapping[str, int] | None = None) -> None:
+        """Replace symbolic dims of data inputs by --dim values (and the sizes --input-shape implies for
+        the symbols it replaced); error on unbound/unknown/zero, naming the options that fix it."""
+        implied = dict(implied or {})
         symbols: dict[str, list[str]] = {}
         for vi in data_inputs:
             dims = _dims_of(vi)
             if dims is None:
-                raise ShapeError(f"{self.source}: graph input {vi.name!r} has no shape; re-export with input shapes")
+                raise self._unbound(data_inputs, f"graph input {vi.name!r} has no shape")
             for d in dims:
                 if isinstance(d, str):
                     symbols.setdefault(d, []).append(vi.name)
-                elif d is None:
-                    raise ShapeError(
-                        f"{self.source}: graph input {vi.name!r} has an unnamed unknown dim; re-export with "
-                        "named dynamic axes or static shapes"
+                elif d is None or d <= 0:
+                    what = (
+                        "an unknown dim" if d is None else "a zero-sized dim (unknown)" if d == 0 else "a negative dim (unknown)"
                     )
-                elif d <= 0:
-                    raise ShapeError(
-                        f"{self.source}: graph input {vi.name!r} has a {'zero-sized' if d == 0 else 'negative'} dim "
-                        f"{dims}; wsealloc needs positive sizes (re-export with real shapes)"
-                    )
+                    raise self._unbound(data_inputs, f"graph input {vi.name!r} has {what} {_shape_text(dims)}")
                 elif d >= MAX_DIM:
                     raise ShapeError(
                         f"{self.source}: graph input {vi.name!r} has a dim of {d:,} in {dims}, beyond any wafer "
-                        f"(dims must be below {MAX_DIM:,}); re-export with real shapes"
+                        f"(dims must be below {MAX_DIM:,}); re-export with real shapes, or give --input-shape"
                     )
-        unknown = sorted(set(self.dims) - set(symbols))
+        unknown = sorted(set(self.dims) - set(symbols) - set(implied))
         if unknown:
             listed = ", ".join(sorted(symbols)) or "none (all input dims are static)"
             raise UsageError(f"{self.source}: --dim {unknown[0]} does not name a symbolic dim of the model; model dims: {listed}")
-        unbound = sorted(set(symbols) - set(self.dims))
+        bound = {**implied, **self.dims}
+        unbound = sorted(set(symbols) - set(bound))
         if unbound:
             example = " ".join(f"--dim {s}=N" for s in unbound)
-            raise ShapeError(f"{self.source}: unbound symbolic dims {', '.join(unbound)}; bind them with {example}")
+            raise self._unbound(
+                data_inputs, f"unbound symbolic dims {', '.join(unbound)}; bind them with {example}", bound=bound, named=True
+            )
         for name, value in self.dims.items():
             if not 0 < value < MAX_DIM:
                 raise UsageError(f"--dim {name}={value}: dims must be positive integers below {MAX_DIM:,}")
         for vi in data_inputs:
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param:
-                    d.dim_value = self.dims[d.dim_param]
+                    d.dim_value = bound[d.dim_param]
         # Value infos and outputs may carry the exporter's own symbols ("s0*2"): drop what is not static.
-        keep = [
-            vi for vi in self.graph.value_info if (dims := _dims_of(vi)) is not None and all(isinstance(d, int) for d in dims)
-        ]
+        # A declared -1 or 0 is an exporter's "unknown" (Paddle2ONNX writes [-1, 2]), not a size.
+        keep = [vi for vi in self.graph.value_info if _known(_dims_of(vi))]
         del self.graph.value_info[:]
         self.graph.value_info.extend(keep)
         for out in self.graph.output:
             dims = _dims_of(out)
-            if dims is not None and not all(isinstance(d, int) for d in dims):
+            if dims is not None and not _known(dims):
                 out.type.tensor_type.ClearField("shape")
+
+    def _unbound(
+        self, data_inputs: list[onnx.ValueInfoProto], what: str, *, bound: Mapping[str, int] | None = None, named: bool = False
+    ) -> InputShapeError:
+        """The error for inputs whose sizes the model leaves open: it names the problem, lists every data
+        input with its shape, and carries the ``--input-shape`` options that fix it (known sizes filled
+        in, ``N`` where the user must choose)."""
+        bound = bound or {}
+        listing: list[tuple[str, str]] = []
+        options: list[str] = []
+        for vi in data_inputs:
+            dims = _dims_of(vi)
+            listing.append((vi.name, _shape_text(dims)))
+            if dims is None:
+                options.append(f"{vi.name}=N")
+                continue
+            filled = [
+                d if isinstance(d, int) and d > 0 else bound[d] if isinstance(d, str) and d in bound else None for d in dims
+            ]
+            if any(f is None for f in filled):
+                options.append(f"{vi.name}=" + "x".join("N" if f is None else str(f) for f in filled))
+        fix = " ".join(f"--input-shape {_quoted(o)}" for o in options)
+        lead = what if named else f"{what}; wsealloc needs every input size"
+        joiner = ", or give whole shapes with" if named else ": give the shape with"
+        return InputShapeError(
+            f"{self.source}: {lead}{joiner} {fix} (N: the size you run with)", inputs=tuple(listing), options=tuple(options)
+        )
 
     # -- shapes ----------------------------------------------------------------------------------
     def check_declared(self, order: list[str]) -> None:
@@ -381,13 +501,170 @@ class _Importer:
         data_inputs, params = self.classify_inputs()
         if not data_inputs:
             raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
-        self.bind_dims(data_inputs)
-        order = [out for node in nodes for out in node.output]
+        self.bind_dims(data_inputs, self.apply_input_shapes())
+        self.order = [out for node in nodes for out in node.output]
         self.known_values()
-        nodes, shapes = self.resolve(nodes, self.infer())
+        return self.finish(nodes, self.infer(), data_inputs, params)
+
+    def finish(
+        self,
+        nodes: list[onnx.NodeProto],
+        shapes: dict[str, list[int | str | None] | None],
+        data_inputs: list[onnx.ValueInfoProto],
+        params: set[str],
+    ) -> OpGraph:
+        """Resolve shapes and control flow, then emit: an If whose condition is known only at run time
+        is weighed branch by branch (:meth:`fork`); a subgraph left over is refused, never dropped."""
+        nodes, shapes = self.resolve(nodes, shapes)
+        runtime_if = next((n for n in nodes if is_if(n)), None)
+        if runtime_if is not None:
+            return self.fork(runtime_if, data_inputs, params)
+        left = next((n for n in nodes if holds_graph(n)), None)
+        if left is not None:
+            why = (
+                loop_trip_count(left, self.values)[1]
+                if is_loop(left)
+                else scan_length(left, shapes, self.opset)[1]
+                if is_scan(left)
+                else ""
+            )
+            raise UnsupportedOpError(f"{self.source}: node {refusal(left, why)}")
         if self.strict_failed:
-            self.check_declared(order)
-        return self.emit(nodes, shapes, data_inputs, params)
+            self.check_declared(self.order)
+        graph = self.emit(nodes, shapes, data_inputs, params)
+        notes = list(self.notes)
+        if self.folded_ifs:
+            notes.append(f"{self.folded_ifs} If node(s) with a condition the shapes fix: the branch taken inlined")
+        return replace(graph, control_flow=tuple(notes))
+
+    def clone(self) -> _Importer:
+        """An independent copy of this import's state (the graph, the folded values, the notes)."""
+        twin = _Importer.__new__(_Importer)
+        twin.__dict__.update(self.__dict__)
+        twin.model = onnx.ModelProto()
+        twin.model.CopyFrom(self.model)
+        twin.graph = twin.model.graph
+        twin.values = dict(self.values)
+        twin.initializers = {t.name: t for t in twin.graph.initializer}
+        twin.notes = list(self.notes)
+        twin.elem_types = dict(self.elem_types)
+        return twin
+
+    def fork(self, node: onnx.NodeProto, data_inputs: list[onnx.ValueInfoProto], params: set[str]) -> OpGraph:
+        """An If whose condition only a run knows: import the graph once with each branch inlined, weigh
+        both (the caller's measure of work: MACs + vector ops in the pipeline) and keep the costlier,
+        saying so in ``control_flow``."""
+        label = f"{node.name!r}" if node.name else f"with output {node.output[0]!r}"
+        if self.forks_left <= 0:
+            why = (
+                f"more than {MAX_RUNTIME_IFS} nested If nodes have conditions known only at run time (each doubles the "
+                "graphs weighed); give the input shapes that fix them, or re-export the model with them folded"
+            )
+            raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+        names = ("then_branch", "else_branch")
+        graphs: list[OpGraph | None] = []
+        failures: list[WseallocError] = []
+        for branch in names:
+            twin = self.clone()
+            twin.forks_left = self.forks_left - 1
+            twin.replace_node(node, inline_branch(twin.graph, _twin_node(twin.graph, node), branch))
+            twin_nodes = sorted_nodes(twin.graph, twin.source)
+            try:
+                graphs.append(twin.finish(twin_nodes, twin.infer(), data_inputs, params))
+            except (ShapeError, UnsupportedOpError) as exc:
+                # a branch that cannot run with these input shapes (exporters trace one branch per input
+                # size: Silero VAD's 8 kHz branch on a 16 kHz chunk) is not what a run executes
+                graphs.append(None)
+                failures.append(exc)
+        sizes = [len(graph_attr(node, b).node) for b in names]
+        cond = f"If {label}: condition {node.input[0]!r} is known only at run time"
+        first, second = graphs
+        if first is None and second is None:
+            raise failures[0]
+        if first is None or second is None:
+            pick = 0 if second is None else 1
+            other = str(failures[0]).removeprefix(f"{self.source}: ")
+            note = (
+                f"{cond}: {names[pick]} ({sizes[pick]} nodes) is planned; {names[1 - pick]} ({sizes[1 - pick]} nodes) "
+                f"cannot run with these input shapes ({other[:160]})"
+            )
+            chosen = graphs[pick]
+            assert chosen is not None
+            return replace(chosen, control_flow=(note, *chosen.control_flow))
+        weights = [self.weigh(first), self.weigh(second)]
+        pick = 0 if weights[0] >= weights[1] else 1
+        note = (
+            f"{cond}: the costlier branch is planned, {names[pick]} ({sizes[pick]} nodes, {weights[pick]:,} MACs + vector "
+            f"ops) over {names[1 - pick]} ({sizes[1 - pick]} nodes, {weights[1 - pick]:,})"
+        )
+        chosen = (first, second)[pick]
+        return replace(chosen, control_flow=(note, *chosen.control_flow))
+
+    def replace_node(self, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+        """Put ``nodes`` where ``node`` is in the graph; refresh the initializers and known values."""
+        out: list[onnx.NodeProto] = []
+        for n in self.graph.node:
+            if list(n.output) == list(node.output) and n.op_type == node.op_type:
+                out.extend(nodes)
+            else:
+                out.append(n)
+        del self.graph.node[:]
+        self.graph.node.extend(out)
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.known_values()
+
+    def expand_control_flow(self, shapes: Mapping[str, list[int | str | None] | None]) -> bool:
+        """Inline every If whose condition is known and unroll every Loop whose trip count is; True if
+        anything changed (see :mod:`wsealloc.frontend.control`)."""
+        out: list[onnx.NodeProto] = []
+        changed = False
+        for node in list(self.graph.node):
+            if is_if(node) and node.input[0] in self.values:
+                branch = "then_branch" if truth(self.values[node.input[0]]) else "else_branch"
+                out.extend(inline_branch(self.graph, node, branch))
+                self.folded_ifs += 1
+                changed = True
+            elif is_loop(node):
+                trips, why = loop_trip_count(node, self.values)
+                if trips is None:
+                    out.append(node)
+                    continue
+                body = graph_attr(node, "body")
+                scans = len(body.output) - 1 - (len(node.input) - 2)
+                if trips == 0 and scans > 0:
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why + ' and its scan outputs would be empty')}")
+                if trips * len(body.node) > MAX_UNROLLED_NODES:
+                    why = (
+                        f"its {trips:,} iterations of {len(body.node)} nodes exceed the {MAX_UNROLLED_NODES:,} unrolled "
+                        "nodes wsealloc plans"
+                    )
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+                nodes, note = unroll_loop(self.graph, node, trips, self.opset)
+                out.extend(nodes)
+                self.notes.append(note)
+                changed = True
+            elif is_scan(node):
+                length, why = scan_length(node, shapes, self.opset)
+                if length is None:
+                    out.append(node)
+                    continue
+                body = graph_attr(node, "body")
+                if length * len(body.node) > MAX_UNROLLED_NODES:
+                    why = (
+                        f"its {length:,} iterations of {len(body.node)} nodes exceed the {MAX_UNROLLED_NODES:,} unrolled "
+                        "nodes wsealloc plans"
+                    )
+                    raise UnsupportedOpError(f"{self.source}: node {refusal(node, why)}")
+                nodes, note = unroll_scan(self.graph, node, length, self.opset)
+                out.extend(nodes)
+                self.notes.append(note)
+                changed = True
+            else:
+                out.append(node)
+        if changed:
+            del self.graph.node[:]
+            self.graph.node.extend(out)
+        return changed
 
     def resolve(
         self, nodes: list[onnx.NodeProto], shapes: dict[str, list[int | str | None] | None]
@@ -398,7 +675,8 @@ class _Importer:
             nodes = self.fold_round(nodes, shapes)
             self.rebuild(nodes)
             rewritten = rewrite_sequences(self.graph, shapes, self.values)
-            if rewritten:
+            expanded = self.expand_control_flow(shapes)
+            if rewritten or expanded:
                 self.initializers = {t.name: t for t in self.graph.initializer}
                 self.known_values()
                 nodes = sorted_nodes(self.graph, self.source)
@@ -486,8 +764,9 @@ class _Importer:
             outputs=outputs,
             opset=self.opset,
             dims=dict(self.dims),
+            input_shapes=dict(self.input_shapes),
             onnx_nodes=self.onnx_nodes,
-            dropped_nodes=self.onnx_nodes - len(live_nodes),
+            dropped_nodes=max(self.onnx_nodes - len(live_nodes), 0),
         )
 
     def _check_size(self, name: str, label: str, shape: tuple[int, ...], elem_bytes: int) -> None:
@@ -530,6 +809,28 @@ class _Importer:
         return ""
 
 
+def _shape_text(dims: list[int | str | None] | None) -> str:
+    """An input's shape as users read it: ``[?, 3, 48, 320]`` (``?`` unknown or unnamed, names as they are)."""
+    if dims is None:
+        return "(no shape)"
+    return "[" + ", ".join("?" if d is None or (isinstance(d, int) and d <= 0) else str(d) for d in dims) + "]"
+
+
+def _quoted(option: str) -> str:
+    """A shell-safe spelling of an option value (input names may hold any character)."""
+    return option if all(ch.isalnum() or ch in "._-=/:" for ch in option) else "'" + option.replace("'", "'\\''") + "'"
+
+
+def _twin_node(graph: onnx.GraphProto, node: onnx.NodeProto) -> onnx.NodeProto:
+    """The node of a cloned graph that is ``node`` of the original (outputs are unique: SSA)."""
+    return next(n for n in graph.node if list(n.output) == list(node.output) and n.op_type == node.op_type)
+
+
+def _output_elements(graph: OpGraph) -> int:
+    """A stand-in measure of work when the caller gives none: elements written by the graph's nodes."""
+    return sum(graph.tensors[o].numel for n in graph.nodes for o in n.outputs if o in graph.tensors)
+
+
 def _big_bytes(size: int) -> str:
     """A byte count in PiB from 1 PiB on (``format_bytes`` stops at TiB)."""
     return f"{size / 2**50:,.1f} PiB" if size >= 2**50 else format_bytes(size)
@@ -557,13 +858,23 @@ def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:
     return tuple(out)
 
 
-def import_onnx(path: str | Path, dims: Mapping[str, int] | None = None, *, weights_as_inputs: bool | None = None) -> OpGraph:
+def import_onnx(
+    path: str | Path,
+    dims: Mapping[str, int] | None = None,
+    *,
+    weights_as_inputs: bool | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    weigh: Callable[[OpGraph], int] | None = None,
+) -> OpGraph:
     """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
 
-    ``dims`` binds symbolic input dims (``--dim NAME=VALUE``). ``weights_as_inputs``: None detects
+    ``dims`` binds symbolic input dims (``--dim NAME=VALUE``); ``input_shapes`` sets whole input shapes
+    (``--input-shape NAME=1x3x48x320``), whatever their dims are in the file. ``weigh`` measures a
+    graph's work where an ``If`` condition is known only at run time (the costlier branch is kept; the
+    pipeline passes MACs + vector ops; default: elements written). ``weights_as_inputs``: None detects
     parameters listed as graph inputs without data (older exporters), True treats every static
     input as a parameter, False none.
     """
     source = str(path)
     model = load_model(path)
-    return _Importer(model, source, dims or {}, weights_as_inputs).run()
+    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes, weigh).run()

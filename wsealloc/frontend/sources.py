@@ -32,6 +32,9 @@ from wsealloc.graph.contest import ContestGraph, Fabric
 # A dim bound on the command line (--dim): positive and below 2^31 (ONNX dims are int64, but a
 # larger dim could never fit on a wafer and would overflow the cost model's integer arithmetic).
 Dim = Annotated[int, Field(strict=True, gt=0, lt=2**31)]
+# A whole input shape given on the command line (--input-shape NAME=1x3x48x320): sizes as --dim's, at
+# least one (a scalar input has nothing to give), at most 64 (ONNX tensors of higher rank are nonsense).
+InputShape = Annotated[tuple[Dim, ...], Field(min_length=1, max_length=64)]
 
 
 class _Source(BaseModel):
@@ -54,6 +57,7 @@ class OnnxSource(_Source):
     kind: Literal["onnx"] = "onnx"
     path: str = Field(min_length=1)
     dims: dict[str, Dim] = {}
+    input_shapes: dict[str, InputShape] = {}
     fuse: bool = True
     weights_as_inputs: bool | None = None  # None: decide from the graph (see frontend.importer)
 
@@ -79,6 +83,7 @@ class SyntheticSource(_Source):
     family: Literal["chain", "transformer"]
     size: int = Field(strict=True, ge=1, le=1_000_000)
     dims: dict[str, Dim] = {}
+    input_shapes: dict[str, InputShape] = {}
     fuse: bool = True
     weights_as_inputs: bool | None = None
 
@@ -168,13 +173,24 @@ def as_onnx(source: OnnxSource | SyntheticSource | KgraphSource) -> OnnxSource |
     return source if isinstance(source, (OnnxSource, SyntheticSource)) else None
 
 
+def read_as_file(source: OnnxSource | SyntheticSource, path: str) -> OnnxSource:
+    """``source``'s model read from ``path`` (the file a plan was made from) with every reading option
+    of ``source`` kept: how ``verify`` rebuilds a plan's model."""
+    options = source.model_dump(exclude={"kind", "path", "family", "size"})
+    return OnnxSource.model_validate({**options, "path": path})
+
+
 def as_kgraph(source: OnnxSource | SyntheticSource | KgraphSource) -> KgraphSource | None:
     """The source as a contest instance, or None."""
     return source if isinstance(source, KgraphSource) else None
 
 
 def parse_model_source(
-    text: str | Path, dims: dict[str, int] | None = None, fuse: bool = True, base: Path | None = None
+    text: str | Path,
+    dims: dict[str, int] | None = None,
+    fuse: bool = True,
+    base: Path | None = None,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> OnnxSource | SyntheticSource | KgraphSource:
     """A model named on a command line or in a suite: ``synthetic:KIND:N`` or a file path (relative
     paths resolved against ``base``, the suite's folder, when given). A ``.kgraph`` suffix, or a file
@@ -183,10 +199,14 @@ def parse_model_source(
     spec = str(text)
     if spec.startswith(PREFIX):
         family, size = parse_spec(spec)
-        return SyntheticSource.model_validate({"family": family, "size": size, "dims": dict(dims or {}), "fuse": fuse})
+        return SyntheticSource.model_validate(
+            {"family": family, "size": size, "dims": dict(dims or {}), "input_shapes": dict(input_shapes or {}), "fuse": fuse}
+        )
     path = Path(spec)
     if base is not None and not path.is_absolute():
         spec = str((base / path).resolve())
     if looks_like_kgraph(Path(spec)):
         return KgraphSource(path=spec)
-    return OnnxSource(path=spec, dims=dict(dims or {}), fuse=fuse)
+    return OnnxSource.model_validate(
+        {"path": spec, "dims": dict(dims or {}), "input_shapes": dict(input_shapes or {}), "fuse": fuse}
+    )

@@ -76,6 +76,9 @@ class OpGraph:
     dropped_nodes: int
     # STATE tensor -> the tensor holding its cache after this step (``graph.state``); empty: no state
     state_roots: Mapping[str, str] = field(default_factory=dict)
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # --input-shape, as given
+    # how control flow was read (If branches taken, Loops unrolled), one sentence each, for reports
+    control_flow: tuple[str, ...] = ()
 
     @cached_property
     def node_by_name(self) -> dict[str, OpNode]:

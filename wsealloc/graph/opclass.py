@@ -11,7 +11,7 @@ import enum
 class OpClass(enum.Enum):
     """Role of an op in kernel grouping."""
 
-    MAC = "mac"  # MatMul/Gemm/Conv family: anchors a kernel, counted in total_macs
+    MAC = "mac"  # MatMul/Gemm/Conv family and recurrent layers: anchors a kernel, counted in total_macs
     VECTOR = "vector"  # softmax, norms, reductions, pooling, gather: anchors a vector kernel
     ELEMENTWISE = "elementwise"  # fusable into the producer kernel as an epilogue
     LAYOUT = "layout"  # moves or relabels data only: absorbed, no arithmetic
@@ -25,6 +25,7 @@ class KernelKind(enum.Enum):
     CONV = "conv"
     CONV_TRANSPOSE = "conv_transpose"
     EINSUM = "einsum"
+    RECURRENT = "recurrent"  # LSTM, GRU, RNN: a sequence of dependent steps on one grid
     NORM = "norm"
     SOFTMAX = "softmax"
     REDUCE = "reduce"
@@ -45,6 +46,10 @@ MAC_OPS: dict[str, KernelKind] = {
     "QLinearConv": KernelKind.CONV,
     "ConvTranspose": KernelKind.CONV_TRANSPOSE,
     "Einsum": KernelKind.EINSUM,
+    # recurrent layers: every step is a GEMM of [x_t, h_t-1] with the stacked weights [W; R]
+    "LSTM": KernelKind.RECURRENT,
+    "GRU": KernelKind.RECURRENT,
+    "RNN": KernelKind.RECURRENT,
 }
 
 VECTOR_OPS: dict[str, KernelKind] = {

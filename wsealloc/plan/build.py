@@ -69,6 +69,7 @@ def model_ref(source: OnnxSource | SyntheticSource) -> ModelRef:
         path=str(path) if isinstance(source, SyntheticSource) else source.path,
         sha256=file_sha256(path),
         dims=dict(source.dims),
+        input_shapes={name: list(shape) for name, shape in source.input_shapes.items()},
         fuse=source.fuse,
         weights_as_inputs=source.weights_as_inputs,
     )

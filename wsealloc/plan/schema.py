@@ -51,6 +51,7 @@ class ModelRef(_Doc):
     path: str
     sha256: str
     dims: dict[str, int] = {}
+    input_shapes: dict[str, list[int]] = {}  # --input-shape (absent in plans written before it existed)
     fuse: bool = True
     weights_as_inputs: bool | None = None
 

@@ -30,7 +30,7 @@ from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
-from wsealloc.frontend.sources import OnnxSource
+from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, Reason
 from wsealloc.opmodels.enumerate import classify
@@ -138,17 +138,18 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         raise PlanError(f"{plan_path}: arch.spec is not a valid architecture: {exc.errors()[0]['msg']}") from exc
     options = plan.cost
     source = OnnxSource(
-        path=str(model_path), dims=plan.model.dims, fuse=plan.model.fuse, weights_as_inputs=plan.model.weights_as_inputs
+        path=str(model_path),
+        dims=plan.model.dims,
+        input_shapes={name: tuple(shape) for name, shape in plan.model.input_shapes.items()},
+        fuse=plan.model.fuse,
+        weights_as_inputs=plan.model.weights_as_inputs,
     )
     if plan.request is not None:
         # rebuild from the request the plan answers (version 2): its model read as it was, on its machine
         request = plan.request
         if request.model.kind not in ("onnx", "synthetic"):
             raise PlanError(f"{plan_path}: request.model is a {request.model.kind} source; an ONNX plan records an ONNX model")
-        planned = request.onnx_model
-        source = OnnxSource(
-            path=str(model_path), dims=dict(planned.dims), fuse=planned.fuse, weights_as_inputs=planned.weights_as_inputs
-        )
+        source = read_as_file(request.onnx_model, str(model_path))
     table = build_costs(source, arch, options, check_feasible=False)
     kgraph = table.kgraph
     if not _kernels_match(plan, kgraph, check):

@@ -102,7 +102,13 @@ def from_outcome(outcome: SolveOutcome) -> Comparison:
     costs = outcome.costs
     spec_plan = outcome.plan
     ref = spec_plan.model
-    source = OnnxSource(path=ref.path, dims=ref.dims, fuse=ref.fuse, weights_as_inputs=ref.weights_as_inputs)
+    source = OnnxSource(
+        path=ref.path,
+        dims=ref.dims,
+        input_shapes={name: tuple(shape) for name, shape in ref.input_shapes.items()},
+        fuse=ref.fuse,
+        weights_as_inputs=ref.weights_as_inputs,
+    )
     greedy = make_plan(costs, source, outcome.baseline, outcome.baseline)
     bound = int(outcome.exact.objective or 0)
     clock = costs.arch.clock_hz

@@ -9,6 +9,7 @@ JSON contract (``--json``), documented in docs/cli.md::
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from typing import Any
 
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wsealloc.cost import KernelWork, SeedWork
+from wsealloc.errors import InputShapeError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts, Reason
 from wsealloc.units import format_bytes, format_count
 
@@ -74,6 +76,8 @@ def summary(costs: CostTable) -> dict[str, Any]:
         "cost_model": costs.options.model.value,
         "fused": costs.kgraph.fused,
         "dims": dict(ops.dims),
+        "input_shapes": {name: list(shape) for name, shape in ops.input_shapes.items()},
+        "control_flow": list(ops.control_flow),
     }
 
 
@@ -128,6 +132,36 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
         f"{format_count(s['vector_ops'])}\nweights {format_bytes(s['weight_bytes'])} vs wafer SRAM "
         f"{format_bytes(s['wafer_sram_bytes'])}; {cores}; fits one wafer: {fits}"
     )
+    for note in s["control_flow"]:
+        console.print(f"control flow: {note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def fix_command(model: str, err: InputShapeError) -> str:
+    """The command that fixes a model's open input sizes: ``inspect`` with the ``--input-shape`` options
+    the error carries (``N`` where the user must choose a size)."""
+    return " ".join(["wsealloc", "inspect", shlex.quote(model), *(f"--input-shape {shlex.quote(o)}" for o in err.options)])
+
+
+def inputs_json(model: str, err: InputShapeError) -> dict[str, Any]:
+    """``inspect --json`` of a model whose input sizes are open: the inputs, the error and the fix."""
+    return {
+        "error": str(err),
+        "inputs": [{"name": name, "shape": shape} for name, shape in err.inputs],
+        "fix": fix_command(model, err),
+    }
+
+
+def print_inputs(model: str, err: InputShapeError, console: Console) -> None:
+    """List every data input with its shape as the file has it, and the exact command that fixes it."""
+    console.print(f"Inputs of {model} (? = a size the model leaves open):", markup=False, highlight=False, soft_wrap=True)
+    table = Table()
+    table.add_column("input")
+    table.add_column("shape")
+    for name, shape in err.inputs:
+        table.add_row(name, shape)
+    console.print(table)
+    console.print("Give every open size (N: the size you run with; named dims can also be bound with --dim NAME=N):")
+    console.print(fix_command(model, err), markup=False, highlight=False, soft_wrap=True)
 
 
 def op_model_rows(kc: KernelCosts, arch_usable: int) -> list[dict[str, Any]]:

@@ -88,6 +88,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         )
     if obj.message:
         lines.append(f"note: {obj.message}")
+    lines += [f"control flow: {note}" for note in out.costs.kgraph.ops.control_flow]
     return lines
 
 
