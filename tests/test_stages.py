@@ -41,25 +41,34 @@ def brute_force(sp: StageProblem, wafers: int) -> int | None:
 
 
 @st.composite
-def stage_problems(draw: st.DrawFn) -> tuple[StageProblem, int]:
-    p = draw(problems(max_kernels=6))
+def stage_problems(draw: st.DrawFn, short_by: int = 0) -> tuple[StageProblem, int]:
+    p = draw(problems(max_kernels=6, short_by=short_by))
     n = p.n_kernels
     cut = np.array([0.0] + [float(draw(st.integers(0, 5000))) for _ in range(n - 1)] + [0.0])
     sp = StageProblem(p, cut, cycles_per_byte=draw(st.sampled_from([0.01, 0.1, 1.0])), latency_cycles=draw(st.integers(0, 50)))
     return sp, draw(st.integers(1, 4))
 
 
-@settings(max_examples=150, deadline=None)
-@given(stage_problems())
-def test_dp_equals_brute_force(case: tuple[StageProblem, int]) -> None:
-    sp, wafers = case
-    expected = brute_force(sp, wafers)
-    got = solve(sp, wafers)
-    if expected is None:
-        assert got.status is Status.INFEASIBLE
-    else:
-        assert got.status is Status.OPTIMAL and got.objective == expected
-        assert got.cuts[0] == 0 and got.cuts[-1] == sp.n_kernels and got.wafers <= wafers
+def test_dp_equals_brute_force() -> None:
+    """Wafer sizes drawn from well below the kernels' total to above it: a kernel alone too big for a
+    wafer, too few wafers, and feasible partitions; the infeasible and the feasible branch must both run."""
+    seen = {"infeasible": 0, "feasible": 0}
+
+    @settings(max_examples=150, deadline=None)
+    @given(stage_problems(short_by=40))
+    def check(case: tuple[StageProblem, int]) -> None:
+        sp, wafers = case
+        expected = brute_force(sp, wafers)
+        seen["infeasible" if expected is None else "feasible"] += 1
+        got = solve(sp, wafers)
+        if expected is None:
+            assert got.status is Status.INFEASIBLE and got.objective is None
+        else:
+            assert got.status is Status.OPTIMAL and got.objective == expected
+            assert got.cuts[0] == 0 and got.cuts[-1] == sp.n_kernels and got.wafers <= wafers
+
+    check()
+    assert seen["infeasible"] > 0 and seen["feasible"] > 0, seen
 
 
 @settings(max_examples=80, deadline=None)
