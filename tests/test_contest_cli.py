@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_ISPD2020, Result, run
+from conftest import Result, run, shared_instance
 
 from wsealloc.cost.ispd2020 import kernel_perf
 from wsealloc.frontend.kgraph import parse_kgraph
@@ -394,9 +394,8 @@ def test_verify_recognises_files_by_content(tmp_path: Path) -> None:
 
 
 # -- the shared contest instances ------------------------------------------------------------------
-@pytest.mark.skipif(not (SHARED_ISPD2020 / "A.kgraph").is_file(), reason=f"shared ISPD-2020 instances absent ({SHARED_ISPD2020})")
 def test_inspect_shared_instance_reproduces_the_readme_bound() -> None:
-    doc = run_json("inspect", str(SHARED_ISPD2020 / "A.kgraph"))
+    doc = run_json("inspect", str(shared_instance("A.kgraph")))
     instance = doc["instance"]
     assert instance["test"] == "compact-balanced-router" and (instance["width"], instance["height"]) == (633, 633)
     assert doc["bounds"]["value"] == doc["bounds"]["area"] == 33_152  # the README's figure for A

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_ISPD2020
+from conftest import shared_instance
 
 from wsealloc.api import run
 from wsealloc.cli import main as run_cli
@@ -172,11 +172,10 @@ def test_kgraph_options_that_do_not_apply_are_refused(capsys: pytest.CaptureFixt
     assert "--wafers must be 1" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (SHARED_ISPD2020 / "K.kgraph").exists(), reason=f"shared contest instances absent ({SHARED_ISPD2020})")
 def test_quick_solve_of_a_shared_instance(tmp_path: Path) -> None:
     """One of the contest's own instances (read where it is, never copied): a legal solution, near
     its proven bound, better than the references measured here (shelf 8,768; contestant 11,850)."""
-    out = run(build_request(SHARED_ISPD2020 / "K.kgraph", time_limit=4))
+    out = run(build_request(shared_instance("K.kgraph"), time_limit=4))
     assert isinstance(out, ContestOutcome) and out.report.ok
     assert out.plan.objective.lower_bound == 252
     assert out.plan.objective.score < 8_768
