@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from exhaustive import bottleneck_by_scan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +66,7 @@ def brute_force_or_none(p: AllocationProblem) -> int | None:
 @given(problems())
 def test_bisect_and_cpsat_equal_brute_force(p: AllocationProblem) -> None:
     opt = brute_force(p)
+    assert bottleneck_by_scan(p) == opt  # the tests' own exact optimum (tests/exhaustive.py) agrees too
     exact = get_solver("bisect")(p, SolveOptions())
     assert exact.status is Status.OPTIMAL and exact.objective == opt and exact.bound == opt
     for sym in (True, False):
@@ -110,6 +112,7 @@ def test_every_backend_reports_infeasible_exactly_when_brute_force_finds_nothing
     @given(problems(short_by=60))
     def check(p: AllocationProblem) -> None:
         opt = brute_force_or_none(p)
+        assert bottleneck_by_scan(p) == opt
         seen["infeasible" if opt is None else "feasible"] += 1
         backends = [get_solver("bisect")(p, SolveOptions()), get_solver("cpsat")(p, SolveOptions(deadline=Deadline.after(30)))]
         if seen["infeasible"] + seen["feasible"] <= 20:  # PuLP/CBC is slow to start: a share of the cases

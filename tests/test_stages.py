@@ -3,9 +3,8 @@ the single-wafer optimum; a kernel larger than a wafer is diagnosed."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
+from exhaustive import pipeline_by_cuts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_solvers import problems
@@ -13,31 +12,12 @@ from test_solvers import problems
 from wsealloc.problem import AllocationProblem
 from wsealloc.problem.stages import StageProblem
 from wsealloc.solvers import SolveOptions, Status, get_solver
-from wsealloc.solvers.bisect import optimal_bottleneck
 from wsealloc.solvers.stages import solve
 
 
-def _sub(p: AllocationProblem, first: int, end: int) -> AllocationProblem:
-    return AllocationProblem(p.names[first:end], p.kernel_class[first:end], p.classes, p.total_cores, p.hints)
-
-
 def brute_force(sp: StageProblem, wafers: int) -> int | None:
-    n = sp.n_kernels
-    transfer = sp.transfer_cycles()
-    best = None
-    for k in range(1, min(wafers, n) + 1):
-        for inner in itertools.combinations(range(1, n), k - 1):
-            cuts = (0, *inner, n)
-            load = 0
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-                t = optimal_bottleneck(_sub(sp.alloc, a, b))
-                if t is None:
-                    load = None
-                    break
-                load = max(load, t, int(transfer[a]), int(transfer[b]))
-            if load is not None and (best is None or load < best):
-                best = load
-    return best
+    """Every set of cut points, each stage's optimum by a linear scan (tests/exhaustive.py, no solver)."""
+    return pipeline_by_cuts(sp, wafers)
 
 
 @st.composite
