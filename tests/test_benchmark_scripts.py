@@ -62,3 +62,11 @@ def test_independent_check_reads_a_one_line_header(tmp_path: Path) -> None:
     legal, problem, max_time, wirelength = _script("ispd2020").independent_check(instance, solution)
     assert (legal, problem) == (True, "")
     assert (max_time, wirelength) == (out.plan.objective.max_time, out.plan.objective.wirelength)
+
+
+def test_stop_latency_script_loads_and_names_existing_models() -> None:
+    """benchmarks/stop_latency.py keeps the 2 s stop target the slow tests check only with a margin: it
+    must still load, and the models it signals must exist (running it takes a minute: not here)."""
+    script = _script("stop_latency")
+    for args, marker, wait_s in script.CASES.values():
+        assert (ROOT / args[0]).is_file() and marker and wait_s > 0

@@ -162,32 +162,36 @@ def _stop_after(args: list[str], marker: str, wait_s: float, sig: int = signal.S
 
 # LLaMA-7B's placement construction takes ~35 s: a signal 3 s in lands inside it
 LLAMA_7B = str(ROOT / "models" / "llama-7b.onnx")
+# The product's target is 2 s from the signal to the exit (docs/cli.md), measured on a quiet machine by
+# benchmarks/stop_latency.py. A test on a loaded CI machine checks the property with a margin: the run
+# stops far sooner than the work it interrupts would take (a construction of ~30 s more, a 300 s limit).
+STOP_MARGIN_S = 10.0
 
 
 # real processes signalled mid-solve (5 s each): end-to-end checks of the slow group, run by .ci/run
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_construction_stops_within_2s(sig: int, tmp_path: Path) -> None:
-    """Ctrl-C / SIGTERM while the placement constructs: out within 2 s, the best plan so far written
-    (valid), exit 130."""
+def test_signal_during_construction_stops_promptly(sig: int, tmp_path: Path) -> None:
+    """Ctrl-C / SIGTERM while the placement constructs: out promptly (the 2 s target is the benchmark's),
+    the best plan so far written (valid), exit 130."""
     plan = tmp_path / "p.json"
     code, err, took = _stop_after(
         ["solve", LLAMA_7B, "--arch", "wse2", "-o", str(plan), "--time-limit", "300"], "placing", 3.0, sig
     )
     assert code == 130, err
-    assert took < 2.0, f"exited {took:.2f} s after the signal"
+    assert took < STOP_MARGIN_S, f"exited {took:.2f} s after the signal"
     assert "best plan so far was written" in err and "Traceback" not in err
     assert verify_plan(plan).ok
 
 
 @pytest.mark.slow
-def test_signal_during_a_pipeline_stops_within_2s(tmp_path: Path) -> None:
-    """A multi-wafer solve stopped while placing its first wafer: the other wafers are allocated
-    without placing, the plan is written and valid."""
+def test_signal_during_a_pipeline_stops_promptly(tmp_path: Path) -> None:
+    """A multi-wafer solve stopped while placing its first wafer: out promptly, the other wafers are
+    allocated without placing, the plan is written and valid."""
     plan = tmp_path / "p.json"
     args = ["solve", str(ROOT / "models" / "llama-70b.onnx"), "--arch", "wse2", "--wafers", "4", "-o", str(plan)]
     code, err, took = _stop_after([*args, "--time-limit", "300"], "stage 0", 2.0)
-    assert code == 130 and took < 2.0, (took, err)
+    assert code == 130 and took < STOP_MARGIN_S, (took, err)
     assert verify_plan(plan).ok
 
 
