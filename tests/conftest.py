@@ -45,17 +45,23 @@ def _shared_contest_folder() -> Path:
 
 
 SHARED_ISPD2020 = _shared_contest_folder()
-# CI reads at most two of the shared contest instances (issue 18); WSEALLOC_ALL_SHARED=1 opts into all
-CI_SHARED = ("A", "K")
+# The 16 shared instances: E-H and O-R are A-D and I-L under other score weights.
+SHARED_LETTERS = tuple("ABCDEFGHIJKLOPQR")
 
 
-def shared_letters(letters: list[str]) -> list[object]:
-    """``letters`` as pytest params: those outside ``CI_SHARED`` skip unless WSEALLOC_ALL_SHARED=1."""
+def shared_instance(name: str = "") -> Path:
+    """``SHARED_ISPD2020 / name`` (the folder itself for ""); where it is absent the calling test skips
+    with the reason, or fails under ``WSEALLOC_REQUIRE_SHARED=1`` (.ci/run sets it: CI must never skip
+    the shared instances silently)."""
     import os
 
-    every = os.environ.get("WSEALLOC_ALL_SHARED") == "1"
-    reason = "reads a shared contest instance beyond the two CI reads (set WSEALLOC_ALL_SHARED=1)"
-    return [pytest.param(x, marks=() if every or x in CI_SHARED else pytest.mark.skip(reason=reason)) for x in letters]
+    path = SHARED_ISPD2020 / name if name else SHARED_ISPD2020
+    if not path.exists():
+        reason = f"shared ISPD-2020 instances absent ({path}; set WSEALLOC_ISPD2020 to their folder)"
+        if os.environ.get("WSEALLOC_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{reason}, and WSEALLOC_REQUIRE_SHARED=1 makes that an error")
+        pytest.skip(reason)
+    return path
 
 
 def zoo(name: str) -> Path:

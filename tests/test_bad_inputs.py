@@ -124,6 +124,16 @@ def _truncated(tmp: Path) -> str:
     return _write(tmp, "trunc.onnx", data[: len(data) // 3])
 
 
+def _op_changed(tmp: Path, model: str, node: str, op_type: str) -> str:
+    """A tiny model whose node ``node`` became ``op_type`` (attributes dropped): a valid node on its own
+    whose inputs it cannot take (found by the fuzzer; the file's value_info kept the old shapes)."""
+    m = onnx.load(str(TINY / model))
+    target = next(n for n in m.graph.node if n.name == node)
+    target.op_type = op_type
+    del target.attribute[:]
+    return save(m, tmp / f"{node}_{op_type}.onnx")
+
+
 Case = tuple[str, Callable[[Path], list[str]], str]
 ATTN = str(TINY / "attention.onnx")
 CASES: list[Case] = [
@@ -135,6 +145,19 @@ CASES: list[Case] = [
     ("text named .onnx", lambda t: ["inspect", _write(t, "t.onnx", "graph { node { op_type: 'Relu' } }\n" * 5)], "text file"),
     ("opset newer than onnx", lambda t: ["inspect", _opset99(t)], "opset 99"),
     ("unknown element type", lambda t: ["inspect", _unknown_dtype(t)], "element type 29"),
+    # a node whose inputs do not fit it: the MatMul's [16, 64] weight after a PRelu, and a MatMul of a
+    # scalar in the shape computation (which folding would evaluate away)
+    (
+        "inputs a node cannot take",
+        lambda t: ["inspect", _op_changed(t, "mlp.onnx", "fc2", "PRelu")],
+        "the graph is inconsistent, ONNX shape inference says: [ShapeInferenceError] Inference error(s): (op_type:Add, "
+        "node name: fc2_bias): [ShapeInferenceError] Incompatible dimensions",
+    ),
+    (
+        "a scalar into MatMul",
+        lambda t: ["inspect", _op_changed(t, "attention.onnx", "unsq", "MatMul")],
+        "(op_type:MatMul, node name: unsq): [ShapeInferenceError] Input tensors of wrong rank (0)",
+    ),
     (
         "custom-domain op",
         lambda t: [

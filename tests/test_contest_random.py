@@ -1,6 +1,6 @@
 """Seeded random contest instances solved end to end: every layout the engine hands out (both kernel
-sequences, pairs and deep slots, exchanges, CP-SAT windows) passes the independent contest verifier,
-or the instance is reported infeasible with an InfeasibleError; never an internal error."""
+sequences, pairs and deep slots, exchanges, CP-SAT windows) passes the independent contest verifier.
+Every seed in the suite has a legal solution, so each must be solved (an InfeasibleError fails it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 from wsealloc.api import run
 from wsealloc.contest import ContestOutcome
-from wsealloc.errors import InfeasibleError
 from wsealloc.plan.contest_solution import format_solution, parse_solution
 from wsealloc.plan.contest_verify import verify_solution
 from wsealloc.request import build_request
@@ -49,11 +48,8 @@ def _instance(rng: random.Random) -> str:
 def test_random_instances_solve_to_legal_solutions(seed: int, tmp_path: Path) -> None:
     path = tmp_path / f"random{seed}.kgraph"
     path.write_text(_instance(random.Random(seed)))
-    try:
-        outcome = run(build_request(path, time_limit=0.5))
-    except InfeasibleError as exc:
-        assert str(path) in str(exc)  # a clean, named refusal (the fabric or the memory limit is too small)
-        return
+    # every seed here has a legal solution (the 40 seeds checked by hand all did): a refusal is a failure
+    outcome = run(build_request(path, time_limit=0.5))
     assert isinstance(outcome, ContestOutcome) and outcome.report.ok
     # the written solution reads back and verifies on its own (as another tool's would)
     text = format_solution(outcome.solution)

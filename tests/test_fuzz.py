@@ -2,10 +2,19 @@
 
 Every case breaks one zoo model in one way (byte flips, truncation, a node losing an input, two
 nodes writing one tensor, a node reading a tensor nobody writes, dims 0/-1/2^40 in graph inputs and
-value_info, nonsense or empty op types, attributes of the wrong type) and runs the CLI in-process.
-The property: exit 0, or the exit code of an error class a user can act on with exactly one line on
-stderr, never an internal error (exit 70), and every case done within ``CASE_LIMIT_S`` (a hang fails
-the test naming the case). Cases are drawn from fixed seeds, so a failure reproduces; the test ids
+value_info, nonsense or empty op types, attributes of the wrong type) and runs the CLI on it. Each
+case ends one of three ways:
+
+* **rejected**: the exit code of an error class a user can act on, with exactly one line on stderr;
+* **accepted and valid**: exit 0 on a model ONNX's own rules accept (``onnx_rejects``: the protobuf
+  parses, every tensor is written once and defined before it is read, every node is an op of an
+  imported domain that passes its schema check, strict type-checked shape inference succeeds);
+* **accepted although corrupt**: exit 0 on a model those rules reject: a failure, like an internal
+  error (exit 70), a second stderr line, a crash, or a case still running after ``CASE_LIMIT_S``.
+
+Truncation, a second writer and a dangling read always corrupt: for them the oracle must agree.
+Each case runs in a forked child, so a hang (even inside C code) or a crash fails that case alone,
+named, and the run goes on. Cases are drawn from fixed seeds, so a failure reproduces; the test ids
 carry the number of cases. Most cases run ``inspect`` (import, kernels, costs); a handful run a
 quick ``solve --no-place``.
 
@@ -14,21 +23,23 @@ Determinism: same inputs, seed, workers -> same plan.
 
 from __future__ import annotations
 
-import faulthandler
+import io
 import json
+import os
 import random
+import selectors
 import signal
 import string
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from functools import cache
 from pathlib import Path
-from types import FrameType
 
 import onnx
 import pytest
+from google.protobuf.message import DecodeError
+from onnx import checker, defs
 
 from wsealloc.api import solve
 from wsealloc.cli import main
@@ -50,7 +61,7 @@ SEEDS: tuple[tuple[str, int], ...] = (
 EXPECTED = (ModelLoadError, ShapeError, UnsupportedOpError, InfeasibleError, UsageError, ArchError, SolverError)
 EXPECTED_CODES = frozenset(cls.exit_code for cls in EXPECTED)
 INTERNAL_ERROR = 70
-CASE_LIMIT_S = 10  # a case takes well under a second; a hang is anything far beyond
+CASE_LIMIT_S = 20  # a case takes well under a second; a hang is anything far beyond
 CASES_PER_KIND = 36
 SOLVE_CASES = 10
 
@@ -208,62 +219,179 @@ def make_case(kind: str, index: int) -> tuple[str, bytes]:
     return f"{name}: {what}", model.SerializeToString()
 
 
-class _Hang(BaseException):
-    """Raised in the main thread when a case runs past its limit (a BaseException: the CLI turns
-    every Exception into an internal error, which would hide the hang)."""
+# -- the oracle: ONNX's own rules, independent of wsealloc ----------------------------------------
+
+# mutations that corrupt every model they touch (the oracle must say so too)
+ALWAYS_CORRUPT = frozenset({"truncate", "double_write", "read_unwritten"})
+_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-@contextmanager
-def _hang_guard(seconds: float) -> Iterator[None]:
-    """Raise :class:`_Hang` after ``seconds``; dump every thread's stack and exit if even that fails
-    (a hang inside C code never returns to the interpreter to raise)."""
-
-    def alarm(signum: int, frame: FrameType | None) -> None:
-        raise _Hang
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    faulthandler.dump_traceback_later(seconds * 3, exit=True, file=sys.__stderr__)
+def onnx_rejects(data: bytes, allow_unknown_ops: bool = False) -> str | None:
+    """Why ONNX's own rules refuse the model file ``data`` (None: they accept it). The rules: it parses;
+    every tensor is written once, and defined (graph input, initializer, earlier node) before a node
+    reads it; every node has an op type of an imported domain, known to ONNX (unless
+    ``allow_unknown_ops``), that passes ONNX's per-node schema check; strict, type-checked shape
+    inference succeeds. (Not onnx.checker.check_model: it reads external weight data, absent here.)"""
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        faulthandler.cancel_dump_traceback_later()
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _run_case(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str | None:
-    """Run the CLI on one case; None if the property holds, else what went wrong."""
+        model = onnx.load_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        return f"not an ONNX protobuf ({type(exc).__name__})"
+    graph = model.graph
+    if not graph.node:
+        return "no nodes"
+    imported = {("" if o.domain in _DEFAULT_DOMAINS else o.domain): int(o.version) for o in model.opset_import}
+    if "" not in imported:
+        return "no default-domain opset import"
+    ctx = checker.C.CheckerContext()
+    ctx.ir_version = model.ir_version
+    ctx.opset_imports = imported
+    scope = checker.C.LexicalScopeContext()
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    for index, node in enumerate(graph.node):
+        label = f"node #{index} ({node.op_type or 'no op type'})"
+        for name in node.input:
+            if name and name not in defined:
+                return f"{label} reads {name!r}, which no input, initializer or earlier node defines"
+        for name in node.output:
+            if name in defined:
+                return f"{label} writes {name!r}, which is already defined"
+            if name:
+                defined.add(name)
+        domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+        if not node.op_type or domain not in imported:
+            return f"{label}: no op type, or domain {node.domain!r} not imported"
+        if not defs.has(node.op_type, domain):
+            if allow_unknown_ops:
+                continue
+            return f"{label}: not an op of domain {domain!r}"
+        try:
+            checker.C.check_node(node.SerializeToString(), ctx, scope)
+        except (checker.ValidationError, ValueError, RuntimeError) as exc:
+            return f"{label} fails its schema check: {str(exc).splitlines()[0][:200]}"
     try:
-        with _hang_guard(CASE_LIMIT_S):
-            code = main(argv)
-    except _Hang:
-        capsys.readouterr()
-        return f"still running after {CASE_LIMIT_S} s (hang)"
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    if code == 0:
-        return None if "internal error" not in err else f"exit 0 with {err.strip()!r}"
-    if code == INTERNAL_ERROR or code not in EXPECTED_CODES:
-        return f"exit {code}: {err.strip()[:400]!r}"
-    if len(lines) != 1 or not lines[0].startswith("wsealloc: error: "):
-        return f"exit {code} without exactly one error line: {err[:400]!r}"
-    if len(lines[0]) > 1200:
-        return f"exit {code} with a {len(lines[0])}-character line"
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, checker.ValidationError, ValueError, RuntimeError) as exc:
+        return f"strict shape inference: {' '.join(str(exc).split())[:200]}"
     return None
 
 
-def _check_kind(kind: str, count: int, command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+# -- running cases in forked children: a hang or a crash costs only its case ------------------------
+
+Result = tuple[int, str] | str  # (exit code, stderr), or what went wrong
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    """``wsealloc ARGV`` in this process: (exit code, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+def in_children(runs: list[Callable[[], tuple[int, str]]], limit_s: float) -> list[Result]:
+    """Each of ``runs`` in order, in forked children (one child for as many runs as go well; forking
+    per run would cost more than the runs): each run's (exit code, stderr), or what went wrong: still
+    running after ``limit_s`` (its child is killed: a hang inside C code too), killed by a signal, an
+    exception. A failed run costs only itself: the next ones go on in a fresh child."""
+    results: list[Result] = []
+    while len(results) < len(runs):
+        results.extend(_child(runs[len(results) :], limit_s))
+    return results
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _child(runs: list[Callable[[], tuple[int, str]]], limit_s: float) -> list[Result]:
+    """Results of the leading ``runs`` in one forked child, up to and including the first that fails."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one JSON line per run, and it never returns into pytest
+        try:
+            os.close(read_fd)
+            for run in runs:
+                try:
+                    line = list(run())
+                except Exception as exc:  # noqa: BLE001 - the parent reports it as that run's failure
+                    line = [None, f"{type(exc).__name__}: {exc}"]
+                _write_all(write_fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    results: list[Result] = []
+    pending = b""
+    deadline = time.monotonic() + limit_s
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(read_fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return [*results, f"still running after {limit_s:g} s (hang; its process was killed)"]
+                chunk = os.read(read_fd, 1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    code, err = json.loads(line)
+                    results.append((code, err) if code is not None else f"raised {err}")
+                    deadline = time.monotonic() + limit_s
+    finally:
+        os.close(read_fd)
+    if len(results) == len(runs):
+        os.waitpid(pid, 0)
+        return results
+    _, status = os.waitpid(pid, 0)
+    died = f"crashed: killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "ended without a result"
+    return [*results, died]
+
+
+def _judge(result: Result, data: bytes, allow_unknown_ops: bool = False) -> tuple[str, str | None]:
+    """(outcome, problem) of one case: the outcome is "rejected", "accepted and valid", "accepted although
+    corrupt" or "failed"; the problem is None when the property holds, else what went wrong."""
+    if isinstance(result, str):
+        return "failed", result
+    code, err = result
+    lines = err.strip().splitlines()
+    if code == 0:
+        if "internal error" in err:
+            return "failed", f"exit 0 with {err.strip()!r}"
+        corrupt = onnx_rejects(data, allow_unknown_ops)
+        if corrupt is not None:
+            return "accepted although corrupt", f"exit 0 on a model ONNX's rules refuse: {corrupt}"
+        return "accepted and valid", None
+    if code == INTERNAL_ERROR or code not in EXPECTED_CODES:
+        return "failed", f"exit {code}: {err.strip()[:400]!r}"
+    if len(lines) != 1 or not lines[0].startswith("wsealloc: error: "):
+        return "failed", f"exit {code} without exactly one error line: {err[:400]!r}"
+    if len(lines[0]) > 1200:
+        return "failed", f"exit {code} with a {len(lines[0])}-character line"
+    return "rejected", None
+
+
+def _check_kind(kind: str, count: int, command: list[str], tmp_path: Path, allow_unknown_ops: bool = False) -> None:
     failures = []
-    for index in range(count):
-        what, data = make_case(kind, index)
+    cases = [make_case(kind, index) for index in range(count)]
+    runs = []
+    for index, (what, data) in enumerate(cases):
+        if kind in ALWAYS_CORRUPT and onnx_rejects(data, allow_unknown_ops) is None:
+            failures.append(f"{kind} #{index} ({what}): the mutation left a model ONNX's rules accept")
         path = tmp_path / f"{kind}-{index}.onnx"
         path.write_bytes(data)
-        problem = _run_case([command[0], str(path), *command[1:]], capsys)
+        runs.append(lambda argv=[command[0], str(path), *command[1:]]: _cli(argv))
+    outcomes: dict[str, int] = {}
+    for index, ((what, data), result) in enumerate(zip(cases, in_children(runs, CASE_LIMIT_S), strict=True)):
+        outcome, problem = _judge(result, data, allow_unknown_ops)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if problem is not None:
             failures.append(f"{kind} #{index} ({what}): {problem}")
-        path.unlink()
-    assert not failures, f"{len(failures)} of {count} cases broke the property:\n" + "\n".join(failures)
+    tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    assert not failures, f"{len(failures)} of {count} cases broke the property ({tally}):\n" + "\n".join(failures)
 
 
 KINDS = ("byte_flip", "truncate", *STRUCTURAL)
@@ -271,32 +399,83 @@ INSPECT = ["inspect", "--arch", "wse2"]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[f"{k}-{CASES_PER_KIND}cases" for k in KINDS])
-def test_fuzz_inspect(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Broken zoo models through import, kernels and costs: a clean error or a result, never a crash."""
-    _check_kind(kind, CASES_PER_KIND, INSPECT, tmp_path, capsys)
+def test_fuzz_inspect(kind: str, tmp_path: Path) -> None:
+    """Broken zoo models through import, kernels and costs: a clean error, or a result on a model
+    ONNX's rules accept; never a crash, a hang, or a corrupt model accepted."""
+    _check_kind(kind, CASES_PER_KIND, INSPECT, tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["nonsense_op"], ids=[f"nonsense_op-allow-unknown-{CASES_PER_KIND // 3}cases"])
-def test_fuzz_inspect_allow_unknown_ops(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Unknown op types costed by the fallback instead of refused: still no crash."""
-    _check_kind(kind, CASES_PER_KIND // 3, [*INSPECT, "--allow-unknown-ops"], tmp_path, capsys)
+def test_fuzz_inspect_allow_unknown_ops(kind: str, tmp_path: Path) -> None:
+    """Unknown op types costed by the fallback instead of refused: still no crash (an unknown op type
+    is not corruption here; an unimported domain or an empty op type still is)."""
+    _check_kind(kind, CASES_PER_KIND // 3, [*INSPECT, "--allow-unknown-ops"], tmp_path, allow_unknown_ops=True)
 
 
 @pytest.mark.parametrize("case", range(SOLVE_CASES), ids=[f"solve-{i}of{SOLVE_CASES}" for i in range(SOLVE_CASES)])
-def test_fuzz_solve(case: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fuzz_solve(case: int, tmp_path: Path) -> None:
     """A few broken models all the way through a quick allocation (the structural kinds in turn)."""
     kind = tuple(STRUCTURAL)[case % len(STRUCTURAL)]
     what, data = make_case(kind, 1000 + case)
     path = tmp_path / "case.onnx"
     path.write_bytes(data)
-    problem = _run_case(["solve", str(path), "--arch", "wse2", "--no-place", "--time-limit", "2"], capsys)
+    argv = ["solve", str(path), "--arch", "wse2", "--no-place", "--time-limit", "2"]
+    _, problem = _judge(in_children([lambda: _cli(argv)], CASE_LIMIT_S)[0], data)
     assert problem is None, f"{kind} ({what}): {problem}"
 
 
-def test_hang_guard_fires() -> None:
-    # the guard is what turns a hang into a failure naming the case: it must actually fire
-    with pytest.raises(_Hang), _hang_guard(0.2):
-        time.sleep(5)
+def test_a_hang_or_a_crash_fails_only_its_case() -> None:
+    """The harness turns a case stuck inside C code (signals blocked: no Python handler could run) into
+    that case's failure, killing its process, and a crash into a failure naming the signal; the cases
+    after each go on in a fresh process."""
+
+    def stuck() -> tuple[int, str]:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT, signal.SIGTERM})
+        time.sleep(3600)
+        return 0, ""
+
+    def dies() -> tuple[int, str]:
+        os.kill(os.getpid(), signal.SIGKILL)  # a crash in C code, without a core file
+        return 0, ""
+
+    def fine(n: int) -> Callable[[], tuple[int, str]]:
+        return lambda: (n, f"wsealloc: error: case {n}\n")
+
+    def raises() -> tuple[int, str]:
+        raise KeyError("x")
+
+    start = time.monotonic()
+    results = in_children([fine(1), stuck, fine(2), dies, raises, fine(3)], 0.5)
+    assert results == [
+        (1, "wsealloc: error: case 1\n"),
+        "still running after 0.5 s (hang; its process was killed)",
+        (2, "wsealloc: error: case 2\n"),
+        f"crashed: killed by signal {int(signal.SIGKILL)}",
+        "raised KeyError: 'x'",
+        (3, "wsealloc: error: case 3\n"),
+    ]
+    assert time.monotonic() - start < 10
+
+
+def test_the_oracle_tells_corrupt_from_valid() -> None:
+    """ONNX's rules as the fuzzer applies them: the seed models pass; each way of corrupting one is named."""
+    for name, _ in SEEDS:
+        assert onnx_rejects((MODELS / name).read_bytes()) is None, name
+    assert "not an ONNX protobuf" in str(onnx_rejects((MODELS / "tiny" / "mlp.onnx").read_bytes()[:-100]))
+    model = _copy("tiny/mlp.onnx")
+    model.graph.node[1].output[0] = model.graph.node[0].output[0]
+    assert "is already defined" in str(onnx_rejects(model.SerializeToString()))
+    model = _copy("tiny/mlp.onnx")
+    model.graph.node[1].input[0] = "nobody_writes_this"
+    assert "which no input, initializer or earlier node defines" in str(onnx_rejects(model.SerializeToString()))
+    model = _copy("tiny/mlp.onnx")
+    model.graph.node[1].op_type = "Frobnicate"
+    assert "not an op of domain" in str(onnx_rejects(model.SerializeToString()))
+    assert onnx_rejects(model.SerializeToString(), allow_unknown_ops=True) is None
+    model = _copy("tiny/mlp.onnx")
+    fc2 = next(n for n in model.graph.node if n.name == "fc2")
+    fc2.op_type = "PRelu"  # a valid node, but its [16, 64] weight does not fit what follows
+    assert "strict shape inference" in str(onnx_rejects(model.SerializeToString()))
 
 
 def test_cases_are_deterministic() -> None:

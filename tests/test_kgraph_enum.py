@@ -50,9 +50,20 @@ def brute(kind: ContestKind, args: FormalArgs, fab: Fabric, *, memory: bool = Tr
     return grid, np.array(sorted(legal), dtype=np.int64).reshape(-1, 2)
 
 
+def frontier_size(grid: np.ndarray) -> int:
+    """Models on the frontier of a brute-force ``grid`` (best time within each height x width bound):
+    one per (height, width) cell strictly faster than every cell at most as tall and as wide."""
+    above = np.full_like(grid, NONE)
+    above[1:, :] = grid[:-1, :]
+    left = np.full_like(grid, NONE)
+    left[:, 1:] = grid[:, :-1]
+    return int(((grid < NONE) & (grid < np.minimum(above, left))).sum())
+
+
 def check_against_brute(kind: ContestKind, args: FormalArgs, fab: Fabric) -> ContestOpModels:
     m = enumerate_contest(kernel(kind, args), fab)
     grid, legal = brute(kind, args, fab)
+    assert len(m) == frontier_size(grid)  # no more models than the frontier, and none of it missing
     # every kept model is legal and its figures are the spec's
     for i in range(len(m)):
         p = kernel_perf(kind, args, m.exec_args(i))

@@ -5,15 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_ISPD2020, shared_letters
+from conftest import SHARED_LETTERS, shared_instance
 
 from wsealloc.errors import ModelLoadError
 from wsealloc.frontend.kgraph import looks_like_kgraph, parse_kgraph, parse_kgraph_text
 from wsealloc.graph.contest import BlockArgs, ContestKind, ConvArgs, Fabric
 
 DATA = Path(__file__).resolve().parent / "data" / "kgraph"
-SHARED = SHARED_ISPD2020
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared contest instances absent ({SHARED})")
 
 HEADER = "(*\ntest=t\nwidth=64\nheight=48\nwdeltat=1\nwlength=2\nwadapter=0\nmemlimit=1024\n*)\n"
 CONV = "conv[1] W=4 H=4 R=1 S=1 C=4 K=4 T=1 U=1 name='k1'\n"
@@ -72,19 +70,19 @@ def test_name_defaults_to_k_id_and_fabric_stands_in_for_a_missing_header() -> No
 
 
 COUNTS = {"A": 16, "B": 32, "C": 100, "D": 52, "I": 25, "J": 79, "K": 16, "L": 52}
+TWINS = {"E": "A", "F": "B", "G": "C", "H": "D", "O": "I", "P": "J", "Q": "K", "R": "L"}  # the same graphs, other weights
 
 
-@needs_shared
-@pytest.mark.parametrize("letter", shared_letters(list(COUNTS)))
+@pytest.mark.parametrize("letter", SHARED_LETTERS)
 def test_shared_instances_parse(letter: str) -> None:
-    g = parse_kgraph(SHARED / f"{letter}.kgraph")
-    assert len(g.kernels) == COUNTS[letter] and g.fabric.width == g.fabric.height == 633 and g.fabric.memlimit == 24576
+    g = parse_kgraph(shared_instance(f"{letter}.kgraph"))
+    assert len(g.kernels) == COUNTS[TWINS.get(letter, letter)]
+    assert g.fabric.width == g.fabric.height == 633 and g.fabric.memlimit == 24576
     assert all(n.kind in ("input", "output") for n in g.io_nodes) and len(g.io_nodes) == 2
 
 
-@needs_shared
 def test_shared_instance_details() -> None:
-    a = parse_kgraph(SHARED / "A.kgraph")
+    a = parse_kgraph(shared_instance("A.kgraph"))
     assert a.kernels[0].args == BlockArgs(F=2048, H=14, W=14) and a.fabric.test == "compact-balanced-router"
 
 
@@ -177,3 +175,14 @@ def test_header_overrides_are_held_to_the_fabric_limit() -> None:
     with pytest.raises(UsageError, match=r"header overrides \(--arch/--set\): a 100,000 x 1,000 fabric has 100,000,000 tiles"):
         source.read()
     assert KgraphSource(path=str(DATA / "tiny_chain.kgraph"), header={"width": 4096, "height": 4096}).read().fabric.width == 4096
+
+
+def test_a_missing_shared_instance_skips_or_fails_under_require(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the shared folder the tests that read it skip, saying why; .ci/run (WSEALLOC_REQUIRE_SHARED=1)
+    turns that into a failure, so CI never passes without having checked them."""
+    monkeypatch.delenv("WSEALLOC_REQUIRE_SHARED", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="shared ISPD-2020 instances absent"):
+        shared_instance("no-such-instance.kgraph")
+    monkeypatch.setenv("WSEALLOC_REQUIRE_SHARED", "1")
+    with pytest.raises(pytest.fail.Exception, match="WSEALLOC_REQUIRE_SHARED=1 makes that an error"):
+        shared_instance("no-such-instance.kgraph")

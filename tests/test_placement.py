@@ -182,17 +182,34 @@ def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: 
     assert len(seen) == 1 and seen[0] <= 5 - 0.5
 
 
-def test_construction_finds_a_first_layout_past_its_deadline() -> None:
-    """A deadline already past still yields a valid layout (the best found, never none for the clock)."""
+def test_construction_finds_a_first_layout_past_its_deadline(tmp_path: Path) -> None:
+    """A deadline already past still yields a valid layout (the best found, never none for the clock):
+    written as a plan, the independent verifier accepts it (inside the wafer, no overlap, no defective
+    core, die rule, every kernel's op model and stage time recomputed)."""
     import time
 
     from wsealloc.budget import Deadline
+    from wsealloc.plan.build import make_plan
     from wsealloc.problem.placement import build_placement_problem
-    from wsealloc.solvers.place import construct_best
+    from wsealloc.solvers.base import PlacementResult, Status
+    from wsealloc.solvers.place import construct_best, evaluate
 
-    out = solve(ATTENTION, "tiny", place=False)
-    problem = build_placement_problem(out.costs, out.plan.objective.lower_bound_cycles)
-    assert construct_best(problem, Deadline(time.perf_counter() - 1.0)) is not None
+    sets = ["wafer.defects.rate=0.02", "wafer.defects.seed=7"]  # defects to avoid, as in test_summary_reports_...
+    out = solve(ATTENTION, "tiny", sets=sets, place=False)
+    bound = out.plan.objective.lower_bound_cycles
+    assert bound is not None
+    problem = build_placement_problem(out.costs, bound)
+    placed = construct_best(problem, Deadline(time.perf_counter() - 1.0))
+    assert placed is not None and placed.rects.shape == (problem.n_kernels, 4)
+    objective, traffic = evaluate(problem, placed)
+    status = Status.OPTIMAL if objective <= bound else Status.FEASIBLE
+    layout = PlacementResult("strips", status, placed.rects, placed.dataflow, objective, bound, 0.0, traffic)
+    plan = make_plan(out.costs, out.request.onnx_model, out.result, out.baseline, layout, problem)
+    path = tmp_path / "late.json"
+    path.write_text(plan.to_json())
+    report = verify_plan(path)
+    assert report.ok, report.violations
+    assert plan.objective.placed and plan.objective.bottleneck_cycles == objective >= bound
 
 
 def test_summary_reports_what_placing_cost() -> None:

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from exhaustive import bottleneck_by_scan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,13 +27,15 @@ def frontiers(draw: st.DrawFn) -> Choices:
 
 
 @st.composite
-def problems(draw: st.DrawFn, max_kernels: int = 5) -> AllocationProblem:
+def problems(draw: st.DrawFn, max_kernels: int = 5, short_by: int = 0) -> AllocationProblem:
+    """Random allocation problems; the core total is at least the kernels' smallest op models' sum
+    (feasible), or with ``short_by`` > 0 up to that many cores below it (infeasible there)."""
     classes = draw(st.lists(frontiers(), min_size=1, max_size=3))
     n = draw(st.integers(1, max_kernels))
     kernel_class = tuple(draw(st.integers(0, len(classes) - 1)) for _ in range(n))
     minimum = sum(int(classes[c].cores[0]) for c in kernel_class)
     maximum = sum(int(classes[c].cores[-1]) for c in kernel_class)
-    total = draw(st.integers(minimum, maximum + 5))
+    total = draw(st.integers(max(1, minimum - short_by), maximum + 5))
     hints = GreedyHints(
         compute=tuple(float(draw(st.integers(1, 100))) for _ in range(n)),
         seed_compute=(0,) * n,
@@ -44,12 +47,18 @@ def problems(draw: st.DrawFn, max_kernels: int = 5) -> AllocationProblem:
 
 
 def brute_force(p: AllocationProblem) -> int:
+    best = brute_force_or_none(p)
+    assert best is not None
+    return best
+
+
+def brute_force_or_none(p: AllocationProblem) -> int | None:
+    """The optimum over every combination of op models, None when none fits the cores."""
     best = None
     for choice in itertools.product(*(range(len(p.choices(i))) for i in range(p.n_kernels))):
         lat, cores = p.evaluate(choice)
         if cores <= p.total_cores and (best is None or lat < best):
             best = lat
-    assert best is not None
     return best
 
 
@@ -57,6 +66,7 @@ def brute_force(p: AllocationProblem) -> int:
 @given(problems())
 def test_bisect_and_cpsat_equal_brute_force(p: AllocationProblem) -> None:
     opt = brute_force(p)
+    assert bottleneck_by_scan(p) == opt  # the tests' own exact optimum (tests/exhaustive.py) agrees too
     exact = get_solver("bisect")(p, SolveOptions())
     assert exact.status is Status.OPTIMAL and exact.objective == opt and exact.bound == opt
     for sym in (True, False):
@@ -91,6 +101,32 @@ def test_more_cores_never_worse(p: AllocationProblem, extra: int) -> None:
     more = AllocationProblem(p.names, p.kernel_class, p.classes, p.total_cores + extra, p.hints)
     bigger = get_solver("bisect")(more, SolveOptions())
     assert bigger.objective is not None and base.objective is not None and bigger.objective <= base.objective
+
+
+def test_every_backend_reports_infeasible_exactly_when_brute_force_finds_nothing() -> None:
+    """Totals drawn below and above the smallest op models' sum: each exact backend says INFEASIBLE
+    exactly when no combination fits, greedy too; both outcomes must occur among the cases drawn."""
+    seen = {"infeasible": 0, "feasible": 0}
+
+    @settings(max_examples=80, deadline=None)
+    @given(problems(short_by=60))
+    def check(p: AllocationProblem) -> None:
+        opt = brute_force_or_none(p)
+        assert bottleneck_by_scan(p) == opt
+        seen["infeasible" if opt is None else "feasible"] += 1
+        backends = [get_solver("bisect")(p, SolveOptions()), get_solver("cpsat")(p, SolveOptions(deadline=Deadline.after(30)))]
+        if seen["infeasible"] + seen["feasible"] <= 20:  # PuLP/CBC is slow to start: a share of the cases
+            backends.append(get_solver("pulp")(p, SolveOptions(deadline=Deadline.after(30))))
+        for r in backends:
+            if opt is None:
+                assert r.status is Status.INFEASIBLE, r
+            else:
+                assert r.status is Status.OPTIMAL and r.objective == opt, r
+        greedy = get_solver("greedy")(p, SolveOptions())
+        assert (greedy.status is Status.INFEASIBLE) == (opt is None)
+
+    check()
+    assert seen["infeasible"] > 0 and seen["feasible"] > 0, seen
 
 
 def test_infeasible_is_reported() -> None:

@@ -3,9 +3,8 @@ the single-wafer optimum; a kernel larger than a wafer is diagnosed."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
+from exhaustive import pipeline_by_cuts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_solvers import problems
@@ -13,53 +12,43 @@ from test_solvers import problems
 from wsealloc.problem import AllocationProblem
 from wsealloc.problem.stages import StageProblem
 from wsealloc.solvers import SolveOptions, Status, get_solver
-from wsealloc.solvers.bisect import optimal_bottleneck
 from wsealloc.solvers.stages import solve
 
 
-def _sub(p: AllocationProblem, first: int, end: int) -> AllocationProblem:
-    return AllocationProblem(p.names[first:end], p.kernel_class[first:end], p.classes, p.total_cores, p.hints)
-
-
 def brute_force(sp: StageProblem, wafers: int) -> int | None:
-    n = sp.n_kernels
-    transfer = sp.transfer_cycles()
-    best = None
-    for k in range(1, min(wafers, n) + 1):
-        for inner in itertools.combinations(range(1, n), k - 1):
-            cuts = (0, *inner, n)
-            load = 0
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-                t = optimal_bottleneck(_sub(sp.alloc, a, b))
-                if t is None:
-                    load = None
-                    break
-                load = max(load, t, int(transfer[a]), int(transfer[b]))
-            if load is not None and (best is None or load < best):
-                best = load
-    return best
+    """Every set of cut points, each stage's optimum by a linear scan (tests/exhaustive.py, no solver)."""
+    return pipeline_by_cuts(sp, wafers)
 
 
 @st.composite
-def stage_problems(draw: st.DrawFn) -> tuple[StageProblem, int]:
-    p = draw(problems(max_kernels=6))
+def stage_problems(draw: st.DrawFn, short_by: int = 0) -> tuple[StageProblem, int]:
+    p = draw(problems(max_kernels=6, short_by=short_by))
     n = p.n_kernels
     cut = np.array([0.0] + [float(draw(st.integers(0, 5000))) for _ in range(n - 1)] + [0.0])
     sp = StageProblem(p, cut, cycles_per_byte=draw(st.sampled_from([0.01, 0.1, 1.0])), latency_cycles=draw(st.integers(0, 50)))
     return sp, draw(st.integers(1, 4))
 
 
-@settings(max_examples=150, deadline=None)
-@given(stage_problems())
-def test_dp_equals_brute_force(case: tuple[StageProblem, int]) -> None:
-    sp, wafers = case
-    expected = brute_force(sp, wafers)
-    got = solve(sp, wafers)
-    if expected is None:
-        assert got.status is Status.INFEASIBLE
-    else:
-        assert got.status is Status.OPTIMAL and got.objective == expected
-        assert got.cuts[0] == 0 and got.cuts[-1] == sp.n_kernels and got.wafers <= wafers
+def test_dp_equals_brute_force() -> None:
+    """Wafer sizes drawn from well below the kernels' total to above it: a kernel alone too big for a
+    wafer, too few wafers, and feasible partitions; the infeasible and the feasible branch must both run."""
+    seen = {"infeasible": 0, "feasible": 0}
+
+    @settings(max_examples=150, deadline=None)
+    @given(stage_problems(short_by=40))
+    def check(case: tuple[StageProblem, int]) -> None:
+        sp, wafers = case
+        expected = brute_force(sp, wafers)
+        seen["infeasible" if expected is None else "feasible"] += 1
+        got = solve(sp, wafers)
+        if expected is None:
+            assert got.status is Status.INFEASIBLE and got.objective is None
+        else:
+            assert got.status is Status.OPTIMAL and got.objective == expected
+            assert got.cuts[0] == 0 and got.cuts[-1] == sp.n_kernels and got.wafers <= wafers
+
+    check()
+    assert seen["infeasible"] > 0 and seen["feasible"] > 0, seen
 
 
 @settings(max_examples=80, deadline=None)

@@ -366,11 +366,7 @@ class _Importer:
         an inferred one is an error naming the tensor and both shapes (the first in graph order).
         Where inference knows nothing, the declaration stands.
         """
-        bare = onnx.ModelProto()
-        bare.CopyFrom(self.model)
-        del bare.graph.value_info[:]
-        for out in bare.graph.output:
-            out.type.tensor_type.ClearField("shape")
+        bare = self._undeclared()
         sources = {vi.name for vi in self.graph.input} | {t.name for t in self.graph.initializer}
         declared = {vi.name: vi for vi in (*self.graph.value_info, *self.graph.output) if vi.name not in sources}
         try:
@@ -394,6 +390,40 @@ class _Importer:
                 "its value_info so that shapes are inferred"
             )
 
+    def check_consistent(self) -> None:
+        """The graph's nodes must agree with one another.
+
+        Run when strict inference first fails (before any folding: folding could evaluate the bad node
+        away). If a strict pass (types checked) over the graph without the file's declarations fails
+        too, the graph itself is inconsistent, whatever the declarations say: some node cannot take what
+        it is given (a Sub of shapes that do not broadcast, a Reshape whose target cannot hold its input,
+        an Add of float and int64, a MatMul of a scalar). The lenient pass would skip that node silently
+        and the model would be planned as if nothing were wrong. If it passes, a declaration is stale:
+        ``check_declared`` names it once folding is done."""
+        bare = self._undeclared()
+        in_order = sorted_nodes(bare.graph, self.source)  # ONNX infers in file order: a file may list nodes unsorted
+        del bare.graph.node[:]
+        bare.graph.node.extend(in_order)
+        try:
+            self.infer_shapes(bare, strict=True, check_type=True)
+        except ValueError:
+            return  # an element type ONNX does not define: named where the tensor is read (_elem_info)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+            said = " ".join(str(exc).split())
+            raise ShapeError(
+                f"{self.source}: the graph is inconsistent, ONNX shape inference says: "
+                f"{said if len(said) <= 300 else said[:297] + '...'}; re-export the model"
+            ) from exc
+
+    def _undeclared(self) -> onnx.ModelProto:
+        """A copy of the model without the shapes the file declares (value_info, graph outputs' shapes)."""
+        bare = onnx.ModelProto()
+        bare.CopyFrom(self.model)
+        del bare.graph.value_info[:]
+        for out in bare.graph.output:
+            out.type.tensor_type.ClearField("shape")
+        return bare
+
     def known_values(self) -> None:
         for name, init in self.initializers.items():
             if name not in self.values and init.data_location != onnx.TensorProto.EXTERNAL:
@@ -416,13 +446,18 @@ class _Importer:
             ) from exc
 
     def infer(self) -> dict[str, list[int | str | None] | None]:
-        # Strict first: on a sound graph it returns what the lenient pass would, at the same cost, and
-        # it is the cheap way to notice that some node's inference failed, e.g. because its output
-        # contradicts a declared value_info (which the lenient pass silently keeps). Only then is the
-        # lenient pass run, and check_declared names the stale declaration once folding is done.
+        # Strict first (types checked): on a sound graph it returns what the lenient pass would, at the
+        # same cost, and it is the cheap way to notice that some node's inference failed, e.g. because
+        # its output contradicts a declared value_info (which the lenient pass silently keeps) or its
+        # inputs do not fit it. Only then is the lenient pass run: at the first failure check_consistent
+        # tells an inconsistent graph (an error) from a stale declaration, which check_declared names
+        # once folding is done.
         try:
-            inferred = self.infer_shapes(self.model, strict=True)
-        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+            inferred = self.infer_shapes(self.model, strict=True, check_type=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
+            # (ValueError: the type check met an element type ONNX does not define; _elem_info names it)
+            if not self.strict_failed:
+                self.check_consistent()  # the first failure (before folding): the graph itself, or a declaration?
             self.strict_failed = True
             try:
                 inferred = self.infer_shapes(self.model, strict=False)
