@@ -268,6 +268,12 @@ def onnx_rejects(data: bytes, allow_unknown_ops: bool = False) -> str | None:
             checker.C.check_node(node.SerializeToString(), ctx, scope)
         except (checker.ValidationError, ValueError, RuntimeError) as exc:
             return f"{label} fails its schema check: {str(exc).splitlines()[0][:200]}"
+    # A declared dim of 0 or -1 on an inner tensor is how exporters say "unknown" (Paddle2ONNX writes
+    # [-1, 2]); wsealloc reads it so (docs/errors.md), so the oracle does too: the dim is cleared first.
+    for vi in graph.value_info:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                d.Clear()
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.shape_inference.InferenceError, checker.ValidationError, ValueError, RuntimeError) as exc:
