@@ -25,8 +25,9 @@ from typing_extensions import Unpack
 from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
-from wsealloc.errors import InfeasibleError, Interrupted, SolverError
+from wsealloc.errors import InfeasibleError, Interrupted, SolverError, UsageError
 from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.headline import Headline
@@ -34,14 +35,16 @@ from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import objective_named
+from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named
 from wsealloc.problem.placement import build_placement_problem
+from wsealloc.problem.sharing import build_sharing_problem
 from wsealloc.problem.stages import StageProblem, build_stage_problem
-from wsealloc.request import RequestOptions, SolveRequest, build_request, check_outputs
+from wsealloc.request import RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
 from wsealloc.solvers.place import place_baseline
 from wsealloc.solvers.place import solve as place_solver
+from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.units import format_bytes
@@ -130,12 +133,18 @@ def _run_stoppable(fn: Callable[[], _T], deadline: Deadline) -> _T | None:
 
 
 def solve_costs(
-    costs: CostTable, request: SolveRequest, deadline: Deadline | None = None, progress: Progress | None = None
+    costs: CostTable,
+    request: SolveRequest,
+    deadline: Deadline | None = None,
+    progress: Progress | None = None,
+    proven: ProvenBound | None = None,
 ) -> SolveOutcome:
     """Solve one wafer's cost table: greedy baseline, exact bound, then the request's backend (an
     allocation share of ``deadline``); with ``request.place``, place every kernel on the wafer in
     what remains (the bound stays the allocation-only optimum). ``deadline`` defaults to the
-    request's time limit from now."""
+    request's time limit from now. ``proven``: a bound proven before (the sharing search's, over the
+    regions it chose from), used instead of the objective's own; a table whose units each have one
+    candidate (a fixed ``--grid``) is taken as it is."""
     deadline = deadline or Deadline.after(request.solver.time_limit_s)
     say = progress or (lambda message: None)
     solver = request.solver.name
@@ -144,9 +153,11 @@ def solve_costs(
     objective.check_backend(solver)
     problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
+    if request.sharing.mode is ShareMode.GRID:
+        return _fixed_grid(costs, problem, request, deadline, knobs, say)
     baseline = get_solver("greedy")(problem, knobs)
     t0 = time.perf_counter()
-    proven = objective.exact_bound(problem)
+    proven = proven or objective.exact_bound(problem)
     if proven.value is None:
         raise InfeasibleError(infeasibility_message(costs, problem))
     wall = time.perf_counter() - t0
@@ -161,7 +172,7 @@ def solve_costs(
     elif solver in ("greedy", "greedy-seed"):
         result = baseline if solver == "greedy" else get_solver(solver)(problem, knobs)
     else:
-        hint = baseline.choice if baseline.status is Status.FEASIBLE else exact.choice
+        hint = proven.start or (baseline.choice if baseline.status is Status.FEASIBLE else exact.choice)
         share = deadline.share(ALLOCATION_SHARE_WHEN_PLACING) if request.place else deadline
         run_opts = replace(knobs, deadline=share, hint=hint, lower_bound=bound)
         backend = get_solver(solver)
@@ -199,7 +210,8 @@ def solve_costs(
         share = deadline.share(BASELINE_PLACEMENT_SHARE)
         greedy_layout = _run_stoppable(lambda: place_baseline(pproblem, targets, share), deadline)
         if greedy_layout is not None:
-            baseline_placed = int(pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)[0].max())
+            stage, comm = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)
+            baseline_placed = (pproblem.layout_time(stage, comm), int(stage.max()))  # (value, bottleneck)
     starts = (greedy_layout,) if greedy_layout is not None else ()
     place_opts = replace(knobs, deadline=deadline)
     placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), deadline)
@@ -216,6 +228,34 @@ def solve_costs(
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def _fixed_grid(
+    costs: CostTable, problem: AllocationProblem, request: SolveRequest, deadline: Deadline, knobs: SolveOptions, say: Progress
+) -> SolveOutcome:
+    """``--grid RxC``: every region on the one grid (no choice to make); placed when its regions fit the
+    wafer, else reported with the cores it needs (the configuration is the one a measurement describes:
+    it is not refused)."""
+    choice = tuple(0 for _ in range(problem.n_kernels))
+    need = problem.evaluate(choice)[1]
+    fits = need <= problem.total_cores
+    fixed_problem = replace(problem, total_cores=max(problem.total_cores, need))
+    r, c = request.sharing.grid or (0, 0)
+    note = f"every kernel on {r}x{c}: {len(costs.kernels)} regions of {r * c:,} cores = {need:,} cores" + (
+        "" if fits else f", more than the wafer's {problem.total_cores:,}: not placed"
+    )
+    result = result_from_choice("grid", fixed_problem, choice, Status.FEASIBLE, None, 0.0, message=note)
+    say(f"allocation: {note}")
+    if not fits or not request.place or deadline.stopped:
+        plan = make_plan(costs, request.onnx_model, result, result, request=request, fits=fits)
+        return SolveOutcome(plan, result, result, result, costs, deadline.stopped, request=request)
+    pproblem = build_placement_problem(costs, lower_bound=0, objective=problem.objective)
+    placement = _run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline)), deadline)
+    if placement is None or placement.rects is None:
+        plan = make_plan(costs, request.onnx_model, result, result, request=request)
+        return SolveOutcome(plan, result, result, result, costs, deadline.stopped, request=request)
+    plan = make_plan(costs, request.onnx_model, result, result, placement, pproblem, None, request)
+    return SolveOutcome(plan, result, result, result, costs, deadline.stopped, placement, request=request)
 
 
 def solve_stages(
@@ -307,14 +347,80 @@ class Outcome(Protocol):
 
 
 def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> SolveOutcome:
-    """An ONNX (or generated ONNX) model: the front half, then one wafer or a pipeline over several."""
+    """An ONNX (or generated ONNX) model: the front half, the cores shared in time if asked, then one
+    wafer or a pipeline over several."""
     costs = _run_stoppable(lambda: build_costs(request.onnx_model, request.machine, request.cost), deadline)
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
     count = request.wafer_count
+    if request.sharing.mode is not ShareMode.NONE:
+        if count != 1:
+            raise UsageError("--share/--grid plan regions on one wafer; drop --wafers (or use --share none)")
+        units, proven = share_cores(costs, request, deadline, progress)
+        return solve_costs(units, request, deadline, progress, proven)
     if count == 1:
         return solve_costs(costs, request, deadline, progress)
     return solve_stages(costs, request, count, deadline, progress)
+
+
+def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
+    """Consecutive kernels packed into as few ``r x c`` regions as SRAM allows (first fit in dataflow
+    order: the fewest regions of a sequence); a kernel that alone needs more is an error naming it."""
+    if r > costs.arch.rows or c > costs.arch.cols:
+        raise UsageError(f"--grid {r}x{c}: larger than the {costs.arch.rows}x{costs.arch.cols} wafer of {costs.arch.name}")
+    sp = build_sharing_problem(costs, np.array([[r, c]]))
+    usable = float(sp.usable_sram)
+    runs: list[tuple[int, int]] = []
+    first, held = 0, 0.0
+    for k in range(sp.n_kernels):
+        need = float(sp.sram[k, 0])
+        if need > usable:
+            raise InfeasibleError(
+                f"{costs.kgraph.ops.source}: kernel {sp.names[k]} needs {format_bytes(int(need))} per core on {r}x{c}, "
+                f"more than the usable {format_bytes(sp.usable_sram)}: a kernel cannot span regions; use a larger --grid"
+            )
+        if held + need > usable:
+            runs.append((first, k))
+            first, held = k, 0.0
+        held += need
+    runs.append((first, sp.n_kernels))
+    return runs
+
+
+def share_cores(
+    costs: CostTable, request: SolveRequest, deadline: Deadline, progress: Progress | None = None
+) -> tuple[CostTable, ProvenBound | None]:
+    """The cost table of regions the request asks for (``--grid``: the runs SRAM packing gives on the
+    fixed grid; ``--share auto``: the runs and grids ``solvers.share`` proves best for a token's time),
+    with the sharing search's proven bound."""
+    say = progress or (lambda message: None)
+    if request.sharing.mode is ShareMode.GRID:
+        assert request.sharing.grid is not None
+        r, c = request.sharing.grid
+        runs = pack_runs(costs, r, c)
+        return region_table(costs, runs, shapes=np.array([[r, c]])), None
+    if request.objective is not ObjectiveKind.LATENCY:
+        raise UsageError(
+            "--share auto chooses regions for one token's time: add --objective latency "
+            "(a throughput plan keeps every kernel on its own rectangle: --share none)"
+        )
+    sp = build_sharing_problem(costs)
+    found = _run_stoppable(lambda: share_solver(sp, deadline), deadline)
+    if found is None:
+        raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
+    if found.status is Status.INFEASIBLE or found.bound is None and not found.runs:
+        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
+    say(f"sharing: {found.message}; {found.latency:,} cycles per token, bound {found.bound:,} ({found.wall_s:.1f} s)")
+    units = region_table(costs, found.runs, shapes=sp.shapes)
+    start = []
+    for i, ((first, end), g) in enumerate(zip(found.runs, found.grids, strict=True)):
+        run_latency = int(sp.latency[first:end, g].sum())
+        frontier = units.kernels[i].frontier
+        within = np.flatnonzero(frontier.latency <= run_latency)
+        start.append(int(within[0]) if within.size else len(frontier) - 1)
+    choice = tuple(start)
+    optimal = found.status is Status.OPTIMAL
+    return units, ProvenBound("share", found.bound, choice if optimal else None, choice)
 
 
 def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:

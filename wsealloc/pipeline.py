@@ -10,6 +10,7 @@ from wsealloc.cost import CostOptions
 from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
+from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import KernelGraph, build_kernels
@@ -74,9 +75,10 @@ def graph_work(graph: OpGraph) -> int:
 def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
     """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
     group it into kernels."""
+    dims = {**cache_dims(source.onnx_path(), source.context, source.batch), **source.dims}  # --dim wins
     graph = import_onnx(
         source.onnx_path(),
-        source.dims,
+        dims,
         weights_as_inputs=source.weights_as_inputs,
         input_shapes=source.input_shapes,
         weigh=graph_work,

@@ -16,6 +16,7 @@ the arch YAML nor the command line.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict
@@ -71,6 +72,44 @@ class SolverSettings(_Frozen):
 Wafers = Annotated[int | Literal["auto"], BeforeValidator(wafer_count)]
 
 
+Side = Annotated[int, Field(strict=True, ge=1, le=2**24)]
+
+
+class ShareMode(str, enum.Enum):
+    """How kernels may share cores in time (``cost.region``)."""
+
+    NONE = "none"  # every kernel owns its rectangle (a layer pipeline)
+    AUTO = "auto"  # the solver chooses runs of consecutive kernels and each run's grid (solvers.share)
+    GRID = "grid"  # every kernel on one fixed R x C grid, runs packed by SRAM (WaferLLM's mapping)
+
+
+class Sharing(_Frozen):
+    """Cores shared in time: the mode, and the grid of ``GRID``."""
+
+    mode: ShareMode = ShareMode.NONE
+    grid: tuple[Side, Side] | None = None
+
+    @model_validator(mode="after")
+    def _grid_given(self) -> Sharing:
+        if (self.mode is ShareMode.GRID) != (self.grid is not None):
+            raise ValueError("--grid RxC fixes every kernel's grid; it comes with share mode 'grid' only")
+        return self
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    """``--grid 420x420`` (or ``420``, a square) as (rows, cols)."""
+    parts = str(text).lower().replace(",", "x").split("x")
+    try:
+        sides = [int(p.strip()) for p in parts]
+    except ValueError:
+        raise UsageError(f"--grid {text!r}: expected RxC, e.g. --grid 420x420") from None
+    if len(sides) == 1:
+        sides = sides * 2
+    if len(sides) != 2 or min(sides) < 1:
+        raise UsageError(f"--grid {text!r}: expected RxC with positive sides, e.g. --grid 420x420")
+    return sides[0], sides[1]
+
+
 class SolveRequest(_Frozen):
     """Everything one solve needs, validated (see the module docstring). A contest instance
     (``KgraphSource``) carries its machine in its header (``arch`` is None); every other source
@@ -83,6 +122,8 @@ class SolveRequest(_Frozen):
     place: bool = True
     wafers: Wafers = 1  # "auto": the fewest wafers that fit
     objective: ObjectiveKind = ObjectiveKind.THROUGHPUT  # what the allocation minimizes (problem.objective)
+    sharing: Sharing = Sharing()  # kernels sharing cores in time (cost.region)
+    requests: int = Field(1, strict=True, ge=1, le=2**20)  # sequences in flight, interleaved through the kernels
 
     @field_validator("objective", mode="before")
     @classmethod
@@ -157,6 +198,11 @@ class RequestOptions(TypedDict, total=False):
     place: bool
     wafers: int | str | None
     objective: str
+    share: str
+    grid: str | tuple[int, int] | None
+    requests: int
+    context: int | None
+    batch: int | None
 
 
 def build_request(
@@ -200,6 +246,15 @@ def build_request(
         source = model
     else:
         raise UsageError(f"model {model!r}: expected a file path, synthetic:KIND:N or a model source")
+    llm = {key: opts[key] for key in ("context", "batch") if opts.get(key) is not None}
+    if llm:
+        onnx_source = as_onnx(source)
+        if onnx_source is None:
+            raise UsageError(f"{source.label}: --context and --batch bind an LLM export's cache dims; a .kgraph has none")
+        try:
+            source = type(onnx_source).model_validate({**onnx_source.model_dump(), **llm})
+        except ValidationError as exc:
+            raise UsageError(f"{_first_error(exc)}") from exc
     sets = opts.get("sets") or ()
     if isinstance(sets, str) or not isinstance(sets, Sequence):
         raise UsageError(f"sets {sets!r}: expected a list of FIELD=VALUE strings, e.g. ['core.sram_bytes=96KiB']")
@@ -257,6 +312,8 @@ def build_request(
         "place": opts.get("place", True),
         "wafers": wafers,
         "objective": opts.get("objective", "throughput"),
+        "sharing": _sharing(opts),
+        "requests": opts.get("requests", 1),
     }
     try:
         return SolveRequest.model_validate(data)
@@ -264,6 +321,23 @@ def build_request(
         raise UsageError(_first_error(exc)) from exc
     except WseallocError:
         raise
+
+
+def _sharing(opts: Mapping[str, object]) -> dict[str, object]:
+    """``share`` and ``grid`` as a :class:`Sharing` (``grid`` alone means share mode ``grid``; latency
+    plans share by default, throughput plans do not)."""
+    grid = opts.get("grid")
+    if grid is not None:
+        sides = parse_grid(grid) if isinstance(grid, str) else tuple(grid)  # type: ignore[arg-type]
+        share = str(opts.get("share") or "grid")
+        if share != "grid":
+            raise UsageError(f"--grid {grid} fixes every kernel's grid: --share {share} does not apply with it")
+        return {"mode": "grid", "grid": sides}
+    default = "auto" if str(opts.get("objective", "throughput")) == "latency" else "none"
+    share = str(opts.get("share") or default)
+    if share not in ("none", "auto"):
+        raise UsageError(choices_message("share", share, ["none", "auto"]) + " (or --grid RxC)")
+    return {"mode": share}
 
 
 def _input_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
@@ -343,6 +417,13 @@ _OPTION_NAMES = {
     "solver.time_cap": "--time-cap",
     "wafers": "--wafers",
     "objective": "--objective",
+    "requests": "--requests",
+    "sharing": "--share",
+    "sharing.grid": "--grid",
+    "model.context": "--context",
+    "model.batch": "--batch",
+    "context": "--context",
+    "batch": "--batch",
     "place": "place",
     "cost.allow_unknown_ops": "allow_unknown_ops",
 }

@@ -80,6 +80,20 @@ def _costing_options(fn: F) -> F:
             ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(
+                "--context",
+                type=int,
+                default=None,
+                metavar="S",
+                help="An LLM decode export's past length: binds its KV-cache inputs' past dim (tokens already decoded).",
+            ),
+            click.option(
+                "--batch",
+                type=int,
+                default=None,
+                metavar="B",
+                help="Requests decoded together: binds an LLM export's batch dim (tokens and KV caches).",
+            ),
+            click.option(
                 "--allow-unknown-ops",
                 is_flag=True,
                 help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
@@ -130,8 +144,42 @@ def solver_options(fn: F) -> F:
         [
             solver_settings_options("Seconds for the whole solve (front end, allocation, placement share it)."),
             click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions."),
+            *objective_options(),
         ],
     )
+
+
+def objective_options() -> list[Callable[[Any], Any]]:
+    """``--objective``, ``--share``, ``--grid``, ``--requests``: what the plan optimizes and how cores are shared."""
+    return [
+        click.option(
+            "--objective",
+            default="throughput",
+            show_default=True,
+            help="throughput (the slowest kernel: a layer pipeline's rate) or latency (one token's or one prompt's "
+            "time through the kernels, in dataflow order).",
+        ),
+        click.option(
+            "--share",
+            default=None,
+            help="Cores shared in time: none (every kernel its own rectangle; the default for throughput) or auto "
+            "(consecutive kernels grouped into regions, each region's grid chosen; the default for latency).",
+        ),
+        click.option(
+            "--grid",
+            default=None,
+            metavar="RxC",
+            help="Every kernel on one R x C grid, run one after another (WaferLLM's mapping); weights and KV caches "
+            "spread over as many R x C regions as SRAM needs.",
+        ),
+        click.option(
+            "--requests",
+            default=1,
+            show_default=True,
+            type=int,
+            help="Sequences in flight, interleaved through the kernels: aggregate tokens/s from latency and the slowest stage.",
+        ),
+    ]
 
 
 # command-line parameter -> build_request keyword
@@ -145,6 +193,12 @@ _REQUEST_KEYS = {
     "seed": "seed",
     "wafers": "wafers",
     "time_cap": "time_cap",
+    "objective": "objective",
+    "share": "share",
+    "grid": "grid",
+    "requests": "requests",
+    "context": "context",
+    "batch": "batch",
 }
 
 

@@ -22,9 +22,11 @@ from wsealloc.cost.model import (
     GridCosts,
     IspdConvWork,
     KernelWork,
+    RegionWork,
     SeedWork,
     Work,
 )
+from wsealloc.cost.region import region_grid_costs
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import Kernel
@@ -52,7 +54,9 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
 
 
 def grid_costs(work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow, r: np.ndarray, c: np.ndarray) -> GridCosts:
-    """Costs of one kernel on grid shapes, dispatched on the work's cost model."""
+    """Costs of one kernel (or region) on grid shapes, dispatched on the work's cost model."""
+    if isinstance(work, RegionWork):
+        return region_grid_costs(work, arch, options, r, c, grid_costs)
     if isinstance(work, SeedWork):
         return seed.grid_costs(work, arch, options, dataflow, r, c)
     if isinstance(work, IspdConvWork):  # before the standard model: it is a KernelWork too
@@ -68,6 +72,7 @@ __all__ = [
     "GridCosts",
     "IspdConvWork",
     "KernelWork",
+    "RegionWork",
     "SeedWork",
     "Work",
     "cost_model_name",

@@ -41,6 +41,9 @@ class Dataflow(enum.Enum):
     # The ISPD-2020 contest's conv kernel: a rectangle of h'w'(c'+1) rows x 3k' columns laid in the
     # grid, the execution arguments the fastest that fit it within the memory limit.
     ISPD_CONV = "ispd"
+    # A region (cost.region): several kernels on one grid, one after another, each on its own fastest
+    # dataflow there.
+    REGION = "region"
 
 
 class CostOptions(BaseModel):
@@ -168,7 +171,59 @@ class IspdConvWork(KernelWork):
         return cv.H * cv.W * (cv.C + 1), 3 * cv.K
 
 
-Work = KernelWork | SeedWork
+@dataclass(frozen=True)
+class RegionWork:
+    """The kernels of one region, in the order they run (``cost.region``: several kernels sharing one
+    grid in time; hashable: identical regions share op models)."""
+
+    members: tuple[KernelWork | SeedWork, ...]
+    kind: KernelKind = KernelKind.REGION
+
+    @property
+    def macs(self) -> int:
+        """MACs of every member."""
+        return sum(int(m.macs) for m in self.members)
+
+    @property
+    def vector_ops(self) -> int:
+        """Vector ops of every member."""
+        return sum(int(m.vector_ops) for m in self.members)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Parameters of every member."""
+        return sum(int(m.weight_bytes) for m in self.members)
+
+    @property
+    def state_bytes(self) -> int:
+        """Resident state (KV caches) of every member."""
+        return sum(int(getattr(m, "state_bytes", 0)) for m in self.members)
+
+    @property
+    def in_bytes(self) -> int:
+        """Bytes entering the first member (the region's ingress)."""
+        return int(self.members[0].in_bytes)
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes leaving the last member."""
+        return int(self.members[-1].out_bytes)
+
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """One: every member on the region's grid."""
+        return (Dataflow.REGION,)
+
+    def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
+        """The largest extents any member can split over the grid (beyond them every member idles)."""
+        rows = cols = 1
+        for m in self.members:
+            for df in m.dataflows():
+                er, ec = m.split_extents(df)
+                rows, cols = max(rows, int(er)), max(cols, int(ec))
+        return rows, cols
+
+
+Work = KernelWork | SeedWork | RegionWork
 
 
 # Waste of a grid that cannot hold the kernel at all (a contest conv needs 2 rows and 3 columns): the

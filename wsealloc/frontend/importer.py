@@ -399,7 +399,11 @@ class _Importer:
         it is given (a Sub of shapes that do not broadcast, a Reshape whose target cannot hold its input,
         an Add of float and int64, a MatMul of a scalar). The lenient pass would skip that node silently
         and the model would be planned as if nothing were wrong. If it passes, a declaration is stale:
-        ``check_declared`` names it once folding is done."""
+        ``check_declared`` names it once folding is done. A graph holding control flow (If, Loop,
+        Scan) is left to the control-flow reader (``frontend.control``): a branch that cannot run with
+        the given shapes fails ONNX's strict pass without making the graph inconsistent."""
+        if any(n.op_type in ("If", "Loop", "Scan") for n in self.graph.node):
+            return
         bare = self._undeclared()
         in_order = sorted_nodes(bare.graph, self.source)  # ONNX infers in file order: a file may list nodes unsorted
         del bare.graph.node[:]

@@ -60,6 +60,8 @@ class OnnxSource(_Source):
     input_shapes: dict[str, InputShape] = {}
     fuse: bool = True
     weights_as_inputs: bool | None = None  # None: decide from the graph (see frontend.importer)
+    context: Dim | None = None  # --context: an LLM export's past length (frontend.llm)
+    batch: Dim | None = None  # --batch: requests decoded together
 
     @property
     def label(self) -> str:
@@ -86,6 +88,8 @@ class SyntheticSource(_Source):
     input_shapes: dict[str, InputShape] = {}
     fuse: bool = True
     weights_as_inputs: bool | None = None
+    context: Dim | None = None
+    batch: Dim | None = None
 
     @property
     def label(self) -> str:

@@ -34,6 +34,7 @@ class KernelKind(enum.Enum):
     ELEMENTWISE = "elementwise"
     DATA_MOVEMENT = "data_movement"  # a lone layout op (only when fusion is off)
     OTHER = "other"  # unknown op with the fallback cost
+    REGION = "region"  # several kernels sharing one grid in time (cost.region)
 
 
 MAC_OPS: dict[str, KernelKind] = {

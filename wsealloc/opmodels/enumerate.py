@@ -38,6 +38,7 @@ class Reason(enum.IntEnum):
     PADDING_WASTE = 4
     SRAM_OVER = 5
     NO_FIT = 6
+    NOT_ENUMERATED = 7
 
     @property
     def label(self) -> str:
@@ -53,6 +54,7 @@ _LABELS = {
     Reason.PADDING_WASTE: "tile padding waste over the threshold",
     Reason.SRAM_OVER: "SRAM per core over the usable SRAM",
     Reason.NO_FIT: "the kernel's rectangle does not fit the grid",
+    Reason.NOT_ENUMERATED: "not one of the kernel's op models (its grid sides are enumerated: opmodels.grid_sides)",
 }
 
 DATAFLOW_CODES: tuple[Dataflow, ...] = tuple(Dataflow)
@@ -116,12 +118,37 @@ class OpModelTable:
         """Boolean mask of legal op models."""
         return self.reason == Reason.LEGAL
 
+    def row_of(self, dataflow: Dataflow, r: int, c: int) -> int | None:
+        """The row of op model (dataflow, r, c), or None when it was not enumerated."""
+        hit = np.flatnonzero((self.dataflow == DATAFLOW_CODES.index(dataflow)) & (self.r == r) & (self.c == c))
+        return int(hit[0]) if hit.size else None
 
-def enumerate_op_models(work: Work, arch: Arch, options: CostOptions, *, beyond_wafer: bool = False) -> OpModelTable:
-    """Enumerate and cost every op model; ``beyond_wafer`` also lists shapes larger than the wafer."""
+
+def judge(table: OpModelTable, work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow, r: int, c: int) -> Reason:
+    """Whether op model (dataflow, r, c) of a kernel is legal, read from its op-model table: the
+    enumeration is the one place a grid is judged. A shape the table does not list is judged by the
+    same rules (off the wafer, over SRAM, ...) or, when those pass, is not one of the op models."""
+    row = table.row_of(dataflow, r, c)
+    if row is not None:
+        return Reason(int(table.reason[row]))
+    g = grid_costs(work, arch, options, dataflow, np.array([r]), np.array([c]))
+    reason = Reason(int(classify(arch, options, g.rows, g.cols, g.sram_bytes, g.waste)[0]))
+    return Reason.NOT_ENUMERATED if reason is Reason.LEGAL else reason
+
+
+def enumerate_op_models(
+    work: Work, arch: Arch, options: CostOptions, *, beyond_wafer: bool = False, shapes: np.ndarray | None = None
+) -> OpModelTable:
+    """Enumerate and cost every op model; ``beyond_wafer`` also lists shapes larger than the wafer;
+    ``shapes`` ([G, 2] rows x cols) costs exactly those grids instead (a region's candidate grids)."""
     parts = []
     for df in work.dataflows():
         er, ec = work.split_extents(df)
+        if shapes is not None:
+            rr, cc = np.asarray(shapes, dtype=np.int64)[:, 0], np.asarray(shapes, dtype=np.int64)[:, 1]
+            costs = grid_costs(work, arch, options, df, rr, cc)
+            parts.append((np.full(rr.size, DATAFLOW_CODES.index(df), dtype=np.int8), costs))
+            continue
         if beyond_wafer:
             # Also list shapes past the wafer (up to 4x its sides) so `inspect --kernel` shows why they fail.
             rs = grid_sides(int(er), int(min(er, 4 * arch.rows)))

@@ -72,6 +72,20 @@ class CostTable:
     options: CostOptions
     kernels: tuple[KernelCosts, ...]
     edges: tuple[EdgeBytes, ...] = ()
+    # a table of regions (opmodels.regions): its units are runs [first, end) of ``members``' kernels
+    members: CostTable | None = None
+    runs: tuple[tuple[int, int], ...] | None = None
+
+    def preds(self) -> tuple[tuple[int, ...], ...]:
+        """The producers of each unit along a token's path: the forward edges for kernels; for a table
+        of regions the run before (regions run one after another: a token visits them in order)."""
+        if self.runs is not None:
+            return tuple(((k - 1,) if k else ()) for k in range(len(self.kernels)))
+        preds: list[set[int]] = [set() for _ in self.kernels]
+        for e in self.edges:
+            if e.src < e.dst:  # a token's path runs forward (a backward flow is another pass)
+                preds[e.dst].add(e.src)
+        return tuple(tuple(sorted(p)) for p in preds)
 
     def subset(self, first: int, end: int) -> CostTable:
         """The cost table of kernels [first, end) only (a pipeline stage), with the edges among them."""

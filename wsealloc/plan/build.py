@@ -9,9 +9,21 @@ from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.errors import SolverError
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
+from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256
-from wsealloc.plan.schema import ArchRef, Baseline, BoundBy, KernelPlan, ModelRef, Objective, Plan, StagePlan
+from wsealloc.plan.schema import (
+    ArchRef,
+    Baseline,
+    BoundBy,
+    KernelPlan,
+    ModelRef,
+    Objective,
+    Plan,
+    RegionPlan,
+    SramRecord,
+    StagePlan,
+)
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.request import SolveRequest
@@ -40,6 +52,41 @@ def kernel_plan(
         comm_cycles=comm,
         placement=placement,
     )
+
+
+def expand_regions(costs: CostTable, units: list[KernelPlan]) -> tuple[list[KernelPlan], list[RegionPlan]]:
+    """A region table's unit records as the model's kernels (each on its region's grid and position,
+    its own numbers there: its fastest dataflow) and the regions themselves; a kernel table's records
+    unchanged, with no regions."""
+    if costs.members is None or costs.runs is None:
+        return units, []
+    members = costs.members
+    kernels: list[KernelPlan] = []
+    regions: list[RegionPlan] = []
+    for i, ((first, end), unit) in enumerate(zip(costs.runs, units, strict=True)):
+        r, c = unit.grid
+        for k in range(first, end):
+            dataflow, _ = on_grid(members.kernels[k].work, costs.arch, costs.options, r, c)
+            rec = kernel_plan(members, k, dataflow, r, c, 0, unit.placement)
+            kernels.append(rec.model_copy(update={"region": i, "stage": unit.stage}))
+        g = grid_costs(costs.kernels[i].work, costs.arch, costs.options, Dataflow.REGION, np.array([r]), np.array([c]))
+        parts = g.sram_parts()
+        regions.append(
+            RegionPlan(
+                index=i,
+                name=unit.name,
+                members=tuple(members.kernels[k].kernel.name for k in range(first, end)),
+                cores=r * c,
+                grid=(r, c),
+                latency_cycles=unit.latency_cycles,
+                sram_bytes_per_core=unit.sram_bytes_per_core,
+                sram=SramRecord(weights=int(parts.weights[0]), state=int(parts.state[0]), buffers=int(parts.buffers[0])),
+                comm_cycles=unit.comm_cycles,
+                placement=unit.placement,
+                stage=unit.stage,
+            )
+        )
+    return kernels, regions
 
 
 def kernel_plans(costs: CostTable, choice: tuple[int, ...]) -> list[KernelPlan]:
@@ -80,13 +127,16 @@ def kernel_bound_by(k: KernelPlan) -> BoundBy:
     return rules.bound_by(k.compute_cycles, k.noc_cycles, k.latency_cycles, k.comm_cycles)
 
 
+def _slowest(costs: CostTable, choice: tuple[int, ...] | None) -> int | None:
+    """The slowest unit's latency under a choice vector (frontier indices)."""
+    if choice is None:
+        return None
+    return max((int(kc.frontier.latency[j]) for kc, j in zip(costs.kernels, choice, strict=True)), default=0)
+
+
 def kernel_preds(costs: CostTable) -> list[list[int]]:
-    """Producers of each kernel (forward edges of the cost table): a token's path."""
-    preds: list[set[int]] = [set() for _ in costs.kernels]
-    for e in costs.edges:
-        if e.src < e.dst:
-            preds[e.dst].add(e.src)
-    return [sorted(p) for p in preds]
+    """Producers of each unit along a token's path (``CostTable.preds``)."""
+    return [list(p) for p in costs.preds()]
 
 
 def make_plan(
@@ -96,8 +146,9 @@ def make_plan(
     baseline: SolverResult,
     placement: PlacementResult | None = None,
     pproblem: PlacementProblem | None = None,
-    baseline_placed: int | None = None,
+    baseline_placed: tuple[int, int] | None = None,
     request: SolveRequest | None = None,
+    fits: bool = True,
 ) -> Plan:
     """Assemble the plan: allocation-only from ``result``, or placed from ``placement`` on ``pproblem``;
     ``request`` (what the plan answers) is recorded and names the objective."""
@@ -149,7 +200,9 @@ def make_plan(
         placed=placement is not None,
         traffic_distance=traffic_distance,
         message=message,
+        fits_wafer=fits,
     )
+    members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
     return Plan(
         created_by=f"wsealloc {__version__}",
         request=request,
@@ -159,13 +212,16 @@ def make_plan(
         objective=objective,
         baseline=Baseline(
             name=baseline.solver,
-            bottleneck_cycles=baseline.objective,
+            bottleneck_cycles=_slowest(costs, baseline.choice),
             cores_used=baseline.cores_used,
             status=baseline.status,
-            placed_bottleneck_cycles=baseline_placed,
+            placed_bottleneck_cycles=baseline_placed[1] if baseline_placed else None,
+            value_cycles=baseline.objective,
+            placed_value_cycles=baseline_placed[0] if baseline_placed else None,
         ),
-        kernels=tuple(kernels),
-        stages=(StagePlan(index=0, kernels=len(kernels), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status),),
+        kernels=tuple(members),
+        stages=(StagePlan(index=0, kernels=len(members), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status),),
+        regions=tuple(regions),
     )
 
 

@@ -121,6 +121,8 @@ class Objective(_Doc):
     # sum over flows of bytes x hops (placed plans)
     traffic_distance: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] | None = None
     message: str = ""
+    # a fixed --grid whose regions need more cores than the wafer has (reported, not placed)
+    fits_wafer: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -137,7 +139,8 @@ class Objective(_Doc):
 
 
 class Baseline(_Doc):
-    """The greedy allocation under the same cost model."""
+    """The greedy allocation under the same cost model: its value under the plan's objective
+    (``value_cycles``; a throughput plan's is its bottleneck) and its slowest kernel."""
 
     name: str
     bottleneck_cycles: Cycles | None
@@ -145,6 +148,20 @@ class Baseline(_Doc):
     status: Status
     # the greedy allocation's targets placed by the same construction (placed plans only)
     placed_bottleneck_cycles: Cycles | None = None
+    value_cycles: Cycles | None = None
+    placed_value_cycles: Cycles | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _value_of_old_plans(cls, data: Any) -> Any:
+        # a version-1 plan knows min-max only: the baseline's value is its bottleneck
+        if isinstance(data, dict) and "value_cycles" not in data:
+            data = {
+                **data,
+                "value_cycles": data.get("bottleneck_cycles"),
+                "placed_value_cycles": data.get("placed_bottleneck_cycles"),
+            }
+        return data
 
 
 class KernelPlan(_Doc):
@@ -166,6 +183,39 @@ class KernelPlan(_Doc):
     congestion_cycles: Cycles | None = None
     die_cycles: Cycles | None = None
     placement: tuple[Count, Count] | None = None  # [row, col] of the top-left core, or null
+    stage: Count = 0
+    # index into Plan.regions when kernels share cores in time (its grid and placement are the
+    # region's, its numbers its own on that grid); None: the kernel owns its rectangle
+    region: Count | None = None
+
+
+class SramRecord(_Doc):
+    """SRAM per core by part (bytes): what a region's cores hold for all of its kernels at once."""
+
+    weights: Count
+    state: Count  # KV caches
+    buffers: Count
+
+    @property
+    def total(self) -> int:
+        """All parts."""
+        return self.weights + self.state + self.buffers
+
+
+class RegionPlan(_Doc):
+    """Kernels sharing one rectangle in time: they run one after another (``members`` in order), its
+    time per sample is the sum of theirs, its SRAM holds all of theirs (cost.region)."""
+
+    index: Count
+    name: str
+    members: tuple[str, ...]
+    cores: Count
+    grid: tuple[Positive, Positive]
+    latency_cycles: Cycles  # the members' latencies summed
+    sram_bytes_per_core: Count
+    sram: SramRecord
+    comm_cycles: Cycles = 0  # communication its placement causes (placed plans)
+    placement: tuple[Count, Count] | None = None
     stage: Count = 0
 
 
@@ -193,6 +243,8 @@ class Plan(_Doc):
     baseline: Baseline
     kernels: tuple[KernelPlan, ...]
     stages: tuple[StagePlan, ...]
+    # kernels sharing cores in time (empty: every kernel owns its rectangle, as in version 1)
+    regions: tuple[RegionPlan, ...] = ()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -203,5 +255,5 @@ class Plan(_Doc):
     def headline(self) -> Headline:
         """The objective's value, bound, gap, status and the greedy baseline (placed when placed)."""
         obj, base = self.objective, self.baseline
-        baseline = base.placed_bottleneck_cycles if obj.placed and base.placed_bottleneck_cycles else base.bottleneck_cycles
+        baseline = base.placed_value_cycles if obj.placed and base.placed_value_cycles else base.value_cycles
         return Headline(len(self.kernels), obj.value, obj.bound_cycles, obj.gap, obj.status, baseline)

@@ -27,13 +27,14 @@ from pydantic import ValidationError
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
-from wsealloc.cost import CostOptions, Dataflow, grid_costs, kernel_work
+from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, Reason
-from wsealloc.opmodels.enumerate import classify
+from wsealloc.opmodels.enumerate import judge
+from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_preds
@@ -42,8 +43,9 @@ from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
 from wsealloc.problem import build_problem
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.placement import defect_mask, mesh_params
+from wsealloc.problem.sharing import candidate_shapes
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers.base import Status
 
@@ -156,17 +158,28 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     order = {k.name: i for i, k in enumerate(kgraph.kernels)}
     in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
+    kernels_table = table
+    if plan.regions:  # kernels sharing cores in time: the regions are the units of every check below
+        found = _region_units(plan, in_order, table, check)
+        if found is None:
+            return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+        table, in_order = found
     stages = _stages(plan, in_order, table, check)
     if stages is None:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     for st in stages:  # root cause first: too many cores explains the op models that follow from it
         cores = sum(k.cores for k in st.members)
-        check(cores <= arch.total_cores, f"wafer {st.index} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
+        if plan.objective.fits_wafer:
+            check(cores <= arch.total_cores, f"wafer {st.index} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
+        else:  # a fixed --grid reported over the wafer: it must indeed be, and never placed
+            check(cores > arch.total_cores, f"objective.fits_wafer is false but the regions' {cores:,} cores fit the wafer")
+            check(not plan.objective.placed, "a plan that does not fit the wafer cannot be placed")
     if plan.request is not None:  # the plan's own records agree with the request it answers
         check(plan.request.machine == arch, "request.arch differs from arch.spec: the plan does not answer its own request")
         check(plan.request.cost == options, "request.cost differs from cost: the plan does not answer its own request")
         check(dict(plan.request.onnx_model.dims) == plan.model.dims, "request.model.dims differ from model.dims")
-    _check_kernel_numbers(in_order, kgraph, arch, options, check)
+    if not plan.regions:
+        _check_kernel_numbers(in_order, kernels_table, check)
     for st in stages:
         before = len(check.bad)
         _check_placement(st.members, arch, check)
@@ -212,11 +225,13 @@ def _stages(plan: Plan, in_order: tuple[KernelPlan, ...], table: CostTable, chec
     ]
 
 
-def _check_kernel_numbers(
-    in_order: tuple[KernelPlan, ...], kgraph: KernelGraph, arch: Arch, options: CostOptions, check: _Checks
-) -> None:
-    """Grid, dataflow, legality and the op-model numbers of every kernel, recomputed by the cost model."""
-    by_name = {k.name: k for k in kgraph.kernels}
+def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, check: _Checks, *, in_region: bool = False) -> None:
+    """Grid, dataflow, legality and the op-model numbers of every kernel, recomputed by the cost model
+    (the table is the verifier's own, rebuilt from the plan's request). Legality is read from the
+    kernel's op-model table (``opmodels.judge``); a kernel inside a region is judged with its region
+    (its grid is the region's, its SRAM part of the region's), so only its numbers are checked."""
+    arch, options = table.arch, table.options
+    by_name = {kc.kernel.name: kc for kc in table.kernels}
     for kp in in_order:
         r, c = kp.grid
         check(r * c == kp.cores, f"{kp.name}: grid {r}x{c} does not give {kp.cores} cores")
@@ -225,16 +240,17 @@ def _check_kernel_numbers(
         except ValueError:
             check(False, f"{kp.name}: unknown dataflow {kp.dataflow!r}")
             continue
-        work = kernel_work(by_name[kp.name], kgraph.ops, arch, options)
+        kc = by_name[kp.name]
+        work = kc.work
         if not check(dataflow in work.dataflows(), f"{kp.name}: dataflow {kp.dataflow} is not available for this kernel"):
             continue
         cost = grid_costs(work, arch, options, dataflow, np.array([r]), np.array([c]))
-        reason = Reason(int(classify(arch, options, cost.rows, cost.cols, cost.sram_bytes, cost.waste)[0]))
-        check(
-            reason is Reason.LEGAL,
-            f"{kp.name}: op model {r}x{c} is not legal: {reason.label}"
-            + (f" (needs {int(cost.sram_bytes[0])} B, usable {arch.usable_sram_bytes} B)" if reason is Reason.SRAM_OVER else ""),
-        )
+        if not in_region:
+            reason = judge(kc.table, work, arch, options, dataflow, r, c)
+            need = (
+                f" (needs {int(cost.sram_bytes[0])} B, usable {arch.usable_sram_bytes} B)" if reason is Reason.SRAM_OVER else ""
+            )
+            check(reason is Reason.LEGAL, f"{kp.name}: op model {r}x{c} is not legal: {reason.label}{need}")
         for name, value in (
             ("latency_cycles", cost.latency[0]),
             ("compute_cycles", cost.compute_cycles[0]),
@@ -244,6 +260,85 @@ def _check_kernel_numbers(
             check(getattr(kp, name) == int(value), f"{kp.name}: {name} is {getattr(kp, name)}, the cost model gives {int(value)}")
 
 
+def _region_units(
+    plan: Plan, in_order: tuple[KernelPlan, ...], table: CostTable, check: _Checks
+) -> tuple[CostTable, tuple[KernelPlan, ...]] | None:
+    """A plan whose kernels share cores in time: each region's members (consecutive kernels, in order),
+    its grid and place shared by them, each member's own numbers on it, and the region's SRAM (all of
+    its members' at once) judged by the table of regions rebuilt here (``opmodels.region_table``). The
+    regions then stand for their kernels in every later check (cores, overlap, communication,
+    objective). None: the regions do not partition the kernels (nothing later can be checked)."""
+    regions = sorted(plan.regions, key=lambda rg: rg.index)
+    if not check([rg.index for rg in regions] == list(range(len(regions))), "regions must be numbered 0..n-1"):
+        return None
+    names = [k.name for k in in_order]
+    runs: list[tuple[int, int]] = []
+    at = 0
+    for rg in regions:
+        ok = check(
+            tuple(names[at : at + len(rg.members)]) == rg.members,
+            f"region {rg.name}: its members are not the next kernels in dataflow order",
+        )
+        if not ok or not rg.members:
+            return None
+        runs.append((at, at + len(rg.members)))
+        at += len(rg.members)
+    if not check(at == len(names), f"{len(names) - at} kernel(s) belong to no region"):
+        return None
+    # the regions' candidate grids, as the solve had them: the fixed --grid, or the sharing search's set
+    grid = plan.request.sharing.grid if plan.request is not None else None
+    shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch)
+    units = region_table(table, runs, shapes=shapes)
+    records = []
+    for rg, (first, end), unit in zip(regions, runs, units.kernels, strict=True):
+        r, c = rg.grid
+        check(r * c == rg.cores, f"region {rg.name}: grid {r}x{c} does not give {rg.cores} cores")
+        for kp in in_order[first:end]:
+            check(
+                (kp.region, kp.grid, kp.placement, kp.stage) == (rg.index, rg.grid, rg.placement, rg.stage),
+                f"{kp.name}: its region, grid, placement or stage is not its region {rg.name}'s",
+            )
+        _check_kernel_numbers(in_order[first:end], table, check, in_region=True)
+        g = grid_costs(unit.work, table.arch, table.options, Dataflow.REGION, np.array([r]), np.array([c]))
+        parts = g.sram_parts()
+        recomputed = (int(g.latency[0]), int(g.sram_bytes[0]), int(parts.weights[0]), int(parts.state[0]), int(parts.buffers[0]))
+        recorded = (rg.latency_cycles, rg.sram_bytes_per_core, rg.sram.weights, rg.sram.state, rg.sram.buffers)
+        check(recorded == recomputed, f"region {rg.name}: latency/SRAM {recorded} differ from its members' {recomputed}")
+        reason = judge(unit.table, unit.work, table.arch, table.options, Dataflow.REGION, r, c)
+        need = (
+            f" (its kernels need {recomputed[1]:,} B per core, usable {table.arch.usable_sram_bytes:,} B)"
+            if reason is Reason.SRAM_OVER
+            else ""
+        )
+        check(reason is Reason.LEGAL, f"region {rg.name}: {r}x{c} is not legal: {reason.label}{need}")
+        records.append(
+            KernelPlan(
+                name=rg.name,
+                type="region",
+                onnx_nodes=(),
+                cores=rg.cores,
+                grid=rg.grid,
+                dataflow=Dataflow.REGION.value,
+                latency_cycles=rg.latency_cycles,
+                compute_cycles=int(g.compute_cycles[0]),
+                noc_cycles=int(g.noc_cycles[0]),
+                sram_bytes_per_core=rg.sram_bytes_per_core,
+                comm_cycles=rg.comm_cycles,
+                placement=rg.placement,
+                stage=rg.stage,
+            )
+        )
+    return units, tuple(records)
+
+
+def _kernel_count(plan: Plan, st: _Stage) -> int:
+    """Model kernels on a stage: its units, or the members of the regions standing for them."""
+    if not plan.regions:
+        return len(st.members)
+    by_name = {rg.name: rg for rg in plan.regions}
+    return sum(len(by_name[k.name].members) if k.name in by_name else 1 for k in st.members)
+
+
 def _check_stage_record(plan: Plan, st: _Stage, check: _Checks) -> None:
     if st.index >= len(plan.stages):
         return
@@ -251,7 +346,7 @@ def _check_stage_record(plan: Plan, st: _Stage, check: _Checks) -> None:
     cores = sum(k.cores for k in st.members)
     check(
         (sp.index, sp.kernels, sp.cores_used, sp.bottleneck_cycles, sp.transfer_cycles)
-        == (st.index, len(st.members), cores, st.bottleneck, st.transfer_in),
+        == (st.index, _kernel_count(plan, st), cores, st.bottleneck, st.transfer_in),
         f"stages[{st.index}] does not match its kernels (kernels, cores, bottleneck or transfer cycles)",
     )
 
@@ -280,7 +375,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
     obj = plan.objective
     in_order = tuple(k for st in stages for k in st.members)
     worst, names, kind = _slowest(stages, in_order)
-    total = sum(k.cores for k in plan.kernels)
+    total = sum(k.cores for st in stages for k in st.members)  # kernels, or the regions they share
     check(obj.cores_used == total, f"objective.cores_used is {obj.cores_used}, the kernels add up to {total}")
     check(
         obj.bottleneck_cycles == worst, f"objective.bottleneck_cycles is {obj.bottleneck_cycles}, the slowest stage takes {worst}"
@@ -348,26 +443,36 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
     from wsealloc.solvers.greedy import greedy_choice  # the baseline is defined by this rule
 
     base = plan.baseline
+    kind = plan.objective.kind
+    fixed = plan.request is not None and plan.request.sharing.grid is not None
     worst: int | None = 0
+    slowest = 0
     cores, feasible = 0, True
     for st in stages:
-        sub = table.subset(st.first, st.end)
-        problem = build_problem(sub)
-        choice = greedy_choice(problem)
+        sub = table if len(stages) == 1 else table.subset(st.first, st.end)
+        problem = build_problem(sub, objective=objective_named(kind) if kind is not ObjectiveKind.CONTEST else None)
+        # a fixed --grid has one op model per region: its baseline is that mapping itself
+        choice = [0] * problem.n_kernels if fixed else greedy_choice(problem)
         objective, used = problem.evaluate(choice)
-        feasible = problem.feasible(choice)
+        feasible = problem.feasible(choice) or fixed
         load = rules.stage_load(int(objective), st.transfer_in, st.transfer_out) if len(stages) > 1 else int(objective)
         worst = max(worst or 0, load)
+        slowest = max(slowest, max(problem.latencies(choice), default=0))
         cores += int(used)
     check(
-        base.bottleneck_cycles == worst,
-        f"baseline.bottleneck_cycles is {base.bottleneck_cycles}, the greedy rule gives {worst}",
+        base.value_cycles == worst,
+        f"baseline.value_cycles is {base.value_cycles}, the {'fixed grid' if fixed else 'greedy rule'} gives {worst}",
+    )
+    check(
+        base.bottleneck_cycles == (worst if len(stages) > 1 else slowest),
+        f"baseline.bottleneck_cycles is {base.bottleneck_cycles}, the greedy rule gives {worst if len(stages) > 1 else slowest}",
     )
     if len(stages) == 1:
         check(base.cores_used == cores, f"baseline.cores_used is {base.cores_used}, the greedy rule uses {cores}")
         status = Status.FEASIBLE if feasible else Status.INFEASIBLE
         check(base.status is status, f"baseline.status is {base.status.value}, the greedy allocation is {status.value}")
-    optimum = allocation_optimum(table) if len(stages) == 1 else plan.objective.lower_bound_cycles
+    throughput = kind is ObjectiveKind.THROUGHPUT and not plan.regions
+    optimum = (allocation_optimum(table) if len(stages) == 1 else plan.objective.lower_bound_cycles) if throughput else None
     if base.placed_bottleneck_cycles is not None:
         check(plan.objective.placed, "baseline.placed_bottleneck_cycles is given for a plan that is not placed")
         check(

@@ -135,7 +135,7 @@ MAX_CYCLES = 2**50  # largest latency a plan may have: solver domains and sums s
 def build_problem(costs: CostTable, total_cores: int | None = None, objective: Objective | None = None) -> AllocationProblem:
     """The allocation problem of a cost table (kernels with equal work share a class) under
     ``objective`` (min-max by default)."""
-    from wsealloc.cost import KernelWork, SeedWork
+    from wsealloc.cost import SeedWork
 
     class_of_sig: dict[int, int] = {}
     classes: list[Choices] = []
@@ -161,8 +161,7 @@ def build_problem(costs: CostTable, total_cores: int | None = None, objective: O
         if isinstance(w, SeedWork):
             seed_compute.append(w.compute)
             seed_mem.append(w.memory)
-        else:
-            assert isinstance(w, KernelWork)
+        else:  # KernelWork, or a region of them (RegionWork: its members' MACs, its last member's output)
             seed_compute.append(int(w.macs))
             seed_mem.append(int(w.out_bytes))
     hints = GreedyHints(
@@ -172,10 +171,6 @@ def build_problem(costs: CostTable, total_cores: int | None = None, objective: O
         seed_memory_bytes=tuple(seed_mem),
         sram_bytes_per_core=costs.arch.core.sram_bytes,
     )
-    preds: list[set[int]] = [set() for _ in costs.kernels]
-    for e in costs.edges:
-        if e.src < e.dst:  # a token's path runs forward (a backward flow is another pass)
-            preds[e.dst].add(e.src)
     return AllocationProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
         kernel_class=tuple(kernel_class),
@@ -183,5 +178,5 @@ def build_problem(costs: CostTable, total_cores: int | None = None, objective: O
         total_cores=costs.arch.total_cores if total_cores is None else total_cores,
         hints=hints,
         objective=objective or Throughput(),
-        preds=tuple(tuple(sorted(p)) for p in preds),
+        preds=costs.preds(),
     )

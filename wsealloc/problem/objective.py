@@ -73,6 +73,7 @@ class ProvenBound:
     method: str
     value: int | None
     choice: tuple[int, ...] | None
+    start: tuple[int, ...] | None = None  # a feasible allocation found on the way (a backend's warm start)
 
     @property
     def optimal(self) -> bool:

@@ -26,10 +26,8 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
-from wsealloc.cost import grid_costs
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
-from wsealloc.opmodels import DATAFLOW_CODES, CostTable, Reason, grid_sides
-from wsealloc.opmodels.enumerate import classify
+from wsealloc.opmodels import CostTable
 from wsealloc.problem.flows import Flows, flows
 from wsealloc.problem.objective import Aggregate, Objective, Throughput, path_length
 
@@ -186,24 +184,23 @@ def mesh_params(a: Arch) -> MeshParams:
 
 
 def _shape_table(costs: CostTable, index: int) -> ShapeTable:
-    kc = costs.kernels[index]
-    arch, options = costs.arch, costs.options
-    heights = np.unique(np.concatenate([grid_sides(int(kc.work.split_extents(df)[0]), arch.rows) for df in kc.work.dataflows()]))
-    widths = np.arange(0, arch.cols + 1, dtype=np.int64)
-    lat = np.full((heights.size, widths.size), INF, dtype=np.int64)
-    dfc = np.zeros((heights.size, widths.size), dtype=np.int32)
-    rr, cc = np.meshgrid(heights, widths[1:], indexing="ij")
-    for df in kc.work.dataflows():
-        g = grid_costs(kc.work, arch, options, df, rr.ravel(), cc.ravel())
-        legal = classify(arch, options, g.rows, g.cols, g.sram_bytes, g.waste) == Reason.LEGAL
-        # Only the enumerated op models (the allocation's candidates): otherwise a placement could use a
-        # shape the allocation never saw, and the allocation optimum would not bound it.
-        er, ec = kc.work.split_extents(df)
-        legal &= np.isin(g.rows, grid_sides(int(er), arch.rows)) & np.isin(g.cols, grid_sides(int(ec), arch.cols))
-        cand = np.where(legal, g.latency, INF).reshape(rr.shape)
-        better = cand < lat[:, 1:]
-        lat[:, 1:] = np.where(better, cand, lat[:, 1:])
-        dfc[:, 1:] = np.where(better, DATAFLOW_CODES.index(df), dfc[:, 1:])
+    """The shape table of a kernel read from its op-model table (the one place a grid is judged
+    legal): every legal op model is a cell (rows, cols) with its latency and dataflow code; the heights
+    are every row count the table enumerates. Only the allocation's candidates: a placement cannot use a
+    shape the allocation never saw, so the allocation optimum bounds it."""
+    t = costs.kernels[index].table
+    heights = np.unique(t.r)
+    lat = np.full((heights.size, costs.arch.cols + 1), INF, dtype=np.int64)
+    dfc = np.zeros((heights.size, costs.arch.cols + 1), dtype=np.int32)
+    legal = np.flatnonzero(t.legal() & (t.c <= costs.arch.cols))
+    # per cell the fastest legal op model, the first dataflow among equals (the enumeration's order)
+    order = legal[np.lexsort((legal, t.latency[legal]))]
+    rows, cols = np.searchsorted(heights, t.r[order]), t.c[order]
+    cell = rows * lat.shape[1] + cols
+    _, first = np.unique(cell, return_index=True)
+    pick = order[first]
+    lat[np.searchsorted(heights, t.r[pick]), t.c[pick]] = t.latency[pick]
+    dfc[np.searchsorted(heights, t.r[pick]), t.c[pick]] = t.dataflow[pick]
     return shape_table(heights, lat, dfc)
 
 
@@ -255,14 +252,5 @@ def build_placement_problem(costs: CostTable, lower_bound: int, objective: Objec
         flows=flows(costs),
         lower_bound=lower_bound,
         objective=objective or Throughput(),
-        preds=_preds(costs),
+        preds=costs.preds(),
     )
-
-
-def _preds(costs: CostTable) -> tuple[tuple[int, ...], ...]:
-    """Producers of each kernel from the cost table's forward edges."""
-    preds: list[set[int]] = [set() for _ in costs.kernels]
-    for e in costs.edges:
-        if e.src < e.dst:
-            preds[e.dst].add(e.src)
-    return tuple(tuple(sorted(p)) for p in preds)

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from wsealloc.cost import KernelWork, SeedWork
+from wsealloc.cost import Work
 from wsealloc.errors import InputShapeError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts, Reason
 from wsealloc.units import format_bytes, format_count
@@ -34,7 +34,7 @@ def kernel_rows(costs: CostTable) -> list[dict[str, Any]]:
     """One JSON-ready record per kernel."""
     rows = []
     for kc in costs.kernels:
-        w: KernelWork | SeedWork = kc.work
+        w: Work = kc.work
         rows.append(
             {
                 "name": kc.kernel.name,

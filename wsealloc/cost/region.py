@@ -1,0 +1,91 @@
+"""Regions: several kernels sharing one grid of cores in time (cores shared in time, issue 23).
+
+A region runs its kernels one after another on the same r x c cores: its time per sample (or per
+token) is the sum of its kernels' latencies, and its SRAM holds every kernel's weights, state (KV
+caches) and buffers at once, so each part adds up. Each member runs its fastest dataflow on the
+region's grid (cores beyond a member's split extents idle while it runs: the grid is the region's,
+not the member's; padding waste is no legality rule inside a region). One kernel per region is
+today's layer pipeline; one region for all is WaferLLM's mapping.
+
+A region is a cost-model object like a kernel's work (:class:`RegionWork`, its own
+``Dataflow.REGION``): the enumeration, the allocation, the placement, the plan and the verifier treat
+it as one unit (``opmodels.regions`` builds the cost table of regions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost.model import NO_FIT_WASTE, CostOptions, Dataflow, GridCosts, RegionWork, SramParts
+
+GridFn = Callable[[Any, Arch, CostOptions, Dataflow, np.ndarray, np.ndarray], GridCosts]
+
+
+def fastest_on(
+    work: Any, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+) -> tuple[np.ndarray, GridCosts]:
+    """Per grid shape, the member's fastest dataflow (index into ``work.dataflows()``) and its costs."""
+    best_df: np.ndarray | None = None
+    best: GridCosts | None = None
+    for i, df in enumerate(work.dataflows()):
+        g = grid_fn(work, arch, options, df, r, c)
+        if best is None or best_df is None:
+            best, best_df = g, np.zeros(np.asarray(r).size, dtype=np.int64)
+            continue
+        faster = g.latency < best.latency
+        best_df = np.where(faster, i, best_df)
+        bp, gp = best.sram_parts(), g.sram_parts()
+        best = GridCosts(
+            rows=best.rows,
+            cols=best.cols,
+            compute_cycles=np.where(faster, g.compute_cycles, best.compute_cycles),
+            noc_cycles=np.where(faster, g.noc_cycles, best.noc_cycles),
+            sram_bytes=np.where(faster, g.sram_bytes, best.sram_bytes),
+            latency=np.where(faster, g.latency, best.latency),
+            waste=np.where(faster, g.waste, best.waste),
+            parts=SramParts(
+                np.where(faster, gp.weights, bp.weights),
+                np.where(faster, gp.state, bp.state),
+                np.where(faster, gp.buffers, bp.buffers),
+            ),
+        )
+    assert best is not None and best_df is not None
+    return best_df, best
+
+
+def region_grid_costs(
+    work: RegionWork, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+) -> GridCosts:
+    """Costs of a region on every grid shape: its members' latencies, compute, NoC and SRAM parts
+    summed (each member on its fastest dataflow there); a member that cannot be laid on the grid at all
+    (``NO_FIT_WASTE``) makes the region not fit."""
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    zero = np.zeros(r.size, dtype=np.float64)
+    latency = np.zeros(r.size, dtype=np.int64)
+    compute, noc, weights, state, buffers = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
+    no_fit = np.zeros(r.size, dtype=bool)
+    for member in work.members:
+        _, g = fastest_on(member, arch, options, r, c, grid_fn)
+        parts = g.sram_parts()
+        latency = np.minimum(latency + g.latency, 2**62)
+        compute += g.compute_cycles
+        noc += g.noc_cycles
+        weights += parts.weights
+        state += parts.state
+        buffers += parts.buffers
+        no_fit |= g.waste >= NO_FIT_WASTE
+    return GridCosts(
+        rows=r,
+        cols=c,
+        compute_cycles=compute,
+        noc_cycles=noc,
+        sram_bytes=weights + state + buffers,
+        latency=latency,
+        waste=np.where(no_fit, NO_FIT_WASTE, 0.0),
+        parts=SramParts(weights, state, buffers),
+    )

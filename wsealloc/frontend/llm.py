@@ -1,0 +1,59 @@
+"""The dims of an LLM export's KV cache, for ``--context S`` (the past length) and ``--batch B``
+(requests decoded together): which named input dims they bind.
+
+A decode ("with past") export has cache inputs ``[batch, kv_heads, past_length, head_dim]`` (names
+like ``past_key_values.0.key``, ``past.0.value``, ``cache_k``): their dim 0 is the batch and dim -2
+the past length; the token input's dim 0 (``input_ids``) is the batch too. Only *named* (symbolic)
+dims are bound; a model whose cache dims are fixed, or that has no cache input (a prefill export),
+is refused with the option that applies instead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx
+
+from wsealloc.errors import UsageError
+
+CACHE_INPUT = re.compile(r"(?i)(past|cache)")
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list[str | int | None]:
+    out: list[str | int | None] = []
+    for d in vi.type.tensor_type.shape.dim:
+        kind = d.WhichOneof("value")
+        out.append(d.dim_param if kind == "dim_param" else d.dim_value if kind == "dim_value" else None)
+    return out
+
+
+def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict[str, int]:
+    """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in the model at ``path``."""
+    if context is None and batch is None:
+        return {}
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    caches = [vi for vi in model.graph.input if vi.name not in inits and CACHE_INPUT.search(vi.name) and len(_dims(vi)) >= 3]
+    bound: dict[str, int] = {}
+    if context is not None:
+        names = {d for vi in caches if isinstance(d := _dims(vi)[-2], str) and d}
+        if not names:
+            raise UsageError(
+                f"--context {context}: {path} has no KV-cache input with a named past length "
+                "(a decode export's past_key_values.*: [batch, heads, past, head_dim]); "
+                "for a prefill export give the prompt length with --input-shape or --dim"
+            )
+        bound.update({name: context for name in names})
+    if batch is not None:
+        firsts = [_dims(vi)[0] for vi in caches] + [
+            _dims(vi)[0] for vi in model.graph.input if vi.name not in inits and not CACHE_INPUT.search(vi.name) and _dims(vi)
+        ]
+        names = {d for d in firsts if isinstance(d, str) and d}
+        if not names:
+            raise UsageError(
+                f"--batch {batch}: {path} has no input whose batch dim (dim 0) is named; "
+                "give the batch with --input-shape NAME=BxSEQ"
+            )
+        bound.update({name: batch for name in names})
+    return bound

@@ -1,0 +1,198 @@
+"""Cores shared in time, chosen exactly (``--share auto``): the partition of the kernel sequence into
+runs and each run's grid (``problem.sharing``) minimizing one token's time through the kernels.
+
+For a fixed run [i, j) on grid g the time is ``P[g, j] - P[g, i]`` (prefix sums of the kernels'
+latencies on g) and the run fits when its SRAM prefix difference is within the usable SRAM; both
+conditions are monotone in i, so the starts admissible for a run ending at j form a window
+[lo_g(j), j) per grid. The best plan of the first j kernels is then a sliding-window minimum per grid:
+
+    best[j] = min over g, i in window_g(j) of  best[i] - P[g, i]  +  P[g, j] + lam * cores(g)
+
+(a monotone deque per grid: O(kernels x grids)), compared lexicographically with the cores as a tie
+break. With ``lam = 0`` it is the optimum over every partition and every candidate grid, the wafer's
+core budget aside; when that optimum fits the wafer it is proven optimal (status OPTIMAL, the bound
+its value). Otherwise the budget is priced in (Lagrangian relaxation): a bisection on ``lam`` finds
+the cheapest price whose plan fits (the primal), and ``max_lam (DP_lam - lam * cores)`` is a proven
+lower bound (the dual); the gap between them is reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.budget import Deadline
+from wsealloc.problem.sharing import INF, SharingProblem
+from wsealloc.solvers.base import Status
+
+LAMBDA_STEPS = 24  # bisection steps on the price of a core (when the budget binds)
+
+
+@dataclass(frozen=True)
+class SharingResult:
+    """Runs [first, end) with their grid (index into the problem's shapes), the token time (cycles,
+    without the transfers placement adds), the cores, and the proof."""
+
+    status: Status
+    runs: tuple[tuple[int, int], ...]
+    grids: tuple[int, ...]
+    latency: int | None
+    cores: int | None
+    bound: int | None
+    wall_s: float
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    value: float  # latency + lam * cores
+    latency: int
+    cores: int
+    runs: tuple[tuple[int, int], ...]
+    grids: tuple[int, ...]
+
+
+def _dp(sp: SharingProblem, lam: float) -> _Plan | None:
+    """The best partition at core price ``lam`` (None: no partition exists)."""
+    n, g_count = sp.latency.shape
+    cores = sp.cores().astype(np.int64)
+    finite = sp.latency < INF
+    prefix = np.zeros((g_count, n + 1), dtype=np.float64)
+    prefix[:, 1:] = np.cumsum(np.where(finite, sp.latency, 0).T.astype(np.float64), axis=1)
+    sram = np.zeros((g_count, n + 1), dtype=np.float64)
+    sram[:, 1:] = np.cumsum(sp.sram.T, axis=1)
+    blocked = np.zeros((g_count, n + 1), dtype=np.int64)
+    blocked[:, 1:] = np.cumsum((~finite | (sp.sram > sp.usable_sram)).T, axis=1)
+    p, s, b = prefix.tolist(), sram.tolist(), blocked.tolist()
+    price = [lam * float(c) for c in cores.tolist()]
+    core_list = cores.tolist()
+    usable = float(sp.usable_sram)
+    best = [float("inf")] * (n + 1)
+    best_cores = [0] * (n + 1)
+    back: list[tuple[int, int]] = [(-1, -1)] * (n + 1)
+    best[0] = 0.0
+    windows = [deque[int]() for _ in range(g_count)]
+    lo = [0] * g_count
+    for j in range(1, n + 1):
+        i_new = j - 1
+        new_ok = best[i_new] < float("inf")
+        top, top_cores, top_back = float("inf"), 0, (-1, -1)
+        for g in range(g_count):
+            pg, sg, bg, dq = p[g], s[g], b[g], windows[g]
+            if new_ok:
+                key = best[i_new] - pg[i_new]
+                while dq and (best[dq[-1]] - pg[dq[-1]], best_cores[dq[-1]]) >= (key, best_cores[i_new]):
+                    dq.pop()
+                dq.append(i_new)
+            start = lo[g]
+            while start < j and (sg[j] - sg[start] > usable or bg[j] - bg[start] > 0):
+                start += 1
+            lo[g] = start
+            while dq and dq[0] < start:
+                dq.popleft()
+            if dq:
+                i = dq[0]
+                value = best[i] - pg[i] + pg[j] + price[g]
+                used = best_cores[i] + core_list[g]
+                if (value, used) < (top, top_cores) or top == float("inf"):
+                    top, top_cores, top_back = value, used, (i, g)
+        best[j], best_cores[j], back[j] = top, top_cores, top_back
+    if best[n] == float("inf"):
+        return None
+    runs: list[tuple[int, int]] = []
+    grids: list[int] = []
+    j = n
+    while j > 0:
+        i, g = back[j]
+        runs.append((i, j))
+        grids.append(g)
+        j = i
+    runs.reverse()
+    grids.reverse()
+    latency = int(sum(sp.latency[i:jj, g].sum() for (i, jj), g in zip(runs, grids, strict=True)))
+    used = int(sum(core_list[g] for g in grids))
+    return _Plan(best[n], latency, used, tuple(runs), tuple(grids))
+
+
+def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult:
+    """The best runs and grids for one token's time (see the module docstring)."""
+    start = time.perf_counter()
+    plan = _dp(sp, 0.0)
+    if plan is None:
+        return SharingResult(
+            Status.INFEASIBLE,
+            (),
+            (),
+            None,
+            None,
+            None,
+            time.perf_counter() - start,
+            "a kernel fits no candidate region grid (its SRAM alone exceeds the largest grid's)",
+        )
+    if plan.cores <= sp.total_cores:
+        return SharingResult(
+            Status.OPTIMAL,
+            plan.runs,
+            plan.grids,
+            plan.latency,
+            plan.cores,
+            plan.latency,
+            time.perf_counter() - start,
+            f"{len(plan.runs)} regions; the fastest partition fits the wafer ({plan.cores:,} cores)",
+        )
+    # the budget binds: price the cores (Lagrangian relaxation)
+    bound = float(plan.latency)  # at lam = 0 the relaxation is the unconstrained optimum
+    best: _Plan | None = None
+    lo, hi = 0.0, 1.0
+    while True:  # a price high enough that the plan fits
+        fit = _dp(sp, hi)
+        if fit is None:
+            break
+        bound = max(bound, fit.value - hi * sp.total_cores)
+        if fit.cores <= sp.total_cores:
+            best = fit
+            break
+        lo, hi = hi, hi * 4
+        if hi > 1e12 or (deadline is not None and deadline.expired()):
+            break
+    for _ in range(LAMBDA_STEPS):
+        if best is None or (deadline is not None and deadline.expired()):
+            break
+        mid = (lo + hi) / 2
+        cand = _dp(sp, mid)
+        if cand is None:
+            break
+        bound = max(bound, cand.value - mid * sp.total_cores)
+        if cand.cores <= sp.total_cores:
+            hi = mid
+            if cand.latency < best.latency:
+                best = cand
+        else:
+            lo = mid
+    wall = time.perf_counter() - start
+    if best is None:
+        return SharingResult(
+            Status.INFEASIBLE,
+            (),
+            (),
+            None,
+            None,
+            int(np.ceil(bound - 1e-6)),
+            wall,
+            "no partition into regions fits the wafer's cores",
+        )
+    proven = int(np.ceil(bound - 1e-6 * max(1.0, bound)))
+    status = Status.OPTIMAL if best.latency <= proven else Status.FEASIBLE
+    return SharingResult(
+        status,
+        best.runs,
+        best.grids,
+        best.latency,
+        best.cores,
+        min(proven, best.latency),
+        wall,
+        f"{len(best.runs)} regions; the core budget binds (Lagrangian price of a core bisected)",
+    )
