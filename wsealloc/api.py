@@ -87,10 +87,10 @@ class SolveOutcome:
         """Baseline bottleneck / plan bottleneck (throughput ratio), placed baseline for placed plans."""
         # the plan's own baseline: for several wafers it is the greedy over the same stages, while
         # ``self.baseline`` is one stage's greedy result
-        base = self.plan.baseline.placed_bottleneck_cycles if self.plan.objective.placed else self.plan.baseline.bottleneck_cycles
-        if base is None or self.plan.objective.bottleneck_cycles == 0:
+        base = self.plan.baseline.placed_value_cycles if self.plan.objective.placed else self.plan.baseline.value_cycles
+        if base is None or self.plan.objective.value == 0:
             return None
-        return base / self.plan.objective.bottleneck_cycles
+        return base / self.plan.objective.value
 
 
 def infeasibility_message(costs: CostTable, problem: AllocationProblem) -> str:

@@ -23,7 +23,7 @@ stationary like a weight.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from wsealloc.graph.ir import OpGraph, OpNode, TensorInfo, TensorKind
 from wsealloc.graph.opclass import OpClass, op_class
@@ -126,3 +126,32 @@ def _hand_over(graph: OpGraph, roots: dict[str, str]) -> OpGraph:
                 tensors[new] = TensorInfo(new, t.shape, t.elem_bytes, t.is_float, TensorKind.ACTIVATION)
                 nodes.append(OpNode(name=old + "#cache", op_type="Identity", domain="", inputs=(new,), outputs=(old,)))
     return replace(graph, nodes=tuple(nodes), tensors=tensors)
+
+
+@dataclass(frozen=True)
+class CacheShape:
+    """An LLM export as its KV cache shows it: the phase, the requests decoded together, the new
+    tokens of a pass per request, the context, and the cache elements one more token adds."""
+
+    phase: str  # "decode" (a step with past) or "prefill" (the prompt writes the cache)
+    batch: int
+    tokens: int
+    context: int
+    elems_per_token: int  # over every cache (all layers, K and V) and the whole batch
+
+
+def cache_shape(graph: OpGraph) -> CacheShape | None:
+    """The cache shape of a graph whose state was marked (``mark_state``); None without a cache. The
+    token input is the first integer graph input of rank 2 ([batch, tokens]); a cache's sequence axis
+    is its dim -2 (``[batch, kv_heads, sequence, head_dim]``)."""
+    roots = sorted(set(graph.state_roots.values()))
+    if not roots:
+        return None
+    ids = next(
+        (graph.tensors[n] for n in graph.inputs if not graph.tensors[n].is_float and len(graph.tensors[n].shape) == 2), None
+    )
+    pasts = [graph.tensors[n] for n in graph.inputs if graph.tensors[n].kind is TensorKind.STATE]
+    batch, tokens = (ids.shape[0], ids.shape[1]) if ids is not None else (graph.tensors[roots[0]].shape[0], 1)
+    context = pasts[0].shape[-2] if pasts else tokens
+    per_token = sum(graph.tensors[r].numel // max(graph.tensors[r].shape[-2], 1) for r in roots)
+    return CacheShape("decode" if pasts else "prefill", int(batch), int(tokens), int(context), int(per_token))

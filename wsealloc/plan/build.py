@@ -8,15 +8,18 @@ import numpy as np
 from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.errors import SolverError
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
+from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable
 from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256
+from wsealloc.plan.llm import LlmShape, aggregate_tokens_per_s, largest_context, tokens_per_s_per_request
 from wsealloc.plan.schema import (
     ArchRef,
     Baseline,
     BoundBy,
     KernelPlan,
+    LlmRecord,
     ModelRef,
     Objective,
     Plan,
@@ -134,6 +137,40 @@ def _slowest(costs: CostTable, choice: tuple[int, ...] | None) -> int | None:
     return max((int(kc.frontier.latency[j]) for kc, j in zip(costs.kernels, choice, strict=True)), default=0)
 
 
+def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...], requests: int) -> LlmRecord | None:
+    """The LLM report of a plan (``plan.llm``: the rules there) from its units' records (kernels or
+    regions, in the table's order) on ``costs``; None for a model without a KV cache."""
+    base = costs.members if costs.members is not None else costs
+    shape = cache_shape(base.kgraph.ops)
+    if shape is None:
+        return None
+    arch = costs.arch
+    llm = LlmShape(shape.phase, shape.batch, shape.tokens, shape.context, shape.elems_per_token * arch.dtype.bytes)
+    stage = [u.latency_cycles + u.comm_cycles for u in units]
+    path = rules.objective_value(ObjectiveKind.LATENCY, stage, kernel_preds(costs))
+    slowest = max(stage, default=0)
+    weights = sum(int(kc.work.weight_bytes) for kc in base.kernels)
+    buffers = 0
+    for kc, u in zip(costs.kernels, units, strict=True):
+        g = grid_costs(kc.work, arch, costs.options, Dataflow(u.dataflow), np.array([u.grid[0]]), np.array([u.grid[1]]))
+        buffers += int(g.sram_parts().buffers[0]) * u.cores
+    per_request = tokens_per_s_per_request(llm, arch.clock_hz, path, slowest, requests)
+    return LlmRecord(
+        phase="decode" if llm.phase == "decode" else "prefill",
+        batch=llm.batch,
+        tokens_per_request=llm.tokens,
+        context=llm.context,
+        kv_bytes_per_token=llm.kv_bytes_per_token,
+        token_path_cycles=path,
+        slowest_stage_cycles=slowest,
+        requests=requests,
+        tokens_per_s_per_request=per_request,
+        aggregate_tokens_per_s=aggregate_tokens_per_s(llm, arch.clock_hz, path, slowest, requests),
+        time_to_first_token_s=path / arch.clock_hz if llm.phase == "prefill" else None,
+        largest_context=largest_context(llm, arch.usable_sram_bytes * arch.total_cores, weights, buffers),
+    )
+
+
 def kernel_preds(costs: CostTable) -> list[list[int]]:
     """Producers of each unit along a token's path (``CostTable.preds``)."""
     return [list(p) for p in costs.preds()]
@@ -202,6 +239,9 @@ def make_plan(
         message=message,
         fits_wafer=fits,
     )
+    llm = llm_record(costs, kernels, request.requests if request is not None else 1)
+    if llm is not None:
+        objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
     return Plan(
         created_by=f"wsealloc {__version__}",

@@ -98,6 +98,27 @@ class ArchRef(_Doc):
         return self
 
 
+Rate = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
+class LlmRecord(_Doc):
+    """An LLM plan's tokens (``plan.llm``): the phase, one pass through the kernels, and the rates it
+    gives one request and all of them."""
+
+    phase: Literal["decode", "prefill"]
+    batch: Positive  # requests decoded together (a pass makes tokens for each)
+    tokens_per_request: Positive  # new tokens of a pass per request (1 for a decode step, the prompt for a prefill)
+    context: Count  # decode: the past length; prefill: the prompt's length
+    kv_bytes_per_token: Count  # the KV cache one more token of context adds (all layers, the batch)
+    token_path_cycles: Cycles  # one pass through the kernels (stage times along the token's path)
+    slowest_stage_cycles: Cycles  # a kernel's or region's stage: how often a new pass can enter
+    requests: Positive  # sequences in flight, interleaved through the kernels
+    tokens_per_s_per_request: Rate
+    aggregate_tokens_per_s: Rate
+    time_to_first_token_s: Rate | None = None  # a prefill: the prompt's time through the kernels
+    largest_context: Count  # the longest context whose KV cache fits the wafer beside weights and buffers
+
+
 class Objective(_Doc):
     """What was optimized and how well: the objective's ``kind``, its value and proven bound (cycles;
     ``gap`` and ``status`` are of that value), and the pipeline's bottleneck (min-max's fields, kept:
@@ -123,6 +144,9 @@ class Objective(_Doc):
     message: str = ""
     # a fixed --grid whose regions need more cores than the wafer has (reported, not placed)
     fits_wafer: bool = True
+    # LLM exports (a KV cache in the graph): one request's tokens per second, and the rest in ``llm``
+    tokens_per_s_per_request: Rate | None = None
+    llm: LlmRecord | None = None
 
     @model_validator(mode="before")
     @classmethod

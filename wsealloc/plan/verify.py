@@ -37,7 +37,7 @@ from wsealloc.opmodels.enumerate import judge
 from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
-from wsealloc.plan.build import kernel_preds
+from wsealloc.plan.build import kernel_preds, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
@@ -188,6 +188,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             _check_comm(st.members, sub, check, plan.objective.traffic_distance if len(stages) == 1 else None)
         _check_stage_record(plan, st, check)
     _check_objective(plan, stages, table, check)
+    if len(stages) == 1:
+        _check_llm(plan, stages[0].members, table, check)
     _check_baseline(plan, stages, table, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
 
@@ -329,6 +331,34 @@ def _region_units(
             )
         )
     return units, tuple(records)
+
+
+def _check_llm(plan: Plan, units: tuple[KernelPlan, ...], table: CostTable, check: _Checks) -> None:
+    """An LLM plan's token rates and largest context, by the rules of ``plan.llm`` on the numbers
+    recomputed here (the units' stage times, the model's cache and weights)."""
+    requests = plan.request.requests if plan.request is not None else 1
+    expected = llm_record(table, list(units), requests)
+    got = plan.objective.llm
+    if expected is None or got is None:
+        check(
+            expected is None and got is None,
+            "objective.llm is "
+            + ("missing for a model with a KV cache" if got is None else "given for a model without a KV cache"),
+        )
+        return
+    for name, value in expected.model_dump().items():
+        mine = getattr(got, name)
+        same = (
+            mine == value
+            if not isinstance(value, float)
+            else mine is not None and abs(mine - value) <= 1e-9 * max(1.0, abs(value))
+        )
+        check(same, f"objective.llm.{name} is {mine}, recomputed {value}")
+    tps = plan.objective.tokens_per_s_per_request
+    check(
+        tps is not None and abs(tps - expected.tokens_per_s_per_request) <= 1e-9 * max(1.0, tps),
+        "objective.tokens_per_s_per_request differs from objective.llm's",
+    )
 
 
 def _kernel_count(plan: Plan, st: _Stage) -> int:

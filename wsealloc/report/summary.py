@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
-from wsealloc.plan.schema import KernelPlan
+from wsealloc.plan.schema import KernelPlan, Plan
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
 
 
@@ -41,29 +42,91 @@ def placement_cost(out: SolveOutcome) -> str | None:
     return "; ".join(part for part in parts if part)
 
 
+def _bottleneck_line(plan: Plan) -> str:
+    """The slowest kernel, or the slowest region of kernels sharing cores in time."""
+    obj = plan.objective
+    limit = obj.bound_by.value + (", at its SRAM floor" if obj.sram_limited else "")
+    region = next((rg for rg in plan.regions if rg.name == obj.bottleneck_kernel), None)
+    if region is not None:
+        s = region.sram
+        comm = f", communication {region.comm_cycles:,}" if region.comm_cycles else ""
+        return (
+            f"slowest region {region.name} ({len(region.members)} kernels in turn on {region.grid[0]}x{region.grid[1]}): "
+            f"{region.latency_cycles:,} cycles{comm}; SRAM {region.sram_bytes_per_core:,} B/core "
+            f"(weights {s.weights:,}, KV cache {s.state:,}, buffers {s.buffers:,})"
+        )
+    bk = next(k for k in plan.kernels if k.name == obj.bottleneck_kernel)
+    return (
+        f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
+        f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,}{communication(bk)} cycles, "
+        f"SRAM {bk.sram_bytes_per_core:,} B/core)"
+    )
+
+
+def llm_lines(plan: Plan) -> list[str]:
+    """An LLM plan's tokens: per request and in aggregate, the time to the first token, the context."""
+    llm = plan.objective.llm
+    if llm is None:
+        return []
+    clock = plan.arch.clock_hz
+    per_pass = f"{llm.token_path_cycles:,} cycles = {llm.token_path_cycles / clock * 1e6:,.2f} us"
+    if llm.phase == "prefill":
+        first = f"{(llm.time_to_first_token_s or 0.0) * 1e3:,.3f} ms"
+        lines = [
+            f"prefill of {llm.tokens_per_request:,} tokens x {llm.batch}: time to first token {first} ({per_pass}); "
+            f"{llm.tokens_per_s_per_request:,.1f} tokens/s per request (prompt tokens over its time)"
+        ]
+    else:
+        lines = [
+            f"decode at context {llm.context:,}, batch {llm.batch}: {llm.tokens_per_s_per_request:,.1f} tokens/s per request "
+            f"(one token per {per_pass})"
+        ]
+    lines.append(
+        f"{llm.requests} request(s) in flight: {llm.aggregate_tokens_per_s:,.1f} tokens/s in all "
+        f"(a new pass every {llm.slowest_stage_cycles:,} cycles at most)"
+    )
+    lines.append(
+        f"KV cache {llm.kv_bytes_per_token:,} B per token of context: the largest context that fits beside the weights "
+        f"is {llm.largest_context:,} tokens at batch {llm.batch}"
+    )
+    return lines
+
+
 def summary_lines(out: SolveOutcome) -> list[str]:
     """Human-readable lines describing a solve outcome."""
     plan = out.plan
     obj = plan.objective
     arch = plan.arch
-    bk = next(k for k in plan.kernels if k.name == obj.bottleneck_kernel)
     gap = f"{obj.gap:.2%}" if obj.gap is not None else "n/a"
-    bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
-    limit = obj.bound_by.value + (", at its SRAM floor" if obj.sram_limited else "")
     wafers = len(plan.stages)
     total = arch.total_cores * wafers
     on = f"{wafers} x {arch.name}" if wafers > 1 else arch.name
+    if obj.kind is ObjectiveKind.LATENCY:
+        bound = f"{obj.bound_cycles:,}" if obj.bound_cycles is not None else "n/a"
+        headline = f"one pass {obj.value:,} cycles (latency), bound {bound}, gap {gap}; slowest stage {obj.bottleneck_cycles:,}"
+    else:
+        bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
+        headline = f"bottleneck {obj.bottleneck_cycles:,} cycles, bound {bound}, gap {gap}"
     lines = [
         f"model {plan.model.path}: {len(plan.kernels)} kernels ({out.costs.kgraph.ops.onnx_nodes} ONNX nodes) "
         f"on {on} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores{' each' if wafers > 1 else ''})",
-        f"solver {obj.solver}: {obj.status.value} in {obj.wall_s:.2f} s; bottleneck {obj.bottleneck_cycles:,} cycles, "
-        f"bound {bound}, gap {gap}",
-        f"bottleneck kernel {bk.name} ({bk.type}, {bk.grid[0]}x{bk.grid[1]} {bk.dataflow}): bound by {limit} "
-        f"(compute {bk.compute_cycles:,}, NoC {bk.noc_cycles:,}{communication(bk)} cycles, "
-        f"SRAM {bk.sram_bytes_per_core:,} B/core)",
+        f"solver {obj.solver}: {obj.status.value} in {obj.wall_s:.2f} s; {headline}",
+        _bottleneck_line(plan),
         f"throughput {obj.throughput_samples_per_s:,.1f} samples/s at {arch.clock_hz / 1e9:.2f} GHz; "
         f"cores used {obj.cores_used:,} of {total:,} ({obj.cores_used / total:.1%})",
     ]
+    if plan.regions:
+        grids = sorted({f"{rg.grid[0]}x{rg.grid[1]}" for rg in plan.regions})
+        fit = (
+            ""
+            if obj.fits_wafer
+            else f"; they need {obj.cores_used:,} cores, more than the wafer's {arch.total_cores:,}: not placed"
+        )
+        lines.append(
+            f"regions: {len(plan.regions)} sharing cores in time ({len(plan.kernels)} kernels; grids {', '.join(grids[:6])}"
+            f"{', ...' if len(grids) > 6 else ''}){fit}"
+        )
+    lines += llm_lines(plan)
     if wafers > 1:
         lines.append(
             "stages: "
@@ -77,14 +140,14 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     if cost is not None:
         lines.append(cost)
     base = plan.baseline
-    if base.bottleneck_cycles is not None and out.speedup is not None:
+    if base.value_cycles is not None and out.speedup is not None:
         placed = (
-            f", placed by the same construction {base.placed_bottleneck_cycles:,} cycles"
-            if obj.placed and base.placed_bottleneck_cycles is not None
+            f", placed by the same construction {base.placed_value_cycles:,} cycles"
+            if obj.placed and base.placed_value_cycles is not None
             else ""
         )
         lines.append(
-            f"baseline {base.name}: {base.bottleneck_cycles:,} cycles ({base.status.value}){placed}; speed-up {out.speedup:.2f}x"
+            f"baseline {base.name}: {base.value_cycles:,} cycles ({base.status.value}){placed}; speed-up {out.speedup:.2f}x"
         )
     if obj.message:
         lines.append(f"note: {obj.message}")
