@@ -1,0 +1,122 @@
+"""The objective as one object (problem/objective.py) and the one allocation program both backends
+render (problem/program.py): the latency objective (a token's path) solved by CP-SAT and PuLP equals
+brute force on small random chains and DAGs; its LP bound never exceeds the optimum; backends that
+cannot solve it exactly refuse it by name; hand-computed values of the path and the bound."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_solvers import problems
+
+from wsealloc.budget import Deadline
+from wsealloc.errors import UsageError
+from wsealloc.problem import AllocationProblem, Choices, GreedyHints
+from wsealloc.problem.objective import ContestScore, Latency, Throughput, latency_lp_bound, objective_named, path_length
+from wsealloc.solvers import SolveOptions, Status, get_solver
+
+
+def brute_latency(p: AllocationProblem) -> int | None:
+    """The least token path over every combination of op models that fits the cores."""
+    best = None
+    for choice in itertools.product(*(range(len(p.choices(i))) for i in range(p.n_kernels))):
+        value, cores = p.evaluate(choice)
+        if cores <= p.total_cores and (best is None or value < best):
+            best = value
+    return best
+
+
+@st.composite
+def latency_problems(draw: st.DrawFn) -> AllocationProblem:
+    """Random problems under the latency objective: a chain, or a DAG (each kernel reads some earlier ones)."""
+    p = draw(problems(max_kernels=5))
+    n = p.n_kernels
+    if draw(st.booleans()):
+        preds = tuple(tuple(sorted(draw(st.sets(st.integers(0, k - 1), max_size=2)))) if k else () for k in range(n))
+    else:
+        preds = tuple(((k - 1,) if k else ()) for k in range(n))
+    return replace(p, objective=Latency(), preds=preds)
+
+
+def test_path_by_hand() -> None:
+    # a -> b, a -> c, (b, c) -> d: the path is a + max(b, c) + d
+    assert path_length(((), (0,), (0,), (1, 2)), (), [5, 7, 3, 2]) == 5 + 7 + 2
+    assert path_length((), (), [5, 7, 3, 2]) == 17  # no graph: one after another
+    # c runs after b on shared cores (serial), so the path is a + b + c + d
+    assert path_length(((), (0,), (0,), (1, 2)), (-1, -1, 1, -1), [5, 7, 3, 2]) == 17
+
+
+def test_lp_bound_by_hand() -> None:
+    # two kernels, 10 cores: each (2 cores, 100) or (6 cores, 40): the LP buys 6 extra cores at 15/core
+    ch = Choices(np.array([2, 6]), np.array([100, 40]))
+    hints = GreedyHints((1.0, 1.0), (0, 0), (False, False), (0, 0), 1)
+    p = AllocationProblem(("a", "b"), (0, 0), (ch,), 10, hints, Latency())
+    # base 200 at 4 cores; 6 more cores save 15 each = 90 -> 110; the integer optimum is 140
+    assert latency_lp_bound(p) == 110
+    assert brute_latency(p) == 140
+
+
+@settings(max_examples=40, deadline=None)
+@given(latency_problems())
+def test_latency_backends_equal_brute_force(p: AllocationProblem) -> None:
+    best = brute_latency(p)
+    bound = latency_lp_bound(p)
+    if best is None:
+        assert bound is None or p.min_cores() > p.total_cores
+        return
+    assert bound is not None and bound <= best  # the LP relaxation is a valid bound
+    opts = SolveOptions(deadline=Deadline.after(20), lower_bound=bound)
+    for name in ("cpsat", "pulp"):
+        result = get_solver(name)(p, opts)
+        assert result.status is Status.OPTIMAL, (name, result)
+        assert result.objective == best, (name, result.objective, best)
+        assert p.feasible(result.choice)
+    greedy = get_solver("greedy")(p, opts)
+    if greedy.status is Status.FEASIBLE:
+        assert greedy.objective >= best
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_kernels=5))
+def test_latency_and_throughput_differ_only_in_the_objective(p: AllocationProblem) -> None:
+    """Under min-max the program gives today's optimum; under latency a plan is never worse on its own
+    objective than the min-max plan is."""
+    if p.min_cores() > p.total_cores:
+        return
+    opts = SolveOptions(deadline=Deadline.after(20))
+    mm = get_solver("cpsat")(p, opts)
+    lat = get_solver("cpsat")(replace(p, objective=Latency()), opts)
+    assert mm.status is Status.OPTIMAL and lat.status is Status.OPTIMAL
+    assert lat.objective <= replace(p, objective=Latency()).evaluate(mm.choice)[0]
+    assert mm.objective <= p.evaluate(lat.choice)[0]
+
+
+def test_bisection_and_stage_cut_refuse_latency_by_name() -> None:
+    ch = Choices(np.array([1, 2]), np.array([10, 6]))
+    hints = GreedyHints((1.0,), (0,), (False,), (0,), 1)
+    p = AllocationProblem(("a",), (0,), (ch,), 4, hints, Latency())
+    with pytest.raises(UsageError, match="bisect cannot solve --objective latency.*min-max only"):
+        get_solver("bisect")(p, SolveOptions())
+    from wsealloc.problem.stages import StageProblem
+    from wsealloc.solvers.stages import solve as stage_solve
+
+    with pytest.raises(UsageError, match="--wafers.*latency"):
+        stage_solve(StageProblem(p, np.zeros(2), 0.0, 0), 2)
+
+
+def test_objectives_by_name_and_contest_rank() -> None:
+    assert isinstance(objective_named("throughput"), Throughput) and isinstance(objective_named("latency"), Latency)
+    with pytest.raises(UsageError, match="unknown objective .speed.; choose one of: latency, throughput"):
+        objective_named("speed")
+    contest = ContestScore(1.0, 40.0, cap=105)
+    from wsealloc.cost.comm import CommCosts
+
+    zero = np.zeros(2, dtype=np.int64)
+    within = contest.rank(np.array([100, 90]), CommCosts(zero, zero, zero, zero, 14.0))
+    over = contest.rank(np.array([110, 90]), CommCosts(zero, zero, zero, zero, 1.0))
+    assert within[1] == 100 + 40 * 14 and within < over  # a layout within the cap ranks first, whatever its score

@@ -1,0 +1,197 @@
+"""Cores shared in time (cost/region.py, opmodels/regions.py, problem/sharing.py, solvers/share.py):
+a region's latency and SRAM are its members' sums (by hand); one kernel per region is today's table;
+the sharing search equals brute force over every partition and grid on small cases; ``--grid RxC``
+packs runs by SRAM (counted by hand) and reports plans over the wafer; plans with regions verify, and
+tampered ones fail with the rule they break; the tiny decoder end to end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run
+
+from wsealloc.api import pack_runs, solve
+from wsealloc.arch import load_arch
+from wsealloc.cost import CostOptions, Dataflow, RegionWork, grid_costs
+from wsealloc.cost.region import fastest_on
+from wsealloc.errors import InfeasibleError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.opmodels.regions import region_table
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.sharing import INF, SharingProblem, build_sharing_problem
+from wsealloc.solvers.base import Status
+from wsealloc.solvers.share import solve as share_solve
+
+MODELS = Path(__file__).resolve().parents[1] / "models" / "tiny"
+DECODE = OnnxSource(path=str(MODELS / "llm_decode.onnx"), dims={"batch_size": 1, "past_sequence_length": 16})
+
+
+@pytest.fixture(scope="module")
+def costs():  # type: ignore[no-untyped-def]
+    return build_costs(DECODE, load_arch("tiny"), CostOptions())
+
+
+def test_region_sums_its_members(costs) -> None:  # type: ignore[no-untyped-def]
+    members = costs.kernels[3:7]
+    work = RegionWork(tuple(kc.work for kc in members))
+    r, c = np.array([4]), np.array([6])
+    region = grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r, c)
+    total_lat = total_sram = 0
+    for kc in members:
+        _, g = fastest_on(kc.work, costs.arch, costs.options, r, c, grid_costs)
+        total_lat += int(g.latency[0])
+        total_sram += int(g.sram_bytes[0])
+    assert int(region.latency[0]) == total_lat and int(region.sram_bytes[0]) == total_sram
+    parts = region.sram_parts()
+    assert int(parts.weights[0] + parts.state[0] + parts.buffers[0]) == total_sram
+
+
+def test_one_kernel_per_region_is_todays_table(costs) -> None:  # type: ignore[no-untyped-def]
+    assert region_table(costs, [(i, i + 1) for i in range(len(costs.kernels))]) is costs
+    units = region_table(costs, [(0, 10), (10, len(costs.kernels))])
+    assert len(units.kernels) == 2 and units.runs == ((0, 10), (10, len(costs.kernels)))
+    # edges inside a region vanish; what crosses the cut stays
+    assert all(e.src == 0 and e.dst == 1 for e in units.edges)
+    with pytest.raises(ValueError, match="consecutive"):
+        region_table(costs, [(0, 5), (6, len(costs.kernels))])
+
+
+def _brute(sp: SharingProblem) -> int | None:
+    """Every partition of the kernels into runs, every grid per run: the least latency that fits."""
+    n, g_count = sp.latency.shape
+    cores = sp.cores()
+    best = None
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        bounds = [0] + [i + 1 for i, cut in enumerate(cuts) if cut] + [n]
+        runs = list(zip(bounds[:-1], bounds[1:], strict=True))
+        for grids in itertools.product(range(g_count), repeat=len(runs)):
+            lat, used, ok = 0, 0, True
+            for (a, b), g in zip(runs, grids, strict=True):
+                if (sp.latency[a:b, g] >= INF).any() or sp.sram[a:b, g].sum() > sp.usable_sram:
+                    ok = False
+                    break
+                lat += int(sp.latency[a:b, g].sum())
+                used += int(cores[g])
+            if ok and used <= sp.total_cores and (best is None or lat < best):
+                best = lat
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sharing_search_equals_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, g_count = int(rng.integers(2, 6)), int(rng.integers(1, 4))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    sram = rng.integers(1, 40, size=(n, len(shapes))).astype(np.float64)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum() * 2) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, sram, 60, total)
+    best = _brute(sp)
+    found = share_solve(sp)
+    if best is None:
+        assert found.status is Status.INFEASIBLE
+        return
+    assert found.latency is not None and found.bound is not None
+    assert found.bound <= best <= found.latency  # the bound is valid, the plan feasible
+    if found.status is Status.OPTIMAL:
+        assert found.latency == best
+
+
+def test_grid_packs_runs_by_sram(costs) -> None:  # type: ignore[no-untyped-def]
+    sp = build_sharing_problem(costs, np.array([[2, 2]]))
+    runs = pack_runs(costs, 2, 2)
+    # by hand: first fit in dataflow order, a new region when the next kernel's SRAM would overflow
+    held, expect, first = 0.0, [], 0
+    for k in range(sp.n_kernels):
+        if held + sp.sram[k, 0] > sp.usable_sram:
+            expect.append((first, k))
+            first, held = k, 0.0
+        held += sp.sram[k, 0]
+    expect.append((first, sp.n_kernels))
+    assert runs == expect
+    assert len(runs) > 1 and len(pack_runs(costs, 1, 1)) > len(runs) > len(pack_runs(costs, 8, 8)) == 1  # fewer cores: more
+    tight = build_costs(DECODE, load_arch("tiny", ("core.sram_bytes=6KiB", "core.sram_reserve_bytes=0")), CostOptions())
+    with pytest.raises(InfeasibleError, match="kernel embeddings needs .* per core on 2x2.*cannot span regions"):
+        pack_runs(tight, 2, 2)
+
+
+def test_grid_over_the_wafer_is_reported_not_refused(tmp_path: Path) -> None:
+    out = solve(
+        str(MODELS / "llm_decode.onnx"), "tiny", context=16, batch=1, objective="latency", grid="2x2", output=tmp_path / "g.json"
+    )
+    plan = out.plan
+    need = sum(rg.cores for rg in plan.regions)
+    assert plan.objective.fits_wafer == (need <= 384) and plan.regions and all(rg.grid == (2, 2) for rg in plan.regions)
+    assert verify_plan(tmp_path / "g.json").ok
+
+
+@pytest.fixture(scope="module")
+def shared_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("shared") / "plan.json"
+    solve(str(MODELS / "llm_decode.onnx"), "tiny", context=16, batch=1, objective="latency", place=False, output=out)
+    return out
+
+
+def test_shared_plan_is_optimal_and_verifies(shared_plan: Path) -> None:
+    doc = json.loads(shared_plan.read_text())
+    obj = doc["objective"]
+    assert obj["kind"] == "latency" and obj["status"] == "OPTIMAL" and obj["value_cycles"] == obj["bound_cycles"]
+    assert doc["regions"] and sum(len(r["members"]) for r in doc["regions"]) == len(doc["kernels"])
+    # one token through the regions, one after another
+    assert obj["value_cycles"] == sum(r["latency_cycles"] for r in doc["regions"])
+    llm = obj["llm"]
+    assert llm["phase"] == "decode" and llm["context"] == 16 and llm["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 2
+    assert obj["tokens_per_s_per_request"] == pytest.approx(1e9 / obj["value_cycles"])  # tiny runs at 1 GHz
+    assert verify_plan(shared_plan).ok
+
+
+def _tampered(src: Path, tmp: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    doc = json.loads(src.read_text())
+    edit(doc)
+    out = tmp / "t.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _shrink_first_region(doc: dict) -> None:  # type: ignore[type-arg]
+    big = max(doc["regions"], key=lambda r: r["sram_bytes_per_core"])
+    big["grid"], big["cores"] = [1, 1], 1
+    for k in doc["kernels"]:
+        if k["region"] == big["index"]:
+            k["grid"], k["cores"] = [1, 1], 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (_shrink_first_region, "is not legal: SRAM per core over the usable SRAM"),
+        (lambda d: d["regions"][0].update(latency_cycles=1), "differ from its members'"),
+        (lambda d: max(d["regions"], key=lambda r: r["sram"]["state"])["sram"].update(state=0), "differ from its members'"),
+        (lambda d: d["kernels"][0].update(region=1), "is not its region"),
+        (lambda d: d["regions"][0].update(members=d["regions"][0]["members"][:-1]), "not the next kernels"),
+        (lambda d: d["objective"].update(value_cycles=1), "value_cycles is 1"),
+        (lambda d: d["objective"]["llm"].update(largest_context=10**9), "llm.largest_context"),
+        (lambda d: d["objective"].update(tokens_per_s_per_request=1.0), "tokens_per_s_per_request differs"),
+    ],
+)
+def test_tampered_shared_plans_fail(shared_plan: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
+    report = verify_plan(_tampered(shared_plan, tmp_path, edit))
+    assert not report.ok and any(needle in v for v in report.violations), report.violations
+
+
+def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
+    """The tiny decoder planned for latency with its cache bound on the command line, placed, verified."""
+    plan = tmp_path / "d.json"
+    args = ["--context", "16", "--batch", "1", "--objective", "latency", "--requests", "4", "--time-limit", "10"]
+    res = run("solve", str(MODELS / "llm_decode.onnx"), "--arch", "tiny", *args, "-o", str(plan))
+    assert res.returncode == 0, res.stderr
+    assert "tokens/s per request" in res.stdout and "4 request(s) in flight" in res.stdout and "largest context" in res.stdout
+    res = run("verify", str(plan))
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr
+    res = run("solve", str(MODELS / "llm_prefill.onnx"), "--arch", "tiny", "--context", "16")
+    assert res.returncode == 2 and "--context 16" in res.stderr and "no KV-cache input" in res.stderr
