@@ -195,3 +195,14 @@ def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr
     res = run("solve", str(MODELS / "llm_prefill.onnx"), "--arch", "tiny", "--context", "16")
     assert res.returncode == 2 and "--context 16" in res.stderr and "no KV-cache input" in res.stderr
+
+
+def test_sweep_spans_context_and_grid() -> None:
+    """A sweep over the request's context and grid: more context is never faster on one grid."""
+    from wsealloc.bench.sweep import sweep
+
+    grid = sweep(str(MODELS / "llm_decode.onnx"), "tiny", ["context=16,256", "grid=8"], context=16, batch=1, objective="latency")
+    cycles = {p.values: p.cycles for p in grid.points}
+    assert set(cycles) == {("16", "8"), ("256", "8")}
+    assert cycles[("16", "8")] is not None and cycles[("256", "8")] is not None
+    assert cycles[("16", "8")] < cycles[("256", "8")] and not grid.warnings

@@ -1,7 +1,11 @@
 """Architecture sweeps: a grid of ``--set`` values, each point solved (same executors as ``bench``),
 a table and a plot of throughput per point, and a warning for every pair of points where a strictly
 better machine gives a worse result (the bug ZigZag users reported, ../shared/seeds/003_*: smaller
-memories giving fewer load cycles)."""
+memories giving fewer load cycles).
+
+Besides arch fields, two request fields can be swept (``REQUEST_AXES``): ``context`` (an LLM decode
+export's past length, ``--context``; a longer context is more work) and ``grid`` (``--grid RxC``, a
+square as ``R``; no direction: a larger grid is not a better machine for decode)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.errors import ModelLoadError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.pipeline import build_costs
-from wsealloc.request import RequestOptions, SolveRequest, build_request
+from wsealloc.request import RequestOptions, ShareMode, Sharing, SolveRequest, build_request, parse_grid
 from wsealloc.units import parse_bytes, parse_hz
 
 # Fields where a larger value is a worse machine; every other numeric field is better when larger.
@@ -37,7 +41,10 @@ WORSE_WHEN_LARGER = frozenset(
     }
 )
 # Fields with no "better" direction: points that differ in one of them are not compared.
-UNORDERED = frozenset({"wafer.defects.seed"})
+UNORDERED = frozenset({"wafer.defects.seed", "grid"})
+# Request fields a sweep can span (the rest are arch fields)
+REQUEST_AXES = frozenset({"context", "grid"})
+WORSE_WHEN_LARGER = WORSE_WHEN_LARGER | {"context"}
 
 
 @dataclass(frozen=True)
@@ -59,12 +66,21 @@ def _number(text: str) -> float:
     raise UsageError(f"--set value {text!r} is not a number, a size or a frequency; sweeps compare machines numerically")
 
 
+def _grid_number(text: str) -> float:
+    r, c = parse_grid(text)
+    return float(r * c)
+
+
 def parse_axes(options: Sequence[str]) -> list[Axis]:
-    """``--set field=v1,v2,...`` options into axes."""
+    """``--set field=v1,v2,...`` options into axes (``context=`` and ``grid=`` sweep the request)."""
     axes: list[Axis] = []
     for opt in options:
-        path, value = parse_set_option(opt)
-        field = ".".join(path)
+        name, _, raw = opt.partition("=")
+        if name.strip() in REQUEST_AXES:
+            field, value = name.strip(), raw
+        else:
+            path, value = parse_set_option(opt)
+            field = ".".join(path)
         values = tuple(v.strip() for v in str(value).split(",") if v.strip())
         if not values:
             raise UsageError(f"--set {opt!r}: no values to sweep")
@@ -72,7 +88,8 @@ def parse_axes(options: Sequence[str]) -> list[Axis]:
             raise UsageError(f"--set {field} given twice; list its values once, comma-separated")
         if len(set(values)) != len(values):
             raise UsageError(f"--set {opt!r}: a value is listed twice")
-        axes.append(Axis(field, values, tuple(_number(v) for v in values)))
+        number = _grid_number if field == "grid" else _number
+        axes.append(Axis(field, values, tuple(number(v) for v in values)))
     if not axes:
         raise UsageError("sweep needs at least one --set FIELD=V1,V2,...")
     return axes
@@ -241,6 +258,19 @@ class Sweep:
         return buf.getvalue()
 
 
+def _point_request(base: SolveRequest, axes: Sequence[Axis], point: tuple[int, ...]) -> SolveRequest:
+    """The base request with one point's arch overrides and request fields (context, grid)."""
+    sets = [s for a, s in zip(axes, point_sets(axes, point), strict=True) if a.field not in REQUEST_AXES]
+    update: dict[str, Any] = {"arch": load_arch(base.machine, sets)}
+    for axis, i in zip(axes, point, strict=True):
+        if axis.field == "context":
+            source = base.onnx_model
+            update["model"] = type(source).model_validate({**source.model_dump(), "context": int(axis.numbers[i])})
+        elif axis.field == "grid":
+            update["sharing"] = Sharing(mode=ShareMode.GRID, grid=parse_grid(axis.values[i]))
+    return base.model_copy(update=update)
+
+
 def sweep(
     model: str | Path | SolveRequest,
     arch: str | Path | Arch | None = None,
@@ -262,7 +292,7 @@ def sweep(
     points = grid(parsed)
     # a point's machine: the base arch with the point's overrides (validated once per point)
     source = base.onnx_model
-    requests = [base.model_copy(update={"arch": load_arch(base.machine, point_sets(parsed, p))}) for p in points]
+    requests = [_point_request(base, parsed, p) for p in points]
     if isinstance(source, OnnxSource) and not source.onnx_path().exists():
         raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")
     if isinstance(source, OnnxSource):

@@ -17,7 +17,13 @@ from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
-from wsealloc.cli.options import debug_option, solver_settings_options, sweep_model_options, with_request
+from wsealloc.cli.options import (
+    debug_option,
+    objective_sweep_options,
+    solver_settings_options,
+    sweep_model_options,
+    with_request,
+)
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
 from wsealloc.report.console import console as make_console
 from wsealloc.request import SolveRequest
@@ -141,8 +147,16 @@ def bench(
 
 @click.command()
 @sweep_model_options
-@click.option("--set", "axes", multiple=True, required=True, metavar="FIELD=V1,V2,...", help="A swept field (repeatable).")
+@click.option(
+    "--set",
+    "axes",
+    multiple=True,
+    required=True,
+    metavar="FIELD=V1,V2,...",
+    help="A swept arch field, or context=S1,S2,... / grid=R1xC1,... (repeatable).",
+)
 @solver_settings_options("Seconds for each point's whole solve.")
+@objective_sweep_options
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
 @_jobs_option(os.cpu_count() or 1)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")

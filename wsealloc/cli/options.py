@@ -221,3 +221,8 @@ def with_request(fn: F) -> F:
         return fn(request=request, **params)
 
     return wrapper  # type: ignore[return-value]
+
+
+def objective_sweep_options(fn: F) -> F:
+    """``--objective``, ``--share``, ``--grid``, ``--requests`` for ``sweep`` (the same spelling as ``solve``)."""
+    return _apply(fn, objective_options())
