@@ -1,5 +1,6 @@
-"""Floorplan picture of a placed plan: die grid, kernel rectangles coloured by stage time relative to
-the bottleneck, the bottleneck outlined, the heaviest flows as arrows (SVG or PNG via matplotlib)."""
+"""Floorplan picture of a placed plan: die grid, kernel rectangles (or the regions kernels share in
+time, labelled with how many they hold) coloured by stage time relative to the bottleneck, the
+bottleneck outlined, the heaviest flows as arrows (SVG or PNG via matplotlib)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,17 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     cmap = plt.get_cmap("viridis")
     bottleneck = max(plan.objective.bottleneck_cycles, 1)
     centre: dict[str, tuple[float, float]] = {}
-    for k in plan.kernels:
-        if k.placement is None:
+    # the rectangles: each kernel's, or each region's (its kernels share it in time)
+    units = [(rg.name, rg.placement, rg.grid, rg.latency_cycles + rg.comm_cycles, len(rg.members)) for rg in plan.regions] or [
+        (k.name, k.placement, k.grid, k.latency_cycles + k.comm_cycles, 1) for k in plan.kernels
+    ]
+    for name, placement, grid, stage, members in units:
+        if placement is None:
             continue
-        row, col = k.placement
-        r, c = k.grid
-        share = (k.latency_cycles + k.comm_cycles) / bottleneck
-        is_bottleneck = k.name == plan.objective.bottleneck_kernel
+        row, col = placement
+        r, c = grid
+        share = stage / bottleneck
+        is_bottleneck = name == plan.objective.bottleneck_kernel
         ax.add_patch(
             Rectangle(
                 (col, row),
@@ -56,7 +61,9 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
                 zorder=2,
             )
         )
-        centre[k.name] = (col + c / 2, row + r / 2)
+        centre[name] = (col + c / 2, row + r / 2)
+        if members > 1:
+            ax.text(col + c / 2, row + r / 2, f"{members} kernels", ha="center", va="center", fontsize=5, color="black", zorder=5)
     for src, dst, _ in sorted(flows, key=lambda f: -f[2])[:heaviest]:
         if src in centre and dst in centre:
             ax.add_patch(
@@ -67,8 +74,9 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(0, 1))
     fig.colorbar(sm, ax=ax, fraction=0.03, pad=0.02, label="stage time / bottleneck")
     obj = plan.objective
+    what = f"one pass {obj.value:,} cycles, slowest" if obj.kind.value == "latency" else "bottleneck"
     ax.set_title(
-        f"{Path(plan.model.path).name} on {arch.name}: bottleneck {obj.bottleneck_cycles:,} cycles "
+        f"{Path(plan.model.path).name} on {arch.name}: {what} {obj.bottleneck_cycles:,} cycles "
         f"({obj.bottleneck_kernel}), {obj.cores_used:,}/{arch.total_cores:,} cores",
         fontsize=8,
     )
