@@ -55,6 +55,7 @@ Progress = Callable[[str], None]
 # their optimum in seconds; capping them at half keeps the placement's time when they do not.
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
 BASELINE_PLACEMENT_SHARE = 0.25  # the greedy allocation placed by the same construction
+SHARING_SHARE = 0.5  # --share auto: the search for runs and grids (usually a few seconds; its CP-SAT closing may use it all)
 # After a stop request, a phase that does not return within this many seconds is abandoned (its
 # best-so-far result is lost, the run falls back to the best one it holds): a signal stops any phase.
 STOP_GRACE_S = 1.0
@@ -405,7 +406,8 @@ def share_cores(
             "(a throughput plan keeps every kernel on its own rectangle: --share none)"
         )
     sp = build_sharing_problem(costs)
-    found = _run_stoppable(lambda: share_solver(sp, deadline), deadline)
+    share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
+    found = _run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
     if found.status is Status.INFEASIBLE or found.bound is None and not found.runs:

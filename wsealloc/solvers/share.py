@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.solvers.base import Status
 
 LAMBDA_STEPS = 24  # bisection steps on the price of a core (when the budget binds)
+MAX_CANDIDATES = 200_000  # runs the exact closing may hand to CP-SAT (beyond: the Lagrangian gap is reported)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,14 @@ class _Plan:
     cores: int
     runs: tuple[tuple[int, int], ...]
     grids: tuple[int, ...]
+    prefix_values: tuple[float, ...] = ()  # the best value of kernels [0, j) for every j
+
+
+def _reversed(sp: SharingProblem) -> SharingProblem:
+    """The same problem with the kernel sequence reversed (a run of it is a run reversed)."""
+    return SharingProblem(
+        sp.names[::-1], sp.shapes, sp.latency[::-1].copy(), sp.sram[::-1].copy(), sp.usable_sram, sp.total_cores
+    )
 
 
 def _dp(sp: SharingProblem, lam: float) -> _Plan | None:
@@ -114,7 +123,77 @@ def _dp(sp: SharingProblem, lam: float) -> _Plan | None:
     grids.reverse()
     latency = int(sum(sp.latency[i:jj, g].sum() for (i, jj), g in zip(runs, grids, strict=True)))
     used = int(sum(core_list[g] for g in grids))
-    return _Plan(best[n], latency, used, tuple(runs), tuple(grids))
+    return _Plan(best[n], latency, used, tuple(runs), tuple(grids), tuple(best))
+
+
+def candidate_runs(
+    sp: SharingProblem, lam: float, forward: _Plan, backward: _Plan, upper: int
+) -> list[tuple[int, int, int]] | None:
+    """Lagrangian reduced-cost fixing: every run (i, j, g) that some plan of latency <= ``upper`` may
+    use. At price ``lam`` a plan through the run is worth at least ``F[i] + cost(i, j, g) + B[j] - lam *
+    cores_budget`` (the best prefix to i, the run, the best suffix from j: a lower bound on the latency
+    of every plan within the budget that contains it); runs above ``upper`` are left out. None when too
+    many remain (``MAX_CANDIDATES``)."""
+    n, _ = sp.latency.shape
+    f = np.array(forward.prefix_values, dtype=np.float64)
+    b = np.array(backward.prefix_values, dtype=np.float64)[::-1]  # b[j]: the best suffix from j
+    finite = sp.latency < INF
+    cores = sp.cores().astype(np.float64)
+    idx = np.arange(n + 1)
+    out: list[tuple[int, int, int]] = []
+    later = idx[None, :] > idx[:, None]
+    slack = upper + lam * sp.total_cores + 1e-6 * max(1.0, float(upper))
+    for g in range(sp.shapes.shape[0]):
+        p = np.concatenate(([0.0], np.cumsum(np.where(finite[:, g], sp.latency[:, g], 0).astype(np.float64))))
+        s = np.concatenate(([0.0], np.cumsum(sp.sram[:, g])))
+        bad = np.concatenate(([0], np.cumsum(~finite[:, g] | (sp.sram[:, g] > sp.usable_sram))))
+        through = f[:, None] + (p[None, :] - p[:, None]) + lam * cores[g] + b[None, :]
+        ok = later & (s[None, :] - s[:, None] <= sp.usable_sram) & (bad[None, :] == bad[:, None]) & (through <= slack)
+        ii, jj = np.nonzero(ok)
+        out += [(int(i), int(j), g) for i, j in zip(ii.tolist(), jj.tolist(), strict=True)]
+        if len(out) > MAX_CANDIDATES:
+            return None
+    return out
+
+
+def _close_gap(
+    sp: SharingProblem, lam: float, forward: _Plan, primal: _Plan, deadline: Deadline, lower: int
+) -> SharingResult | None:
+    """The exact optimum when the Lagrangian leaves a gap: the runs no plan better than ``primal`` can
+    avoid pricing out (``candidate_runs`` at the best price ``lam``), solved as a path by CP-SAT
+    (``solvers.cpsat_share``). None when too many runs remain or CP-SAT finds nothing in time."""
+    from wsealloc.solvers.cpsat_share import solve_partition
+
+    backward = _dp(_reversed(sp), lam)
+    if backward is None:
+        return None
+    runs = candidate_runs(sp, lam, forward, backward, primal.latency)
+    if runs is None:
+        return None
+    hint = {(i, j, g) for (i, j), g in zip(primal.runs, primal.grids, strict=True)}
+    runs = sorted(set(runs) | hint)
+    cores = sp.cores().astype(np.int64)
+    lat = [int(sp.latency[i:j, g].sum()) for i, j, g in runs]
+    status, chosen, bound = solve_partition(
+        sp.n_kernels, runs, lat, [int(cores[g]) for _, _, g in runs], sp.total_cores, hint, deadline, lower
+    )
+    if not chosen or bound is None:
+        return None
+    picked = sorted(runs[t] for t in chosen)
+    latency = sum(lat[t] for t in chosen)
+    used = int(sum(int(cores[runs[t][2]]) for t in chosen))
+    proven = min(bound, latency) if status is Status.OPTIMAL else bound
+    return SharingResult(
+        Status.OPTIMAL if proven >= latency else Status.FEASIBLE,
+        tuple((i, j) for i, j, _ in picked),
+        tuple(g for _, _, g in picked),
+        latency,
+        used,
+        min(proven, latency),
+        0.0,
+        f"{len(picked)} regions; the core budget binds: Lagrangian price, then CP-SAT over the {len(runs):,} runs "
+        "reduced costs cannot rule out",
+    )
 
 
 def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult:
@@ -146,12 +225,14 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     # the budget binds: price the cores (Lagrangian relaxation)
     bound = float(plan.latency)  # at lam = 0 the relaxation is the unconstrained optimum
     best: _Plan | None = None
+    best_lam, best_dual = 0.0, plan
     lo, hi = 0.0, 1.0
     while True:  # a price high enough that the plan fits
         fit = _dp(sp, hi)
         if fit is None:
             break
-        bound = max(bound, fit.value - hi * sp.total_cores)
+        if fit.value - hi * sp.total_cores > bound:
+            bound, best_lam, best_dual = fit.value - hi * sp.total_cores, hi, fit
         if fit.cores <= sp.total_cores:
             best = fit
             break
@@ -165,13 +246,18 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         cand = _dp(sp, mid)
         if cand is None:
             break
-        bound = max(bound, cand.value - mid * sp.total_cores)
+        if cand.value - mid * sp.total_cores > bound:
+            bound, best_lam, best_dual = cand.value - mid * sp.total_cores, mid, cand
         if cand.cores <= sp.total_cores:
             hi = mid
             if cand.latency < best.latency:
                 best = cand
         else:
             lo = mid
+    if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
+        closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)))
+        if closed is not None:
+            return replace(closed, wall_s=time.perf_counter() - start)
     wall = time.perf_counter() - start
     if best is None:
         return SharingResult(
