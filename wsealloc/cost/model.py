@@ -89,6 +89,9 @@ class KernelWork:
     # a lookup table too large for the grid its output spans (one decode token's embedding row): its
     # rows are spread over grid rows too (0: the output's extents suffice)
     table_rows: int = field(default=0, kw_only=True)
+    # collectives a row reduction takes (softmax: max and sum; a norm: its statistics); only the
+    # calibrated execution model (``Arch.execution``) reads it
+    reductions: int = field(default=0, kw_only=True)
 
     @property
     def is_mac(self) -> bool:
