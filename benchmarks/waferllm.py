@@ -48,6 +48,7 @@ the paper's 137,548 tokens. Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import ROOT, markdown  # noqa: E402
 
 from wsealloc.arch import Arch, load_arch  # noqa: E402
+from wsealloc.arch.schema import ReductionTree  # noqa: E402
 from wsealloc.cost import CostOptions, KernelWork, kernel_work  # noqa: E402
 from wsealloc.frontend.sources import OnnxSource  # noqa: E402
 from wsealloc.graph.opclass import KernelKind  # noqa: E402
@@ -201,18 +203,27 @@ def loss(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> float:
     return sum(math.log1p(r["error"]) ** 2 for r in table(phases, arch, options, whole=False))
 
 
-def fit(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> dict[str, float]:
-    """The free parameters minimizing :func:`loss`: a pattern search (each parameter up and down by
-    its step, steps halved when nothing improves) from a few starts; parameters stay >= 0."""
-    grid = [(c, s, o) for c in (4.0, 12.0) for s in (50.0, 150.0) for o in (0.0, 400.0)]
-    starts = [{"issue_cycles": c, "step_cycles": s, "collective_cycles": o} for c, s, o in grid]
+# where the search starts (every combination) and its first step, per free parameter
+STARTS = {
+    "issue_cycles": (4.0, 12.0),
+    "step_cycles": (50.0, 150.0),
+    "collective_cycles": (0.0, 400.0),
+    "stage_cycles": (2.0, 8.0),
+}
+STEPS = {"issue_cycles": 2.0, "step_cycles": 40.0, "collective_cycles": 100.0, "stage_cycles": 2.0}
+
+
+def fit(phases: dict[str, Phase], arch: Arch, options: CostOptions, free: tuple[str, ...] = FREE) -> dict[str, float]:
+    """The ``free`` execution parameters minimizing :func:`loss` (the others as ``arch`` has them): a
+    pattern search (each parameter up and down by its step, steps halved when nothing improves) from
+    every combination of :data:`STARTS`; parameters stay >= 0."""
     best: tuple[float, dict[str, float]] | None = None
-    for start in starts:
-        p, steps = dict(start), {"issue_cycles": 2.0, "step_cycles": 40.0, "collective_cycles": 100.0}
+    for combo in itertools.product(*(STARTS[k] for k in free)):
+        p, steps = dict(zip(free, combo, strict=True)), {k: STEPS[k] for k in free}
         current = loss(phases, with_execution(arch, p), options)
-        while max(steps[k] / max(p[k], 1.0) for k in FREE) > 1e-3:
+        while max(steps[k] / max(p[k], 1.0) for k in free) > 1e-3:
             moved = False
-            for k in FREE:
+            for k in free:
                 for d in (steps[k], -steps[k]):
                     q = {**p, k: max(0.0, p[k] + d)}
                     value = loss(phases, with_execution(arch, q), options)
@@ -224,6 +235,41 @@ def fit(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> dict[str,
             best = (current, p)
     assert best is not None
     return best[1]
+
+
+def ablations(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> list[dict[str, Any]]:
+    """What each term is needed for: the six rows without it (the free parameters refitted), and under
+    other physical readings (fewer SIMD lanes, a chain instead of a two-level tree, the streaming model)."""
+    assert arch.execution is not None
+    lanes = arch.core.model_copy
+    cases: list[tuple[str, Arch, tuple[str, ...]]] = [
+        (f"{arch.name} as it is", arch, ()),
+        ("streaming model (no execution section)", arch.model_copy(update={"execution": None}), ()),
+        ("no issue cost (issue 0)", with_execution(arch, {"issue_cycles": 0.0}), ("step_cycles", "collective_cycles")),
+        ("no step cost (step 0)", with_execution(arch, {"step_cycles": 0.0}), ("issue_cycles", "collective_cycles")),
+        ("no call cost (collective 0)", with_execution(arch, {"collective_cycles": 0.0}), ("issue_cycles", "step_cycles")),
+        ("no tree stages (stage 0)", with_execution(arch, {"stage_cycles": 0.0}), FREE),
+        ("stage latency fitted too", arch, (*FREE, "stage_cycles")),
+        ("chain tree (n/2 stages)", with_execution(arch, {"tree": ReductionTree.CHAIN}), FREE),
+        ("1 MAC lane a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 1})}), FREE),
+        ("2 MAC lanes a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 2})}), FREE),
+    ]
+    out = []
+    for label, case, free in cases:
+        fitted = fit(phases, case, options, free) if free else {}
+        case = with_execution(case, fitted) if fitted else case
+        errors = [r["error"] for r in table(phases, case, options, whole=False)]
+        gemv = int(on_grid(gemv_work(32768, case), case, options, GEMV_GRID, GEMV_GRID)[1].latency[0])
+        out.append(
+            {
+                "case": label,
+                "refitted": ", ".join(f"{k.removesuffix('_cycles')} {v:.1f}" for k, v in fitted.items()) or "-",
+                **{f"{m.phase[:3]} {m.grid}": f"{e:+.1%}" for m, e in zip(MEASURED, errors, strict=True)},
+                "max": f"{max(abs(e) for e in errors):.1%}",
+                "GEMV 32K": f"{gemv / case.clock_hz * 1e6 / GEMV_US[32768] - 1:+.0%}",
+            }
+        )
+    return out
 
 
 def gemv_work(m: int, arch: Arch) -> KernelWork:
@@ -329,6 +375,7 @@ def main() -> None:
     parser.add_argument("--prefill", type=Path, default=ROOT / "models" / "llama3-8b-prefill.onnx")
     parser.add_argument("--plot", type=Path, default=None, help="write the picture here (e.g. docs/waferllm-calibration.png)")
     parser.add_argument("--fit", action="store_true", help="fit the free execution parameters on the six rows and use them")
+    parser.add_argument("--ablate", action="store_true", help="the six rows without each term (the others refitted); ~3 min")
     args = parser.parse_args()
     arch, options = load_arch(args.arch), CostOptions()
     phases = {name: load_phase(path, name, arch, options) for name, path in (("decode", args.decode), ("prefill", args.prefill))}
@@ -383,6 +430,10 @@ def main() -> None:
         f"{kv['cores']:,} cores x {kv['usable_sram_per_core']:,} B usable - {kv['weights_bytes'] / 1e9:.2f} GB weights - "
         f"{kv['buffers_per_core']:,} B buffers per core, over {kv['kv_bytes_per_token']:,} B of KV per token"
     )
+    if args.ablate:
+        print("\nablations (six-row errors of tokens/s; the free parameters refitted on the six rows):")
+        ab = ablations(phases, arch, options)
+        print(markdown(ab, list(ab[0])))
     if args.plot:
         plot(phases, arch, options, args.plot)
         print(f"\npicture: {args.plot}")
