@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import run
 
 from wsealloc.arch import PRESETS, load_arch, parse_set_option
 from wsealloc.arch.loader import arch_to_dict
@@ -132,3 +133,16 @@ def test_strict_yaml_keeps_merge_keys() -> None:
     assert load_yaml("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 3\n", "t")["d"] == {"x": 3, "y": 2}
     with pytest.raises(DuplicateKeyError, match="t: line 5: key 'x' is given twice"):
         load_yaml("base: &b {x: 1}\nd:\n  <<: *b\n  x: 2\n  x: 3\n", "t")
+
+
+def test_wse2_measured_is_the_machine_waferllm_ran() -> None:
+    """750 x 994 usable cores, 48 KiB, 1.1 GHz, fp16 with fp16 partial sums, the calibrated execution."""
+    a = load_arch("wse2-measured")
+    assert (a.rows, a.cols, a.total_cores) == (750, 994, 745_500)
+    assert a.clock_hz == 1.1e9 and a.core.sram_bytes == 48 * 1024 and a.usable_sram_bytes == 44 * 1024
+    assert (a.dtype.bytes, a.dtype.accum_bytes, a.core.macs_per_cycle, a.noc.link_bytes_per_cycle) == (2, 2, 4, 2)
+    assert a.execution is not None and a.execution.issue_cycles > 0 and a.execution.step_cycles > 0
+    tuned = load_arch("wse2-measured", ["execution.issue_cycles=10"])
+    assert tuned.execution is not None and tuned.execution.issue_cycles == 10
+    out = run("arch", "list")
+    assert out.returncode == 0 and "wse2-measured" in out.stdout and "745,500" in out.stdout

@@ -70,3 +70,43 @@ def test_stop_latency_script_loads_and_names_existing_models() -> None:
     script = _script("stop_latency")
     for args, marker, wait_s in script.CASES.values():
         assert (ROOT / args[0]).is_file() and marker and wait_s > 0
+
+
+def test_waferllm_rows_on_the_tiny_decoder() -> None:
+    """benchmarks/waferllm.py's row computation on the tiny LLM twins: the layers are found, a layer's
+    cycles are the sum of its kernels on the grid, and tokens/s follow from them."""
+    import pytest
+
+    from wsealloc.arch import load_arch
+    from wsealloc.cost import CostOptions
+    from wsealloc.opmodels.enumerate import on_grid
+
+    # its dataclasses look their module up in sys.modules: load it as a registered module
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_script_waferllm", ROOT / "benchmarks" / "waferllm.py")
+        assert spec is not None and spec.loader is not None
+        bench = sys.modules["bench_script_waferllm"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    arch, options = load_arch("wse2-measured"), CostOptions()
+    decode = bench.load_phase(ROOT / "models" / "tiny" / "llm_decode.onnx", "decode", arch, options, context=64)
+    # embedding, 2 layers of 14 kernels (norm stats and scale, q k v, scores, softmax, context, o, norm
+    # stats and scale, gate up down), final norm and LM head; 2 layers x (K + V) x 2 heads x 16 x 2 B
+    assert (decode.layers, decode.start, decode.per_layer, decode.tokens) == (2, 1, 14, 1)
+    assert decode.kv_bytes_per_token == 2 * 2 * 2 * 16 * 2
+    for grid in (4, 8):
+        row = bench.predict(decode, arch, options, grid)
+        per = [int(on_grid(w, arch, options, grid, grid)[1].latency[0]) for w in decode.layer]
+        assert row["per_kernel"] == per and row["layer_cycles"] == sum(per) > 0
+        assert row["tokens_per_s"] == pytest.approx(arch.clock_hz / (2 * sum(per)))
+        assert row["model_cycles"] > 2 * row["layer_cycles"]
+        assert bench.predict(decode, arch, options, grid, whole=False)["tokens_per_s"] == row["tokens_per_s"]
+    prefill = bench.load_phase(ROOT / "models" / "tiny" / "llm_prefill.onnx", "prefill", arch, options)
+    assert (prefill.layers, prefill.per_layer, prefill.tokens) == (2, 14, 16)
+    row = bench.predict(prefill, arch, options, 8)
+    assert row["tokens_per_s"] == pytest.approx(arch.clock_hz * 16 / (2 * row["layer_cycles"]))
+    kv = bench.kv_capacity(decode, arch, options, 8)
+    free = arch.usable_sram_bytes * arch.total_cores - kv["weights_bytes"] - kv["buffers_per_core"] * arch.total_cores
+    assert kv["tokens"] == free // decode.kv_bytes_per_token > 0

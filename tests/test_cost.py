@@ -111,3 +111,20 @@ def test_latency_never_rises_with_more_resources(case, field: str, factor: int) 
 def _scaled(arch, field: str, factor: int) -> int:  # type: ignore[no-untyped-def]
     section, name = field.split(".")
     return int(getattr(getattr(arch, section), name) * factor)
+
+
+_FIELDS = ["core.macs_per_cycle", "noc.link_bytes_per_cycle", "core.sram_bytes"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(_case(), st.sampled_from(_FIELDS), st.integers(2, 4), st.booleans())
+def test_calibrated_latency_never_rises_with_more_resources(case, field: str, factor: int, in_place: bool) -> None:  # type: ignore[no-untyped-def]
+    """The same guard for the calibrated execution model (wse2-measured), operands streamed or in place."""
+    w, df, r, c = case
+    base = load_arch("wse2-measured")
+    bigger = load_arch("wse2-measured", [f"{field}={_scaled(base, field, factor)}"])
+    lo = grid_costs(w, base, CostOptions(), df, r, c, in_place=in_place)
+    hi = grid_costs(w, bigger, CostOptions(), df, r, c, in_place=in_place)
+    assert np.all(hi.latency <= lo.latency)
+    if field == "core.sram_bytes":
+        assert np.all(hi.sram_bytes == lo.sram_bytes)

@@ -159,7 +159,7 @@ def _tampered(src: Path, tmp: Path, edit) -> Path:  # type: ignore[no-untyped-de
 
 
 def _shrink_first_region(doc: dict) -> None:  # type: ignore[type-arg]
-    big = max(doc["regions"], key=lambda r: r["sram_bytes_per_core"])
+    big = max(doc["regions"], key=lambda r: r["sram_bytes_per_core"] * r["cores"])  # the most SRAM in all
     big["grid"], big["cores"] = [1, 1], 1
     for k in doc["kernels"]:
         if k["region"] == big["index"]:

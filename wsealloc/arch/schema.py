@@ -7,9 +7,17 @@ The YAML layout mirrors these classes one to one; see ``docs/arch.md``.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from wsealloc.units import parse_bytes, parse_hz
 
@@ -107,6 +115,38 @@ class DType(_Frozen):
     accum_bytes: int = Field(default=4, strict=True, gt=0, le=64)
 
 
+class ReductionTree(str, enum.Enum):
+    """The shape of a reduction (and of the broadcast back) over the n cores of one grid side."""
+
+    # bidirectional chain toward the middle core: n/2 stages
+    CHAIN = "chain"
+    # groups of ceil(sqrt(n)) cores reduce (chains toward their middle), then the group roots do (about
+    # sqrt(n) stages); WaferLLM's K-tree with K = 2
+    TWO_LEVEL = "two_level"
+
+
+# Cycles are averages here (a fitted per-instruction cost of 6.3 cycles is an average over instructions)
+Cycles = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+
+
+class Execution(_Frozen):
+    """How programs run on the cores, measured (docs/cost-model.md, "Calibrated against WSE-2
+    measurements"). Absent (the default), the cost model is the streaming one: SIMD lanes always full,
+    reductions cost only their bandwidth, a pipeline fill across the rectangle. Present, a kernel is a
+    sequence of vector instructions, steps and collectives, each with its cost."""
+
+    # issue cost of one vector instruction (an FMAC or add over a DSD), on top of ceil(length / lanes)
+    issue_cycles: Cycles = 0.0
+    # one step of a kernel: a task activation and its DSD setup (a streamed token of a weight-stationary
+    # kernel, a shift-and-compute step of a systolic matmul, a vector kernel's one pass)
+    step_cycles: Cycles = 0.0
+    # the software of one collective call (an allreduce: reduce, then broadcast back)
+    collective_cycles: Cycles = 0.0
+    # one stage of a reduction tree: ramp in, add, ramp out at the core that combines
+    stage_cycles: Cycles = 0.0
+    tree: ReductionTree = ReductionTree.TWO_LEVEL
+
+
 def wafer_count(value: object) -> int | str:
     """A number of wafers, 1 to 1024, or ``auto`` (one message instead of one per union member)."""
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024):
@@ -139,6 +179,17 @@ class Arch(_Frozen):
     noc: Noc
     dtype: DType = DType()
     cluster: Cluster = Cluster()
+    # measured execution costs (None: the streaming model, what every preset but wse2-measured uses)
+    execution: Execution | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_streaming(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # an arch without an execution section serializes as it did before the section existed, so
+        # plans and `arch show` of every other arch stay byte-identical
+        data: dict[str, Any] = handler(self)
+        if self.execution is None:
+            data.pop("execution", None)
+        return data
 
     @property
     def rows(self) -> int:

@@ -53,15 +53,19 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     return work
 
 
-def grid_costs(work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow, r: np.ndarray, c: np.ndarray) -> GridCosts:
-    """Costs of one kernel (or region) on grid shapes, dispatched on the work's cost model."""
+def grid_costs(
+    work: Work, arch: Arch, options: CostOptions, dataflow: Dataflow, r: np.ndarray, c: np.ndarray, *, in_place: bool = False
+) -> GridCosts:
+    """Costs of one kernel on grid shapes, dispatched on the work's cost model. ``in_place``: the
+    operands are already on the kernel's cores (kernels one after another on one grid); only the
+    standard model with a calibrated ``arch.execution`` reads it (``standard.grid_costs``)."""
     if isinstance(work, RegionWork):
         return region_grid_costs(work, arch, options, r, c, grid_costs)
     if isinstance(work, SeedWork):
         return seed.grid_costs(work, arch, options, dataflow, r, c)
     if isinstance(work, IspdConvWork):  # before the standard model: it is a KernelWork too
         return ispd_conv.grid_costs(work, arch, options, dataflow, r, c)
-    return standard.grid_costs(work, arch, options, dataflow, r, c)
+    return standard.grid_costs(work, arch, options, dataflow, r, c, in_place=in_place)
 
 
 __all__ = [

@@ -99,6 +99,9 @@ class KernelWork:
     steps: int = field(default=1, kw_only=True)
     step_syncs: int = field(default=1, kw_only=True)
     feedback_bytes: int = field(default=0, kw_only=True)
+    # collectives a row reduction takes (softmax: max and sum; a norm: its statistics); only the
+    # calibrated execution model (``Arch.execution``) reads it
+    reductions: int = field(default=0, kw_only=True)
 
     @property
     def is_mac(self) -> bool:

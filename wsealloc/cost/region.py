@@ -20,19 +20,20 @@ from typing import Any
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost.model import NO_FIT_WASTE, CostOptions, Dataflow, GridCosts, RegionWork, SramParts
+from wsealloc.cost.model import NO_FIT_WASTE, CostOptions, GridCosts, RegionWork, SramParts
 
-GridFn = Callable[[Any, Arch, CostOptions, Dataflow, np.ndarray, np.ndarray], GridCosts]
+GridFn = Callable[..., GridCosts]  # cost.grid_costs: (work, arch, options, dataflow, r, c, *, in_place)
 
 
 def fastest_on(
-    work: Any, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+    work: Any, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn, *, in_place: bool = False
 ) -> tuple[np.ndarray, GridCosts]:
-    """Per grid shape, the member's fastest dataflow (index into ``work.dataflows()``) and its costs."""
+    """Per grid shape, the member's fastest dataflow (index into ``work.dataflows()``) and its costs;
+    ``in_place``: its operands are on its cores already (a region's members: ``cost.grid_costs``)."""
     best_df: np.ndarray | None = None
     best: GridCosts | None = None
     for i, df in enumerate(work.dataflows()):
-        g = grid_fn(work, arch, options, df, r, c)
+        g = grid_fn(work, arch, options, df, r, c, in_place=in_place)
         if best is None or best_df is None:
             best, best_df = g, np.zeros(np.asarray(r).size, dtype=np.int64)
             continue
@@ -70,7 +71,9 @@ def region_grid_costs(
     compute, noc, weights, state, buffers = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
     no_fit = np.zeros(r.size, dtype=bool)
     for member in work.members:
-        _, g = fastest_on(member, arch, options, r, c, grid_fn)
+        # one after another on the region's cores: each member's operands are in place (the one before
+        # it left them there); the region's ingress is the placement's communication
+        _, g = fastest_on(member, arch, options, r, c, grid_fn, in_place=True)
         parts = g.sram_parts()
         latency = np.minimum(latency + g.latency, 2**62)
         compute += g.compute_cycles

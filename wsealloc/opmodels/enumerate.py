@@ -194,10 +194,12 @@ def on_grid(work: Work, arch: Arch, options: CostOptions, r: int, c: int) -> tup
     """The kernel on exactly ``r x c`` cores (a grid the user fixes, ``--grid``): its fastest dataflow
     there, and that dataflow's costs. Cores beyond the kernel's split extents idle (no padding rule:
     the grid is given, not chosen); SRAM is the caller's to check (a fixed grid spreads what does not
-    fit over more regions of that grid)."""
+    fit over more regions of that grid). The kernels of a fixed grid run one after another on the same
+    cores, so their operands are in place (``grid_costs(in_place=True)``, which only the calibrated
+    execution model of ``arch.execution`` reads; the streaming model's numbers are unchanged)."""
     best: tuple[Dataflow, GridCosts] | None = None
     for df in work.dataflows():
-        g = grid_costs(work, arch, options, df, np.array([r]), np.array([c]))
+        g = grid_costs(work, arch, options, df, np.array([r]), np.array([c]), in_place=True)
         if best is None or int(g.latency[0]) < int(best[1].latency[0]):
             best = (df, g)
     assert best is not None  # every work has a dataflow

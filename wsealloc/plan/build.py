@@ -36,11 +36,19 @@ from wsealloc.version import __version__
 
 
 def kernel_plan(
-    costs: CostTable, index: int, dataflow: Dataflow, r: int, c: int, comm: int = 0, placement: tuple[int, int] | None = None
+    costs: CostTable,
+    index: int,
+    dataflow: Dataflow,
+    r: int,
+    c: int,
+    comm: int = 0,
+    placement: tuple[int, int] | None = None,
+    in_place: bool = False,
 ) -> KernelPlan:
-    """The plan record of kernel ``index`` on an r x c grid, numbers recomputed by the cost model."""
+    """The plan record of kernel ``index`` on an r x c grid, numbers recomputed by the cost model
+    (``in_place``: a region's member, its operands on its cores already)."""
     kc = costs.kernels[index]
-    g = grid_costs(kc.work, costs.arch, costs.options, dataflow, np.array([r]), np.array([c]))
+    g = grid_costs(kc.work, costs.arch, costs.options, dataflow, np.array([r]), np.array([c]), in_place=in_place)
     return KernelPlan(
         name=kc.kernel.name,
         type=kc.kernel.kind.value,
@@ -70,7 +78,7 @@ def expand_regions(costs: CostTable, units: list[KernelPlan]) -> tuple[list[Kern
         r, c = unit.grid
         for k in range(first, end):
             dataflow, _ = on_grid(members.kernels[k].work, costs.arch, costs.options, r, c)
-            rec = kernel_plan(members, k, dataflow, r, c, 0, unit.placement)
+            rec = kernel_plan(members, k, dataflow, r, c, 0, unit.placement, in_place=True)
             kernels.append(rec.model_copy(update={"region": i, "stage": unit.stage}))
         g = grid_costs(costs.kernels[i].work, costs.arch, costs.options, Dataflow.REGION, np.array([r]), np.array([c]))
         parts = g.sram_parts()

@@ -246,7 +246,7 @@ def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, ch
         work = kc.work
         if not check(dataflow in work.dataflows(), f"{kp.name}: dataflow {kp.dataflow} is not available for this kernel"):
             continue
-        cost = grid_costs(work, arch, options, dataflow, np.array([r]), np.array([c]))
+        cost = grid_costs(work, arch, options, dataflow, np.array([r]), np.array([c]), in_place=in_region)
         if not in_region:
             reason = judge(kc.table, work, arch, options, dataflow, r, c)
             need = (

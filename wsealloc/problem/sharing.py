@@ -79,7 +79,7 @@ def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None) ->
             lat[k], sram[k] = lat[seen[kc.signature]], sram[seen[kc.signature]]
             continue
         seen[kc.signature] = k
-        _, g = fastest_on(kc.work, arch, costs.options, grid[:, 0], grid[:, 1], grid_costs)
+        _, g = fastest_on(kc.work, arch, costs.options, grid[:, 0], grid[:, 1], grid_costs, in_place=True)
         lat[k] = np.where(g.waste >= NO_FIT_WASTE, INF, g.latency)
         sram[k] = g.sram_bytes
     return SharingProblem(
