@@ -35,9 +35,10 @@ from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named
+from wsealloc.problem.objective import Aggregate, ObjectiveKind, ProvenBound, objective_named
 from wsealloc.problem.placement import build_placement_problem
-from wsealloc.problem.sharing import build_sharing_problem
+from wsealloc.problem.sharing import INF as SHARING_INF
+from wsealloc.problem.sharing import build_sharing_problem, grid_allowed
 from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.request import RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
@@ -47,6 +48,7 @@ from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
+from wsealloc.solvers.strips import Placed
 from wsealloc.units import format_bytes
 
 Progress = Callable[[str], None]
@@ -151,11 +153,11 @@ def solve_costs(
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
     objective = objective_named(request.objective)
-    objective.check_backend(solver)
     problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     if request.sharing.mode is ShareMode.GRID:
-        return _fixed_grid(costs, problem, request, deadline, knobs, say)
+        return _fixed_grid(costs, problem, request, deadline, knobs, say)  # no choice: no solver runs
+    objective.check_backend(solver)
     baseline = get_solver("greedy")(problem, knobs)
     t0 = time.perf_counter()
     proven = proven or objective.exact_bound(problem)
@@ -213,7 +215,15 @@ def solve_costs(
         if greedy_layout is not None:
             stage, comm = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)
             baseline_placed = (pproblem.layout_time(stage, comm), int(stage.max()))  # (value, bottleneck)
-    starts = (greedy_layout,) if greedy_layout is not None else ()
+    starts: tuple[Placed, ...] = (greedy_layout,) if greedy_layout is not None else ()
+    if objective.aggregate is Aggregate.PATH and result.choice is not None:
+        # a token's path: the construction's one target time suits the slowest kernel, not a sum; the
+        # solver's own allocation placed by the same construction is a start the search must beat
+        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(result.choice)])
+        solver_layout = _run_stoppable(
+            lambda: place_baseline(pproblem, targets, deadline.share(BASELINE_PLACEMENT_SHARE)), deadline
+        )
+        starts += (solver_layout,) if solver_layout is not None else ()
     place_opts = replace(knobs, deadline=deadline)
     placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), deadline)
     if placement is None or placement.rects is None:
@@ -369,21 +379,32 @@ def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
     order: the fewest regions of a sequence); a kernel that alone needs more is an error naming it."""
     if r > costs.arch.rows or c > costs.arch.cols:
         raise UsageError(f"--grid {r}x{c}: larger than the {costs.arch.rows}x{costs.arch.cols} wafer of {costs.arch.name}")
+    if not grid_allowed(costs.arch, r, c):
+        die = costs.arch.wafer.die_cores
+        raise UsageError(
+            f"--grid {r}x{c}: crosses a die boundary, which {costs.arch.name} forbids (dies are {die.rows}x{die.cols})"
+        )
     sp = build_sharing_problem(costs, np.array([[r, c]]))
     usable = float(sp.usable_sram)
     runs: list[tuple[int, int]] = []
-    first, held = 0, 0.0
+    first, held, peak = 0, 0.0, 0.0
     for k in range(sp.n_kernels):
-        need = float(sp.sram[k, 0])
-        if need > usable:
-            raise InfeasibleError(
-                f"{costs.kgraph.ops.source}: kernel {sp.names[k]} needs {format_bytes(int(need))} per core on {r}x{c}, "
-                f"more than the usable {format_bytes(sp.usable_sram)}: a kernel cannot span regions; use a larger --grid"
+        resident, buffers = float(sp.resident[k, 0]), float(sp.buffers[k, 0])
+        if sp.latency[k, 0] >= SHARING_INF or resident + buffers > usable:
+            why = (
+                f"cannot be laid on {r}x{c}"
+                if sp.latency[k, 0] >= SHARING_INF
+                else f"needs {format_bytes(int(resident + buffers))} per core on {r}x{c}, more than the usable "
+                f"{format_bytes(sp.usable_sram)}"
             )
-        if held + need > usable:
+            raise InfeasibleError(
+                f"{costs.kgraph.ops.source}: kernel {sp.names[k]} {why}: a kernel cannot span regions; use a larger --grid"
+            )
+        if held + resident + max(peak, buffers) > usable:  # resident parts add up, one kernel's buffers at a time
             runs.append((first, k))
-            first, held = k, 0.0
-        held += need
+            first, held, peak = k, 0.0, 0.0
+        held += resident
+        peak = max(peak, buffers)
     runs.append((first, sp.n_kernels))
     return runs
 
@@ -410,8 +431,11 @@ def share_cores(
     found = _run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
-    if found.status is Status.INFEASIBLE or found.bound is None and not found.runs:
+    if found.status is Status.INFEASIBLE:
         raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
+    if not found.runs:  # nothing found in time: every kernel keeps its own rectangle
+        say(f"sharing: {found.message}; planning one kernel per region instead")
+        return costs, None
     say(f"sharing: {found.message}; {found.latency:,} cycles per token, bound {found.bound:,} ({found.wall_s:.1f} s)")
     units = region_table(costs, found.runs, shapes=sp.shapes)
     start = []

@@ -143,6 +143,13 @@ class SolveRequest(_Frozen):
                 raise ValueError("a .kgraph instance is scored by the contest's objective: --objective does not apply")
         elif self.solver.time_cap is not None:
             raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
+        elif self.wafers != 1 and self.objective is not ObjectiveKind.THROUGHPUT:
+            raise ValueError(
+                f"--objective {self.objective.value} plans one wafer (the exact cut over wafers minimizes the slowest "
+                "stage): drop --wafers"
+            )
+        elif self.wafers != 1 and self.sharing.mode is not ShareMode.NONE:
+            raise ValueError("--share/--grid plan regions on one wafer: drop --wafers (or use --share none)")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
         return self
@@ -297,6 +304,7 @@ def build_request(
         "cost": {
             "model": cost_model_name(str(opts.get("cost", "standard"))),
             "allow_unknown_ops": opts.get("allow_unknown_ops", False),
+            "state_copies": opts.get("requests", 1),  # every sequence in flight keeps its KV cache
         },
         "solver": {
             key: opts[arg]

@@ -297,7 +297,7 @@ def sweep(
         raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")
     if isinstance(source, OnnxSource):
         # a model that cannot be read or costed fails once here, not once per point after all have run
-        build_costs(source, requests[0].machine, base.cost, check_feasible=False)
+        build_costs(requests[0].onnx_model, requests[0].machine, base.cost, check_feasible=False)
     tasks = [Task.of(",".join(point_sets(parsed, p)), r) for p, r in zip(points, requests, strict=True)]
     rows = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)
     solved = tuple(

@@ -192,6 +192,9 @@ def solve(
         from wsealloc.report.floorplan import write_floorplan
 
         write_floorplan(outcome.plan, outcome.flows(), floorplan)
+    elif floorplan is not None and not outcome.interrupted:
+        why = "its regions need more cores than the wafer" if not outcome.plan.objective.fits_wafer else "no layout was found"
+        make_console().print(f"note: --floorplan {floorplan} not drawn: the plan is not placed ({why})", highlight=False)
     if as_json:
         click.echo(outcome.plan.to_json())
     else:

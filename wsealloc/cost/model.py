@@ -58,6 +58,9 @@ class CostOptions(BaseModel):
     # Op models whose tile padding wastes more than this share of the grid's work are rejected.
     max_padding_waste: float = Field(0.5, ge=0.0, le=1.0)
     allow_unknown_ops: bool = False
+    # KV caches each kernel holding one keeps: one per request in flight (``--requests N``: N sequences
+    # interleaved through the kernels each keep their cache)
+    state_copies: int = Field(1, ge=1, le=2**20)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class KernelWork:
     # a lookup table too large for the grid its output spans (one decode token's embedding row): its
     # rows are spread over grid rows too (0: the output's extents suffice)
     table_rows: int = field(default=0, kw_only=True)
+    # KV caches held per kernel: one per request in flight (``CostOptions.state_copies``)
+    state_copies: int = field(default=1, kw_only=True)
     # Recurrent kernels (LSTM, GRU, RNN anchors): ``steps`` dependent time steps, one after the other on
     # the same grid; g, m, n, k, rows and cols are ONE step's, macs, vector_ops, in/out bytes all steps'.
     # ``step_syncs``: dependent phases per step (each pays the grid's fill); ``feedback_bytes``: the hidden

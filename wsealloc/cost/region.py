@@ -1,8 +1,9 @@
 """Regions: several kernels sharing one grid of cores in time (cores shared in time, issue 23).
 
 A region runs its kernels one after another on the same r x c cores: its time per sample (or per
-token) is the sum of its kernels' latencies, and its SRAM holds every kernel's weights, state (KV
-caches) and buffers at once, so each part adds up. Each member runs its fastest dataflow on the
+token) is the sum of its kernels' latencies, and its SRAM holds every kernel's weights and state (KV
+caches) at once, so those parts add up, while the stream buffers serve one kernel at a time (the
+largest member's suffice). Each member runs its fastest dataflow on the
 region's grid (cores beyond a member's split extents idle while it runs: the grid is the region's,
 not the member's; padding waste is no legality rule inside a region). One kernel per region is
 today's layer pipeline; one region for all is WaferLLM's mapping.
@@ -80,7 +81,7 @@ def region_grid_costs(
         noc += g.noc_cycles
         weights += parts.weights
         state += parts.state
-        buffers += parts.buffers
+        buffers = np.maximum(buffers, parts.buffers)  # one member streams at a time: its buffers are reused
         no_fit |= g.waste >= NO_FIT_WASTE
     return GridCosts(
         rows=r,

@@ -89,6 +89,7 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
         state_bytes=state_bytes,
         b_state_bytes=tensor_bytes(graph, b_root, arch) if b_root is not None else 0,
         table_rows=table_rows,
+        state_copies=options.state_copies if kernel.state else 1,
         kind=kernel.kind,
         macs=macs,
         vector_ops=vector_ops,
@@ -154,8 +155,10 @@ def grid_costs(
     weights_core = _cdiv(float(work.col_weight_bytes), cf) + _cdiv(float(work.shard_weight_bytes), rf * cf)
     # a stationary B operand that is a KV cache: its tile shrinks by the cache / view ratio (the GQA
     # repeat is a view: 32 query heads read 8 cached ones); other state is sharded over every core
-    b_scale = min(1.0, work.b_state_bytes / work.b_bytes) if work.b_state_bytes and work.b_bytes else 1.0
-    other_state = _cdiv(float(work.state_bytes - work.b_state_bytes), rf * cf)
+    # (every request in flight keeps its own cache: ``state_copies`` of them)
+    copies = float(work.state_copies)
+    b_scale = (min(1.0, work.b_state_bytes / work.b_bytes) * copies) if work.b_state_bytes and work.b_bytes else 1.0
+    other_state = _cdiv(float(work.state_bytes - work.b_state_bytes) * copies, rf * cf)
     in_row = _cdiv(_cdiv(in_bytes + float(work.feedback_bytes), rf), link)
 
     if dataflow is Dataflow.WEIGHT_STATIONARY:
@@ -295,8 +298,10 @@ def _measured_costs(
     ops = float(work.vector_ops) / (rows * cols)
     n_ops = float(np.ceil(ops)) if work.vector_ops else 0.0
     weights_core = _cdiv(float(work.col_weight_bytes), cf) + _cdiv(float(work.shard_weight_bytes), rf * cf)
-    b_scale = min(1.0, work.b_state_bytes / work.b_bytes) if work.b_state_bytes and work.b_bytes else 1.0
-    other_state = _cdiv(float(work.state_bytes - work.b_state_bytes), rf * cf)
+    # (every request in flight keeps its own cache: ``state_copies`` of them)
+    copies = float(work.state_copies)
+    b_scale = (min(1.0, work.b_state_bytes / work.b_bytes) * copies) if work.b_state_bytes and work.b_bytes else 1.0
+    other_state = _cdiv(float(work.state_bytes - work.b_state_bytes) * copies, rf * cf)
     in_row = _cdiv(_cdiv(float(work.in_bytes), rf), link)
     out_row = _cdiv(_cdiv(float(work.out_bytes), rf), link)
     collective = zeros

@@ -32,6 +32,8 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
     """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in the model at ``path``."""
     if context is None and batch is None:
         return {}
+    implicit = batch is None  # --context alone: one request (the cache's batch dim is bound to 1 too)
+    batch = 1 if batch is None else batch
     model = onnx.load(str(path), load_external_data=False)
     inits = {t.name for t in model.graph.initializer}
     caches = [vi for vi in model.graph.input if vi.name not in inits and CACHE_INPUT.search(vi.name) and len(_dims(vi)) >= 3]
@@ -50,7 +52,7 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
             _dims(vi)[0] for vi in model.graph.input if vi.name not in inits and not CACHE_INPUT.search(vi.name) and _dims(vi)
         ]
         names = {d for d in firsts if isinstance(d, str) and d}
-        if not names:
+        if not names and not implicit:
             raise UsageError(
                 f"--batch {batch}: {path} has no input whose batch dim (dim 0) is named; "
                 "give the batch with --input-shape NAME=BxSEQ"

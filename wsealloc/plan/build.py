@@ -153,7 +153,9 @@ def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...
     if shape is None:
         return None
     arch = costs.arch
-    llm = LlmShape(shape.phase, shape.batch, shape.tokens, shape.context, shape.elems_per_token * arch.dtype.bytes)
+    # every request in flight keeps its own cache: one more token of context costs that many times
+    kv_per_token = shape.elems_per_token * arch.dtype.bytes * costs.options.state_copies
+    llm = LlmShape(shape.phase, shape.batch, shape.tokens, shape.context, kv_per_token)
     stage = [u.latency_cycles + u.comm_cycles for u in units]
     path = rules.objective_value(ObjectiveKind.LATENCY, stage, kernel_preds(costs))
     slowest = max(stage, default=0)
@@ -341,6 +343,10 @@ def merge_stages(
         message=f"{len(stage_plans)} wafers, cuts before kernels {list(cuts[1:-1])}",
     )
     first = stage_plans[0]
+    if len(stage_plans) == 1:  # one wafer after all: its plan's LLM record holds (several: no transfer-aware record)
+        objective = objective.model_copy(
+            update={"llm": first.objective.llm, "tokens_per_s_per_request": first.objective.tokens_per_s_per_request}
+        )
     return Plan(
         created_by=f"wsealloc {__version__}",
         request=request,
@@ -351,7 +357,7 @@ def merge_stages(
         baseline=Baseline(
             name="greedy (same stages)",
             bottleneck_cycles=base_worst,
-            cores_used=None,
+            cores_used=first.baseline.cores_used if len(stage_plans) == 1 else None,
             status=Status.FEASIBLE,
             placed_bottleneck_cycles=placed_worst if placed else None,
         ),

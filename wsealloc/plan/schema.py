@@ -109,7 +109,7 @@ class LlmRecord(_Doc):
     batch: Positive  # requests decoded together (a pass makes tokens for each)
     tokens_per_request: Positive  # new tokens of a pass per request (1 for a decode step, the prompt for a prefill)
     context: Count  # decode: the past length; prefill: the prompt's length
-    kv_bytes_per_token: Count  # the KV cache one more token of context adds (all layers, the batch)
+    kv_bytes_per_token: Count  # the KV cache one more token of context adds (all layers, the batch, every request in flight)
     token_path_cycles: Cycles  # one pass through the kernels (stage times along the token's path)
     slowest_stage_cycles: Cycles  # a kernel's or region's stage: how often a new pass can enter
     requests: Positive  # sequences in flight, interleaved through the kernels

@@ -33,7 +33,7 @@ from wsealloc.errors import PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, Reason
-from wsealloc.opmodels.enumerate import judge
+from wsealloc.opmodels.enumerate import judge, on_grid
 from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
@@ -291,6 +291,7 @@ def _region_units(
     grid = plan.request.sharing.grid if plan.request is not None else None
     shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch)
     units = region_table(table, runs, shapes=shapes)
+    by_name = {kc.kernel.name: kc for kc in table.kernels}
     records = []
     for rg, (first, end), unit in zip(regions, runs, units.kernels, strict=True):
         r, c = rg.grid
@@ -301,6 +302,16 @@ def _region_units(
                 f"{kp.name}: its region, grid, placement or stage is not its region {rg.name}'s",
             )
         _check_kernel_numbers(in_order[first:end], table, check, in_region=True)
+        for kp in in_order[first:end]:  # each member on its fastest dataflow on the region's grid (as costed)
+            fastest, _ = on_grid(by_name[kp.name].work, table.arch, table.options, r, c)
+            check(
+                kp.dataflow == fastest.value, f"{kp.name}: dataflow {kp.dataflow} is not its fastest on {r}x{c} ({fastest.value})"
+            )
+        members_sum = sum(kp.latency_cycles for kp in in_order[first:end])
+        check(
+            members_sum == rg.latency_cycles,
+            f"region {rg.name}: latency {rg.latency_cycles:,} is not its members' sum {members_sum:,}",
+        )
         g = grid_costs(unit.work, table.arch, table.options, Dataflow.REGION, np.array([r]), np.array([c]))
         parts = g.sram_parts()
         recomputed = (int(g.latency[0]), int(g.sram_bytes[0]), int(parts.weights[0]), int(parts.state[0]), int(parts.buffers[0]))
@@ -415,7 +426,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
     check(abs(obj.throughput_samples_per_s - throughput) <= 1e-6 * throughput, "throughput does not equal clock / bottleneck")
     placed = [k.placement is not None for k in plan.kernels]
     check(obj.placed == all(placed), f"objective.placed is {obj.placed} but {sum(placed)} of {len(placed)} kernels are placed")
-    slowest = next((k for k in plan.kernels if k.name == obj.bottleneck_kernel), None)
+    slowest = next((k for k in in_order if k.name == obj.bottleneck_kernel), None)  # a kernel's or a region's record
     if slowest is not None:
         expected = (
             rules.bound_by(slowest.compute_cycles, slowest.noc_cycles, slowest.latency_cycles, slowest.comm_cycles)
@@ -427,6 +438,11 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             f"objective.bound_by is {obj.bound_by.value!r}, the bottleneck's numbers give {expected.value!r}",
         )
     throughput = obj.kind is ObjectiveKind.THROUGHPUT
+    if plan.request is not None:
+        check(
+            obj.kind is plan.request.objective,
+            f"objective.kind is {obj.kind.value}, its request asks for {plan.request.objective.value}",
+        )
     if len(stages) == 1:
         value = rules.objective_value(obj.kind, [k.latency_cycles + k.comm_cycles for k in in_order], kernel_preds(table))
     else:
@@ -448,6 +464,14 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
         return
     what = "the bottleneck" if throughput else f"the {obj.kind.value} value"
     check(bound <= value, f"lower bound {bound} exceeds {what} {value}")
+    if not throughput and len(stages) == 1:
+        # a proof claim: no bound can exceed this very allocation's value without communication (the
+        # allocation-only optimum is at most it); a latency plan's bound is an allocation bound
+        alone = rules.objective_value(obj.kind, [k.latency_cycles for k in in_order], kernel_preds(table))
+        check(
+            bound <= alone,
+            f"bound {bound} exceeds the plan's own allocation ({alone:,} cycles without communication): not a proof",
+        )
     if obj.status is Status.OPTIMAL:
         check(rules.proven_optimal(value, bound), "status OPTIMAL but the bound is below the objective")
     gap = rules.gap(value, bound)

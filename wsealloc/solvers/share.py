@@ -60,46 +60,45 @@ class _Plan:
 def _reversed(sp: SharingProblem) -> SharingProblem:
     """The same problem with the kernel sequence reversed (a run of it is a run reversed)."""
     return SharingProblem(
-        sp.names[::-1], sp.shapes, sp.latency[::-1].copy(), sp.sram[::-1].copy(), sp.usable_sram, sp.total_cores
+        sp.names[::-1],
+        sp.shapes,
+        sp.latency[::-1].copy(),
+        sp.resident[::-1].copy(),
+        sp.buffers[::-1].copy(),
+        sp.usable_sram,
+        sp.total_cores,
     )
 
 
-def _dp(sp: SharingProblem, lam: float) -> _Plan | None:
-    """The best partition at core price ``lam`` (None: no partition exists)."""
+def _dp(sp: SharingProblem, lam: float, windows: np.ndarray | None = None) -> _Plan | None:
+    """The best partition at core price ``lam`` (None: no partition exists); ``windows``:
+    ``sp.windows()`` when the caller has it already."""
     n, g_count = sp.latency.shape
     cores = sp.cores().astype(np.int64)
     finite = sp.latency < INF
     prefix = np.zeros((g_count, n + 1), dtype=np.float64)
     prefix[:, 1:] = np.cumsum(np.where(finite, sp.latency, 0).T.astype(np.float64), axis=1)
-    sram = np.zeros((g_count, n + 1), dtype=np.float64)
-    sram[:, 1:] = np.cumsum(sp.sram.T, axis=1)
-    blocked = np.zeros((g_count, n + 1), dtype=np.int64)
-    blocked[:, 1:] = np.cumsum((~finite | (sp.sram > sp.usable_sram)).T, axis=1)
-    p, s, b = prefix.tolist(), sram.tolist(), blocked.tolist()
+    p = prefix.tolist()
+    first = (sp.windows() if windows is None else windows).tolist()
     price = [lam * float(c) for c in cores.tolist()]
     core_list = cores.tolist()
-    usable = float(sp.usable_sram)
     best = [float("inf")] * (n + 1)
     best_cores = [0] * (n + 1)
     back: list[tuple[int, int]] = [(-1, -1)] * (n + 1)
     best[0] = 0.0
-    windows = [deque[int]() for _ in range(g_count)]
-    lo = [0] * g_count
+    queues = [deque[int]() for _ in range(g_count)]
     for j in range(1, n + 1):
         i_new = j - 1
         new_ok = best[i_new] < float("inf")
         top, top_cores, top_back = float("inf"), 0, (-1, -1)
         for g in range(g_count):
-            pg, sg, bg, dq = p[g], s[g], b[g], windows[g]
+            pg, dq = p[g], queues[g]
             if new_ok:
                 key = best[i_new] - pg[i_new]
                 while dq and (best[dq[-1]] - pg[dq[-1]], best_cores[dq[-1]]) >= (key, best_cores[i_new]):
                     dq.pop()
                 dq.append(i_new)
-            start = lo[g]
-            while start < j and (sg[j] - sg[start] > usable or bg[j] - bg[start] > 0):
-                start += 1
-            lo[g] = start
+            start = first[g][j]  # the first start of a run ending at j that fits (monotone in j)
             while dq and dq[0] < start:
                 dq.popleft()
             if dq:
@@ -142,13 +141,13 @@ def candidate_runs(
     idx = np.arange(n + 1)
     out: list[tuple[int, int, int]] = []
     later = idx[None, :] > idx[:, None]
+    first = sp.windows()
     slack = upper + lam * sp.total_cores + 1e-6 * max(1.0, float(upper))
     for g in range(sp.shapes.shape[0]):
         p = np.concatenate(([0.0], np.cumsum(np.where(finite[:, g], sp.latency[:, g], 0).astype(np.float64))))
-        s = np.concatenate(([0.0], np.cumsum(sp.sram[:, g])))
-        bad = np.concatenate(([0], np.cumsum(~finite[:, g] | (sp.sram[:, g] > sp.usable_sram))))
         through = f[:, None] + (p[None, :] - p[:, None]) + lam * cores[g] + b[None, :]
-        ok = later & (s[None, :] - s[:, None] <= sp.usable_sram) & (bad[None, :] == bad[:, None]) & (through <= slack)
+        fits = idx[:, None] >= first[g][None, :]  # [i, j]: a run [i, j) fits
+        ok = later & fits & (through <= slack)
         ii, jj = np.nonzero(ok)
         out += [(int(i), int(j), g) for i, j in zip(ii.tolist(), jj.tolist(), strict=True)]
         if len(out) > MAX_CANDIDATES:
@@ -199,7 +198,8 @@ def _close_gap(
 def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult:
     """The best runs and grids for one token's time (see the module docstring)."""
     start = time.perf_counter()
-    plan = _dp(sp, 0.0)
+    windows = sp.windows()
+    plan = _dp(sp, 0.0, windows)
     if plan is None:
         return SharingResult(
             Status.INFEASIBLE,
@@ -226,9 +226,11 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     bound = float(plan.latency)  # at lam = 0 the relaxation is the unconstrained optimum
     best: _Plan | None = None
     best_lam, best_dual = 0.0, plan
-    lo, hi = 0.0, 1.0
+    # above this price one core costs more than every kernel's slowest latency together
+    price_cap = float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0
+    lo, hi = 0.0, min(1.0, price_cap)
     while True:  # a price high enough that the plan fits
-        fit = _dp(sp, hi)
+        fit = _dp(sp, hi, windows)
         if fit is None:
             break
         if fit.value - hi * sp.total_cores > bound:
@@ -236,14 +238,26 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         if fit.cores <= sp.total_cores:
             best = fit
             break
-        lo, hi = hi, hi * 4
-        if hi > 1e12 or (deadline is not None and deadline.expired()):
+        if hi >= price_cap:  # the price outweighs every latency: this plan has the fewest cores of all
+            return SharingResult(
+                Status.INFEASIBLE,
+                (),
+                (),
+                None,
+                None,
+                None,
+                time.perf_counter() - start,
+                f"no partition into regions fits the wafer: the fewest cores any takes are {fit.cores:,}, "
+                f"the wafer has {sp.total_cores:,}",
+            )
+        lo, hi = hi, min(hi * 4, price_cap)
+        if deadline is not None and deadline.expired():
             break
     for _ in range(LAMBDA_STEPS):
         if best is None or (deadline is not None and deadline.expired()):
             break
         mid = (lo + hi) / 2
-        cand = _dp(sp, mid)
+        cand = _dp(sp, mid, windows)
         if cand is None:
             break
         if cand.value - mid * sp.total_cores > bound:
@@ -259,16 +273,16 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         if closed is not None:
             return replace(closed, wall_s=time.perf_counter() - start)
     wall = time.perf_counter() - start
-    if best is None:
+    if best is None:  # no price made a plan fit, or the time ran out first: nothing is proven
         return SharingResult(
-            Status.INFEASIBLE,
+            Status.UNKNOWN,
             (),
             (),
             None,
             None,
             int(np.ceil(bound - 1e-6)),
             wall,
-            "no partition into regions fits the wafer's cores",
+            "no partition into regions that fits the wafer's cores was found",
         )
     proven = int(np.ceil(bound - 1e-6 * max(1.0, bound)))
     status = Status.OPTIMAL if best.latency <= proven else Status.FEASIBLE
