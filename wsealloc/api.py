@@ -25,7 +25,7 @@ from typing_extensions import Unpack
 from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
-from wsealloc.errors import InfeasibleError, Interrupted, SolverError, UsageError
+from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
@@ -43,7 +43,7 @@ from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.request import RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
-from wsealloc.solvers.place import place_baseline
+from wsealloc.solvers.place import column_layout, place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.stages import StagePartition
@@ -57,7 +57,12 @@ Progress = Callable[[str], None]
 # their optimum in seconds; capping them at half keeps the placement's time when they do not.
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
 BASELINE_PLACEMENT_SHARE = 0.25  # the greedy allocation placed by the same construction
-SHARING_SHARE = 0.5  # --share auto: the search for runs and grids (usually a few seconds; its CP-SAT closing may use it all)
+# --share auto: regions that fill the wafer may not pack; choose again among these region families
+PACKING_FAMILIES = ("stacked",)  # (only a family that may not pack falls back; stacked columns always do)
+# the share of the wafer's cores regions of a family may take: two shelves of regions need a little
+# slack to split their widths into rows of the wafer's width; columns (stacked or not) always pack
+FAMILY_BUDGET = {"squares": 1.0, "shelves": 0.98, "columns": 1.0, "stacked": 1.0}
+SHARING_SHARE = 0.6  # --share auto: the search for runs and grids (LLaMA decodes: about 10 s; the rest allocates and places)
 # After a stop request, a phase that does not return within this many seconds is abandoned (its
 # best-so-far result is lost, the run falls back to the best one it holds): a signal stops any phase.
 STOP_GRACE_S = 1.0
@@ -160,6 +165,9 @@ def solve_costs(
     objective.check_backend(solver)
     baseline = get_solver("greedy")(problem, knobs)
     t0 = time.perf_counter()
+    # a bound proven over a wider family than this table (the sharing search's: every partition into
+    # regions) is the only one a result may claim; a backend's own optimum holds for this table alone
+    wider = proven is not None
     proven = proven or objective.exact_bound(problem)
     if proven.value is None:
         raise InfeasibleError(infeasibility_message(costs, problem))
@@ -170,8 +178,12 @@ def solve_costs(
         else SolverResult(proven.method, Status.UNKNOWN, None, None, proven.value, wall, message=f"{proven.method} lower bound")
     )
     bound = proven.value
-    if solver == "bisect":
-        result = exact
+    if solver == "bisect" or proven.final:
+        result = (
+            exact
+            if proven.choice is not None
+            else result_from_choice(proven.method, problem, proven.start or (), Status.FEASIBLE, bound, wall)
+        )
     elif solver in ("greedy", "greedy-seed"):
         result = baseline if solver == "greedy" else get_solver(solver)(problem, knobs)
     else:
@@ -196,8 +208,13 @@ def solve_costs(
         # The objective's proven bound holds for every backend's problem: report it with each result.
         if result.status is Status.OPTIMAL and result.objective > bound and proven.optimal:
             raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but {proven.method} proves {bound}")
-        status = Status.OPTIMAL if result.objective <= bound else result.status
-        result = replace(result, bound=max(result.bound or 0, bound), status=status)
+        value = result.objective
+        if wider:
+            status = Status.OPTIMAL if value <= bound else Status.FEASIBLE
+            result = replace(result, bound=min(bound, value), status=status)
+        else:
+            status = Status.OPTIMAL if value <= bound else result.status
+            result = replace(result, bound=max(result.bound or 0, bound), status=status)
     if not request.place or deadline.stopped:
         # a stop before the placement: the allocation-only plan is the best valid plan there is
         plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
@@ -224,6 +241,9 @@ def solve_costs(
             lambda: place_baseline(pproblem, targets, deadline.share(BASELINE_PLACEMENT_SHARE)), deadline
         )
         starts += (solver_layout,) if solver_layout is not None else ()
+        if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
+            stacked = column_layout(pproblem, targets)
+            starts += (stacked,) if stacked is not None else ()
     place_opts = replace(knobs, deadline=deadline)
     placement = _run_stoppable(lambda: place_solver(pproblem, place_opts, starts=starts), deadline)
     if placement is None or placement.rects is None:
@@ -232,7 +252,7 @@ def solve_costs(
             plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
             return SolveOutcome(plan, result, baseline, exact, costs, True, request=request)
         message = "no layout" if placement is None else placement.message
-        raise InfeasibleError(
+        raise NoLayoutError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
             f"({message}); reduce defects, allow die crossings, or plan with --no-place"
         )
@@ -368,7 +388,19 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
         if count != 1:
             raise UsageError("--share/--grid plan regions on one wafer; drop --wafers (or use --share none)")
         units, proven = share_cores(costs, request, deadline, progress)
-        return solve_costs(units, request, deadline, progress, proven)
+        retries = PACKING_FAMILIES if request.sharing.family != "stacked" else ()
+        for family in (*retries, None):
+            try:
+                return solve_costs(units, request, deadline, progress, proven)
+            except NoLayoutError:
+                if family is None or request.sharing.mode is not ShareMode.AUTO or deadline.stopped:
+                    raise
+            # the regions chosen do not pack: choose again among shapes that do (the plan records the
+            # family; its bound stays the least of the families searched, so the plan reports the price)
+            if progress:
+                progress(f"sharing: no layout packs those regions; choosing again among {family} regions")
+            request = request.model_copy(update={"sharing": request.sharing.model_copy(update={"family": family})})
+            units, proven = share_cores(costs, request, deadline, progress, proven.value if proven else None)
     if count == 1:
         return solve_costs(costs, request, deadline, progress)
     return solve_stages(costs, request, count, deadline, progress)
@@ -410,11 +442,16 @@ def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
 
 
 def share_cores(
-    costs: CostTable, request: SolveRequest, deadline: Deadline, progress: Progress | None = None
+    costs: CostTable,
+    request: SolveRequest,
+    deadline: Deadline,
+    progress: Progress | None = None,
+    known_bound: int | None = None,
 ) -> tuple[CostTable, ProvenBound | None]:
     """The cost table of regions the request asks for (``--grid``: the runs SRAM packing gives on the
-    fixed grid; ``--share auto``: the runs and grids ``solvers.share`` proves best for a token's time),
-    with the sharing search's proven bound."""
+    fixed grid; ``--share auto``: the runs and grids ``solvers.share`` proves best for a token's time
+    among the request's family of region grids), with the sharing search's proven bound (the least of
+    it and ``known_bound``, another family's, when a solve fell back)."""
     say = progress or (lambda message: None)
     if request.sharing.mode is ShareMode.GRID:
         assert request.sharing.grid is not None
@@ -426,7 +463,8 @@ def share_cores(
             "--share auto chooses regions for one token's time: add --objective latency "
             "(a throughput plan keeps every kernel on its own rectangle: --share none)"
         )
-    sp = build_sharing_problem(costs)
+    sp = build_sharing_problem(costs, family=request.sharing.family)
+    sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[request.sharing.family]))
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
     found = _run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
@@ -445,8 +483,17 @@ def share_cores(
         within = np.flatnonzero(frontier.latency <= run_latency)
         start.append(int(within[0]) if within.size else len(frontier) - 1)
     choice = tuple(start)
-    optimal = found.status is Status.OPTIMAL
-    return units, ProvenBound("share", found.bound, choice if optimal else None, choice)
+    bound = found.bound if known_bound is None else min(known_bound, found.bound or known_bound)
+    optimal = found.status is Status.OPTIMAL and bound == found.latency
+    if sp.pieces.size:  # stacked columns: each column's regions on its grid, as chosen (they pack as columns)
+        single = sp.single_windows()
+        pieces = [(piece, g) for (i, j), g in zip(found.runs, found.grids, strict=True) for piece in sp.split(i, j, g, single[g])]
+        runs = [piece for piece, _ in pieces]
+        grids = [sp.shapes[g : g + 1] for _, g in pieces]
+        units = region_table(costs, runs, run_shapes=grids)
+        fixed = tuple(0 for _ in runs)
+        return units, ProvenBound("share", bound, fixed if optimal else None, fixed, final=True)
+    return units, ProvenBound("share", bound, choice if optimal else None, choice)
 
 
 def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:

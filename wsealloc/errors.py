@@ -56,6 +56,10 @@ class InfeasibleError(WseallocError):
     exit_code = 3
 
 
+class NoLayoutError(InfeasibleError):
+    """An allocation whose rectangles no layout packs on the wafer (the placement gave up)."""
+
+
 class SolverError(WseallocError):
     """A solver backend failed or returned a result that does not check out."""
 

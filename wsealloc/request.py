@@ -84,10 +84,16 @@ class ShareMode(str, enum.Enum):
 
 
 class Sharing(_Frozen):
-    """Cores shared in time: the mode, and the grid of ``GRID``."""
+    """Cores shared in time: the mode, the grid of ``GRID``, and the region grids ``AUTO`` chooses from
+    (``problem.sharing.candidate_shapes``: ``stacked``, the default, columns of 1-4 regions one above
+    the other, which always pack side by side; ``squares``, squares and 4:3 rectangles, a little faster
+    for a token's collectives but not always packable, so a solve falls back to ``stacked`` when they
+    do not pack; ``shelves`` and ``columns``, regions of half and all of the wafer's height; recorded
+    in the plan's request)."""
 
     mode: ShareMode = ShareMode.NONE
     grid: tuple[Side, Side] | None = None
+    family: Literal["squares", "shelves", "columns", "stacked"] = "stacked"
 
     @model_validator(mode="after")
     def _grid_given(self) -> Sharing:

@@ -56,14 +56,21 @@ def region_name(members: Sequence[Kernel]) -> str:
     return members[0].name if len(members) == 1 else f"{members[0].name}..{members[-1].name}"
 
 
-def region_table(costs: CostTable, runs: Sequence[Run], shapes: np.ndarray | None = None) -> CostTable:
+def region_table(
+    costs: CostTable, runs: Sequence[Run], shapes: np.ndarray | None = None, run_shapes: Sequence[np.ndarray] | None = None
+) -> CostTable:
     """The cost table whose units are ``runs`` of ``costs``' kernels (see the module docstring).
-    ``shapes`` ([G, 2]) restricts every region to those grids, and then every run, one kernel long or
-    more, is a region (the members on the region's grid, as ``problem.sharing`` costs them)."""
+    ``shapes`` ([G, 2]) restricts every region to those grids (``run_shapes``: each run to its own),
+    and then every run, one kernel long or more, is a region (the members on the region's grid, as
+    ``problem.sharing`` costs them)."""
+    if run_shapes is not None:
+        if len(run_shapes) != len(runs):
+            raise ValueError(f"{len(run_shapes)} shape lists for {len(runs)} runs")
+        shapes = np.zeros((0, 2), dtype=np.int64) if shapes is None else shapes
     runs = check_runs(len(costs.kernels), runs)
     if shapes is None and all(b - a == 1 for a, b in runs):
         return costs  # one kernel per region: today's table, unchanged
-    cache: dict[RegionWork, tuple[OpModelTable, Frontier, int]] = {}
+    cache: dict[tuple[RegionWork, bytes], tuple[OpModelTable, Frontier, int]] = {}
     units: list[KernelCosts] = []
     unit_of = [0] * len(costs.kernels)
     sig_base = 1 + max((kc.signature for kc in costs.kernels), default=0)
@@ -93,10 +100,12 @@ def region_table(costs: CostTable, runs: Sequence[Run], shapes: np.ndarray | Non
                 raise ValueError(f"{kc.kernel.name} is a region already: regions are built from a table of kernels")
             member_works.append(kc.work)
         work = RegionWork(tuple(member_works))
-        if work not in cache:
-            table = enumerate_op_models(work, costs.arch, costs.options, shapes=shapes)
-            cache[work] = (table, pareto_frontier(table), sig_base + len(cache))
-        table, frontier, sig = cache[work]
+        own = np.asarray(run_shapes[i], dtype=np.int64).reshape(-1, 2) if run_shapes is not None else shapes
+        key = (work, own.tobytes() if own is not None else b"")
+        if key not in cache:
+            table = enumerate_op_models(work, costs.arch, costs.options, shapes=own)
+            cache[key] = (table, pareto_frontier(table), sig_base + len(cache))
+        table, frontier, sig = cache[key]
         units.append(KernelCosts(unit, work, table, frontier, sig))
     names = [kc.kernel.name for kc in units]
     member_names = [kc.kernel.name for kc in costs.kernels]

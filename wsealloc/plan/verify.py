@@ -289,8 +289,14 @@ def _region_units(
         return None
     # the regions' candidate grids, as the solve had them: the fixed --grid, or the sharing search's set
     grid = plan.request.sharing.grid if plan.request is not None else None
-    shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch)
-    units = region_table(table, runs, shapes=shapes)
+    family = plan.request.sharing.family if plan.request is not None else "squares"
+    if family == "stacked" and grid is None:  # stacked columns: each region on its own grid (no choice left)
+        ok = all(tuple(rg.grid) in {tuple(s) for s in candidate_shapes(table.arch, family).tolist()} for rg in regions)
+        check(ok, "a region's grid is not one of the stacked family's (rows // k x width)")
+        units = region_table(table, runs, run_shapes=[np.array([rg.grid], dtype=np.int64) for rg in regions])
+    else:
+        shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch, family)
+        units = region_table(table, runs, shapes=shapes)
     by_name = {kc.kernel.name: kc for kc in table.kernels}
     records = []
     for rg, (first, end), unit in zip(regions, runs, units.kernels, strict=True):
@@ -341,6 +347,8 @@ def _region_units(
                 stage=rg.stage,
             )
         )
+    if any(len(kc.frontier) == 0 for kc in units.kernels):
+        return None  # a region no grid of its family holds: the violations above say which; nothing later is meaningful
     return units, tuple(records)
 
 
@@ -498,7 +506,7 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
 
     base = plan.baseline
     kind = plan.objective.kind
-    fixed = plan.request is not None and plan.request.sharing.grid is not None
+    fixed = plan.request is not None and (plan.request.sharing.grid is not None or plan.request.sharing.family == "stacked")
     worst: int | None = 0
     slowest = 0
     cores, feasible = 0, True

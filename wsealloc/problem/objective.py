@@ -74,6 +74,7 @@ class ProvenBound:
     value: int | None
     choice: tuple[int, ...] | None
     start: tuple[int, ...] | None = None  # a feasible allocation found on the way (a backend's warm start)
+    final: bool = False  # the allocation is the answer as it is (the table offers no other choice to make)
 
     @property
     def optimal(self) -> bool:

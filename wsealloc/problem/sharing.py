@@ -16,7 +16,7 @@ docs/cost-model.md; the per-kernel op models of the layer pipeline keep their fu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,18 +28,32 @@ from wsealloc.cost.region import fastest_on
 from wsealloc.opmodels import CostTable
 
 SIDE_RATIO = 1.03  # consecutive candidate sides differ by at most 3%
+STACK = 4  # the "stacked" family: columns of at most this many regions, one above the other
 ASPECTS = (1.0, 4 / 3, 3 / 4)
 INF = np.iinfo(np.int64).max // 8
 
 
-def candidate_shapes(arch: Arch) -> np.ndarray:
-    """[G, 2] region grids (rows, cols): squares and 4:3 / 3:4 rectangles on the side ladder, within the
-    wafer (and within a die when the arch forbids crossing one), by cores ascending."""
+def candidate_shapes(arch: Arch, family: str = "squares") -> np.ndarray:
+    """[G, 2] region grids (rows, cols) on the side ladder, within the wafer (and within a die when the
+    arch forbids crossing one), by cores ascending: ``squares`` (squares and 4:3 / 3:4 rectangles,
+    the fastest for a token's collectives), ``shelves`` (half the wafer's rows, any width: two rows of
+    regions side by side) or ``columns`` (all its rows: regions side by side always pack when their
+    cores fit)."""
     sides: list[int] = [1]
     while sides[-1] < max(arch.rows, arch.cols):
         sides.append(max(sides[-1] + 1, int(sides[-1] * SIDE_RATIO)))
     shapes = set()
-    for s in sides:
+    if family in ("shelves", "columns"):
+        height = arch.rows if family == "columns" else max(1, arch.rows // 2)
+        shapes = {(height, w) for w in sides if w <= arch.cols and grid_allowed(arch, height, w)}
+    if family == "stacked":  # columns of k regions of rows // k, k = 1..STACK
+        shapes = {
+            (arch.rows // k, w)
+            for k in range(1, STACK + 1)
+            for w in sides
+            if w <= arch.cols and arch.rows // k >= 1 and grid_allowed(arch, arch.rows // k, w)
+        }
+    for s in sides if family == "squares" else ():
         for a in ASPECTS:
             r, c = s, max(1, round(s * a))
             if r <= arch.rows and c <= arch.cols and grid_allowed(arch, r, c):
@@ -66,6 +80,11 @@ class SharingProblem:
     buffers: np.ndarray  # [n, G] bytes per core of its stream buffers (while it runs)
     usable_sram: int
     total_cores: int
+    # the "stacked" family: a grid of rows // k x w is a column of up to k regions one above the other
+    # (pieces[g] = k), each a run of its own on that grid, the column charged rows x w cores: columns
+    # side by side always pack when their cores fit (empty: every grid is one region)
+    pieces: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    wafer_rows: int = 0
 
     def windows(self) -> np.ndarray:
         """[G, n + 1]: for every grid g and run end j, the first start i of a run [i, j) that fits (the
@@ -85,7 +104,23 @@ class SharingProblem:
             first = np.where(fits.any(axis=0), fits.argmax(axis=0), np.arange(1, n + 1))
             out[g, 0] = 0
             out[g, 1:] = first
+        for g in range(g_count):  # a column of k regions: k runs back to back, each as long as fits
+            if self.pieces.size and self.pieces[g] > 1:
+                single = out[g].copy()
+                for _ in range(int(self.pieces[g]) - 1):
+                    out[g] = single[out[g]]
         return out
+
+    def split(self, first: int, end: int, g: int, single: np.ndarray) -> list[tuple[int, int]]:
+        """A column run [first, end) on grid g as its regions: runs as long as fit, from the end
+        (``single``: the one-region windows of grid g)."""
+        runs: list[tuple[int, int]] = []
+        j = end
+        while j > first:
+            i = max(int(single[j]), first)
+            runs.append((i, j))
+            j = i
+        return runs[::-1]
 
     @property
     def n_kernels(self) -> int:
@@ -93,14 +128,21 @@ class SharingProblem:
         return len(self.names)
 
     def cores(self) -> np.ndarray:
-        """[G] cores of each candidate grid."""
+        """[G] cores each candidate grid is charged (a stacked column: the wafer's rows x its width)."""
+        if self.pieces.size:
+            return np.where(self.pieces > 1, self.wafer_rows * self.shapes[:, 1], self.shapes[:, 0] * self.shapes[:, 1])
         return self.shapes[:, 0] * self.shapes[:, 1]
 
+    def single_windows(self) -> np.ndarray:
+        """The windows of one region per grid (``windows`` of the same problem unstacked)."""
+        return replace(self, pieces=np.zeros(0, dtype=np.int64)).windows()
 
-def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None) -> SharingProblem:
-    """The sharing problem of a kernel cost table (identical kernels costed once)."""
+
+def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None, family: str = "squares") -> SharingProblem:
+    """The sharing problem of a kernel cost table (identical kernels costed once) over ``shapes`` or
+    the ``family``'s candidate grids."""
     arch = costs.arch
-    grid = candidate_shapes(arch) if shapes is None else np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
+    grid = candidate_shapes(arch, family) if shapes is None else np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
     lat = np.empty((len(costs.kernels), grid.shape[0]), dtype=np.int64)
     resident = np.empty((len(costs.kernels), grid.shape[0]), dtype=np.float64)
     buffers = np.empty((len(costs.kernels), grid.shape[0]), dtype=np.float64)
@@ -117,6 +159,7 @@ def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None) ->
         parts = g.sram_parts()
         resident[k] = parts.weights + parts.state
         buffers[k] = parts.buffers
+    stacked = family == "stacked" and shapes is None
     return SharingProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
         shapes=grid,
@@ -125,4 +168,6 @@ def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None) ->
         buffers=buffers,
         usable_sram=arch.usable_sram_bytes,
         total_cores=arch.total_cores,
+        pieces=(arch.rows // np.maximum(grid[:, 0], 1)).astype(np.int64) if stacked else np.zeros(0, dtype=np.int64),
+        wafer_rows=arch.rows,
     )

@@ -241,3 +241,39 @@ def solve(
     return PlacementResult(
         solver, status, placed.rects, placed.dataflow, objective, problem.lower_bound, time.perf_counter() - start, traffic
     )
+
+
+def column_layout(problem: PlacementProblem, latency: np.ndarray) -> Placed | None:
+    """A layout of few large rectangles (regions of kernels sharing cores) that needs no search: every
+    unit at its allocation's fastest rectangle within its latency (``latency[k]``), in dataflow order,
+    stacked top to bottom in columns, a new column when the next one does not fit under the last or is
+    not as wide (the regions of a stacked column share its width). None when the columns overflow the wafer's width or a unit
+    has no rectangle within its latency, or a placed rectangle would cover a defective core."""
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    rects = np.zeros((problem.n_kernels, 4), dtype=np.int64)
+    codes = np.zeros(problem.n_kernels, dtype=np.int32)
+    lat = np.zeros(problem.n_kernels, dtype=np.int64)
+    x = y = width = 0
+    for k in range(problem.n_kernels):
+        shape = problem.shape(k)
+        h = shape.height_index(rows)
+        if h < 0:
+            return None
+        c = shape.width_for(h, int(latency[k]))
+        if c <= 0:
+            return None
+        c = int(shape.prefix_width[h, c])
+        r = int(shape.best_r[h, c])
+        if y + r > rows or (y and c != width):  # a new column (a column's regions share its width)
+            x, y, width = x + width, 0, 0
+        if x + c > cols:
+            return None
+        rects[k] = (y, x, r, c)
+        codes[k] = int(shape.best_df[h, c])
+        lat[k] = int(shape.best[h, c])
+        y, width = y + r, max(width, c)
+    blocked = problem.blocked_prefix
+    for y0, x0, r, c in rects.tolist():
+        if blocked[y0 + r, x0 + c] - blocked[y0, x0 + c] - blocked[y0 + r, x0] + blocked[y0, x0]:
+            return None
+    return Placed(rects, codes, lat)

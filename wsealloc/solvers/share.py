@@ -28,7 +28,7 @@ from wsealloc.budget import Deadline
 from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.solvers.base import Status
 
-LAMBDA_STEPS = 24  # bisection steps on the price of a core (when the budget binds)
+LAMBDA_STEPS = 12  # bisection steps on the price of a core (when the budget binds; the labels make it exact)
 MAX_CANDIDATES = 200_000  # runs the exact closing may hand to CP-SAT (beyond: the Lagrangian gap is reported)
 
 
@@ -67,6 +67,8 @@ def _reversed(sp: SharingProblem) -> SharingProblem:
         sp.buffers[::-1].copy(),
         sp.usable_sram,
         sp.total_cores,
+        sp.pieces,
+        sp.wafer_rows,
     )
 
 
@@ -126,7 +128,7 @@ def _dp(sp: SharingProblem, lam: float, windows: np.ndarray | None = None) -> _P
 
 
 def candidate_runs(
-    sp: SharingProblem, lam: float, forward: _Plan, backward: _Plan, upper: int
+    sp: SharingProblem, lam: float, forward: _Plan, backward: _Plan, upper: int, windows: np.ndarray | None = None
 ) -> list[tuple[int, int, int]] | None:
     """Lagrangian reduced-cost fixing: every run (i, j, g) that some plan of latency <= ``upper`` may
     use. At price ``lam`` a plan through the run is worth at least ``F[i] + cost(i, j, g) + B[j] - lam *
@@ -141,7 +143,7 @@ def candidate_runs(
     idx = np.arange(n + 1)
     out: list[tuple[int, int, int]] = []
     later = idx[None, :] > idx[:, None]
-    first = sp.windows()
+    first = sp.windows() if windows is None else windows
     slack = upper + lam * sp.total_cores + 1e-6 * max(1.0, float(upper))
     for g in range(sp.shapes.shape[0]):
         p = np.concatenate(([0.0], np.cumsum(np.where(finite[:, g], sp.latency[:, g], 0).astype(np.float64))))
@@ -155,24 +157,120 @@ def candidate_runs(
     return out
 
 
+def _labels(
+    n: int,
+    runs: list[tuple[int, int, int]],
+    lat: list[int],
+    cores: list[int],
+    budget: int,
+    suffix: np.ndarray,
+    lam: float,
+    upper: int,
+    deadline: Deadline,
+) -> list[int] | None:
+    """Resource-constrained shortest path over the candidate runs by Pareto labels: at every cut the
+    plans of the kernels before it that no other beats on both latency and cores, extended run by run;
+    a label whose latency plus ``suffix[j] - lam * (cores left)`` (the Lagrangian lower bound on the rest
+    within the cores left) exceeds ``upper`` is dropped. Exact: returns the runs of a plan of least latency (within
+    ``upper``; [] when none beats it), or None when the deadline comes first."""
+    into: list[list[int]] = [[] for _ in range(n + 1)]
+    for t, (_, j, _) in enumerate(runs):
+        into[j].append(t)
+    run_start = np.array([i for i, _, _ in runs], dtype=np.int64)
+    run_lat = np.array(lat, dtype=np.int64)
+    run_cores = np.array(cores, dtype=np.int64)
+    # every label of every cut in flat arrays (cut j's labels at [offset[j], offset[j] + size[j])):
+    # latency, cores, the run that ended at the cut, and the flat index of the label it extended
+    flat_lat, flat_cores, flat_run, flat_prev = [np.zeros(1, dtype=np.int64)], [np.zeros(1, dtype=np.int64)], [], []
+    flat_run.append(np.array([-1], dtype=np.int64))
+    flat_prev.append(np.array([-1], dtype=np.int64))
+    offset = np.zeros(n + 1, dtype=np.int64)
+    size = np.zeros(n + 1, dtype=np.int64)
+    size[0] = 1
+    total = 1
+    all_lat, all_cores = flat_lat[0], flat_cores[0]
+    for j in range(1, n + 1):
+        if deadline.expired():
+            return None
+        offset[j] = total
+        ts = np.array(into[j], dtype=np.int64)
+        if ts.size:
+            ts = ts[size[run_start[ts]] > 0]
+        if not ts.size:
+            continue
+        lengths = size[run_start[ts]]
+        # the flat indices of every (run, label of its start cut) pair, in one gather
+        firsts = np.repeat(offset[run_start[ts]] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        idx = firsts + np.arange(int(lengths.sum()), dtype=np.int64)
+        la = all_lat[idx] + np.repeat(run_lat[ts], lengths)
+        co = all_cores[idx] + np.repeat(run_cores[ts], lengths)
+        ru = np.repeat(ts, lengths)
+        rest = np.ceil(suffix[j] - lam * (budget - co) - 1e-6)
+        keep = (co <= budget) & (la + rest <= upper)
+        la, co, ru, pr = la[keep], co[keep], ru[keep], idx[keep]
+        if la.size:
+            order = np.lexsort((la, co))  # cores ascending, then latency
+            la, co, ru, pr = la[order], co[order], ru[order], pr[order]
+            best_before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], la[:-1])))
+            front = la < best_before  # Pareto: fewer cores first, each kept only if faster than all before
+            la, co, ru, pr = la[front], co[front], ru[front], pr[front]
+        size[j] = la.size
+        total += la.size
+        flat_lat.append(la)
+        flat_cores.append(co)
+        flat_run.append(ru)
+        flat_prev.append(pr)
+        all_lat = np.concatenate((all_lat, la))
+        all_cores = np.concatenate((all_cores, co))
+    if size[n] == 0:
+        return []
+    runs_flat, prev_flat = np.concatenate(flat_run), np.concatenate(flat_prev)
+    k = int(offset[n] + np.argmin(all_lat[offset[n] : offset[n] + size[n]]))
+    chosen: list[int] = []
+    while k > 0:
+        chosen.append(int(runs_flat[k]))
+        k = int(prev_flat[k])
+    return chosen[::-1]
+
+
 def _close_gap(
-    sp: SharingProblem, lam: float, forward: _Plan, primal: _Plan, deadline: Deadline, lower: int
+    sp: SharingProblem, lam: float, forward: _Plan, primal: _Plan, deadline: Deadline, lower: int, windows: np.ndarray
 ) -> SharingResult | None:
     """The exact optimum when the Lagrangian leaves a gap: the runs no plan better than ``primal`` can
-    avoid pricing out (``candidate_runs`` at the best price ``lam``), solved as a path by CP-SAT
-    (``solvers.cpsat_share``). None when too many runs remain or CP-SAT finds nothing in time."""
+    avoid pricing out (``candidate_runs`` at the best price ``lam``), then the least-latency path over
+    them within the core budget by Pareto labels (``_labels``: exact), or, when that runs out of time,
+    by CP-SAT (``solvers.cpsat_share``). None when too many runs remain or nothing is found in time."""
     from wsealloc.solvers.cpsat_share import solve_partition
 
     backward = _dp(_reversed(sp), lam)
     if backward is None:
         return None
-    runs = candidate_runs(sp, lam, forward, backward, primal.latency)
+    runs = candidate_runs(sp, lam, forward, backward, primal.latency, windows)
     if runs is None:
         return None
     hint = {(i, j, g) for (i, j), g in zip(primal.runs, primal.grids, strict=True)}
     runs = sorted(set(runs) | hint)
     cores = sp.cores().astype(np.int64)
     lat = [int(sp.latency[i:j, g].sum()) for i, j, g in runs]
+    core_list = [int(cores[g]) for _, _, g in runs]
+    # the rest from cut j within c cores takes at least B[j] - lam * c (the Lagrangian suffix bound)
+    suffix = np.array(backward.prefix_values, dtype=np.float64)[::-1]
+    found = _labels(sp.n_kernels, runs, lat, core_list, sp.total_cores, suffix, lam, primal.latency, deadline)
+    if found is not None:
+        chosen = found or [runs.index(t) for t in sorted(hint)]  # nothing beats the primal: it is optimal
+        picked = [runs[t] for t in chosen]
+        latency = sum(lat[t] for t in chosen)
+        return SharingResult(
+            Status.OPTIMAL,
+            tuple((i, j) for i, j, _ in picked),
+            tuple(g for _, _, g in picked),
+            latency,
+            int(sum(core_list[t] for t in chosen)),
+            latency,
+            0.0,
+            f"{len(picked)} regions; the core budget binds: Lagrangian price, then the least-latency path within the "
+            f"budget over the {len(runs):,} runs reduced costs cannot rule out (Pareto labels: exact)",
+        )
     status, chosen, bound = solve_partition(
         sp.n_kernels, runs, lat, [int(cores[g]) for _, _, g in runs], sp.total_cores, hint, deadline, lower
     )
@@ -269,7 +367,7 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         else:
             lo = mid
     if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
-        closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)))
+        closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)), windows)
         if closed is not None:
             return replace(closed, wall_s=time.perf_counter() - start)
     wall = time.perf_counter() - start
