@@ -169,6 +169,7 @@ def test_bad_suite_names_file_and_field(tmp_path: Path, capsys: pytest.CaptureFi
     assert not (tmp_path / "out").exists()  # nothing ran, nothing written
 
 
+@pytest.mark.slow  # two suite runs end to end (7 s): run by .ci/run (pytest -m slow)
 def test_regression_gate_and_update_best(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = _copy_suite(tmp_path, best=100)  # impossible: the optimum is 661 cycles
     assert main(["bench", str(suite), "--out", str(tmp_path / "out")]) == 5
@@ -189,6 +190,7 @@ def test_regression_gate_and_update_best(tmp_path: Path, capsys: pytest.CaptureF
     assert "bound 2,745 cycles, weaker than the recorded 2,746" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # worker processes end to end (2 s): run by .ci/run (pytest -m slow)
 def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path) -> None:
     suite = load_suite(str(_copy_suite(tmp_path)))
     worker = _faulty_worker(tmp_path, "abort", "attention")
@@ -201,6 +203,7 @@ def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path) -> None:
     assert [r["status"] for r in doc["results"]] == ["CRASHED", "OPTIMAL"]
 
 
+@pytest.mark.slow  # a worker killed on its timeout (3 s): run by .ci/run (pytest -m slow)
 def test_hung_worker_times_out_and_suite_completes(tmp_path: Path) -> None:
     suite = load_suite(str(_copy_suite(tmp_path)))
     tasks = list(suite.tasks)
@@ -340,6 +343,7 @@ instances:
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # contest instances solved end to end (6 s): run by .ci/run (pytest -m slow)
 def test_a_folder_of_contest_instances_is_a_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``wsealloc bench FOLDER``: every .kgraph in it, the contest's table, best values in a suite YAML
     beside the results (the folder may be read-only), and the regression gate on the score."""

@@ -506,7 +506,9 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
 
     base = plan.baseline
     kind = plan.objective.kind
-    fixed = plan.request is not None and (plan.request.sharing.grid is not None or plan.request.sharing.family == "stacked")
+    # a fixed --grid, or stacked columns (each region on its own grid): the baseline is that allocation
+    sharing = plan.request.sharing if plan.request is not None else None
+    fixed = sharing is not None and (sharing.grid is not None or (sharing.mode.value == "auto" and sharing.family == "stacked"))
     worst: int | None = 0
     slowest = 0
     cores, feasible = 0, True
