@@ -281,10 +281,16 @@ def _fixed_grid(
         plan = make_plan(costs, request.onnx_model, result, result, request=request, fits=fits)
         return SolveOutcome(plan, result, result, result, costs, deadline.stopped, request=request)
     pproblem = build_placement_problem(costs, lower_bound=0, objective=problem.objective)
-    placement = _run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline)), deadline)
+    stacked = column_layout(pproblem, np.array(problem.latencies(choice)))
+    starts = (stacked,) if stacked is not None else ()
+    placement = _run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
     if placement is None or placement.rects is None:
-        plan = make_plan(costs, request.onnx_model, result, result, request=request)
-        return SolveOutcome(plan, result, result, result, costs, deadline.stopped, request=request)
+        # the cores fit but the rectangles do not (three 420 x 420 regions on 750 x 994): say so, keep the plan
+        unplaced = replace(
+            result, message=f"{note}; no layout packs {len(costs.kernels)} regions of {r}x{c} on the wafer: not placed"
+        )
+        plan = make_plan(costs, request.onnx_model, unplaced, unplaced, request=request)
+        return SolveOutcome(plan, unplaced, unplaced, unplaced, costs, deadline.stopped, request=request)
     plan = make_plan(costs, request.onnx_model, result, result, placement, pproblem, None, request)
     return SolveOutcome(plan, result, result, result, costs, deadline.stopped, placement, request=request)
 
