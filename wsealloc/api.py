@@ -171,7 +171,7 @@ def solve_costs(
     proven = proven or objective.exact_bound(problem)
     if proven.value is None:
         raise InfeasibleError(infeasibility_message(costs, problem))
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0 + proven.wall_s
     exact = (
         result_from_choice(proven.method, problem, proven.choice, Status.OPTIMAL, proven.value, wall)
         if proven.choice is not None
@@ -498,8 +498,8 @@ def share_cores(
         grids = [sp.shapes[g : g + 1] for _, g in pieces]
         units = region_table(costs, runs, run_shapes=grids)
         fixed = tuple(0 for _ in runs)
-        return units, ProvenBound("share", bound, fixed if optimal else None, fixed, final=True)
-    return units, ProvenBound("share", bound, choice if optimal else None, choice)
+        return units, ProvenBound("share", bound, fixed if optimal else None, fixed, final=True, wall_s=found.wall_s)
+    return units, ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s)
 
 
 def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:

@@ -75,6 +75,7 @@ class ProvenBound:
     choice: tuple[int, ...] | None
     start: tuple[int, ...] | None = None  # a feasible allocation found on the way (a backend's warm start)
     final: bool = False  # the allocation is the answer as it is (the table offers no other choice to make)
+    wall_s: float = 0.0  # seconds the proof took (a sharing search run before the table was built)
 
     @property
     def optimal(self) -> bool:
