@@ -32,7 +32,7 @@ from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
-from wsealloc.plan.schema import Plan
+from wsealloc.plan.schema import ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import Aggregate, ObjectiveKind, ProvenBound, objective_named
@@ -43,6 +43,7 @@ from wsealloc.problem.stages import StageProblem, build_stage_problem
 from wsealloc.request import RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
+from wsealloc.solvers.conflicts import check as check_conflicts
 from wsealloc.solvers.place import column_layout, place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.share import solve as share_solver
@@ -386,9 +387,13 @@ class Outcome(Protocol):
 def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> SolveOutcome:
     """An ONNX (or generated ONNX) model: the front half, the cores shared in time if asked, then one
     wafer or a pipeline over several."""
-    costs = _run_stoppable(lambda: build_costs(request.onnx_model, request.machine, request.cost), deadline)
+    costs = _run_stoppable(
+        lambda: build_costs(request.onnx_model, request.machine, request.cost, constraints=request.constraints), deadline
+    )
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
+    if costs.applied is not None:  # the user's rules: a conflict is explained before any solver runs
+        check_conflicts(costs, request.wafer_count)
     count = request.wafer_count
     if request.sharing.mode is not ShareMode.NONE:
         if count != 1:
@@ -408,8 +413,38 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
             request = request.model_copy(update={"sharing": request.sharing.model_copy(update={"family": family})})
             units, proven = share_cores(costs, request, deadline, progress, proven.value if proven else None)
     if count == 1:
-        return solve_costs(costs, request, deadline, progress)
-    return solve_stages(costs, request, count, deadline, progress)
+        return priced(solve_costs(costs, request, deadline, progress), costs, request)
+    return priced(solve_stages(costs, request, count, deadline, progress), costs, request)
+
+
+def unconstrained_bound(costs: CostTable, request: SolveRequest, wafers: int | None) -> ProvenBound:
+    """The objective's proven bound for the request without its constraints (the price's reference):
+    on one wafer the objective's own bound of the unconstrained table, over several the exact stage cut."""
+    base = costs.unconstrained if costs.unconstrained is not None else costs
+    if wafers == 1:
+        objective = objective_named(request.objective)
+        return objective.exact_bound(build_problem(base, objective=objective))
+    t0 = time.perf_counter()
+    partition = stage_solver(build_stage_problem(base), wafers)
+    return ProvenBound("stages", partition.objective, (), wall_s=time.perf_counter() - t0)
+
+
+def priced(outcome: SolveOutcome, costs: CostTable, request: SolveRequest) -> SolveOutcome:
+    """``outcome`` with the price of the user's constraints in its plan (``objective.constraints``): the
+    proven optimum without them beside the plan's bound with them."""
+    applied = costs.applied
+    if applied is None:
+        return outcome
+    wafers = outcome.partition.wafers if outcome.partition is not None else 1
+    reference = unconstrained_bound(costs, request, wafers)
+    record = ConstraintsRecord(
+        source=applied.constraints.source,
+        rules=len(applied.constraints.rules),
+        unconstrained_bound_cycles=reference.value,
+        unconstrained_optimal=reference.optimal,
+    )
+    objective = outcome.plan.objective.model_copy(update={"constraints": record})
+    return replace(outcome, plan=outcome.plan.model_copy(update={"objective": objective}))
 
 
 def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:

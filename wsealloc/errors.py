@@ -97,3 +97,11 @@ class Interrupted(WseallocError):
 def choices_message(kind: str, name: str, choices: list[str] | tuple[str, ...]) -> str:
     """Format the standard 'unknown X' message listing the valid choices."""
     return f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(choices))}"
+
+
+class ConstraintError(WseallocError):
+    """A constraints file (``--constraints``) is malformed, or a rule selects nothing or cannot be honoured."""
+
+
+class ConflictError(InfeasibleError):
+    """The user's constraints cannot all hold; the message names a small conflicting subset by line."""

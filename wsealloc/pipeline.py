@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wsealloc.arch import Arch
+from wsealloc.constraints import Constraints
 from wsealloc.cost import CostOptions
 from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
@@ -16,6 +17,7 @@ from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import KernelGraph, build_kernels
 from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
+from wsealloc.opmodels.constrain import apply as apply_constraints
 
 
 def parse_dims(options: Sequence[str]) -> dict[str, int]:
@@ -87,7 +89,14 @@ def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
 
 
 def build_costs(
-    source: OnnxSource | SyntheticSource, arch: Arch, options: CostOptions, *, check_feasible: bool = True
+    source: OnnxSource | SyntheticSource,
+    arch: Arch,
+    options: CostOptions,
+    *,
+    check_feasible: bool = True,
+    constraints: Constraints | None = None,
 ) -> CostTable:
-    """Model source + resolved arch -> cost table."""
-    return build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)
+    """Model source + resolved arch -> cost table, with the user's ``constraints`` applied to its
+    op-model tables (``opmodels.constrain``; the table before them is kept as ``unconstrained``)."""
+    costs = build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)
+    return apply_constraints(costs, constraints) if constraints is not None else costs

@@ -28,6 +28,7 @@ from wsealloc.arch import Arch, load_arch
 from wsealloc.arch.loader import arch_file
 from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
+from wsealloc.constraints import Constraints, Together, TogetherHow, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.errors import UsageError, WseallocError, choices_message
 from wsealloc.files import check_distinct_outputs, check_writable
@@ -130,6 +131,7 @@ class SolveRequest(_Frozen):
     objective: ObjectiveKind = ObjectiveKind.THROUGHPUT  # what the allocation minimizes (problem.objective)
     sharing: Sharing = Sharing()  # kernels sharing cores in time (cost.region)
     requests: int = Field(1, strict=True, ge=1, le=2**20)  # sequences in flight, interleaved through the kernels
+    constraints: Constraints | None = None  # the user's rules (``--constraints``, ``--from-plan``; docs/constraints.md)
 
     @field_validator("objective", mode="before")
     @classmethod
@@ -158,6 +160,8 @@ class SolveRequest(_Frozen):
             raise ValueError("--share/--grid plan regions on one wafer: drop --wafers (or use --share none)")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
+        if self.constraints is not None and self.constraints.rules:
+            _check_constraints(self)
         return self
 
     @property
@@ -193,6 +197,26 @@ class SolveRequest(_Frozen):
             raise UsageError(f"solve request: {_first_error(exc)}") from exc
 
 
+def _check_constraints(request: SolveRequest) -> None:
+    """Refuse, up front and with the reason, a rule no solver of this request can honour."""
+    rules = request.constraints.rules if request.constraints is not None else ()
+    if request.model.carries_machine:
+        raise ValueError("a .kgraph contest instance is scored as the contest states it: --constraints applies to ONNX models")
+    where = request.constraints.where if request.constraints is not None else str
+    for rule in rules:
+        if request.sharing.mode is not ShareMode.NONE and rule.kind in ("grid", "place", "keep-out"):
+            raise ValueError(
+                f"{where(rule)}: a {rule.kind} rule applies to kernels that own their rectangle; with --share/--grid "
+                "kernels share regions whose grids the sharing search chooses (use --share none, or group kernels "
+                "with 'together: ... how: region')"
+            )
+        if isinstance(rule, Together) and rule.how is TogetherHow.REGION and request.sharing.mode is not ShareMode.AUTO:
+            raise ValueError(
+                f"{where(rule)}: 'how: region' puts kernels in one region of cores shared in time, which only "
+                "--share auto chooses (with --objective latency); use 'how: wafer' for a pipeline over wafers"
+            )
+
+
 class RequestOptions(TypedDict, total=False):
     """The keyword arguments of the Python API (``wsealloc.solve``, ``compare``, ``sweep``); each maps
     onto one field of :class:`SolveRequest` (defaults: the request's own)."""
@@ -216,6 +240,7 @@ class RequestOptions(TypedDict, total=False):
     requests: int
     context: int | None
     batch: int | None
+    constraints: str | Path | Constraints | None
 
 
 def build_request(
@@ -328,6 +353,7 @@ def build_request(
         "objective": opts.get("objective", "throughput"),
         "sharing": _sharing(opts),
         "requests": opts.get("requests", 1),
+        "constraints": _constraints(opts.get("constraints"), base),
     }
     try:
         return SolveRequest.model_validate(data)
@@ -335,6 +361,16 @@ def build_request(
         raise UsageError(_first_error(exc)) from exc
     except WseallocError:
         raise
+
+
+def _constraints(value: object, base: Path | None) -> Constraints | None:
+    """``constraints``: a YAML path (relative to ``base``, a suite's folder) or parsed :class:`Constraints`."""
+    if value is None or isinstance(value, Constraints):
+        return value
+    if isinstance(value, (str, Path)):
+        path = Path(value)
+        return read_constraints(base / path if base is not None and not path.is_absolute() else path)
+    raise UsageError(f"constraints {value!r}: expected the path of a constraints YAML (docs/constraints.md)")
 
 
 def _sharing(opts: Mapping[str, object]) -> dict[str, object]:
@@ -440,6 +476,7 @@ _OPTION_NAMES = {
     "batch": "--batch",
     "place": "place",
     "cost.allow_unknown_ops": "allow_unknown_ops",
+    "constraints": "--constraints",
 }
 
 

@@ -144,6 +144,7 @@ def solve(
     model: str,
     arch: str,
     no_place: bool,
+    from_plan: str | None,
     output: str | None,
     as_json: bool,
     floorplan: str | None,
@@ -200,6 +201,8 @@ def solve(
     else:
         console = make_console()
         print_summary(outcome, console)
+        if from_plan is not None:
+            _print_moved(from_plan, outcome, console)
         if outcome.partition is not None and request.wafer_count is None:
             _print_wafer_sweep(outcome, console)
         console.print(f"plan written to {output}" if output else "(add -o plan.json to save the plan)", highlight=False)
@@ -207,6 +210,23 @@ def solve(
         raise Interrupted(
             "interrupted: " + (f"the best plan so far was written to {output}" if output else "no -o given, nothing written")
         )
+
+
+def _print_moved(from_plan: str, outcome: SolveOutcome, console: Console) -> None:
+    """What the re-solve changed against the plan it started from (``--from-plan``)."""
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import moved
+
+    changes = moved(read_plan(Path(from_plan)), outcome.plan)
+    total = len(outcome.plan.kernels)
+    if not changes:
+        console.print(f"moved: nothing (all {total} kernels as in {from_plan})", highlight=False)
+        return
+    console.print(f"moved: {len(changes)} of {total} kernels against {from_plan}:", highlight=False)
+    for line in changes[:20]:
+        console.print(f"  {line}", highlight=False)
+    if len(changes) > 20:
+        console.print(f"  ... and {len(changes) - 20} more", highlight=False)
 
 
 def _finish_contest(outcome: ContestOutcome, output: str | None, solution: str | None, as_json: bool) -> None:

@@ -18,7 +18,10 @@ import click
 
 from wsealloc.arch import PRESETS
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
+from wsealloc.constraints import Constraints, read_constraints
+from wsealloc.errors import UsageError
 from wsealloc.pipeline import parse_dims, parse_input_shapes
+from wsealloc.plan.pins import constraints_from_plan
 from wsealloc.request import build_request
 from wsealloc.solvers import solver_names
 
@@ -145,8 +148,38 @@ def solver_options(fn: F) -> F:
             solver_settings_options("Seconds for the whole solve (front end, allocation, placement share it)."),
             click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions."),
             *objective_options(),
+            *constraint_options(),
         ],
     )
+
+
+def constraint_options() -> list[Callable[[Any], Any]]:
+    """``--constraints``, ``--from-plan``, ``--keep``: the user's rules (docs/constraints.md)."""
+    return [
+        click.option(
+            "--constraints",
+            "constraints",
+            default=None,
+            type=click.Path(dir_okay=False, path_type=str),
+            metavar="C.yaml",
+            help="Rules every solver honours: grids, corners, areas, keep-outs, kernels together, cuts (docs/constraints.md).",
+        ),
+        click.option(
+            "--from-plan",
+            "from_plan",
+            default=None,
+            type=click.Path(dir_okay=False, path_type=str),
+            metavar="PLAN.json",
+            help="Pin what a previous plan decided (grids, corners, cuts) and re-solve the rest; the summary says what moved.",
+        ),
+        click.option(
+            "--keep",
+            "keep",
+            multiple=True,
+            metavar="GLOB",
+            help="With --from-plan: pin only these kernels (repeatable; default: all of them).",
+        ),
+    ]
 
 
 def objective_options() -> list[Callable[[Any], Any]]:
@@ -217,10 +250,23 @@ def with_request(fn: F) -> F:
         if "place" in params:  # sweep: placing is opt-in there
             options["place"] = params.pop("place")
         params.pop("debug", None)
+        if "constraints" in params:  # (the commands get --from-plan too: solve says what moved)
+            options["constraints"] = user_constraints(params.pop("constraints"), params.get("from_plan"), params.pop("keep", ()))
         request = build_request(params["model"], params["arch"], **options)
         return fn(request=request, **params)
 
     return wrapper  # type: ignore[return-value]
+
+
+def user_constraints(path: str | None, from_plan: str | None, keep: tuple[str, ...]) -> Constraints | None:
+    """The rules of ``--constraints`` and ``--from-plan`` (with ``--keep``) as one set."""
+    if keep and from_plan is None:
+        raise UsageError("--keep selects the kernels --from-plan pins: give --from-plan PLAN.json with it")
+    rules = read_constraints(path) if path is not None else None
+    if from_plan is not None:
+        pins = constraints_from_plan(from_plan, keep)
+        rules = pins if rules is None else rules.merged(pins)
+    return rules
 
 
 def objective_sweep_options(fn: F) -> F:

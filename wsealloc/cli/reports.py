@@ -25,6 +25,7 @@ def compare(
     model: str,
     arch: str | None,
     no_place: bool,
+    from_plan: str | None,
     report_path: str | None,
     md_path: str | None,
     as_json: bool,

@@ -39,6 +39,7 @@ class Reason(enum.IntEnum):
     SRAM_OVER = 5
     NO_FIT = 6
     NOT_ENUMERATED = 7
+    CONSTRAINED = 8  # excluded by a rule of the user's constraints (the table's ``rule`` names it)
 
     @property
     def label(self) -> str:
@@ -55,6 +56,7 @@ _LABELS = {
     Reason.SRAM_OVER: "SRAM per core over the usable SRAM",
     Reason.NO_FIT: "the kernel's rectangle does not fit the grid",
     Reason.NOT_ENUMERATED: "not one of the kernel's op models (its grid sides are enumerated: opmodels.grid_sides)",
+    Reason.CONSTRAINED: "excluded by the user's constraints",
 }
 
 DATAFLOW_CODES: tuple[Dataflow, ...] = tuple(Dataflow)
@@ -105,6 +107,9 @@ class OpModelTable:
     sram: np.ndarray
     waste: np.ndarray
     reason: np.ndarray  # Reason codes
+    # the user's rule that forbids each op model (1 + its index in the constraints' rules; 0: none; an
+    # illegal op model may be forbidden too); None: no constraints were applied
+    rule: np.ndarray | None = None
 
     @property
     def cores(self) -> np.ndarray:

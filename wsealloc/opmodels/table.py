@@ -13,6 +13,7 @@ from wsealloc.cost import CostOptions, Work, kernel_work
 from wsealloc.cost.standard import ingress_bytes
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
+from wsealloc.opmodels.applied import Applied
 from wsealloc.opmodels.enumerate import Frontier, OpModelTable, Reason, enumerate_op_models, pareto_frontier
 from wsealloc.units import format_bytes
 
@@ -75,6 +76,15 @@ class CostTable:
     # a table of regions (opmodels.regions): its units are runs [first, end) of ``members``' kernels
     members: CostTable | None = None
     runs: tuple[tuple[int, int], ...] | None = None
+    # the user's constraints as applied to this table (``opmodels.constrain``; None: unconstrained)
+    applied: Applied | None = None
+    # the same table before the constraints (what the price of the constraints is measured against)
+    unconstrained: CostTable | None = None
+
+    @property
+    def total_cores(self) -> int:
+        """Cores the allocation may use on one wafer: the wafer's, less the user's keep-out areas."""
+        return self.arch.total_cores - (self.applied.kept_out_cores if self.applied is not None else 0)
 
     def preds(self) -> tuple[tuple[int, ...], ...]:
         """The producers of each unit along a token's path: the forward edges for kernels; for a table
@@ -98,7 +108,8 @@ class CostTable:
             for e in self.edges
             if first <= e.src < end and first <= e.dst < end
         )
-        return CostTable(kgraph, self.arch, self.options, kernels, inside)
+        unconstrained = self.unconstrained.subset(first, end) if self.unconstrained is not None else None
+        return CostTable(kgraph, self.arch, self.options, kernels, inside, applied=self.applied, unconstrained=unconstrained)
 
     def by_name(self, name: str) -> KernelCosts:
         """A kernel's costs by kernel name (KeyError if absent)."""

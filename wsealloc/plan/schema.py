@@ -119,6 +119,24 @@ class LlmRecord(_Doc):
     largest_context: Count  # the longest context whose KV cache fits the wafer beside weights and buffers
 
 
+class ConstraintsRecord(_Doc):
+    """The price of the user's constraints: the proven optimum without them beside the plan's bound
+    with them (the rules themselves are in the plan's ``request.constraints``)."""
+
+    source: str
+    rules: Count
+    # the objective's proven bound of the same request without the constraints (its optimum for a
+    # throughput plan: the bisection, or the exact stage cut over several wafers)
+    unconstrained_bound_cycles: Cycles | None
+    unconstrained_optimal: bool = True  # that bound is the proven optimum (not only a lower bound)
+
+    def price(self, bound: int | None) -> float | None:
+        """How much the constraints cost: (bound with them) / (bound without) - 1 (None: unknown)."""
+        if bound is None or not self.unconstrained_bound_cycles:
+            return None
+        return bound / self.unconstrained_bound_cycles - 1.0
+
+
 class Objective(_Doc):
     """What was optimized and how well: the objective's ``kind``, its value and proven bound (cycles;
     ``gap`` and ``status`` are of that value), and the pipeline's bottleneck (min-max's fields, kept:
@@ -147,6 +165,8 @@ class Objective(_Doc):
     # LLM exports (a KV cache in the graph): one request's tokens per second, and the rest in ``llm``
     tokens_per_s_per_request: Rate | None = None
     llm: LlmRecord | None = None
+    # the user's constraints (``--constraints``, ``--from-plan``): what they cost
+    constraints: ConstraintsRecord | None = None
 
     @model_validator(mode="before")
     @classmethod

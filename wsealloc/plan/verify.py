@@ -32,7 +32,7 @@ from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
-from wsealloc.opmodels import CostTable, Reason
+from wsealloc.opmodels import CostTable, KernelCosts, Reason
 from wsealloc.opmodels.enumerate import judge, on_grid
 from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
@@ -41,6 +41,7 @@ from wsealloc.plan.build import kernel_preds, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
+from wsealloc.plan.verify_constraints import check_constraints
 from wsealloc.problem import build_problem
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import ObjectiveKind, objective_named
@@ -152,7 +153,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         if request.model.kind not in ("onnx", "synthetic"):
             raise PlanError(f"{plan_path}: request.model is a {request.model.kind} source; an ONNX plan records an ONNX model")
         source = read_as_file(request.onnx_model, str(model_path))
-    table = build_costs(source, arch, options, check_feasible=False)
+    constraints = plan.request.constraints if plan.request is not None else None
+    table = build_costs(source, arch, options, check_feasible=False, constraints=constraints)
     kgraph = table.kgraph
     if not _kernels_match(plan, kgraph, check):
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
@@ -180,6 +182,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         check(dict(plan.request.onnx_model.dims) == plan.model.dims, "request.model.dims differ from model.dims")
     if not plan.regions:
         _check_kernel_numbers(in_order, kernels_table, check)
+    if constraints is not None and constraints.rules:  # every rule of the user's, from the rule itself (a root cause)
+        check_constraints(plan, constraints, kgraph.kernels, arch.rows, arch.cols, check)
     for st in stages:
         before = len(check.bad)
         _check_placement(st.members, arch, check)
@@ -252,6 +256,8 @@ def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, ch
             need = (
                 f" (needs {int(cost.sram_bytes[0])} B, usable {arch.usable_sram_bytes} B)" if reason is Reason.SRAM_OVER else ""
             )
+            if reason is Reason.CONSTRAINED:
+                need = _constraint_line(kc, table, dataflow, r, c)
             check(reason is Reason.LEGAL, f"{kp.name}: op model {r}x{c} is not legal: {reason.label}{need}")
         for name, value in (
             ("latency_cycles", cost.latency[0]),
@@ -260,6 +266,16 @@ def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, ch
             ("sram_bytes_per_core", cost.sram_bytes[0]),
         ):
             check(getattr(kp, name) == int(value), f"{kp.name}: {name} is {getattr(kp, name)}, the cost model gives {int(value)}")
+
+
+def _constraint_line(kc: KernelCosts, table: CostTable, dataflow: Dataflow, r: int, c: int) -> str:
+    """`` (c.yaml line 4: pins ...)``: the rule that excluded op model (dataflow, r, c) of a kernel."""
+    row = kc.table.row_of(dataflow, r, c)
+    applied = table.applied
+    if row is None or kc.table.rule is None or applied is None or not int(kc.table.rule[row]):
+        return ""
+    rule = applied.constraints.rules[int(kc.table.rule[row]) - 1]
+    return f" ({applied.constraints.where(rule)}: {rule.text()})"
 
 
 def _region_units(
@@ -564,7 +580,7 @@ def allocation_optimum(table: CostTable) -> int | None:
             if i >= cores.size:
                 return False
             total += int(cores[i])
-        return total <= table.arch.total_cores
+        return total <= table.total_cores
 
     lo, hi = 0, candidates.size - 1
     if not fits(int(candidates[hi])):

@@ -26,6 +26,7 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
+from wsealloc.constraints.geometry import Box
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.flows import Flows, flows
@@ -93,6 +94,13 @@ class PlacementProblem:
     lower_bound: int  # optimum of the allocation-only problem: no placement can beat it
     objective: Objective = field(default_factory=Throughput)  # how layouts are valued (module docstring)
     preds: tuple[tuple[int, ...], ...] = ()  # producers of each kernel (a token's path; Latency)
+    # the user's constraints (``opmodels.constrain``): keep-out boxes (also in ``blocked``), each
+    # kernel's fixed top-left corner and the area it stays within (None: free). Boxes: (row, col, rows, cols)
+    keep_out: tuple[Box, ...] = ()
+    pins: tuple[tuple[int, int] | None, ...] = ()
+    fences: tuple[Box | None, ...] = ()
+    # the area the strip construction fills (None: the wafer); a sub-problem of fenced kernels fills its fence
+    area: Box | None = None
 
     @property
     def n_kernels(self) -> int:
@@ -106,6 +114,62 @@ class PlacementProblem:
         out = np.zeros((self.blocked.shape[0] + 1, self.blocked.shape[1] + 1), dtype=np.int32)
         out[1:, 1:] = np.cumsum(np.cumsum(self.blocked, axis=0), axis=1)
         return out
+
+    @property
+    def constrained(self) -> bool:
+        """Whether some kernel has a fixed corner or an area to stay within."""
+        return any(p is not None for p in self.pins) or any(f is not None for f in self.fences)
+
+    @cached_property
+    def defects(self) -> np.ndarray:
+        """bool [rows, cols]: the defective cores alone (``blocked`` less the keep-out areas)."""
+        if not self.keep_out:
+            return self.blocked
+        mask = self.blocked.copy()
+        for y, x, r, c in self.keep_out:
+            mask[y : y + r, x : x + c] = False
+        return mask
+
+    def violations(self, rects: np.ndarray) -> list[str]:
+        """The user's constraints a layout breaks (kernel names, what is wrong): fixed corners, areas,
+        keep-outs. Empty for a layout that honours them all."""
+        out: list[str] = []
+        for k, (y, x, r, c) in enumerate(rects.tolist()):
+            pin = self.pins[k] if self.pins else None
+            if pin is not None and (y, x) != pin:
+                out.append(f"{self.names[k]} at [{y}, {x}], pinned at {list(pin)}")
+            fence = self.fences[k] if self.fences else None
+            if fence is not None and not (
+                fence[0] <= y and fence[1] <= x and y + r <= fence[0] + fence[2] and x + c <= fence[1] + fence[3]
+            ):
+                out.append(f"{self.names[k]} leaves its area")
+            for box in self.keep_out:
+                if y < box[0] + box[2] and box[0] < y + r and x < box[1] + box[3] and box[1] < x + c:
+                    out.append(f"{self.names[k]} enters a keep-out area")
+        return out
+
+    def restrict(self, kernels: np.ndarray, blocked: np.ndarray, area: Box | None) -> PlacementProblem:
+        """The problem of ``kernels`` alone (renumbered in that order; the flows among them), on a wafer
+        whose ``blocked`` cores include what other kernels took, filling ``area`` (None: the wafer)."""
+        keep = np.asarray(kernels, dtype=np.int64)
+        position = np.full(self.n_kernels, -1, dtype=np.int64)
+        position[keep] = np.arange(keep.size)
+        fl = self.flows
+        inside = (position[fl.src] >= 0) & (position[fl.dst] >= 0)
+        group = fl.group[inside]
+        return replace(
+            self,
+            names=tuple(self.names[k] for k in keep.tolist()),
+            kernel_class=tuple(self.kernel_class[k] for k in keep.tolist()),
+            blocked=blocked,
+            flows=Flows(position[fl.src[inside]], position[fl.dst[inside]], fl.nbytes[inside], group),
+            preds=tuple(tuple(int(position[p]) for p in self.preds[k] if position[p] >= 0) for k in keep.tolist())
+            if self.preds
+            else (),
+            pins=(),
+            fences=(),
+            area=area,
+        )
 
     def shape(self, kernel: int) -> ShapeTable:
         """The shape table of a kernel."""
@@ -149,6 +213,8 @@ class PlacementProblem:
             kernel_class=tuple(self.kernel_class[k] for k in order.tolist()),
             flows=Flows(position[fl.src], position[fl.dst], fl.nbytes, fl.group),
             preds=tuple(tuple(sorted(int(position[p]) for p in self.preds[k])) for k in order.tolist()) if self.preds else (),
+            pins=tuple(self.pins[k] for k in order.tolist()) if self.pins else (),
+            fences=tuple(self.fences[k] for k in order.tolist()) if self.fences else (),
         )
 
     def shape_table_rows(self) -> int:
@@ -242,15 +308,26 @@ def build_placement_problem(costs: CostTable, lower_bound: int, objective: Objec
             shapes.append(_shape_table(costs, i))
         kernel_class.append(sig_to_class[kc.signature])
     w = costs.arch.wafer
+    blocked = defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed)
+    applied = costs.applied
+    keep_out: tuple[Box, ...] = applied.obstacles if applied is not None else ()
+    for y, x, r, c in keep_out:
+        blocked[y : y + r, x : x + c] = True
+    names = [kc.kernel.name for kc in costs.kernels]
+    pins = tuple((p[1] if (p := applied.pin_of(n)) is not None else None) for n in names) if applied else ()
+    fences = tuple((f[1] if (f := applied.fence_of(n)) is not None else None) for n in names) if applied else ()
     return PlacementProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
         kernel_class=tuple(kernel_class),
         shapes=tuple(shapes),
         mesh=mesh_params(costs.arch),
-        blocked=defect_mask(costs.arch.rows, costs.arch.cols, w.defects.cores, w.defects.rate, w.defects.seed),
+        blocked=blocked,
         die_rule=w.die_boundary,
         flows=flows(costs),
         lower_bound=lower_bound,
         objective=objective or Throughput(),
         preds=costs.preds(),
+        keep_out=keep_out,
+        pins=pins,
+        fences=fences,
     )

@@ -30,6 +30,10 @@ class StageProblem:
     cut_bytes: np.ndarray  # [n + 1]: bytes crossing the cut in front of kernel i (0 at both ends)
     cycles_per_byte: float  # clock / inter-wafer link bandwidth
     latency_cycles: int  # inter-wafer link latency in cycles
+    # the user's cut rules (``opmodels.constrain``), per cut position (in front of kernel i): a cut may
+    # be made there / must be made there. None: anywhere / nowhere in particular
+    cut_allowed: np.ndarray | None = None
+    cut_required: np.ndarray | None = None
 
     @property
     def n_kernels(self) -> int:
@@ -66,12 +70,36 @@ def cut_bytes(costs: CostTable) -> np.ndarray:
     return crossing_bytes(len(costs.kernels), flows(costs))
 
 
+def cut_rules(costs: CostTable) -> tuple[np.ndarray, np.ndarray] | None:
+    """([n + 1] a cut may be made in front of kernel i, [n + 1] one must be) from the user's ``cut``
+    rules and ``together: ... how: wafer`` groups (no cut between a group's first and last kernel);
+    None without such rules."""
+    applied = costs.applied
+    if applied is None or not (applied.cuts or applied.wafer_groups):
+        return None
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    n = len(costs.kernels)
+    allowed = np.ones(n + 1, dtype=bool)
+    required = np.zeros(n + 1, dtype=bool)
+    for name, _, must in applied.cuts:
+        if name in index:  # a stage's table holds only its own kernels
+            (required if must else allowed)[index[name] + 1] = must
+    for _, group in applied.wafer_groups:
+        inside = [index[g] for g in group if g in index]
+        if inside:
+            allowed[min(inside) + 1 : max(inside) + 1] = False
+    return allowed, required
+
+
 def build_stage_problem(costs: CostTable) -> StageProblem:
-    """The stage-partition problem of a cost table on its arch's cluster."""
+    """The stage-partition problem of a cost table on its arch's cluster (with the user's cut rules)."""
     per_byte, latency = link_params(costs.arch)
+    rules = cut_rules(costs)
     return StageProblem(
         alloc=build_problem(costs),
         cut_bytes=cut_bytes(costs),
         cycles_per_byte=per_byte,
         latency_cycles=latency,
+        cut_allowed=rules[0] if rules else None,
+        cut_required=rules[1] if rules else None,
     )

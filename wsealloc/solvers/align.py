@@ -47,6 +47,8 @@ class _Layout:
         """[lo, hi): the rows kernel k's columns leave free around its rectangle (its own included)."""
         y, x, r, c = (int(v) for v in self.rects[k])
         rows = self.occ.shape[0]
+        if self.problem.pins and self.problem.pins[k] is not None:
+            return y, y + r  # the user fixed its corner
         if (y == 0 or (self.occ[y - 1, x : x + c] != -1).any()) and (y + r == rows or (self.occ[y + r, x : x + c] != -1).any()):
             return y, y + r  # boxed in above and below (most kernels): no need to scan the columns
         cols = self.occ[:, x : x + c]
@@ -59,6 +61,9 @@ class _Layout:
         if self.problem.die_rule is DieBoundary.FORBID:  # stay inside the die rows the rectangle is in
             lo = max(lo, (y // mesh.die_rows) * mesh.die_rows)
             hi = min(hi, ((y + r - 1) // mesh.die_rows + 1) * mesh.die_rows)
+        fence = self.problem.fences[k] if self.problem.fences else None
+        if fence is not None:  # stay inside the area the user gave it
+            lo, hi = max(lo, fence[0]), min(hi, fence[0] + fence[2])
         return lo, hi
 
     def move(self, k: int, row: int) -> None:

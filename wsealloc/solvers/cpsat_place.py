@@ -67,6 +67,10 @@ def _shape_options(
 
 
 def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:
+    # a kernel whose corner the user fixed never moves: it is an obstacle like the kernels outside
+    window = [k for k in window if not (problem.pins and problem.pins[k] is not None)]
+    if not window:
+        return None
     rects = placed.rects
     stage, _ = problem.evaluate(rects, placed.latency)
     ceiling = int(stage.max())
@@ -92,6 +96,12 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
         ye[k] = ys[k] + height
         m.add(xe[k] <= x1)
         m.add(ye[k] <= y1)
+        fence = problem.fences[k] if problem.fences else None
+        if fence is not None:  # the area the user gave it
+            m.add(xs[k] >= fence[1])
+            m.add(ys[k] >= fence[0])
+            m.add(xe[k] <= fence[1] + fence[3])
+            m.add(ye[k] <= fence[0] + fence[2])
         if problem.die_rule is DieBoundary.FORBID:
             # the rectangle stays inside one die: x in [d*W, (d+1)*W - width] for some die column d
             mesh = problem.mesh
@@ -121,7 +131,12 @@ def _step(problem: PlacementProblem, placed: Placed, window: list[int], options:
         if oy0 < oy1 and ox0 < ox1:
             boxes_x.append(m.new_fixed_size_interval_var(ox0, ox1 - ox0, f"ox_{j}"))
             boxes_y.append(m.new_fixed_size_interval_var(oy0, oy1 - oy0, f"oy_{j}"))
-    for dy, dx in np.argwhere(problem.blocked[y0:y1, x0:x1]).tolist():
+    for i, (ry, rx, rr, rc) in enumerate(problem.keep_out):  # the user's keep-outs: one box each
+        oy0, ox0, oy1, ox1 = max(ry, y0), max(rx, x0), min(ry + rr, y1), min(rx + rc, x1)
+        if oy0 < oy1 and ox0 < ox1:
+            boxes_x.append(m.new_fixed_size_interval_var(ox0, ox1 - ox0, f"keepout_x_{i}"))
+            boxes_y.append(m.new_fixed_size_interval_var(oy0, oy1 - oy0, f"keepout_y_{i}"))
+    for dy, dx in np.argwhere(problem.defects[y0:y1, x0:x1]).tolist():
         boxes_x.append(m.new_fixed_size_interval_var(x0 + dx, 1, f"dx_{dy}_{dx}"))
         boxes_y.append(m.new_fixed_size_interval_var(y0 + dy, 1, f"dy_{dy}_{dx}"))
     m.add_no_overlap_2d(boxes_x, boxes_y)
@@ -321,7 +336,10 @@ def pack_ignoring_comm(problem: PlacementProblem, target: int, options: SolveOpt
     m.add_cumulative(xs, hs, mesh.rows)
     m.add_cumulative(ys, ws, mesh.cols)
     bx, by = list(xs), list(ys)
-    for dy, dx in np.argwhere(problem.blocked).tolist():
+    for i, (ry, rx, rr, rc) in enumerate(problem.keep_out):
+        bx.append(m.new_fixed_size_interval_var(rx, rc, f"keepout_x_{i}"))
+        by.append(m.new_fixed_size_interval_var(ry, rr, f"keepout_y_{i}"))
+    for dy, dx in np.argwhere(problem.defects).tolist():
         bx.append(m.new_fixed_size_interval_var(dx, 1, f"dx_{dy}_{dx}"))
         by.append(m.new_fixed_size_interval_var(dy, 1, f"dy_{dy}_{dx}"))
     m.add_no_overlap_2d(bx, by)

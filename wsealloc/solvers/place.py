@@ -143,7 +143,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
 
     def consider(placed: Placed | None, style: Style) -> Score | None:
         nonlocal best
-        if placed is None:
+        if placed is None or problem.violations(placed.rects):
             return None
         placed, rank = align(problem, swap_kernels(problem, placed, deadline), deadline, one_by_one=False)
         if best is None or rank < best[0]:
@@ -216,6 +216,8 @@ def solve(
     deadline = options.deadline
     placed = construct_best(problem, deadline)
     for other in starts:
+        if problem.violations(other.rects):  # (a start built without the user's corners and areas)
+            continue
         if placed is None or score(problem, other) < score(problem, placed):
             placed = other
     if placed is None:
@@ -227,14 +229,15 @@ def solve(
             None,
             problem.lower_bound,
             time.perf_counter() - start,
-            message="no placement found: too little room for the kernels (defects, die rule)",
+            message="no placement found: too little room for the kernels (defects, die rule"
+            + (", the user's corners, areas and keep-outs)" if problem.constrained or problem.keep_out else ")"),
         )
     solver = "strips"
     if refine and not deadline.expired():
         from wsealloc.solvers.cpsat_place import refine as cp_refine
 
         improved = cp_refine(problem, placed, options)
-        if improved is not None and score(problem, improved) < score(problem, placed):
+        if improved is not None and not problem.violations(improved.rects) and score(problem, improved) < score(problem, placed):
             placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
@@ -248,7 +251,10 @@ def column_layout(problem: PlacementProblem, latency: np.ndarray) -> Placed | No
     unit at its allocation's fastest rectangle within its latency (``latency[k]``), in dataflow order,
     stacked top to bottom in columns, a new column when the next one does not fit under the last or is
     not as wide (the regions of a stacked column share its width). None when the columns overflow the wafer's width or a unit
-    has no rectangle within its latency, or a placed rectangle would cover a defective core."""
+    has no rectangle within its latency, or a placed rectangle would cover a defective core (or the user
+    fixed corners or areas: the search honours those)."""
+    if problem.constrained:
+        return None
     rows, cols = problem.mesh.rows, problem.mesh.cols
     rects = np.zeros((problem.n_kernels, 4), dtype=np.int64)
     codes = np.zeros(problem.n_kernels, dtype=np.int32)

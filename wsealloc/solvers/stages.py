@@ -67,7 +67,12 @@ def fewest_stages(problem: StageProblem, target: int, transfer: np.ndarray) -> t
         return None
     prefix = np.concatenate(([0], np.cumsum(cores)))
     usable = transfer <= target
+    if problem.cut_allowed is not None:  # the user's cut rules: a cut only where allowed, ...
+        usable &= problem.cut_allowed
     usable[0] = usable[n] = True
+    # ... and a stage [i, j) never spans a required cut p (i < p < j): its start is at the last one before j
+    required = problem.cut_required if problem.cut_required is not None else np.zeros(n + 1, dtype=bool)
+    last_required = np.maximum.accumulate(np.where(required, np.arange(n + 1), 0))
     g = np.full(n + 1, INF, dtype=np.int64)
     back = np.zeros(n + 1, dtype=np.int64)
     g[0] = 0
@@ -79,6 +84,7 @@ def fewest_stages(problem: StageProblem, target: int, transfer: np.ndarray) -> t
             while window and g[window[-1]] >= g[i]:
                 window.pop()
             window.append(i)
+        lo = max(lo, int(last_required[j - 1]))
         while prefix[j] - prefix[lo] > problem.alloc.total_cores:
             lo += 1
         while window and window[0] < lo:
@@ -113,7 +119,8 @@ def solve(sp: StageProblem, wafers: int | None) -> StagePartition:
             (),
             None,
             time.perf_counter() - start,
-            "a kernel fits no wafer even alone, or a cut's transfer cannot be met",
+            "a kernel fits no wafer even alone, or a cut's transfer cannot be met"
+            + (", or the cut rules leave no partition" if sp.cut_allowed is not None else ""),
         )
     need = loosest[0]
     budget = need if wafers is None else wafers

@@ -128,15 +128,21 @@ class Region:
 
 
 def regions(problem: PlacementProblem) -> list[Region]:
-    """The wafer as one region, or its dies in snake order when crossing dies is forbidden."""
+    """The wafer (or the problem's ``area``: a fence the user drew) as one region, or its dies (their
+    parts inside the area) in snake order when crossing dies is forbidden."""
     m = problem.mesh
+    ay, ax, ar, ac = problem.area if problem.area is not None else (0, 0, m.rows, m.cols)
     if problem.die_rule is not DieBoundary.FORBID:
-        return [Region(0, 0, m.rows, m.cols)]
+        return [Region(ay, ax, ar, ac)]
     out: list[Region] = []
     n_dy, n_dx = m.rows // m.die_rows, m.cols // m.die_cols
     for dy in range(n_dy):
         xs = range(n_dx) if dy % 2 == 0 else range(n_dx - 1, -1, -1)
-        out.extend(Region(dy * m.die_rows, dx * m.die_cols, m.die_rows, m.die_cols) for dx in xs)
+        for dx in xs:
+            y0, x0 = max(dy * m.die_rows, ay), max(dx * m.die_cols, ax)
+            y1, x1 = min((dy + 1) * m.die_rows, ay + ar), min((dx + 1) * m.die_cols, ax + ac)
+            if y0 < y1 and x0 < x1:
+                out.append(Region(y0, x0, y1 - y0, x1 - x0))
     return out
 
 
@@ -575,7 +581,80 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
 
 
 def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Style()) -> Placed | None:
-    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer."""
+    """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
+
+    With the user's fixed corners and areas (``problem.constrained``) the layout is built in parts:
+    pinned kernels first, then the kernels of each area inside it (smallest area first), then the
+    rest on what is left of the wafer; each part is a strip construction of its own."""
+    if problem.constrained:
+        return _construct_parts(problem, targets, style)
+    return _construct(problem, targets, style)
+
+
+def _pinned_rect(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> tuple[int, int, int, int, int] | None:
+    """(rows, cols, latency, code, height index) of the fewest-core rectangle of kernel k at its fixed
+    corner meeting ``target`` on free cores (inside its area, if it has one); None if none does."""
+    pin = problem.pins[k]
+    assert pin is not None
+    y, x = pin
+    rows, cols = problem.mesh.rows - y, problem.mesh.cols - x
+    fence = problem.fences[k] if problem.fences else None
+    if fence is not None:
+        rows, cols = min(rows, fence[0] + fence[2] - y), min(cols, fence[1] + fence[3] - x)
+    shape = problem.shape(k)
+    best: tuple[int, int, int, int, int] | None = None
+    for h in range(shape.height_index(rows) + 1):
+        c = shape.width_for(h, target)
+        if c <= 0 or c > cols:
+            continue
+        c = int(shape.prefix_width[h, c])
+        r = int(shape.best_r[h, c])
+        if r > rows or taken[y : y + r, x : x + c].any():
+            continue
+        if best is None or r * c < best[0] * best[1]:
+            best = (r, c, int(shape.best[h, c]), int(shape.best_df[h, c]), h)
+    return best
+
+
+def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
+    """``construct`` for a problem with fixed corners or areas (see there)."""
+    n = problem.n_kernels
+    rects = np.zeros((n, 4), dtype=np.int64)
+    dfs = np.zeros(n, dtype=np.int32)
+    lat = np.zeros(n, dtype=np.int64)
+    taken = problem.blocked.copy()
+    pinned = [k for k in range(n) if problem.pins and problem.pins[k] is not None]
+    for k in pinned:
+        found = _pinned_rect(problem, k, int(targets[k]), taken)
+        if found is None:
+            return None
+        r, c, latency, code, _ = found
+        y, x = problem.pins[k]  # type: ignore[misc]
+        rects[k], dfs[k], lat[k] = (y, x, r, c), code, latency
+        taken[y : y + r, x : x + c] = True
+    fenced: dict[tuple[int, int, int, int], list[int]] = {}
+    for k in range(n):
+        fence = problem.fences[k] if problem.fences else None
+        if fence is not None and k not in pinned:
+            fenced.setdefault(fence, []).append(k)
+    rest = [k for k in range(n) if k not in pinned and not any(k in g for g in fenced.values())]
+    parts: list[tuple[np.ndarray, tuple[int, int, int, int] | None]] = [
+        (np.array(g), area) for area, g in sorted(fenced.items(), key=lambda f: f[0][2] * f[0][3])
+    ]
+    parts += [(np.array(rest, dtype=np.int64), None)] if rest else []
+    for members, area in parts:
+        sub = problem.restrict(members, taken, area)
+        placed = _construct(sub, targets[members], style)
+        if placed is None:
+            return None
+        rects[members], dfs[members], lat[members] = placed.rects, placed.dataflow, placed.latency
+        for y, x, r, c in placed.rects.tolist():
+            taken[y : y + r, x : x + c] = True
+    return Placed(rects, dfs, lat)
+
+
+def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
+    """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts)."""
     regs = regions(problem)
     # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
     heights = band_heights(problem, regs[0].rows)

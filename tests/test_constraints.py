@@ -1,0 +1,399 @@
+"""User constraints (``--constraints``): the file format, each rule kind in each solver against brute
+force, the placement honouring corners, areas and keep-outs, conflicts explained by line, the
+verifier's tamper cases and ``--from-plan``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import MODELS
+
+import wsealloc.api as ws
+from wsealloc.arch import load_arch
+from wsealloc.constraints import parse_constraints
+from wsealloc.cost import CostOptions, Dataflow
+from wsealloc.errors import ConflictError, ConstraintError, UsageError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.opmodels import Reason
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem import build_problem
+from wsealloc.solvers import SolveOptions, Status, get_solver
+
+TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
+
+
+def _rules(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- the file format
+
+
+def test_every_kind_parses_with_its_line() -> None:
+    c = parse_constraints(
+        """
+- grid: l0.qkv
+  shape: 4x6
+- grid: {op: MatMul, range: [l1.ln1, lm_head]}
+  rows: [null, 8]
+  cores: [2, 40]
+  dataflow: weight_stationary
+- place: embed
+  at: [0, 0]
+- place: [l0.softmax, "l1.soft*"]
+  within: {rows: [0, 7], cols: [12, 23]}
+- keep-out: {rows: [14, 15]}
+- together: {range: [l0.ln1, l0.fc2]}
+  how: wafer
+- cut: l0.fc2
+  must: false
+""",
+        "c.yaml",
+    )
+    assert [r.kind for r in c.rules] == ["grid", "grid", "place", "place", "keep-out", "together", "cut"]
+    assert [r.line for r in c.rules] == [2, 4, 8, 10, 12, 13, 15]
+    assert c.rules[0].shape == (4, 6)
+    assert c.rules[1].dataflow is Dataflow.WEIGHT_STATIONARY and c.rules[1].rows.max == 8
+    assert c.rules[4].area.box(16, 24) == (14, 0, 2, 24)  # inclusive rows 14-15, every column
+    assert c.where(c.rules[2]) == "c.yaml line 8"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- grid: a\n  shape: 4y6\n", "c.yaml line 1: shape takes RxC"),
+        ("- grid: a\n  colour: red\n", "c.yaml line 1: grid takes shape, rows, cols, cores, dataflow; unknown field(s) colour"),
+        ("- grid: a\n  place: b\n", "c.yaml line 1: an entry has one kind key"),
+        ("- grid: a\n  dataflow: diagonal\n", "unknown dataflow 'diagonal'"),
+        ("- grid: a\n", "a grid rule needs shape"),
+        ("- place: a\n", "a place rule takes at"),
+        ("- keep-out: {rows: [9, 3]}\n", "rows [9, 3]: the first is after the last"),
+        ("- grid: a\n  rows: [8, 2]\n", "bounds [8, 2]: min is above max"),
+        ("grid: a\n", "c.yaml: expected a list of rules"),
+        ("- grid: a\n  shape: 2x2\n  shape: 3x3\n", "key 'shape' is given twice"),
+        ("- grid: {colour: x}\n  shape: 2x2\n", "a selection takes name(s), op(s) or range"),
+    ],
+)
+def test_malformed_files_name_the_line(text: str, message: str) -> None:
+    with pytest.raises(
+        ConstraintError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    ):
+        parse_constraints(text, "c.yaml")
+
+
+def test_a_rule_selecting_nothing_is_an_error_naming_close_kernels(tmp_path: Path) -> None:
+    with pytest.raises(ConstraintError, match=r"c.yaml line 1: l0.qvk selects no kernel.*close names: l0.qkv"):
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, "- grid: l0.qvk\n  shape: 2x2\n"), place=False)
+
+
+def test_rules_no_solver_can_honour_are_refused_up_front(tmp_path: Path) -> None:
+    path = _rules(tmp_path, "- grid: l0.qkv\n  shape: 2x2\n")
+    with pytest.raises(UsageError, match="line 1: a grid rule applies to kernels that own their rectangle"):
+        ws.solve(MODELS / "tiny" / "llm_decode.onnx", "tiny", constraints=path, objective="latency", context=16)
+    region = _rules(tmp_path, "- together: [l0.qkv, l0.scores]\n  how: region\n", "r.yaml")
+    with pytest.raises(UsageError, match="only --share auto chooses"):
+        ws.solve(TRANSFORMER, "tiny", constraints=region)
+
+
+# ---------------------------------------------------------------- every solver against brute force
+
+GRID_RULES = """
+- grid: l0.fc1
+  shape: 4x4
+- grid: {op: MatMul, range: [l1.ln1, lm_head]}
+  rows: [2, 8]
+  cores: [null, 24]
+- grid: l0.qkv
+  dataflow: output_stationary
+- keep-out: {rows: [12, 15], cols: [0, 23]}
+"""
+
+
+def _allowed(costs_before, name: str, r: np.ndarray, c: np.ndarray, df: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """The rules of GRID_RULES written out again for one kernel, from their definitions."""
+    names = [kc.kernel.name for kc in costs_before.kernels]
+    ok = r <= 12  # the keep-out leaves 12 free rows over the whole width
+    if name == "l0.fc1":
+        ok &= (r == 4) & (c == 4)
+    i = names.index(name)
+    if names.index("l1.ln1") <= i and costs_before.kernels[i].kernel.anchor_op == "MatMul":
+        ok &= (r >= 2) & (r <= 8) & (r * c <= 24)
+    if name == "l0.qkv":
+        ok &= df == list(Dataflow).index(Dataflow.OUTPUT_STATIONARY)
+    return ok
+
+
+def _brute_force_optimum(tmp_path: Path) -> tuple[int, int]:
+    """(min-max optimum, total cores) under GRID_RULES from the unconstrained op-model tables, by scanning
+    every latency value (no solver, no frontier)."""
+    arch = load_arch("tiny")
+    before = build_costs(OnnxSource(path=str(TRANSFORMER)), arch, CostOptions())
+    total = arch.total_cores - 4 * 24
+    per_kernel = []
+    for kc in before.kernels:
+        t = kc.table
+        ok = t.legal() & _allowed(before, kc.kernel.name, t.r, t.c, t.dataflow)
+        per_kernel.append((t.latency[ok], t.cores[ok]))
+    values = np.unique(np.concatenate([lat for lat, _ in per_kernel]))
+    for value in values.tolist():
+        need = sum(int(cores[lat <= value].min()) if (lat <= value).any() else 10**9 for lat, cores in per_kernel)
+        if need <= total:
+            return value, total
+    raise AssertionError("the rules leave no allocation")
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "pulp", "bisect", "greedy"])
+def test_each_solver_honours_grid_rules_and_exact_ones_match_brute_force(tmp_path: Path, solver: str) -> None:
+    path = _rules(tmp_path, GRID_RULES)
+    out = ws.solve(TRANSFORMER, "tiny", constraints=path, solver=solver, place=False, time_limit=20)
+    expected, total = _brute_force_optimum(tmp_path)
+    plan = out.plan
+    before = out.costs.unconstrained
+    assert before is not None
+    by_name = {k.name: k for k in plan.kernels}
+    for kc in before.kernels:
+        k = by_name[kc.kernel.name]
+        df = np.array([list(Dataflow).index(Dataflow(k.dataflow))])
+        assert _allowed(before, k.name, np.array([k.grid[0]]), np.array([k.grid[1]]), df)[0], k
+    assert plan.objective.cores_used <= total
+    if solver == "greedy":
+        assert plan.objective.value >= expected
+    else:
+        assert plan.objective.value == expected
+        assert plan.objective.status == "OPTIMAL"
+
+
+def test_the_bound_is_the_bound_under_the_constraints_and_the_price_is_reported(tmp_path: Path) -> None:
+    free = ws.solve(TRANSFORMER, "tiny", place=False)
+    pinned = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, GRID_RULES), place=False)
+    assert pinned.plan.objective.bound_cycles >= free.plan.objective.bound_cycles
+    price = pinned.plan.objective.constraints
+    assert price is not None and price.unconstrained_bound_cycles == free.plan.objective.bound_cycles
+    assert price.rules == 4 and price.source.endswith("c.yaml")
+
+
+def test_class_symmetry_splits_a_class_a_rule_pins_one_member_of(tmp_path: Path) -> None:
+    costs = build_costs(
+        OnnxSource(path=str(TRANSFORMER)),
+        load_arch("tiny"),
+        CostOptions(),
+        constraints=parse_constraints("- grid: l0.fc1\n  shape: 4x4\n", "c.yaml"),
+    )
+    by = {kc.kernel.name: kc for kc in costs.kernels}
+    assert by["l0.fc1"].signature != by["l1.fc1"].signature  # identical layers, one of them pinned
+    assert by["l0.qkv"].signature == by["l1.qkv"].signature
+    problem = build_problem(costs)
+    result = get_solver("cpsat")(problem, SolveOptions())
+    assert result.status is Status.OPTIMAL
+    fc1 = problem.names.index("l0.fc1")
+    assert int(problem.choices(fc1).cores[result.choice[fc1]]) == 16
+    pinned_rows = by["l0.fc1"].table
+    assert (pinned_rows.reason[(pinned_rows.r != 4) | (pinned_rows.c != 4)] != Reason.LEGAL).all()
+
+
+# ---------------------------------------------------------------- placement: corners, areas, keep-outs
+
+PLACE_RULES = """
+- place: embed
+  at: [0, 0]
+- place: lm_head
+  at: [8, 20]
+- place: {range: [l1.ln1, l1.fc2]}
+  within: {rows: [8, 15], cols: [0, 11]}
+- keep-out: {rows: [0, 3], cols: [16, 23]}
+- keep-out: {rows: [4, 7], cols: [22, 23]}
+"""
+
+
+def test_the_placement_honours_corners_areas_and_keep_outs_and_verifies(tmp_path: Path) -> None:
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, PLACE_RULES), time_limit=10, output=tmp_path / "p.json")
+    plan = out.plan
+    assert plan.objective.placed
+    by = {k.name: k for k in plan.kernels}
+    assert by["embed"].placement == (0, 0) and by["lm_head"].placement == (8, 20)
+    keep = np.zeros((16, 24), dtype=bool)
+    keep[0:4, 16:24] = keep[4:8, 22:24] = True
+    for k in plan.kernels:
+        y, x = k.placement
+        r, c = k.grid
+        assert not keep[y : y + r, x : x + c].any(), k.name
+        if k.name.startswith("l1."):
+            assert y >= 8 and y + r <= 16 and x + c <= 12, k.name
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_allocation_leaves_the_keep_out_cores(tmp_path: Path) -> None:
+    # 16 x 24 = 384 cores, 336 left beside two rows kept out: the allocation may not count on them
+    rules = _rules(tmp_path, "- keep-out: {rows: [0, 1]}\n")
+    out = ws.solve(TRANSFORMER, "tiny", constraints=rules, place=False)
+    assert out.costs.total_cores == 384 - 48
+    assert out.plan.objective.cores_used <= 336
+
+
+# ---------------------------------------------------------------- conflicts, named by line
+
+CONFLICTS = [
+    (  # 1. conflicting pins of one kernel
+        "- place: embed\n  at: [0, 0]\n- grid: l0.qkv\n  rows: [1, 2]\n- place: embed\n  at: [4, 4]\n",
+        ["c.yaml line 1", "line 5"],
+        "a kernel has one corner",
+    ),
+    (  # 2. a pin beyond the wafer
+        "- grid: l0.qkv\n  rows: [1, 2]\n- place: l0.fc1\n  at: [3, 30]\n",
+        ["c.yaml line 3"],
+        "beyond the 16x24 wafer",
+    ),
+    (  # 3. keep-outs that leave too few cores
+        "- keep-out: {rows: [0, 14]}\n- grid: l0.qkv\n  rows: [1, 2]\n- grid: {op: MatMul}\n  cores: [8, null]\n",
+        ["c.yaml line 1", "line 4"],
+        "together they need",
+    ),
+    (  # 4. an SRAM-infeasible grid (fc1's weights do not fit one core of 24 KiB)
+        "- grid: embed\n  cores: [1, 4]\n- grid: l0.fc1\n  shape: 1x1\n",
+        ["c.yaml line 3"],
+        "the grids the rules allow (1x1) are not legal: SRAM per core over the usable SRAM",
+    ),
+    (  # 5. a fixed grid and a keep-out: no 16-row column is left
+        "- grid: l0.fc1\n  rows: [16, 16]\n- keep-out: {rows: [7, 7], cols: [0, 23]}\n- grid: embed\n  cores: [1, 4]\n",
+        ["c.yaml line 1", "line 3"],
+        "leave l0.fc1 no legal op model",
+    ),
+    (  # 6. two pinned kernels on one corner
+        "- place: embed\n  at: [2, 2]\n- place: lm_head\n  at: [2, 2]\n- grid: l0.qkv\n  rows: [1, 2]\n",
+        ["c.yaml line 1", "line 3"],
+        "overlapping whatever grids they take",
+    ),
+    (  # 7. an area too small for the kernels kept in it
+        "- place: {range: [l0.ln1, l1.fc2]}\n  within: {rows: [0, 1], cols: [0, 9]}\n- grid: embed\n  cores: [1, 4]\n"
+        "- grid: {op: MatMul}\n  cores: [2, null]\n",
+        ["c.yaml line 1", "line 5"],
+        "needing",
+    ),
+    (  # 8. areas that do not meet
+        "- place: l0.fc1\n  within: {rows: [0, 3]}\n- grid: embed\n  cores: [1, 4]\n- place: l0.fc1\n  within: {rows: [8, 15]}\n",
+        ["c.yaml line 1", "line 5"],
+        "the areas do not meet",
+    ),
+    (  # 9. a corner inside a keep-out
+        "- keep-out: {rows: [0, 3], cols: [0, 3]}\n- grid: embed\n  cores: [1, 4]\n- place: l0.fc1\n  at: [1, 1]\n",
+        ["c.yaml line 1", "line 4"],
+        "leave l0.fc1 no legal op model",
+    ),
+    (  # 10. a cut on a single wafer
+        "- grid: embed\n  cores: [1, 4]\n- cut: l0.fc2\n",
+        ["c.yaml line 3"],
+        "the plan has one wafer",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "lines", "what"), CONFLICTS, ids=[f"kind{i + 1}" for i in range(len(CONFLICTS))])
+def test_conflicts_name_a_small_subset_by_line(tmp_path: Path, text: str, lines: list[str], what: str) -> None:
+    sets = ["core.sram_bytes=24KiB"] if "SRAM" in what else []
+    with pytest.raises(ConflictError) as info:
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), place=False, sets=sets)
+    message = str(info.value)
+    assert what in message, message
+    for line in lines:
+        assert line in message, message
+    named = len(re.findall(r"\bline \d", message))
+    assert named == len(lines), message  # nothing beyond the conflicting rules (the unrelated ones are not named)
+    assert info.value.exit_code == 3
+
+
+def test_cut_rules_that_overfill_a_wafer_are_explained(tmp_path: Path) -> None:
+    # tiny wafers of 4 cores each: 21 kernels need 6 wafers; cuts forced after every kernel but the first
+    # four leave a stage of five kernels on one 4-core wafer
+    cuts = "".join(f"- cut: {name}\n" for name in ("l0.ln2", "l0.fc1", "l0.fc2", "l1.ln1"))
+    text = "- together: {range: [embed, l0.proj]}\n  how: wafer\n" + cuts
+    with pytest.raises(ConflictError, match=r"c.yaml line 1 keeps embed..l0.proj on one wafer.*leave no pipeline") as info:
+        ws.solve(
+            TRANSFORMER,
+            "tiny",
+            constraints=_rules(tmp_path, text),
+            place=False,
+            wafers="auto",
+            sets=["wafer.dies.rows=1", "wafer.dies.cols=1", "wafer.die_cores.rows=2", "wafer.die_cores.cols=2"],
+        )
+    assert "cuts after" not in str(info.value)  # the cuts are not part of this conflict
+
+
+def test_cut_and_together_shape_the_pipeline_over_wafers(tmp_path: Path) -> None:
+    rules = _rules(tmp_path, "- cut: l0.fc2\n- together: [l1.ln1, lm_head]\n  how: wafer\n")
+    out = ws.solve(TRANSFORMER, "tiny", constraints=rules, place=False, wafers=2, output=tmp_path / "p.json")
+    stage = {k.name: k.stage for k in out.plan.kernels}
+    assert stage["l0.fc2"] != stage["l1.ln1"]
+    assert stage["l1.ln1"] == stage["lm_head"]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+# ---------------------------------------------------------------- verify: tampered plans
+
+
+@pytest.fixture(scope="module")
+def placed_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("constrained")
+    rules = _rules(d, PLACE_RULES + "- grid: l0.fc1\n  shape: 4x4\n")
+    ws.solve(TRANSFORMER, "tiny", constraints=rules, time_limit=10, output=d / "p.json")
+    return d / "p.json"
+
+
+def _tamper(path: Path, tmp_path: Path, change) -> Path:  # noqa: ANN001
+    doc = json.loads(path.read_text())
+    by = {k["name"]: k for k in doc["kernels"]}
+    change(by)
+    out = tmp_path / "tampered.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda k: k["embed"].update(placement=[1, 0]), "embed: corner [1, 0] breaks"),
+        (lambda k: k["l1.qkv"].update(placement=[0, 0]), "l1.qkv: rectangle"),
+        (lambda k: k["l0.ln1"].update(placement=[0, 16]), "enters"),
+        (lambda k: k["l0.fc1"].update(grid=[2, 8]), "l0.fc1: grid 2x8 breaks"),
+    ],
+    ids=["pin", "within", "keep-out", "grid"],
+)
+def test_verify_rejects_a_plan_that_breaks_a_rule_with_its_line(placed_plan: Path, tmp_path: Path, change, expected: str) -> None:  # noqa: ANN001
+    assert verify_plan(placed_plan).ok
+    report = verify_plan(_tamper(placed_plan, tmp_path, change))
+    hits = [v for v in report.violations if expected in v]
+    assert hits, report.violations[:5]
+    assert "c.yaml line" in hits[0]
+
+
+# ---------------------------------------------------------------- plans as constraints
+
+
+def test_from_plan_pins_every_kernel_and_nothing_moves(placed_plan: Path, tmp_path: Path) -> None:
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import constraints_from_plan, moved
+
+    pins = constraints_from_plan(placed_plan)
+    out = ws.solve(TRANSFORMER, "tiny", constraints=pins, time_limit=10)
+    assert moved(read_plan(placed_plan), out.plan) == []
+
+
+def test_from_plan_keep_pins_only_the_selected_kernels(placed_plan: Path, tmp_path: Path) -> None:
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import constraints_from_plan
+
+    old = read_plan(placed_plan)
+    pins = constraints_from_plan(placed_plan, ["l0.*"])
+    assert {r.select.names[0] for r in pins.rules} == {k.name for k in old.kernels if k.name.startswith("l0.")}
+    # change one kernel: fc1 of layer 0 now 2 x 8, the rest of layer 0 as it was
+    user = parse_constraints("- grid: l0.fc1\n  shape: 2x8\n", "mine.yaml")
+    with pytest.raises(ConflictError, match=r"mine.yaml line 1 pins l0.fc1 to 2 x 8; .*p.json \(l0.fc1\) pins l0.fc1 to 4 x 4"):
+        ws.solve(TRANSFORMER, "tiny", constraints=user.merged(pins), time_limit=10)
+    with pytest.raises(ConstraintError, match="--keep 'nope' matches no kernel"):
+        constraints_from_plan(placed_plan, ["nope"])

@@ -1,0 +1,74 @@
+"""Which kernels each rule selects (names, globs, op types, ranges in dataflow order).
+
+A rule that selects no kernel is an error naming its line and a few kernel names that do exist: a
+misspelt name must not silently constrain nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+
+from wsealloc.constraints.schema import Constraints, CutRule, KeepOut, Rule, Selector
+from wsealloc.errors import ConstraintError
+from wsealloc.graph.kernels import Kernel
+
+
+def _position(ref: str | int, names: Sequence[str], where: str, what: str) -> int:
+    """A kernel given by name or by its position in dataflow order."""
+    if isinstance(ref, int):
+        if not 0 <= ref < len(names):
+            raise ConstraintError(f"{where}: {what} {ref}: positions run from 0 to {len(names) - 1}")
+        return ref
+    if ref in names:
+        return names.index(ref)
+    close = difflib.get_close_matches(ref, names, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ConstraintError(f"{where}: {what} {ref!r} is not a kernel of the model{hint}; `wsealloc inspect` lists them")
+
+
+def select(selector: Selector, kernels: Sequence[Kernel], where: str) -> tuple[int, ...]:
+    """Indices (dataflow order) of the kernels ``selector`` picks; an error when it picks none."""
+    names = [k.name for k in kernels]
+    picked = set(range(len(kernels)))
+    if selector.names:
+        picked &= {i for i, n in enumerate(names) if any(n == p or fnmatchcase(n, p) for p in selector.names)}
+    if selector.ops:
+        wanted = {o.lower() for o in selector.ops}
+        picked &= {i for i, k in enumerate(kernels) if k.anchor_op.lower() in wanted or k.kind.value in wanted}
+    if selector.range is not None:
+        first = _position(selector.range[0], names, where, "range start")
+        last = _position(selector.range[1], names, where, "range end")
+        if first > last:
+            raise ConstraintError(
+                f"{where}: range {selector.range[0]}..{selector.range[1]} runs backwards (kernel {first} after {last})"
+            )
+        picked &= set(range(first, last + 1))
+    if not picked:
+        guess = [m for p in selector.names for m in difflib.get_close_matches(p, names, n=3)]
+        hint = (
+            f"; close names: {', '.join(dict.fromkeys(guess))}" if guess else f"; kernels are named like {', '.join(names[:3])}"
+        )
+        raise ConstraintError(f"{where}: {selector.text()} selects no kernel of the model{hint} (`wsealloc inspect` lists them)")
+    return tuple(sorted(picked))
+
+
+def members(constraints: Constraints, kernels: Sequence[Kernel]) -> tuple[tuple[int, ...], ...]:
+    """Per rule, the kernel indices it applies to (a keep-out: none; a cut: the kernel it cuts after)."""
+    names = [k.name for k in kernels]
+    out: list[tuple[int, ...]] = []
+    for rule in constraints.rules:
+        where = constraints.where(rule)
+        if isinstance(rule, KeepOut):
+            out.append(())
+        elif isinstance(rule, CutRule):
+            out.append((_position(rule.after, names, where, "cut after"),))
+        else:
+            out.append(select(rule.select, kernels, where))
+    return tuple(out)
+
+
+def rule_kernels(rule: Rule, kernels: Sequence[Kernel], constraints: Constraints) -> tuple[int, ...]:
+    """The kernels one rule applies to (see :func:`members`)."""
+    return members(Constraints(source=constraints.source, rules=(rule,)), kernels)[0]

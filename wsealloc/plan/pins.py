@@ -1,0 +1,73 @@
+"""Plans as constraints (``--from-plan old.json [--keep GLOB]``) and what a re-solve moved.
+
+A previous plan's decisions for the selected kernels become rules: each kernel's grid and dataflow
+(a ``grid`` rule with its shape) and, for a placed plan, its top-left corner (a ``place ... at``
+rule); for a plan over several wafers, its cuts after the kept kernels. Each rule names the plan and
+the kernel it came from (``old.json (node_addmm_2)``), so a conflict with the user's own rules reads
+as one. :func:`moved` lists what the new plan changed for every kernel the two plans share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from wsealloc.constraints import Constraints, CutRule, GridRule, PlaceRule, Selector
+from wsealloc.cost import Dataflow
+from wsealloc.errors import ConstraintError
+from wsealloc.plan.io import read_plan
+from wsealloc.plan.schema import Plan
+
+
+def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constraints:
+    """The rules that pin what plan ``path`` decided for the kernels matching ``keep`` (globs; none: all)."""
+    plan = read_plan(Path(path))
+    label = str(path)
+    if plan.regions:
+        raise ConstraintError(
+            f"{label}: its kernels share regions of cores in time; --from-plan pins kernels that own their rectangle"
+        )
+    names = [k.name for k in plan.kernels]
+    for pattern in keep:
+        if not any(fnmatchcase(n, pattern) for n in names):
+            raise ConstraintError(
+                f"--keep {pattern!r} matches no kernel of {label} (its kernels are named like {', '.join(names[:3])})"
+            )
+    kept = [k for k in plan.kernels if not keep or any(fnmatchcase(k.name, p) for p in keep)]
+    rules: list[GridRule | PlaceRule | CutRule] = []
+    for k in kept:
+        source = f"{label} ({k.name})"
+        select = Selector(names=(k.name,))
+        rules.append(GridRule(source=source, select=select, shape=k.grid, dataflow=Dataflow(k.dataflow)))
+        if k.placement is not None:
+            rules.append(PlaceRule(source=source, select=select, at=k.placement))
+    if len(plan.stages) > 1:
+        kept_names = {k.name for k in kept}
+        order = {k.name: k.stage for k in plan.kernels}
+        for before, after in zip(plan.kernels, plan.kernels[1:], strict=False):
+            if order[before.name] != order[after.name] and before.name in kept_names:
+                rules.append(CutRule(source=f"{label} (cut after {before.name})", after=before.name))
+    return Constraints(source=label, sha256=plan.model.sha256, rules=tuple(rules))
+
+
+def moved(old: Plan, new: Plan) -> list[str]:
+    """One line per kernel whose grid, dataflow, corner or wafer differs between the plans."""
+    before = {k.name: k for k in old.kernels}
+    out = []
+    for k in new.kernels:
+        o = before.get(k.name)
+        if o is None:
+            continue
+        changes = []
+        if o.grid != k.grid:
+            changes.append(f"grid {o.grid[0]}x{o.grid[1]} -> {k.grid[0]}x{k.grid[1]}")
+        if o.dataflow != k.dataflow:
+            changes.append(f"dataflow {o.dataflow} -> {k.dataflow}")
+        if o.placement != k.placement and o.placement is not None and k.placement is not None:
+            changes.append(f"corner {list(o.placement)} -> {list(k.placement)}")
+        if o.stage != k.stage:
+            changes.append(f"wafer {o.stage} -> {k.stage}")
+        if changes:
+            out.append(f"{k.name}: {', '.join(changes)}")
+    return out

@@ -1,0 +1,186 @@
+"""Conflicting constraints explained: a small subset of the user's rules that cannot hold together.
+
+The test (``infeasibility``) is what the solvers themselves would meet, checked on the cost table the
+rules give, strongest cause first:
+
+1. a kernel left without a legal op model (its op-model table: the one legality point);
+2. two kernels pinned to corners where every allowed rectangle of one covers the other's corner
+   (or both kernels' allowed rectangles overlap whatever they choose);
+3. the kernels kept within an area need more cores than the area has free;
+4. the kernels need more cores on their smallest allowed op models than the wafers have, keep-outs
+   subtracted (one wafer: a sum; several: the exact stage cut with the cut rules, ``solvers.stages``).
+
+Each test is exact for what it states (an allocation that fails one cannot be planned). When the rules
+fail it, *deletion filtering* finds an irreducible subset: drop each rule in turn and keep it out if
+the rest still fail (a rule whose removal makes the rest pass is part of the conflict). The message
+names every rule of the subset by file and line and says what they leave impossible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.constraints import Constraints, Rule
+from wsealloc.constraints.geometry import Box
+from wsealloc.errors import ConflictError
+from wsealloc.opmodels import CostTable, OpModelTable, Reason
+from wsealloc.opmodels.constrain import apply
+from wsealloc.problem.allocation import build_problem
+from wsealloc.problem.stages import build_stage_problem
+from wsealloc.solvers.base import Status
+from wsealloc.solvers.stages import solve as stage_solve
+
+
+@dataclass(frozen=True)
+class Infeasible:
+    """Why a set of rules cannot hold: what they leave impossible (a phrase after "together they")."""
+
+    what: str
+
+
+def _corner_cover(costs: CostTable, a: int, b: int) -> str | None:
+    """Two pinned kernels whose allowed rectangles always overlap (None: some pair does not)."""
+    applied = costs.applied
+    assert applied is not None
+    ka, kb = costs.kernels[a], costs.kernels[b]
+    pa, pb = applied.pin_of(ka.kernel.name), applied.pin_of(kb.kernel.name)
+    assert pa is not None and pb is not None
+    (ya, xa), (yb, xb) = pa[1], pb[1]
+    ta, tb = ka.table, kb.table
+    la, lb = ta.legal(), tb.legal()
+    if not la.any() or not lb.any():
+        return None  # a kernel with no op model is the first test's
+    # separated along some axis: a's rectangle ends before b's corner (or b's before a's)
+    apart = (
+        (ta.r[la].min() <= yb - ya) or (tb.r[lb].min() <= ya - yb) or (ta.c[la].min() <= xb - xa) or (tb.c[lb].min() <= xa - xb)
+    )
+    if apart:
+        return None
+    return f"leave {ka.kernel.name} at [{ya}, {xa}] and {kb.kernel.name} at [{yb}, {xb}] overlapping whatever grids they take"
+
+
+def infeasibility(costs: CostTable, wafers: int | None) -> Infeasible | None:
+    """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None."""
+    applied = costs.applied
+    # 1. a kernel without an op model
+    for kc in costs.kernels:
+        if len(kc.frontier) == 0:
+            return Infeasible(f"leave {kc.kernel.name} no legal op model ({_why_none(kc.table)})")
+    if applied is None:
+        return None
+    # 2. pinned kernels that overlap whatever they choose
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    pinned = [index[name] for name, _, _ in applied.pins if name in index]
+    for i, a in enumerate(pinned):
+        for b in pinned[i + 1 :]:
+            found = _corner_cover(costs, a, b)
+            if found:
+                return Infeasible(found)
+    # 3. areas too small for the kernels kept within them
+    arch = costs.arch
+    for _, _, area in applied.fences:
+        inside = [kc for kc in costs.kernels if (f := applied.fence_of(kc.kernel.name)) is not None and _contains(area, f[1])]
+        need = sum(kc.min_cores for kc in inside)
+        free = _free_cores(area, applied.obstacles)
+        if need > free:
+            names = ", ".join(kc.kernel.name for kc in inside[:3]) + (", ..." if len(inside) > 3 else "")
+            return Infeasible(
+                f"keep {len(inside)} kernel(s) ({names}) needing {need:,} cores within an area of {free:,} free cores"
+            )
+    # 4. the cores of the wafers (with the cut rules over several)
+    required = sum(1 for _, _, must in applied.cuts if must)
+    if wafers == 1 and required:
+        name = next(name for name, _, must in applied.cuts if must)
+        return Infeasible(f"cut the pipeline after {name}, but the plan has one wafer (plan with --wafers 2 or more, or auto)")
+    problem = build_problem(costs)
+    if wafers == 1:
+        need = problem.min_cores()
+        if need > problem.total_cores:
+            kept = f", {arch.total_cores:,} less {applied.kept_out_cores:,} kept out" if applied.kept_out_cores else ""
+            return Infeasible(
+                f"need {need:,} cores on the kernels' smallest allowed op models, the wafer has {problem.total_cores:,}{kept}"
+            )
+        return None
+    partition = stage_solve(build_stage_problem(costs), wafers)
+    if partition.status is not Status.OPTIMAL:
+        count = "the wafers" if wafers is None else f"{wafers} wafers"
+        return Infeasible(f"leave no pipeline over {count} ({partition.message})")
+    return None
+
+
+def _why_none(table: OpModelTable) -> str:
+    """Why a kernel's table has no legal op model left: the rules exclude every legal one, or the ones
+    they allow are illegal anyway (and why)."""
+    excluded = int((table.reason == Reason.CONSTRAINED).sum())
+    allowed = table.rule == 0 if table.rule is not None else np.ones(len(table), dtype=bool)
+    if not allowed.any():
+        return f"the rules exclude all {excluded:,} legal ones"
+    reasons = sorted({Reason(int(v)) for v in table.reason[allowed]})
+    shapes = sorted({(int(r), int(c)) for r, c in zip(table.r[allowed], table.c[allowed], strict=True)})
+    shown = ", ".join(f"{r}x{c}" for r, c in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+    return f"the grids the rules allow ({shown}) are not legal: {'; '.join(r.label for r in reasons)}"
+
+
+def _contains(outer: Box, inner: Box) -> bool:
+    """Whether box ``inner`` lies inside box ``outer``."""
+    inside_rows = outer[0] <= inner[0] and inner[0] + inner[2] <= outer[0] + outer[2]
+    return inside_rows and outer[1] <= inner[1] and inner[1] + inner[3] <= outer[1] + outer[3]
+
+
+def _free_cores(area: Box, obstacles: tuple[Box, ...]) -> int:
+    """Cores of ``area`` outside every obstacle."""
+    y0, x0, r, c = area
+    cores = r * c
+    if not obstacles:
+        return cores
+    mask = np.zeros((r, c), dtype=bool)
+    for by, bx, br, bc in obstacles:
+        mask[max(by - y0, 0) : max(by + br - y0, 0), max(bx - x0, 0) : max(bx + bc - x0, 0)] = True
+    return cores - int(mask.sum())
+
+
+def explain(costs: CostTable, wafers: int | None) -> str | None:
+    """One message naming an irreducible subset of the rules that cannot hold (None: no conflict).
+
+    ``costs`` carries the rules as applied (``costs.applied``) and the table before them."""
+    applied, base = costs.applied, costs.unconstrained
+    if applied is None or base is None:
+        return None
+    first = infeasibility(costs, wafers)
+    if first is None:
+        return None
+    rules = list(applied.constraints.rules)
+    source = applied.constraints.source
+
+    def fails(subset: list[Rule]) -> Infeasible | None:
+        trial = Constraints(source=source, rules=tuple(subset))
+        try:
+            return infeasibility(apply(base, trial), wafers)
+        except ConflictError as exc:  # the rules' own geometry (two corners for one kernel, areas that do not meet)
+            return Infeasible(str(exc))
+
+    keep: list[Rule] = list(rules)
+    found = first
+    for rule in rules:
+        trial = [r for r in keep if r is not rule]
+        why = fails(trial)
+        if why is not None:
+            keep, found = trial, why
+    if not keep:  # no rule needed: the model itself does not fit (the usual messages say why)
+        return None
+    where = [applied.constraints.where(r) for r in keep]
+    first_file = (keep[0].source or source) if keep[0].line else None
+    # a later rule of the first rule's file is "line 9 ...": the file is named once
+    same = [bool(i and first_file and (r.source or source) == first_file and r.line) for i, r in enumerate(keep)]
+    parts = [f"{w.removeprefix(f'{first_file} ') if s else w} {r.text()}" for w, r, s in zip(where, keep, same, strict=True)]
+    joined = "; ".join(parts)
+    return f"{joined}: {'together they' if len(keep) > 1 else 'it would'} {found.what}"
+
+
+def check(costs: CostTable, wafers: int | None) -> None:
+    """Raise :class:`ConflictError` naming the conflicting rules when the constraints cannot hold."""
+    message = explain(costs, wafers)
+    if message is not None:
+        raise ConflictError(message)
