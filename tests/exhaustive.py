@@ -29,7 +29,16 @@ def bottleneck_by_scan(p: AllocationProblem) -> int | None:
         # fewest cores among the candidates with latency <= T, for every T of ``values``
         fewest = [float(ch.cores[ch.latency <= t].min()) if (ch.latency <= t).any() else np.inf for t in values.tolist()]
         need += count * np.array(fewest)
-    fits = np.flatnonzero(need <= p.total_cores)
+    ok = need <= p.total_cores
+    for budget in p.budgets:  # the user's areas: the same scan over their kernels
+        inside = np.zeros(values.size, dtype=np.float64)
+        for k in budget.kernels:
+            ch = p.choices(k)
+            inside += np.array(
+                [float(ch.cores[ch.latency <= t].min()) if (ch.latency <= t).any() else np.inf for t in values.tolist()]
+            )
+        ok &= inside <= budget.cores
+    fits = np.flatnonzero(ok)
     return None if fits.size == 0 else int(values[fits[0]])
 
 

@@ -71,7 +71,7 @@ def _exact_optimum(task: Task) -> int | None:
     from wsealloc.problem.stages import build_stage_problem
 
     r = task.request
-    costs = build_costs(r.onnx_model, r.machine, r.cost)
+    costs = build_costs(r.onnx_model, r.machine, r.cost, constraints=r.constraints)
     if r.wafer_count == 1:
         return bottleneck_by_scan(build_problem(costs))
     assert isinstance(r.wafer_count, int)

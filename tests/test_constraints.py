@@ -170,6 +170,43 @@ def test_each_solver_honours_grid_rules_and_exact_ones_match_brute_force(tmp_pat
         assert plan.objective.status == "OPTIMAL"
 
 
+AREA_RULES = """
+- place: {range: [l1.ln1, l1.fc2]}
+  within: {rows: [8, 15], cols: [0, 11]}
+- keep-out: {rows: [12, 13], cols: [0, 3]}
+"""
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "pulp", "bisect", "greedy"])
+def test_an_area_is_a_core_budget_every_solver_keeps(tmp_path: Path, solver: str) -> None:
+    """Layer 1 kept in an 8 x 12 area holding a 2 x 4 keep-out: its kernels share the area's 88 free
+    cores, every kernel's grid must fit clear of the keep-out; brute force scans every latency value."""
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, AREA_RULES), solver=solver, place=False, time_limit=20)
+    before = build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny"), CostOptions())
+    names = [kc.kernel.name for kc in before.kernels]
+    inside = set(range(names.index("l1.ln1"), names.index("l1.fc2") + 1))
+    per_kernel = []
+    for i, kc in enumerate(before.kernels):
+        t = kc.table
+        ok = t.legal() & ((t.r <= 12) | (t.c <= 20))  # on the wafer: rows 12-13 are blocked in cols 0-3
+        if i in inside:  # in the area: 8 x 12, and a grid wider than 8 cannot pass the block's 2 rows
+            ok &= (t.r <= 8) & (t.c <= 12) & ((t.c <= 8) | (t.r <= 4))
+        per_kernel.append((t.latency[ok], t.cores[ok]))
+    expected = None
+    for value in np.unique(np.concatenate([lat for lat, _ in per_kernel])).tolist():
+        fewest = [int(c[lat <= value].min()) if (lat <= value).any() else 10**9 for lat, c in per_kernel]
+        if sum(fewest) <= 384 - 8 and sum(fewest[i] for i in inside) <= 96 - 8:
+            expected = value
+            break
+    assert expected is not None
+    used = sum(k.cores for k in out.plan.kernels if names.index(k.name) in inside)
+    assert used <= 88
+    if solver == "greedy":
+        assert out.plan.objective.value >= expected
+    else:
+        assert out.plan.objective.value == expected
+
+
 def test_the_bound_is_the_bound_under_the_constraints_and_the_price_is_reported(tmp_path: Path) -> None:
     free = ws.solve(TRANSFORMER, "tiny", place=False)
     pinned = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, GRID_RULES), place=False)
@@ -397,3 +434,53 @@ def test_from_plan_keep_pins_only_the_selected_kernels(placed_plan: Path, tmp_pa
         ws.solve(TRANSFORMER, "tiny", constraints=user.merged(pins), time_limit=10)
     with pytest.raises(ConstraintError, match="--keep 'nope' matches no kernel"):
         constraints_from_plan(placed_plan, ["nope"])
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_cli_conflict_is_one_line_with_exit_code_3(tmp_path: Path) -> None:
+    from conftest import run
+
+    path = _rules(tmp_path, "- grid: l0.fc1\n  rows: 16\n- keep-out: {rows: [7, 7]}\n- grid: embed\n  cores: [1, 4]\n")
+    result = run("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(path))
+    assert result.returncode == 3
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "c.yaml line 1 bounds l0.fc1: rows 16; line 3 keeps rows 7-7, all cols out: together they" in lines[0]
+
+
+def test_cli_from_plan_says_what_moved(placed_plan: Path, tmp_path: Path) -> None:
+    from conftest import run
+
+    same = run("solve", str(TRANSFORMER), "--arch", "tiny", "--from-plan", str(placed_plan), "--time-limit", "10")
+    assert same.returncode == 0, same.stderr
+    assert "moved: nothing (all 21 kernels as in" in same.stdout
+    mine = _rules(tmp_path, "- grid: l0.fc2\n  shape: 2x2\n", "mine.yaml")
+    changed = run(
+        "solve", str(TRANSFORMER), "--arch", "tiny", "--from-plan", str(placed_plan), "--keep", "l1.*",
+        "--constraints", str(mine), "--time-limit", "10", "-o", str(tmp_path / "new.json"),
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    assert "l0.fc2: grid" in changed.stdout and "-> 2x2" in changed.stdout
+    assert "constraints: " in changed.stdout and "price" in changed.stdout
+    assert verify_plan(tmp_path / "new.json").ok
+    refused = run("solve", str(TRANSFORMER), "--arch", "tiny", "--keep", "l1.*")
+    assert refused.returncode == 2 and "--keep selects the kernels --from-plan pins" in refused.stderr
+
+
+def test_a_contest_instance_refuses_constraints(tmp_path: Path) -> None:
+    from conftest import ROOT
+
+    kgraph = next((ROOT / "tests" / "data").rglob("*.kgraph"))
+    with pytest.raises(UsageError, match="--constraints applies to ONNX models"):
+        ws.solve(kgraph, constraints=_rules(tmp_path, "- keep-out: {rows: [0, 1]}\n"))
+
+
+def test_a_suite_instance_takes_a_constraints_file(tmp_path: Path) -> None:
+    from wsealloc.bench.suite import Instance
+
+    rules = _rules(tmp_path, "- grid: l0.fc1\n  shape: 8x8\n")
+    instance = Instance(name="x", model=str(TRANSFORMER), arch="tiny", constraints="c.yaml")
+    request = instance.request(tmp_path)
+    assert request.constraints is not None and request.constraints.source == str(rules)

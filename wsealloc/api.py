@@ -393,7 +393,7 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
     if costs.applied is not None:  # the user's rules: a conflict is explained before any solver runs
-        check_conflicts(costs, request.wafer_count)
+        check_conflicts(costs, request.wafer_count, shared=request.sharing.mode is not ShareMode.NONE)
     count = request.wafer_count
     if request.sharing.mode is not ShareMode.NONE:
         if count != 1:
@@ -402,7 +402,8 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
         retries = PACKING_FAMILIES if request.sharing.family != "stacked" else ()
         for family in (*retries, None):
             try:
-                return solve_costs(units, request, deadline, progress, proven)
+                reference = ProvenBound("share", proven.unconstrained, ()) if proven and proven.unconstrained else None
+                return priced(solve_costs(units, request, deadline, progress, proven), costs, request, reference)
             except NoLayoutError:
                 if family is None or request.sharing.mode is not ShareMode.AUTO or deadline.stopped:
                     raise
@@ -429,14 +430,20 @@ def unconstrained_bound(costs: CostTable, request: SolveRequest, wafers: int | N
     return ProvenBound("stages", partition.objective, (), wall_s=time.perf_counter() - t0)
 
 
-def priced(outcome: SolveOutcome, costs: CostTable, request: SolveRequest) -> SolveOutcome:
+def priced(outcome: SolveOutcome, costs: CostTable, request: SolveRequest, reference: ProvenBound | None = None) -> SolveOutcome:
     """``outcome`` with the price of the user's constraints in its plan (``objective.constraints``): the
-    proven optimum without them beside the plan's bound with them."""
+    proven optimum without them (``reference`` when the caller proved it, e.g. the sharing search)
+    beside the plan's bound with them."""
     applied = costs.applied
     if applied is None:
         return outcome
     wafers = outcome.partition.wafers if outcome.partition is not None else 1
-    reference = unconstrained_bound(costs, request, wafers)
+    if reference is None:
+        reference = (
+            ProvenBound("share", None, None)
+            if request.sharing.mode is not ShareMode.NONE
+            else unconstrained_bound(costs, request, wafers)
+        )
     record = ConstraintsRecord(
         source=applied.constraints.source,
         rules=len(applied.constraints.rules),
@@ -506,12 +513,23 @@ def share_cores(
         )
     sp = build_sharing_problem(costs, family=request.sharing.family)
     sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[request.sharing.family]))
+    groups = _region_spans(costs)
+    kernel_sp = sp
+    sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
     found = _run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
     if found.status is Status.INFEASIBLE:
-        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
+        named = "; ".join(where for _, where in groups)
+        rules = f" with {named}" if named else ""
+        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}")
+    found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
+    sp = kernel_sp  # the runs are of kernels again
+    free = None
+    if groups:  # the price of the groups: the same search without them (a share of what is left)
+        free_run = _run_stoppable(lambda: share_solver(kernel_sp, deadline.share(0.2)), deadline)
+        free = free_run.bound if free_run is not None and free_run.status is not Status.INFEASIBLE else None
     if not found.runs:  # nothing found in time: every kernel keeps its own rectangle
         say(f"sharing: {found.message}; planning one kernel per region instead")
         return costs, None
@@ -528,13 +546,34 @@ def share_cores(
     optimal = found.status is Status.OPTIMAL and bound == found.latency
     if sp.pieces.size:  # stacked columns: each column's regions on its grid, as chosen (they pack as columns)
         single = sp.single_windows()
-        pieces = [(piece, g) for (i, j), g in zip(found.runs, found.grids, strict=True) for piece in sp.split(i, j, g, single[g])]
+        cut = np.zeros(sp.n_kernels + 1, dtype=bool)
+        cut[bounds] = True  # a column's regions break only where the user's groups allow
+        pieces = [
+            (piece, g) for (i, j), g in zip(found.runs, found.grids, strict=True) for piece in sp.split(i, j, g, single[g], cut)
+        ]
         runs = [piece for piece, _ in pieces]
         grids = [sp.shapes[g : g + 1] for _, g in pieces]
         units = region_table(costs, runs, run_shapes=grids)
         fixed = tuple(0 for _ in runs)
-        return units, ProvenBound("share", bound, fixed if optimal else None, fixed, final=True, wall_s=found.wall_s)
-    return units, ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s)
+        return units, ProvenBound(
+            "share", bound, fixed if optimal else None, fixed, final=True, wall_s=found.wall_s, unconstrained=free
+        )
+    return units, ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s, unconstrained=free)
+
+
+def _region_spans(costs: CostTable) -> list[tuple[tuple[int, int], str]]:
+    """The user's ``together: ... how: region`` groups as kernel spans [first, last + 1) (a region is a
+    run of consecutive kernels, so the kernels between a group's first and last share it too), each
+    with the rule's file and line."""
+    applied = costs.applied
+    if applied is None:
+        return []
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    spans = []
+    for rule, group in applied.region_groups:
+        members = [index[name] for name in group]
+        spans.append(((min(members), max(members) + 1), f"{applied.where(rule)} ({applied.rule(rule).text()})"))
+    return spans
 
 
 def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:

@@ -81,6 +81,8 @@ class Instance(_Frozen):
     time_cap: float | None = None  # contest instances only (see wsealloc.request.SolverSettings)
     # Wall-clock limit of a local worker (seconds); default time_limit + 300. Past it: a TIMEOUT row.
     timeout: float | None = Field(default=None, gt=0)
+    # the user's rules (docs/constraints.md): a constraints YAML, relative to the suite file
+    constraints: str | None = None
     best: Best | None = None
 
     def request(self, base: Path) -> SolveRequest:
@@ -98,6 +100,7 @@ class Instance(_Frozen):
             place=self.place,
             allow_unknown_ops=self.allow_unknown_ops,
             wafers=self.wafers,
+            constraints=self.constraints,
         )
         source = request.model
         if source.file is not None and not Path(source.file).is_file():

@@ -53,6 +53,35 @@ def free_widths(area: Box, obstacles: Sequence[Box]) -> np.ndarray:
     return np.maximum.accumulate(out[::-1])[::-1]
 
 
+def largest_free(area: Box, obstacles: Sequence[Box]) -> Box:
+    """The free rectangle of most cores inside ``area`` that meets no obstacle (the area itself when
+    none is inside it); ties: the first found, top-left first."""
+    y0, x0, rows, cols = area
+    inside = [b for b in (_clip(o, area) for o in obstacles) if b is not None]
+    if not inside or rows <= 0 or cols <= 0:
+        return area
+    ys = np.unique([y0, y0 + rows, *[b[0] for b in inside], *[b[0] + b[2] for b in inside]])
+    xs = np.unique([x0, x0 + cols, *[b[1] for b in inside], *[b[1] + b[3] for b in inside]])
+    blocked = np.zeros((ys.size - 1, xs.size - 1), dtype=np.int64)
+    for by, bx, br, bc in inside:
+        rows_in = slice(int(np.searchsorted(ys, by)), int(np.searchsorted(ys, by + br)))
+        blocked[rows_in, int(np.searchsorted(xs, bx)) : int(np.searchsorted(xs, bx + bc))] = 1
+    prefix = np.zeros((ys.size, xs.size), dtype=np.int64)
+    prefix[1:, 1:] = np.cumsum(np.cumsum(blocked, axis=0), axis=1)
+    span = xs[None, :] - xs[:, None]
+    best: tuple[int, Box] = (0, (y0, x0, 0, 0))
+    for i in range(ys.size - 1):
+        for j in range(i + 1, ys.size):
+            count = prefix[j][None, :] - prefix[i][None, :] - prefix[j][:, None] + prefix[i][:, None]
+            free = (count == 0) & (span > 0)
+            if free.any():
+                a, b = np.unravel_index(int(np.argmax(np.where(free, span, 0))), span.shape)
+                cores = int(span[a, b]) * int(ys[j] - ys[i])
+                if cores > best[0]:
+                    best = (cores, (int(ys[i]), int(xs[a]), int(ys[j] - ys[i]), int(span[a, b])))
+    return best[1]
+
+
 def fits_within(r: np.ndarray, c: np.ndarray, area: Box, obstacles: Sequence[Box]) -> np.ndarray:
     """Whether an ``r x c`` rectangle fits somewhere inside ``area`` clear of ``obstacles`` (per shape)."""
     widths = free_widths(area, obstacles)
@@ -75,6 +104,21 @@ def fits_at(
 def overlap(a: Box, b: Box) -> bool:
     """Whether two boxes share a core."""
     return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def free_cores(area: Box, obstacles: Sequence[Box]) -> int:
+    """Cores of ``area`` outside every obstacle."""
+    y0, x0, r, c = area
+    mask = np.zeros((max(r, 0), max(c, 0)), dtype=bool)
+    for by, bx, br, bc in obstacles:
+        mask[max(by - y0, 0) : max(by + br - y0, 0), max(bx - x0, 0) : max(bx + bc - x0, 0)] = True
+    return r * c - int(mask.sum())
+
+
+def contains(outer: Box, inner: Box) -> bool:
+    """Whether box ``inner`` lies inside box ``outer``."""
+    inside_rows = outer[0] <= inner[0] and inner[0] + inner[2] <= outer[0] + outer[2]
+    return inside_rows and outer[1] <= inner[1] and inner[1] + inner[3] <= outer[1] + outer[3]
 
 
 def union_cores(boxes: Sequence[Box], wafer: tuple[int, int]) -> int:

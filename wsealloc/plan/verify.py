@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
+from wsealloc.constraints import Constraints
 from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.errors import PlanError, VerificationError
@@ -43,6 +44,7 @@ from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
 from wsealloc.plan.verify_constraints import check_constraints
 from wsealloc.problem import build_problem
+from wsealloc.problem.allocation import area_budgets
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.placement import defect_mask, mesh_params
@@ -184,6 +186,12 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         _check_kernel_numbers(in_order, kernels_table, check)
     if constraints is not None and constraints.rules:  # every rule of the user's, from the rule itself (a root cause)
         check_constraints(plan, constraints, kgraph.kernels, arch.rows, arch.cols, check)
+        for budget in area_budgets(table):
+            used = sum(in_order[k].cores for k in budget.kernels)
+            check(
+                used <= budget.cores,
+                f"the kernels kept within {budget.label} use {used:,} cores, the area has {budget.cores:,} free",
+            )
     for st in stages:
         before = len(check.bad)
         _check_placement(st.members, arch, check)
@@ -192,6 +200,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             _check_comm(st.members, sub, check, plan.objective.traffic_distance if len(stages) == 1 else None)
         _check_stage_record(plan, st, check)
     _check_objective(plan, stages, table, check)
+    _check_price(plan, constraints, table, len(stages), check)
     if len(stages) == 1:
         _check_llm(plan, stages[0].members, table, check)
     _check_baseline(plan, stages, table, check)
@@ -266,6 +275,25 @@ def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, ch
             ("sram_bytes_per_core", cost.sram_bytes[0]),
         ):
             check(getattr(kp, name) == int(value), f"{kp.name}: {name} is {getattr(kp, name)}, the cost model gives {int(value)}")
+
+
+def _check_price(plan: Plan, constraints: Constraints | None, table: CostTable, wafers: int, check: _Checks) -> None:
+    """The price record: it counts the request's rules, and (one wafer, throughput, no regions) its
+    unconstrained optimum is the optimum of the table rebuilt without them."""
+    record = plan.objective.constraints
+    rules = len(constraints.rules) if constraints is not None else 0
+    if record is None:
+        check(not rules, "the request has constraints but objective.constraints (their price) is missing")
+        return
+    check(record.rules == rules, f"objective.constraints.rules is {record.rules}, the request has {rules}")
+    simple = wafers == 1 and not plan.regions and plan.objective.kind is ObjectiveKind.THROUGHPUT
+    if simple and record.unconstrained_optimal and table.unconstrained is not None:
+        free = allocation_optimum(table.unconstrained)
+        check(
+            free == record.unconstrained_bound_cycles,
+            f"objective.constraints.unconstrained_bound_cycles is {record.unconstrained_bound_cycles}, the optimum "
+            f"without the constraints is {free}",
+        )
 
 
 def _constraint_line(kc: KernelCosts, table: CostTable, dataflow: Dataflow, r: int, c: int) -> str:
@@ -573,14 +601,16 @@ def allocation_optimum(table: CostTable) -> int | None:
         return None
     candidates = np.unique(np.concatenate([-neg for neg, _ in fronts]))
 
+    budgets = area_budgets(table)  # the user's areas: their kernels share the area's free cores
+
     def fits(t: int) -> bool:
-        total = 0
+        fewest = []
         for neg, cores in fronts:
             i = int(np.searchsorted(neg, -t, side="left"))  # first entry with latency <= t
             if i >= cores.size:
                 return False
-            total += int(cores[i])
-        return total <= table.total_cores
+            fewest.append(int(cores[i]))
+        return sum(fewest) <= table.total_cores and all(sum(fewest[k] for k in b.kernels) <= b.cores for b in budgets)
 
     lo, hi = 0, candidates.size - 1
     if not fits(int(candidates[hi])):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from wsealloc.constraints.geometry import contains, free_cores
 from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.objective import Objective, Throughput
@@ -67,6 +68,17 @@ class GreedyHints:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """At most ``cores`` cores for the ``kernels`` together (the user's area they stay within: its free
+    cores). Every kernel's fewest-core candidate meeting a target minimizes every sum it is in, so
+    min-max stays separable: the bisection stays exact with budgets."""
+
+    kernels: tuple[int, ...]
+    cores: int
+    label: str  # what it is, for messages (the rule's file and line)
+
+
+@dataclass(frozen=True)
 class AllocationProblem:
     """Min-max allocation of cores to kernels under a total-core budget."""
 
@@ -80,6 +92,11 @@ class AllocationProblem:
     preds: tuple[tuple[int, ...], ...] = ()
     # the kernel run just before each one on the same time-shared cores (-1: none); empty: none share
     serial: tuple[int, ...] = ()
+    budgets: tuple[Budget, ...] = ()  # the user's areas: cores for groups of kernels
+
+    def within_budgets(self, cores_of: list[int] | np.ndarray) -> bool:
+        """Whether per-kernel cores ``cores_of`` keep every budget."""
+        return all(sum(int(cores_of[k]) for k in b.kernels) <= b.cores for b in self.budgets)
 
     def with_objective(self, objective: Objective) -> AllocationProblem:
         """The same problem under another objective."""
@@ -121,6 +138,8 @@ class AllocationProblem:
         if len(choice) != self.n_kernels:
             return False
         if any(not 0 <= j < len(self.choices(i)) for i, j in enumerate(choice)):
+            return False
+        if self.budgets and not self.within_budgets([int(self.choices(i).cores[j]) for i, j in enumerate(choice)]):
             return False
         return self.evaluate(choice)[1] <= self.total_cores
 
@@ -179,4 +198,22 @@ def build_problem(costs: CostTable, total_cores: int | None = None, objective: O
         hints=hints,
         objective=objective or Throughput(),
         preds=costs.preds(),
+        budgets=area_budgets(costs),
     )
+
+
+def area_budgets(costs: CostTable) -> tuple[Budget, ...]:
+    """One budget per area of the user's ``place ... within`` rules: the kernels whose area lies inside
+    it share its free cores (keep-outs subtracted)."""
+    applied = costs.applied
+    if applied is None or not applied.fences:
+        return ()
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    out: list[Budget] = []
+    for area in dict.fromkeys(box for _, _, box in applied.fences):
+        inside = tuple(sorted(index[name] for name, _, box in applied.fences if name in index and contains(area, box)))
+        lines = sorted({i for name, rules, box in applied.fences if contains(area, box) for i in rules})
+        if inside:
+            label = "; ".join(applied.where(i) for i in lines)
+            out.append(Budget(inside, free_cores(area, applied.obstacles), label))
+    return tuple(out)

@@ -76,6 +76,8 @@ class ProvenBound:
     start: tuple[int, ...] | None = None  # a feasible allocation found on the way (a backend's warm start)
     final: bool = False  # the allocation is the answer as it is (the table offers no other choice to make)
     wall_s: float = 0.0  # seconds the proof took (a sharing search run before the table was built)
+    # the same bound without the user's constraints (the price's reference), where the search proved it
+    unconstrained: int | None = None
 
     @property
     def optimal(self) -> bool:
@@ -291,13 +293,23 @@ def optimal_bottleneck(problem: AllocationProblem) -> int | None:
     mult = problem.multiplicity()
     values = np.unique(np.concatenate([c.latency for c, m in zip(problem.classes, mult, strict=True) if m > 0]))
     lo, hi = 0, len(values) - 1
-    need = cores_needed(problem, int(values[hi]), mult)
-    if need is None or need > problem.total_cores:
+
+    def fits(target: int) -> bool:
+        need = cores_needed(problem, target, mult)
+        if need is None or need > problem.total_cores:
+            return False
+        if problem.budgets:  # the user's areas: each kernel on its fewest cores meeting the target
+            fewest = [
+                int(problem.choices(i).cores[problem.choices(i).fewest_cores_within(target)]) for i in range(problem.n_kernels)
+            ]
+            return problem.within_budgets(fewest)
+        return True
+
+    if not fits(int(values[hi])):
         return None
     while lo < hi:
         mid = (lo + hi) // 2
-        need = cores_needed(problem, int(values[mid]), mult)
-        if need is not None and need <= problem.total_cores:
+        if fits(int(values[mid])):
             hi = mid
         else:
             lo = mid + 1

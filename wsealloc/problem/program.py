@@ -5,7 +5,8 @@ For each *group* g (a class of identical kernels with its multiplicity when the 
 class symmetry, else one kernel) and each kept candidate j:
 
 * Boolean ``x[g, j]`` ("pick candidate j"), named ``x_<first kernel>_<j>``; ``sum_j x[g, j] == 1``;
-* ``sum_g mult[g] * sum_j cores[g, j] * x[g, j] <= total_cores``;
+* ``sum_g mult[g] * sum_j cores[g, j] * x[g, j] <= total_cores``, and the same sum over the kernels of
+  each of the user's areas at most its free cores (``budgets``);
 * the objective variable ``T`` (``bottleneck_cycles`` or ``latency_cycles``) in [lower, upper]:
   - ``Aggregate.MAX`` (min-max): ``T >= sum_j latency[g, j] * x[g, j]`` for every group (one linear
     row per group; see ../shared/notes/traps.md on AddMaxEquality);
@@ -57,6 +58,9 @@ class AllocationProgram:
     hint_value: int | None  # the objective of the hint
     preds: tuple[tuple[int, ...], ...]  # PATH on a DAG: producers of each kernel (empty otherwise)
     serial: tuple[int, ...]  # PATH on a DAG: the kernel before each one on shared cores (-1: none)
+    # the user's areas: (kernels of each group inside the area, its free cores):
+    # sum_g count[g] * sum_j cores[g, j] * x[g, j] <= cores
+    budgets: tuple[tuple[tuple[int, ...], int], ...] = ()
 
     @property
     def chain(self) -> bool:
@@ -135,6 +139,13 @@ def build_program(
         hint_value=upper,
         preds=problem.preds if dag else (),
         serial=problem.serial if dag else (),
+        budgets=tuple(
+            (
+                tuple(np.bincount(np.array([group_of[k] for k in b.kernels], dtype=np.int64), minlength=len(groups)).tolist()),
+                b.cores,
+            )
+            for b in problem.budgets
+        ),
     )
 
 

@@ -111,13 +111,16 @@ class SharingProblem:
                     out[g] = single[out[g]]
         return out
 
-    def split(self, first: int, end: int, g: int, single: np.ndarray) -> list[tuple[int, int]]:
+    def split(self, first: int, end: int, g: int, single: np.ndarray, cut: np.ndarray | None = None) -> list[tuple[int, int]]:
         """A column run [first, end) on grid g as its regions: runs as long as fit, from the end
-        (``single``: the one-region windows of grid g)."""
+        (``single``: the one-region windows of grid g); ``cut``: where a region may end (the user's
+        groups stay whole; None: anywhere)."""
         runs: list[tuple[int, int]] = []
         j = end
         while j > first:
             i = max(int(single[j]), first)
+            while cut is not None and not cut[i] and i < j - 1:
+                i += 1  # the next boundary the groups allow (a group that fits alone fits from its start)
             runs.append((i, j))
             j = i
         return runs[::-1]
@@ -132,6 +135,26 @@ class SharingProblem:
         if self.pieces.size:
             return np.where(self.pieces > 1, self.wafer_rows * self.shapes[:, 1], self.shapes[:, 0] * self.shapes[:, 1])
         return self.shapes[:, 0] * self.shapes[:, 1]
+
+    def merged(self, spans: list[tuple[int, int]]) -> tuple[SharingProblem, np.ndarray]:
+        """The problem with each span [a, b) of kernels as one row (the user keeps them in one region:
+        ``together: ... how: region``): its latency the members' sum (INF if one is), its resident
+        bytes their sum, its buffers their maximum. Returns it and, for every run boundary of the
+        merged rows, the kernel boundary it stands for ([m + 1])."""
+        n = self.n_kernels
+        start = np.arange(n + 1)
+        for a, b in sorted(spans):
+            start[a + 1 : b] = -1  # no boundary inside a span
+        bounds = start[start >= 0]
+        lat, res, buf = [], [], []
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            block = self.latency[a:b]
+            lat.append(np.where((block >= INF).any(axis=0), INF, np.minimum(block.sum(axis=0), INF)))
+            res.append(self.resident[a:b].sum(axis=0))
+            buf.append(self.buffers[a:b].max(axis=0))
+        names = tuple("+".join(self.names[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+        problem = replace(self, names=names, latency=np.array(lat, dtype=np.int64), resident=np.array(res), buffers=np.array(buf))
+        return problem, bounds.astype(np.int64)
 
     def single_windows(self) -> np.ndarray:
         """The windows of one region per grid (``windows`` of the same problem unstacked)."""

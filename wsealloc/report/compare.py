@@ -147,6 +147,22 @@ def from_outcome(outcome: SolveOutcome) -> Comparison:
             ),
         )
     rows += (_row(f"solver ({spec_plan.objective.solver})", spec_plan, bound), bound_row)
+    record = spec_plan.objective.constraints
+    if record is not None and record.unconstrained_bound_cycles is not None:  # the price of the user's rules
+        free = record.unconstrained_bound_cycles
+        rows += (
+            Row(
+                f"proven bound without the {record.rules} constraint(s) of {Path(record.source).name}",
+                free,
+                round(clock / max(free, 1), 2),
+                "-",
+                "-",
+                None,
+                0.0,
+                None,
+                "OPTIMAL" if record.unconstrained_optimal else "BOUND",
+            ),
+        )
     return Comparison(
         spec_plan.model.path, costs.arch.name, costs.arch.total_cores, greedy, spec_plan, bound, rows, tuple(outcome.flows())
     )

@@ -92,6 +92,35 @@ def llm_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def constraints_line(out: SolveOutcome) -> str | None:
+    """The user's rules and what they cost: the plan's bound with them beside the proven optimum
+    without them (``objective.constraints``)."""
+    record = out.plan.objective.constraints
+    request = out.plan.request
+    if record is None or request is None or request.constraints is None:
+        return None
+    kinds: dict[str, int] = {}
+    for rule in request.constraints.rules:
+        kinds[rule.kind] = kinds.get(rule.kind, 0) + 1
+    counted = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    applied = out.costs.applied
+    kept = f"; {applied.kept_out_cores:,} cores kept out" if applied is not None and applied.kept_out_cores else ""
+    bound = out.plan.objective.bound_cycles
+    price = record.price(bound)
+    if price is None or bound is None or record.unconstrained_bound_cycles is None:
+        cost = "price unknown (no bound)"
+    else:
+        free = "the optimum" if record.unconstrained_optimal else "a lower bound"
+        cost = (
+            f"price {price:+.2%}: proven bound {bound:,} cycles with them, {record.unconstrained_bound_cycles:,} without "
+            f"({free} without them)"
+        )
+    return (
+        f"constraints: {record.rules} rule(s) from {record.source} ({counted}{kept}), honoured by the baseline and "
+        f"every solver; {cost}"
+    )
+
+
 def summary_lines(out: SolveOutcome) -> list[str]:
     """Human-readable lines describing a solve outcome."""
     plan = out.plan
@@ -139,6 +168,9 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     cost = placement_cost(out)
     if cost is not None:
         lines.append(cost)
+    priced = constraints_line(out)
+    if priced is not None:
+        lines.append(priced)
     base = plan.baseline
     if base.value_cycles is not None and out.speedup is not None:
         placed = (

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsealloc.constraints import Constraints, Rule
-from wsealloc.constraints.geometry import Box
+from wsealloc.constraints.geometry import contains, free_cores
 from wsealloc.errors import ConflictError
 from wsealloc.opmodels import CostTable, OpModelTable, Reason
 from wsealloc.opmodels.constrain import apply
@@ -61,18 +61,18 @@ def _corner_cover(costs: CostTable, a: int, b: int) -> str | None:
     return f"leave {ka.kernel.name} at [{ya}, {xa}] and {kb.kernel.name} at [{yb}, {xb}] overlapping whatever grids they take"
 
 
-def infeasibility(costs: CostTable, wafers: int | None) -> Infeasible | None:
-    """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None."""
+def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) -> Infeasible | None:
+    """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None.
+    ``shared``: kernels share regions of cores in time (``--share``), so their cores do not add up
+    (the sharing search says whether its regions fit)."""
     applied = costs.applied
     # 1. a kernel without an op model
     for kc in costs.kernels:
         if len(kc.frontier) == 0:
             return Infeasible(f"leave {kc.kernel.name} no legal op model ({_why_none(kc.table)})")
-    if applied is None:
-        return None
-    # 2. pinned kernels that overlap whatever they choose
     index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
-    pinned = [index[name] for name, _, _ in applied.pins if name in index]
+    # 2. pinned kernels that overlap whatever they choose
+    pinned = [index[name] for name, _, _ in applied.pins if name in index] if applied is not None else []
     for i, a in enumerate(pinned):
         for b in pinned[i + 1 :]:
             found = _corner_cover(costs, a, b)
@@ -80,27 +80,32 @@ def infeasibility(costs: CostTable, wafers: int | None) -> Infeasible | None:
                 return Infeasible(found)
     # 3. areas too small for the kernels kept within them
     arch = costs.arch
-    for _, _, area in applied.fences:
-        inside = [kc for kc in costs.kernels if (f := applied.fence_of(kc.kernel.name)) is not None and _contains(area, f[1])]
+    fences = applied.fences if applied is not None else ()
+    obstacles = applied.obstacles if applied is not None else ()
+    for _, _, area in fences:
+        inside = [kc for kc in costs.kernels if any(n == kc.kernel.name and contains(area, box) for n, _, box in fences)]
         need = sum(kc.min_cores for kc in inside)
-        free = _free_cores(area, applied.obstacles)
+        free = free_cores(area, obstacles)
         if need > free:
             names = ", ".join(kc.kernel.name for kc in inside[:3]) + (", ..." if len(inside) > 3 else "")
             return Infeasible(
                 f"keep {len(inside)} kernel(s) ({names}) needing {need:,} cores within an area of {free:,} free cores"
             )
+    if shared:
+        return None
     # 4. the cores of the wafers (with the cut rules over several)
-    required = sum(1 for _, _, must in applied.cuts if must)
-    if wafers == 1 and required:
-        name = next(name for name, _, must in applied.cuts if must)
+    cuts = applied.cuts if applied is not None else ()
+    if wafers == 1 and any(must for _, _, must in cuts):
+        name = next(name for name, _, must in cuts if must)
         return Infeasible(f"cut the pipeline after {name}, but the plan has one wafer (plan with --wafers 2 or more, or auto)")
     problem = build_problem(costs)
     if wafers == 1:
         need = problem.min_cores()
         if need > problem.total_cores:
-            kept = f", {arch.total_cores:,} less {applied.kept_out_cores:,} kept out" if applied.kept_out_cores else ""
+            kept = applied.kept_out_cores if applied is not None else 0
+            less = f", {arch.total_cores:,} less {kept:,} kept out" if kept else ""
             return Infeasible(
-                f"need {need:,} cores on the kernels' smallest allowed op models, the wafer has {problem.total_cores:,}{kept}"
+                f"need {need:,} cores on the kernels' smallest allowed op models, the wafer has {problem.total_cores:,}{less}"
             )
         return None
     partition = stage_solve(build_stage_problem(costs), wafers)
@@ -123,32 +128,15 @@ def _why_none(table: OpModelTable) -> str:
     return f"the grids the rules allow ({shown}) are not legal: {'; '.join(r.label for r in reasons)}"
 
 
-def _contains(outer: Box, inner: Box) -> bool:
-    """Whether box ``inner`` lies inside box ``outer``."""
-    inside_rows = outer[0] <= inner[0] and inner[0] + inner[2] <= outer[0] + outer[2]
-    return inside_rows and outer[1] <= inner[1] and inner[1] + inner[3] <= outer[1] + outer[3]
-
-
-def _free_cores(area: Box, obstacles: tuple[Box, ...]) -> int:
-    """Cores of ``area`` outside every obstacle."""
-    y0, x0, r, c = area
-    cores = r * c
-    if not obstacles:
-        return cores
-    mask = np.zeros((r, c), dtype=bool)
-    for by, bx, br, bc in obstacles:
-        mask[max(by - y0, 0) : max(by + br - y0, 0), max(bx - x0, 0) : max(bx + bc - x0, 0)] = True
-    return cores - int(mask.sum())
-
-
-def explain(costs: CostTable, wafers: int | None) -> str | None:
+def explain(costs: CostTable, wafers: int | None, shared: bool = False) -> str | None:
     """One message naming an irreducible subset of the rules that cannot hold (None: no conflict).
 
-    ``costs`` carries the rules as applied (``costs.applied``) and the table before them."""
+    ``costs`` carries the rules as applied (``costs.applied``) and the table before them; ``shared``:
+    see :func:`infeasibility`."""
     applied, base = costs.applied, costs.unconstrained
     if applied is None or base is None:
         return None
-    first = infeasibility(costs, wafers)
+    first = infeasibility(costs, wafers, shared)
     if first is None:
         return None
     rules = list(applied.constraints.rules)
@@ -157,7 +145,7 @@ def explain(costs: CostTable, wafers: int | None) -> str | None:
     def fails(subset: list[Rule]) -> Infeasible | None:
         trial = Constraints(source=source, rules=tuple(subset))
         try:
-            return infeasibility(apply(base, trial), wafers)
+            return infeasibility(apply(base, trial), wafers, shared)
         except ConflictError as exc:  # the rules' own geometry (two corners for one kernel, areas that do not meet)
             return Infeasible(str(exc))
 
@@ -179,8 +167,8 @@ def explain(costs: CostTable, wafers: int | None) -> str | None:
     return f"{joined}: {'together they' if len(keep) > 1 else 'it would'} {found.what}"
 
 
-def check(costs: CostTable, wafers: int | None) -> None:
+def check(costs: CostTable, wafers: int | None, shared: bool = False) -> None:
     """Raise :class:`ConflictError` naming the conflicting rules when the constraints cannot hold."""
-    message = explain(costs, wafers)
+    message = explain(costs, wafers, shared)
     if message is not None:
         raise ConflictError(message)

@@ -72,6 +72,14 @@ class _Model:
                 m.add(self.finish[k] <= self.T)
         self.cores = cp_model.LinearExpr.weighted_sum(core_vars, core_coeffs)
         m.add(self.cores <= program.total_cores)
+        for counts, cap in program.budgets:  # the user's areas
+            inside = [
+                (v, n * int(c))
+                for g, n in enumerate(counts)
+                if n
+                for v, c in zip(self.x[g], program.groups[g].cores, strict=True)
+            ]
+            m.add(cp_model.LinearExpr.weighted_sum([v for v, _ in inside], [w for _, w in inside]) <= cap)
 
     def hint(self, group_choice: list[int] | tuple[int, ...]) -> None:
         """A complete hint: every Boolean, the finish times and T (original indices, clipped into the kept range)."""

@@ -33,14 +33,20 @@ def _largest_within(cores: np.ndarray, budget: float) -> int:
     return max(idx, 0)
 
 
-def _repair(problem: AllocationProblem, choice: list[int]) -> None:
-    """Step kernels down to cheaper candidates until the cores fit, least latency growth first."""
-    used = sum(int(problem.choices(i).cores[j]) for i, j in enumerate(choice))
+def _repair(
+    problem: AllocationProblem, choice: list[int], kernels: tuple[int, ...] | None = None, cap: int | None = None
+) -> None:
+    """Step kernels (of ``kernels``; None: all) down to cheaper candidates until their cores fit
+    ``cap`` (None: the total), least latency growth first."""
+    members = range(problem.n_kernels) if kernels is None else kernels
+    limit = problem.total_cores if cap is None else cap
+    used = sum(int(problem.choices(i).cores[choice[i]]) for i in members)
     heap: list[tuple[int, int]] = []
-    for i, j in enumerate(choice):
+    for i in members:
+        j = choice[i]
         if j > 0:
             heapq.heappush(heap, (int(problem.choices(i).latency[j - 1]), i))
-    while used > problem.total_cores and heap:
+    while used > limit and heap:
         _, i = heapq.heappop(heap)
         ch = problem.choices(i)
         j = choice[i]
@@ -64,6 +70,8 @@ def greedy_choice(problem: AllocationProblem) -> list[int]:
             break
         memory_bound |= newly
     choice = [_largest_within(problem.choices(i).cores, float(share[i])) for i in range(problem.n_kernels)]
+    for budget in problem.budgets:  # the user's areas: their kernels give back cores as the total does
+        _repair(problem, choice, budget.kernels, budget.cores)
     _repair(problem, choice)
     return choice
 

@@ -75,6 +75,13 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             prob += finish[k] <= T
     cores = pulp.lpSum(gr.mult * int(c) * v for g, gr in enumerate(program.groups) for c, v in zip(gr.cores, x[g], strict=True))
     prob += cores <= program.total_cores
+    for counts, cap in program.budgets:  # the user's areas
+        prob += (
+            pulp.lpSum(
+                n * int(c) * v for g, n in enumerate(counts) if n for c, v in zip(program.groups[g].cores, x[g], strict=True)
+            )
+            <= cap
+        )
 
     def start_from(gc: list[int] | tuple[int, ...]) -> None:
         for g, j in enumerate(gc):

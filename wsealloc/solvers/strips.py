@@ -31,6 +31,7 @@ import numpy as np
 
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
+from wsealloc.constraints.geometry import largest_free
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
 
@@ -586,7 +587,7 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
     With the user's fixed corners and areas (``problem.constrained``) the layout is built in parts:
     pinned kernels first, then the kernels of each area inside it (smallest area first), then the
     rest on what is left of the wafer; each part is a strip construction of its own."""
-    if problem.constrained:
+    if problem.constrained or problem.keep_out:
         return _construct_parts(problem, targets, style)
     return _construct(problem, targets, style)
 
@@ -642,14 +643,24 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
         (np.array(g), area) for area, g in sorted(fenced.items(), key=lambda f: f[0][2] * f[0][3])
     ]
     parts += [(np.array(rest, dtype=np.int64), None)] if rest else []
+    obstacles: list[tuple[int, int, int, int]] = list(problem.keep_out)
+    obstacles += [(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in pinned]
+    wafer = (0, 0, problem.mesh.rows, problem.mesh.cols)
     for members, area in parts:
-        sub = problem.restrict(members, taken, area)
-        placed = _construct(sub, targets[members], style)
+        # bands fill the largest free rectangle of their area first (obstacles at its edges, as I/O strips
+        # and reserved corners are, then cost nothing); when that is too small, the whole area, sliding past them
+        whole = area if area is not None else wafer
+        placed = None
+        for region in dict.fromkeys((largest_free(whole, obstacles), whole)):
+            placed = _construct(problem.restrict(members, taken, region), targets[members], style)
+            if placed is not None:
+                break
         if placed is None:
             return None
         rects[members], dfs[members], lat[members] = placed.rects, placed.dataflow, placed.latency
         for y, x, r, c in placed.rects.tolist():
             taken[y : y + r, x : x + c] = True
+            obstacles.append((y, x, r, c))
     return Placed(rects, dfs, lat)
 
 
