@@ -15,6 +15,7 @@ Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a pr
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -190,6 +191,10 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
             if deadline.stopped or (best is not None and deadline.expired()):
                 break
             explore(seq_problem, sequence, style)
+    if best is None and (problem.constrained or problem.keep_out) and not deadline.stopped:
+        # bands found no way past the user's corners and keep-outs: the first-fit fallback
+        for style in styles(problem)[:1]:
+            explore(problem, None, replace(style, first_fit=True))
     for _ in range(FEEDBACK_ROUNDS if problem.objective.charges_communication else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():
             break

@@ -82,10 +82,13 @@ class Style:
     ``min_band`` excludes flat bands (they pack tightly but stretch producer->consumer distances);
     ``stack`` says which consecutive kernels may share a column slot. (Splitting the wafer into 2-4
     vertical regions to shorten skip flows was measured too: worse on ResNet-50, BERT-base and
-    ViT-B/16.)"""
+    ViT-B/16.) ``first_fit``: where bands cannot slide past the user's corners and keep-outs, kernels
+    go to the first free spot instead (``_first_fit``); the last resort, since it packs at targets
+    where bands do not, with longer flows."""
 
     min_band: int = 1
     stack: Stacking = Stacking.NONE
+    first_fit: bool = False
 
 
 @dataclass(frozen=True)
@@ -625,12 +628,16 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
     lat = np.zeros(n, dtype=np.int64)
     taken = problem.blocked.copy()
     pinned = [k for k in range(n) if problem.pins and problem.pins[k] is not None]
+    corners = np.zeros_like(taken)  # every later pin's corner is kept free: a wide rectangle must not swallow it
     for k in pinned:
-        found = _pinned_rect(problem, k, int(targets[k]), taken)
+        corners[problem.pins[k]] = True
+    for k in pinned:
+        y, x = problem.pins[k]  # type: ignore[misc]
+        corners[y, x] = False
+        found = _pinned_rect(problem, k, int(targets[k]), taken | corners)
         if found is None:
             return None
         r, c, latency, code, _ = found
-        y, x = problem.pins[k]  # type: ignore[misc]
         rects[k], dfs[k], lat[k] = (y, x, r, c), code, latency
         taken[y : y + r, x : x + c] = True
     fenced: dict[tuple[int, int, int, int], list[int]] = {}
@@ -655,6 +662,11 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
             placed = _construct(problem.restrict(members, taken, region), targets[members], style)
             if placed is not None:
                 break
+        if placed is None and style.first_fit:  # obstacles inside the area (pins in its middle): around them
+            for near in (True, False):  # next to its predecessor (short flows), else leftmost (packs)
+                placed = _first_fit(problem, members, targets, taken, whole, obstacles, near)
+                if placed is not None:
+                    break
         if placed is None:
             return None
         rects[members], dfs[members], lat[members] = placed.rects, placed.dataflow, placed.latency
@@ -662,6 +674,71 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
             taken[y : y + r, x : x + c] = True
             obstacles.append((y, x, r, c))
     return Placed(rects, dfs, lat)
+
+
+def _first_fit(
+    problem: PlacementProblem,
+    members: np.ndarray,
+    targets: np.ndarray,
+    taken: np.ndarray,
+    area: tuple[int, int, int, int],
+    obstacles: list[tuple[int, int, int, int]],
+    near: bool = False,
+) -> Placed | None:
+    """The kernels ``members`` (in order) at the first free spot of ``area`` in column-major order.
+
+    The fallback when bands cannot slide past the obstacles (pins in the middle of the wafer, tall
+    fixed grids between them): each kernel takes, over its rectangles meeting its target, the one
+    whose first free corner is leftmost, then topmost, then has the fewest cores. Corners are tried
+    where rectangles can start (the area's edges and the right and bottom edges of every obstacle and
+    placed kernel); a summed-area table of the taken cores (updated per kernel) judges each in O(1). None when a kernel
+    finds no spot."""
+    ay, ax, ah, aw = area
+    n = problem.n_kernels
+    rects, dfs, lat = np.zeros((n, 4), dtype=np.int64), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int64)
+    summed = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
+    summed[1:, 1:] = taken.cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)
+    below, right = np.arange(taken.shape[0] + 1), np.arange(taken.shape[1] + 1)
+    edges = list(obstacles)
+    previous: tuple[int, int] | None = None  # centre (doubled) of the last kernel placed
+    for k in members.tolist():
+        shape = problem.shape(k)
+        options: dict[tuple[int, int], tuple[int, int]] = {}
+        for h in range(shape.height_index(ah) + 1):
+            c = shape.width_for(h, int(targets[k]))
+            if 0 < c <= aw:
+                c = int(shape.prefix_width[h, c])
+                options.setdefault((int(shape.best_r[h, c]), c), (int(shape.best[h, c]), int(shape.best_df[h, c])))
+        if not options:
+            return None
+        xs = np.unique([ax] + [x + c for _, x, _, c in edges if ax <= x + c < ax + aw])
+        ys = np.unique([ay] + [y + r for y, _, r, _ in edges if ay <= y + r < ay + ah])
+        xg, yg = (g.ravel() for g in np.meshgrid(xs, ys, indexing="ij"))  # column-major: x, then y
+        best: tuple[int, int, int, int, int, int] | None = None  # rank, rank, rank, r, c, y
+        for r, c in options:
+            ok = (yg + r <= ay + ah) & (xg + c <= ax + aw)
+            y0, x0 = yg[ok], xg[ok]
+            free = summed[y0 + r, x0 + c] - summed[y0, x0 + c] - summed[y0 + r, x0] + summed[y0, x0] == 0
+            if free.any():
+                if near and previous is not None:
+                    dist = np.abs(2 * x0 + c - previous[1]) + np.abs(2 * y0 + r - previous[0])
+                    i = int(np.argmin(np.where(free, dist, np.iinfo(np.int64).max)))
+                    spot = (int(dist[i]), int(x0[i]), int(y0[i]) * 0 + r * c, r, c, int(y0[i]))
+                else:
+                    i = int(np.argmax(free))
+                    spot = (int(x0[i]), int(y0[i]), r * c, r, c, int(y0[i]))
+                best = spot if best is None or spot < best else best
+        if best is None:
+            return None
+        _, _, _, r, c, y = best
+        x = int(best[1]) if near and previous is not None else int(best[0])
+        previous = (2 * y + r, 2 * x + c)
+        rects[k] = (y, x, r, c)
+        lat[k], dfs[k] = options[(r, c)]
+        # the new rectangle's cores above and left of every point: the table's update without a rescan
+        summed += np.outer(np.clip(below - y, 0, r), np.clip(right - x, 0, c)).astype(np.int32)
+        edges.append((y, x, r, c))
+    return Placed(rects[members], dfs[members], lat[members])
 
 
 def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
@@ -689,18 +766,24 @@ def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> 
     return pack(problem, plan, stretch(problem, plan, chosen, regs[0].cols), regs) or pack(problem, plan, chosen, regs)
 
 
+def slowest(problem: PlacementProblem) -> int:
+    """The slowest legal rectangle of any kernel: above it, a target changes no kernel's rectangle."""
+    return max(int(s.prefix[s.prefix < INF].max(initial=0)) for s in problem.shapes)
+
+
 def smallest_target(
     problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: Deadline, style: Style = Style()
 ) -> tuple[int, Placed] | None:
     """Bisection on a uniform target T (kernel k aims at T - margins[k]): the smallest T that packs."""
     hi = max(lo, 1)
     found: tuple[int, Placed] | None = None
+    ceiling = slowest(problem) + int(margins.max(initial=0))
     while found is None:
         placed = construct(problem, np.maximum(hi - margins, 1), style)
         if placed is not None:
             found = (hi, placed)
             break
-        if hi > 1 << 50 or deadline.expired():
+        if hi > ceiling or deadline.expired():  # every kernel already on its fewest cores: no larger target packs
             return None
         hi *= 2
     low = lo
