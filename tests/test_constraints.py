@@ -54,11 +54,14 @@ def test_every_kind_parses_with_its_line() -> None:
   how: wafer
 - cut: l0.fc2
   must: false
+- together: [l1.qkv, l1.scores]
+  how: touch
 """,
         "c.yaml",
     )
-    assert [r.kind for r in c.rules] == ["grid", "grid", "place", "place", "keep-out", "together", "cut"]
-    assert [r.line for r in c.rules] == [2, 4, 8, 10, 12, 13, 15]
+    assert [r.kind for r in c.rules] == ["grid", "grid", "place", "place", "keep-out", "together", "cut", "together"]
+    assert [r.line for r in c.rules] == [2, 4, 8, 10, 12, 13, 15, 17]
+    assert c.rules[7].how.value == "touch" and "side by side" in c.rules[7].text()
     assert c.rules[0].shape == (4, 6)
     assert c.rules[1].dataflow is Dataflow.WEIGHT_STATIONARY and c.rules[1].rows.max == 8
     assert c.rules[4].area.box(16, 24) == (14, 0, 2, 24)  # inclusive rows 14-15, every column
@@ -100,6 +103,9 @@ def test_rules_no_solver_can_honour_are_refused_up_front(tmp_path: Path) -> None
     region = _rules(tmp_path, "- together: [l0.qkv, l0.scores]\n  how: region\n", "r.yaml")
     with pytest.raises(UsageError, match="only --share auto chooses"):
         ws.solve(TRANSFORMER, "tiny", constraints=region)
+    touch = _rules(tmp_path, "- together: [l0.qkv, l0.scores]\n  how: touch\n", "t.yaml")
+    with pytest.raises(UsageError, match="line 1: a together-touch rule applies to kernels that own their rectangle"):
+        ws.solve(MODELS / "tiny" / "llm_decode.onnx", "tiny", constraints=touch, objective="latency", context=16)
 
 
 # ---------------------------------------------------------------- every solver against brute force
@@ -301,6 +307,48 @@ def test_corners_in_the_middle_of_the_wafer_are_placed_around_by_first_fit(tmp_p
     assert verify_plan(tmp_path / "p.json").ok
 
 
+TOUCH_RULES = """
+- together: {range: [l0.qkv, l0.fc2]}
+  how: touch
+- place: l0.softmax
+  at: [6, 9]
+- together: [embed, l1.fc2, lm_head]
+  how: touch
+- keep-out: {rows: [0, 3], cols: [16, 23]}
+"""
+
+
+def test_touching_and_connected_by_hand() -> None:
+    from wsealloc.constraints.geometry import connected, touching
+
+    a = (0, 0, 2, 3)  # rows 0-1, cols 0-2
+    assert touching(a, (0, 3, 5, 1)) and touching(a, (2, 2, 1, 4))  # beside it; below it sharing col 2
+    assert not touching(a, (2, 3, 1, 1))  # corners meeting diagonally
+    assert not touching(a, (0, 4, 2, 1))  # a column apart
+    assert connected([a, (2, 0, 1, 1), (3, 0, 1, 9)])  # a chain: the first and the last touch through the middle
+    assert not connected([a, (2, 0, 1, 1), (5, 0, 1, 9)])
+    assert connected([a]) and connected([])
+
+
+def test_a_touch_group_is_placed_side_by_side_and_verify_checks_it(tmp_path: Path) -> None:
+    from wsealloc.constraints.geometry import connected
+
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, TOUCH_RULES), time_limit=10, output=tmp_path / "p.json")
+    by = {k.name: k for k in out.plan.kernels}
+    assert by["l0.softmax"].placement == (6, 9)
+    for group in (
+        ["l0.qkv", "l0.scores", "l0.softmax", "l0.context", "l0.proj", "l0.ln2", "l0.fc1", "l0.fc2"],
+        ["embed", "l1.fc2", "lm_head"],
+    ):
+        boxes = [(*by[n].placement, *by[n].grid) for n in group]  # type: ignore[misc]
+        assert connected(boxes), group
+    assert verify_plan(tmp_path / "p.json").ok
+    # lm_head moved to the wafer's far corner (as one core): it no longer touches embed nor l1.fc2
+    far = _tamper(tmp_path / "p.json", tmp_path, lambda k: k["lm_head"].update(placement=[15, 23], grid=[1, 1]))
+    hits = [v for v in verify_plan(far).violations if "do not touch" in v]
+    assert hits and "c.yaml line 6" in hits[0], verify_plan(far).violations
+
+
 def test_allocation_leaves_the_keep_out_cores(tmp_path: Path) -> None:
     # 16 x 24 = 384 cores, 336 left beside two rows kept out: the allocation may not count on them
     rules = _rules(tmp_path, "- keep-out: {rows: [0, 1]}\n")
@@ -362,6 +410,12 @@ CONFLICTS = [
         "- grid: embed\n  cores: [1, 4]\n- cut: l0.fc2\n",
         ["c.yaml line 3"],
         "the plan has one wafer",
+    ),
+    (  # 11. a group side by side whose corners are too far apart for any grids they may take
+        "- place: embed\n  at: [0, 0]\n- grid: embed\n  shape: 1x1\n- keep-out: {rows: [12, 15]}\n"
+        "- place: lm_head\n  at: [8, 20]\n- together: [embed, lm_head]\n  how: touch\n",
+        ["c.yaml line 1", "line 3", "line 6", "line 8"],
+        "no grids they may take put their rectangles side by side",
     ),
 ]
 
@@ -519,3 +573,31 @@ def test_a_suite_instance_takes_a_constraints_file(tmp_path: Path) -> None:
     instance = Instance(name="x", model=str(TRANSFORMER), arch="tiny", constraints="c.yaml")
     request = instance.request(tmp_path)
     assert request.constraints is not None and request.constraints.source == str(rules)
+
+
+def test_the_documented_example_selects_kernels_of_gpt2() -> None:
+    # docs/constraints.md's "every kind once" file is written for models/gpt2.onnx: each rule that
+    # selects kernels selects some there (a renamed kernel in the zoo would leave the example stale)
+    from wsealloc.constraints.select import members
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "constraints.md").read_text()
+    found = re.search(r"```yaml\n(# c.yaml.*?)```", text, re.S)
+    assert found
+    rules = parse_constraints(found.group(1), "docs/constraints.md")
+    assert {r.kind for r in rules.rules} == {"grid", "place", "keep-out", "together", "cut"}
+    costs = build_costs(OnnxSource(path=str(MODELS / "gpt2.onnx")), load_arch("wse2"), CostOptions(), check_feasible=False)
+    picked = members(rules, [kc.kernel for kc in costs.kernels])
+    for rule, chosen in zip(rules.rules, picked, strict=True):
+        assert rule.kind == "keep-out" or chosen, rule.text()
+
+
+def test_the_readme_example_prices_the_hand_tuned_grid(tmp_path: Path) -> None:
+    # README, "Constraints": the shipped rules for GPT-2; both optima proven by the bisection
+    rules = Path(__file__).resolve().parents[1] / "instances" / "constraints" / "gpt2.yaml"
+    out = ws.solve(MODELS / "gpt2.onnx", "wse2", constraints=rules, place=False, output=tmp_path / "p.json")
+    o = out.plan.objective
+    assert o.status.value == "OPTIMAL" and o.bound_cycles == 50_368
+    assert o.constraints is not None and o.constraints.unconstrained_bound_cycles == 43_402
+    assert o.constraints.price(o.bound_cycles) == pytest.approx(50_368 / 43_402 - 1)
+    assert not o.sram_limited  # the rule, not SRAM, keeps node_addmm_2 on 64 x 192
+    assert verify_plan(tmp_path / "p.json").ok

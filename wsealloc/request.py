@@ -204,9 +204,11 @@ def _check_constraints(request: SolveRequest) -> None:
         raise ValueError("a .kgraph contest instance is scored as the contest states it: --constraints applies to ONNX models")
     where = request.constraints.where if request.constraints is not None else str
     for rule in rules:
-        if request.sharing.mode is not ShareMode.NONE and rule.kind in ("grid", "place", "keep-out"):
+        touch = isinstance(rule, Together) and rule.how is TogetherHow.TOUCH
+        if request.sharing.mode is not ShareMode.NONE and (rule.kind in ("grid", "place", "keep-out") or touch):
             raise ValueError(
-                f"{where(rule)}: a {rule.kind} rule applies to kernels that own their rectangle; with --share/--grid "
+                f"{where(rule)}: a {'together-touch' if touch else rule.kind} rule applies to kernels that own their "
+                "rectangle; with --share/--grid "
                 "kernels share regions whose grids the sharing search chooses (use --share none, or group kernels "
                 "with 'together: ... how: region')"
             )

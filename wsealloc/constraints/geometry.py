@@ -106,6 +106,31 @@ def overlap(a: Box, b: Box) -> bool:
     return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
 
 
+def touching(a: Box, b: Box) -> bool:
+    """Whether two boxes that share no core lie side by side: an edge of one along an edge of the
+    other for at least one core (corners meeting diagonally do not touch; flows cross edges)."""
+    rows_meet = a[0] < b[0] + b[2] and b[0] < a[0] + a[2]
+    cols_meet = a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+    beside = (a[1] + a[3] == b[1] or b[1] + b[3] == a[1]) and rows_meet
+    stacked = (a[0] + a[2] == b[0] or b[0] + b[2] == a[0]) and cols_meet
+    return beside or stacked
+
+
+def connected(boxes: Sequence[Box]) -> bool:
+    """Whether ``boxes`` form one group in which every box touches another, through the others (a
+    path of touching boxes between any two). One box or none: connected."""
+    if len(boxes) <= 1:
+        return True
+    seen, todo = {0}, [0]
+    while todo:
+        i = todo.pop()
+        for j in range(len(boxes)):
+            if j not in seen and touching(boxes[i], boxes[j]):
+                seen.add(j)
+                todo.append(j)
+    return len(seen) == len(boxes)
+
+
 def free_cores(area: Box, obstacles: Sequence[Box]) -> int:
     """Cores of ``area`` outside every obstacle."""
     y0, x0, r, c = area

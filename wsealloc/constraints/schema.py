@@ -195,10 +195,11 @@ class TogetherHow(str, enum.Enum):
 
     WAFER = "wafer"  # one wafer of a pipeline over several (no cut between them)
     REGION = "region"  # one region of cores shared in time (--share)
+    TOUCH = "touch"  # rectangles side by side, one connected group on one wafer (placement)
 
 
 class Together(_Rule):
-    """The selected kernels stay together (one wafer, or one shared region)."""
+    """The selected kernels stay together (one wafer, one shared region, or side by side)."""
 
     kind: Literal["together"] = "together"
     select: Selector
@@ -206,6 +207,8 @@ class Together(_Rule):
 
     def text(self) -> str:
         """What the rule says, for messages."""
+        if self.how is TogetherHow.TOUCH:
+            return f"keeps {self.select.text()} side by side (touching)"
         return f"keeps {self.select.text()} on one {self.how.value}"
 
 

@@ -24,6 +24,7 @@ class Applied:
     cuts: tuple[tuple[str, int, bool], ...]  # (cut after this kernel, rule index, must)
     wafer_groups: tuple[tuple[int, tuple[str, ...]], ...]  # (rule index, kernels on one wafer)
     region_groups: tuple[tuple[int, tuple[str, ...]], ...]  # (rule index, kernels sharing one region)
+    touch_groups: tuple[tuple[int, tuple[str, ...]], ...]  # (rule index, kernels side by side; also a wafer group)
     kept_out_cores: int  # cores of the wafer inside some keep-out area
 
     def where(self, index: int) -> str:

@@ -46,6 +46,7 @@ def resolve(costs: CostTable, constraints: Constraints) -> Applied:
     cuts: list[tuple[str, int, bool]] = []
     wafer_groups: list[tuple[int, tuple[str, ...]]] = []
     region_groups: list[tuple[int, tuple[str, ...]]] = []
+    touch_groups: list[tuple[int, tuple[str, ...]]] = []
     for index, (rule, picked) in enumerate(zip(constraints.rules, per_rule, strict=True)):
         where = constraints.where(rule)
         if isinstance(rule, KeepOut):
@@ -95,7 +96,9 @@ def resolve(costs: CostTable, constraints: Constraints) -> Applied:
             cuts.append((names[after], index, rule.must))
         elif isinstance(rule, Together):
             group = tuple(names[k] for k in picked)
-            (wafer_groups if rule.how is TogetherHow.WAFER else region_groups).append((index, group))
+            if rule.how is TogetherHow.TOUCH:  # side by side is on one wafer too
+                touch_groups.append((index, group))
+            (region_groups if rule.how is TogetherHow.REGION else wafer_groups).append((index, group))
     boxes = [box for _, box in keep_out]
     return Applied(
         constraints=constraints,
@@ -106,6 +109,7 @@ def resolve(costs: CostTable, constraints: Constraints) -> Applied:
         cuts=tuple(cuts),
         wafer_groups=tuple(wafer_groups),
         region_groups=tuple(region_groups),
+        touch_groups=tuple(touch_groups),
         kept_out_cores=union_cores(boxes, (arch.rows, arch.cols)),
     )
 

@@ -9,7 +9,7 @@ from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.errors import SolverError
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.state import cache_shape
-from wsealloc.opmodels import DATAFLOW_CODES, CostTable
+from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts
 from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.plan import rules
 from wsealloc.plan.io import file_sha256
@@ -186,6 +186,13 @@ def kernel_preds(costs: CostTable) -> list[list[int]]:
     return [list(p) for p in costs.preds()]
 
 
+def _at_sram_floor(costs: CostTable, kc: KernelCosts, cores: int) -> bool:
+    """Whether a kernel on ``cores`` sits on its smallest legal op model: SRAM, not a user's rule, keeps
+    it from fewer cores (a grid the rules fix is judged against the table without them)."""
+    free = costs.unconstrained.by_name(kc.kernel.name) if costs.unconstrained is not None else kc
+    return bool(len(free.frontier) and cores <= int(free.frontier.cores[0]) and cores > 1)
+
+
 def make_plan(
     costs: CostTable,
     source: OnnxSource | SyntheticSource,
@@ -241,7 +248,7 @@ def make_plan(
         wall_s=round(wall, 4),
         bottleneck_kernel=bk.name,
         bound_by=kernel_bound_by(bk),
-        sram_limited=bool(len(kc.frontier) and bk.cores <= int(kc.frontier.cores[0]) and bk.cores > 1),
+        sram_limited=_at_sram_floor(costs, kc, bk.cores),
         throughput_samples_per_s=rules.throughput(arch.clock_hz, bottleneck),
         cores_used=cores_used,
         placed=placement is not None,

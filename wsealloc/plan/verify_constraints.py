@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from wsealloc.constraints import Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together, TogetherHow
-from wsealloc.constraints.geometry import overlap
+from wsealloc.constraints.geometry import connected, overlap
 from wsealloc.constraints.select import members
 from wsealloc.cost import Dataflow
 from wsealloc.graph.kernels import Kernel
@@ -51,10 +51,15 @@ def check_constraints(
                 _check_place(rule, k, rows, cols, where, check)
         if isinstance(rule, Together):
             group = [by_name[names[i]] for i in chosen]
-            if rule.how is TogetherHow.WAFER:
+            if rule.how in (TogetherHow.WAFER, TogetherHow.TOUCH):
                 stages = sorted({k.stage for k in group})
                 check(len(stages) == 1, f"{where}: its kernels are on wafers {stages}")
-            else:
+            if rule.how is TogetherHow.TOUCH:
+                boxes = [(k.placement[0], k.placement[1], k.grid[0], k.grid[1]) for k in group if k.placement is not None]
+                if len(boxes) == len(group):  # (an allocation-only plan has no rectangles to check)
+                    names_text = ", ".join(k.name for k in group[:3]) + ("..." if len(group) > 3 else "")
+                    check(connected(boxes), f"{where}: the rectangles of {names_text} do not touch")
+            elif rule.how is TogetherHow.REGION:
                 regions = {region_of[k.name] for k in group}
                 check(
                     len(regions) == 1 and None not in regions, f"{where}: its kernels are in regions {sorted(map(str, regions))}"

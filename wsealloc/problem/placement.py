@@ -26,7 +26,7 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
-from wsealloc.constraints.geometry import Box
+from wsealloc.constraints.geometry import Box, connected
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.flows import Flows, flows
@@ -99,6 +99,7 @@ class PlacementProblem:
     keep_out: tuple[Box, ...] = ()
     pins: tuple[tuple[int, int] | None, ...] = ()
     fences: tuple[Box | None, ...] = ()
+    touch: tuple[tuple[int, ...], ...] = ()  # groups of kernels whose rectangles must lie side by side
     # the area the strip construction fills (None: the wafer); a sub-problem of fenced kernels fills its fence
     area: Box | None = None
 
@@ -117,8 +118,13 @@ class PlacementProblem:
 
     @property
     def constrained(self) -> bool:
-        """Whether some kernel has a fixed corner or an area to stay within."""
-        return any(p is not None for p in self.pins) or any(f is not None for f in self.fences)
+        """Whether some kernel has a fixed corner, an area to stay within or a group to touch."""
+        return any(p is not None for p in self.pins) or any(f is not None for f in self.fences) or bool(self.touch)
+
+    def fixed(self, kernel: int) -> bool:
+        """Whether the searches after the construction leave ``kernel`` where it is: the user fixed its
+        corner, or it touches its group (moving it alone could part the group)."""
+        return (bool(self.pins) and self.pins[kernel] is not None) or any(kernel in g for g in self.touch)
 
     @cached_property
     def defects(self) -> np.ndarray:
@@ -132,7 +138,7 @@ class PlacementProblem:
 
     def violations(self, rects: np.ndarray) -> list[str]:
         """The user's constraints a layout breaks (kernel names, what is wrong): fixed corners, areas,
-        keep-outs. Empty for a layout that honours them all."""
+        keep-outs, groups side by side. Empty for a layout that honours them all."""
         out: list[str] = []
         for k, (y, x, r, c) in enumerate(rects.tolist()):
             pin = self.pins[k] if self.pins else None
@@ -146,6 +152,9 @@ class PlacementProblem:
             for box in self.keep_out:
                 if y < box[0] + box[2] and box[0] < y + r and x < box[1] + box[3] and box[1] < x + c:
                     out.append(f"{self.names[k]} enters a keep-out area")
+        for group in self.touch:
+            if not connected([(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in group]):
+                out.append(f"{', '.join(self.names[k] for k in group[:3])}{'...' if len(group) > 3 else ''} do not touch")
         return out
 
     def restrict(self, kernels: np.ndarray, blocked: np.ndarray, area: Box | None) -> PlacementProblem:
@@ -168,6 +177,7 @@ class PlacementProblem:
             else (),
             pins=(),
             fences=(),
+            touch=(),
             area=area,
         )
 
@@ -316,6 +326,10 @@ def build_placement_problem(costs: CostTable, lower_bound: int, objective: Objec
     names = [kc.kernel.name for kc in costs.kernels]
     pins = tuple((p[1] if (p := applied.pin_of(n)) is not None else None) for n in names) if applied else ()
     fences = tuple((f[1] if (f := applied.fence_of(n)) is not None else None) for n in names) if applied else ()
+    index = {n: i for i, n in enumerate(names)}
+    touch = tuple(
+        tuple(index[n] for n in group) for _, group in (applied.touch_groups if applied else ()) if all(n in index for n in group)
+    )
     return PlacementProblem(
         names=tuple(kc.kernel.name for kc in costs.kernels),
         kernel_class=tuple(kernel_class),
@@ -330,4 +344,5 @@ def build_placement_problem(costs: CostTable, lower_bound: int, objective: Objec
         keep_out=keep_out,
         pins=pins,
         fences=fences,
+        touch=touch,
     )

@@ -47,8 +47,8 @@ class _Layout:
         """[lo, hi): the rows kernel k's columns leave free around its rectangle (its own included)."""
         y, x, r, c = (int(v) for v in self.rects[k])
         rows = self.occ.shape[0]
-        if self.problem.pins and self.problem.pins[k] is not None:
-            return y, y + r  # the user fixed its corner
+        if self.problem.fixed(k):
+            return y, y + r  # the user fixed its corner, or it touches its group
         if (y == 0 or (self.occ[y - 1, x : x + c] != -1).any()) and (y + r == rows or (self.occ[y + r, x : x + c] != -1).any()):
             return y, y + r  # boxed in above and below (most kernels): no need to scan the columns
         cols = self.occ[:, x : x + c]

@@ -5,7 +5,8 @@ rules give, strongest cause first:
 
 1. a kernel left without a legal op model (its op-model table: the one legality point);
 2. two kernels pinned to corners where every allowed rectangle of one covers the other's corner
-   (or both kernels' allowed rectangles overlap whatever they choose);
+   (or both kernels' allowed rectangles overlap whatever they choose); a group to keep side by side
+   whose members are all pinned where no grids they may take make their rectangles touch;
 3. the kernels kept within an area need more cores than the area has free;
 4. the kernels need more cores on their smallest allowed op models than the wafers have, keep-outs
    subtracted (one wafer: a sum; several: the exact stage cut with the cut rules, ``solvers.stages``).
@@ -61,6 +62,48 @@ def _corner_cover(costs: CostTable, a: int, b: int) -> str | None:
     return f"leave {ka.kernel.name} at [{ya}, {xa}] and {kb.kernel.name} at [{yb}, {xb}] overlapping whatever grids they take"
 
 
+def _can_touch(costs: CostTable, a: int, b: int, corners: dict[str, tuple[int, int]]) -> bool:
+    """Whether some allowed rectangles of pinned kernels a and b lie side by side (an edge along an
+    edge): the rectangle of each grows right and down from its corner."""
+    ka, kb = costs.kernels[a], costs.kernels[b]
+    (ya, xa), (yb, xb) = corners[ka.kernel.name], corners[kb.kernel.name]
+    ta, tb = ka.table, kb.table
+    la, lb = ta.legal(), tb.legal()
+    ra, ca = ta.r[la][:, None], ta.c[la][:, None]  # every pair of allowed grids at once
+    rb, cb = tb.r[lb][None, :], tb.c[lb][None, :]
+    rows_meet = (ya < yb + rb) & (yb < ya + ra)
+    cols_meet = (xa < xb + cb) & (xb < xa + ca)
+    beside = ((xa + ca == xb) | (xb + cb == xa)) & rows_meet
+    stacked = ((ya + ra == yb) | (yb + rb == ya)) & cols_meet
+    return bool((beside | stacked).any())
+
+
+def _touch_apart(costs: CostTable, group: tuple[str, ...]) -> str | None:
+    """A ``together: touch`` group of pinned kernels only, no two of which can be joined by touching
+    rectangles into one group (the test relaxes: each pair may take its own grids; so when even that
+    leaves the group in pieces, no layout joins it). None: they may touch, or a free member may join them."""
+    applied = costs.applied
+    assert applied is not None
+    corners = {name: at for name, _, at in applied.pins}
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    if len(group) < 2 or not all(n in corners and n in index for n in group):
+        return None
+    seen, todo = {group[0]}, [group[0]]
+    while todo:
+        a = todo.pop()
+        for b in group:
+            if b not in seen and _can_touch(costs, index[a], index[b], corners):
+                seen.add(b)
+                todo.append(b)
+    if len(seen) == len(group):
+        return None
+    alone = next(n for n in group if n not in seen)
+    return (
+        f"leave {alone} at {list(corners[alone])} apart from {group[0]} at {list(corners[group[0]])}: "
+        "no grids they may take put their rectangles side by side"
+    )
+
+
 def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) -> Infeasible | None:
     """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None.
     ``shared``: kernels share regions of cores in time (``--share``), so their cores do not add up
@@ -78,6 +121,11 @@ def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) ->
             found = _corner_cover(costs, a, b)
             if found:
                 return Infeasible(found)
+    # 2b. a group to keep side by side whose corners are all fixed too far apart
+    for _, group in applied.touch_groups if applied is not None else ():
+        apart = _touch_apart(costs, group)
+        if apart:
+            return Infeasible(apart)
     # 3. areas too small for the kernels kept within them
     arch = costs.arch
     fences = applied.fences if applied is not None else ()

@@ -67,8 +67,8 @@ def _shape_options(
 
 
 def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:
-    # a kernel whose corner the user fixed never moves: it is an obstacle like the kernels outside
-    window = [k for k in window if not (problem.pins and problem.pins[k] is not None)]
+    # a kernel whose corner the user fixed (or that touches its group) never moves: an obstacle like the kernels outside
+    window = [k for k in window if not problem.fixed(k)]
     if not window:
         return None
     rects = placed.rects

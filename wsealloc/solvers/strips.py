@@ -24,6 +24,7 @@ rounds, keeping the best placement.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
-from wsealloc.constraints.geometry import largest_free
+from wsealloc.constraints.geometry import connected, largest_free
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
 
@@ -587,9 +588,10 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
 def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Style()) -> Placed | None:
     """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
 
-    With the user's fixed corners and areas (``problem.constrained``) the layout is built in parts:
-    pinned kernels first, then the kernels of each area inside it (smallest area first), then the
-    rest on what is left of the wafer; each part is a strip construction of its own."""
+    With the user's fixed corners, areas and groups (``problem.constrained``) the layout is built in
+    parts: pinned kernels first, then each group side by side (``_touch_group``), then the kernels of
+    each area inside it (smallest area first), then the rest on what is left of the wafer; each part
+    is a strip construction of its own."""
     if problem.constrained or problem.keep_out:
         return _construct_parts(problem, targets, style)
     return _construct(problem, targets, style)
@@ -621,7 +623,7 @@ def _pinned_rect(problem: PlacementProblem, k: int, target: int, taken: np.ndarr
 
 
 def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
-    """``construct`` for a problem with fixed corners or areas (see there)."""
+    """``construct`` for a problem with fixed corners, areas or groups side by side (see there)."""
     n = problem.n_kernels
     rects = np.zeros((n, 4), dtype=np.int64)
     dfs = np.zeros(n, dtype=np.int32)
@@ -640,18 +642,28 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
         r, c, latency, code, _ = found
         rects[k], dfs[k], lat[k] = (y, x, r, c), code, latency
         taken[y : y + r, x : x + c] = True
+    done = set(pinned)
+    obstacles: list[tuple[int, int, int, int]] = list(problem.keep_out)
+    obstacles += [(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in pinned]
+    for group in problem.touch:  # side by side: each group grown from its pinned members, or the leftmost spot
+        grown = _touch_group(problem, group, targets, taken, rects, done, obstacles)
+        if grown is None:
+            return None
+        for k, (y, x, r, c), latency, code in grown:
+            rects[k], dfs[k], lat[k] = (y, x, r, c), code, latency
+            taken[y : y + r, x : x + c] = True
+            obstacles.append((y, x, r, c))
+            done.add(k)
     fenced: dict[tuple[int, int, int, int], list[int]] = {}
     for k in range(n):
         fence = problem.fences[k] if problem.fences else None
-        if fence is not None and k not in pinned:
+        if fence is not None and k not in done:
             fenced.setdefault(fence, []).append(k)
-    rest = [k for k in range(n) if k not in pinned and not any(k in g for g in fenced.values())]
+    rest = [k for k in range(n) if k not in done and not any(k in g for g in fenced.values())]
     parts: list[tuple[np.ndarray, tuple[int, int, int, int] | None]] = [
         (np.array(g), area) for area, g in sorted(fenced.items(), key=lambda f: f[0][2] * f[0][3])
     ]
     parts += [(np.array(rest, dtype=np.int64), None)] if rest else []
-    obstacles: list[tuple[int, int, int, int]] = list(problem.keep_out)
-    obstacles += [(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in pinned]
     wafer = (0, 0, problem.mesh.rows, problem.mesh.cols)
     for members, area in parts:
         # bands fill the largest free rectangle of their area first (obstacles at its edges, as I/O strips
@@ -676,69 +688,182 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
     return Placed(rects, dfs, lat)
 
 
+class _FreeCores:
+    """The free cores of the wafer as a summed-area table: whether a rectangle is free in O(1), for many
+    corners at once; taking a rectangle updates the table without a rescan."""
+
+    def __init__(self, taken: np.ndarray) -> None:
+        self.summed = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
+        self.summed[1:, 1:] = taken.cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)
+        self.below, self.right = np.arange(taken.shape[0] + 1), np.arange(taken.shape[1] + 1)
+
+    def free(self, ys: np.ndarray, xs: np.ndarray, r: int, c: int) -> np.ndarray:
+        """Whether the r x c rectangle at each corner (ys, xs) is free (corners inside the wafer)."""
+        t = self.summed
+        return t[ys + r, xs + c] - t[ys, xs + c] - t[ys + r, xs] + t[ys, xs] == 0
+
+    def take(self, y: int, x: int, r: int, c: int) -> None:
+        """Mark a rectangle taken: its cores above and left of every point, added to the table."""
+        self.summed += np.outer(np.clip(self.below - y, 0, r), np.clip(self.right - x, 0, c)).astype(np.int32)
+
+
+def _options(problem: PlacementProblem, k: int, target: int, rows: int, cols: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """Kernel k's rectangles meeting ``target`` within rows x cols, the fewest columns per height:
+    (r, c) -> (latency, op-model code)."""
+    shape = problem.shape(k)
+    options: dict[tuple[int, int], tuple[int, int]] = {}
+    for h in range(shape.height_index(rows) + 1):
+        c = shape.width_for(h, target)
+        if 0 < c <= cols:
+            c = int(shape.prefix_width[h, c])
+            options.setdefault((int(shape.best_r[h, c]), c), (int(shape.best[h, c]), int(shape.best_df[h, c])))
+    return options
+
+
+Box4 = tuple[int, int, int, int]
+Spot = tuple[int, int, int, int, int, int]  # rank, rank, rank, r, c, y (rank: smaller is better), x below
+
+
+def _best_spot(
+    options: dict[tuple[int, int], tuple[int, int]],
+    corners: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
+    free: _FreeCores,
+    area: Box4,
+    previous: tuple[int, int] | None,
+) -> tuple[int, int, int, int] | None:
+    """(y, x, r, c): over ``options`` and the corners each may take (``corners(r, c)``: rows, cols), the
+    free one nearest ``previous`` (a doubled centre), else the leftmost, then topmost; fewest cores next."""
+    ay, ax, ah, aw = area
+    best: tuple[tuple[int, int, int], tuple[int, int, int, int]] | None = None
+    for r, c in options:
+        ys, xs = corners(r, c)
+        ok = (ys >= ay) & (xs >= ax) & (ys + r <= ay + ah) & (xs + c <= ax + aw)
+        ys, xs = ys[ok], xs[ok]
+        if ys.size == 0:
+            continue
+        free_here = free.free(ys, xs, r, c)
+        if not free_here.any():
+            continue
+        if previous is not None:
+            dist = np.abs(2 * xs + c - previous[1]) + np.abs(2 * ys + r - previous[0])
+            i = int(np.argmin(np.where(free_here, dist, np.iinfo(np.int64).max)))
+            rank = (int(dist[i]), r * c, 0)
+        else:
+            i = int(np.argmax(free_here))  # corners come column-major: the leftmost, then topmost
+            rank = (int(xs[i]), int(ys[i]), r * c)
+        if best is None or rank < best[0]:
+            best = (rank, (int(ys[i]), int(xs[i]), r, c))
+    return None if best is None else best[1]
+
+
 def _first_fit(
     problem: PlacementProblem,
     members: np.ndarray,
     targets: np.ndarray,
     taken: np.ndarray,
-    area: tuple[int, int, int, int],
-    obstacles: list[tuple[int, int, int, int]],
+    area: Box4,
+    obstacles: list[Box4],
     near: bool = False,
 ) -> Placed | None:
-    """The kernels ``members`` (in order) at the first free spot of ``area`` in column-major order.
+    """The kernels ``members`` (in order) at free spots of ``area``: next to the kernel before (``near``),
+    else the leftmost, then topmost.
 
     The fallback when bands cannot slide past the obstacles (pins in the middle of the wafer, tall
-    fixed grids between them): each kernel takes, over its rectangles meeting its target, the one
-    whose first free corner is leftmost, then topmost, then has the fewest cores. Corners are tried
-    where rectangles can start (the area's edges and the right and bottom edges of every obstacle and
-    placed kernel); a summed-area table of the taken cores (updated per kernel) judges each in O(1). None when a kernel
-    finds no spot."""
+    fixed grids between them): each kernel takes, over its rectangles meeting its target, the spot
+    nearest its predecessor (or the first in column-major order), then the one with the fewest cores.
+    Corners are tried where rectangles can start (the area's edges and the right and bottom edges of
+    every obstacle and placed kernel); a summed-area table of the taken cores judges them. None when a
+    kernel finds no spot."""
     ay, ax, ah, aw = area
     n = problem.n_kernels
     rects, dfs, lat = np.zeros((n, 4), dtype=np.int64), np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int64)
-    summed = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
-    summed[1:, 1:] = taken.cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)
-    below, right = np.arange(taken.shape[0] + 1), np.arange(taken.shape[1] + 1)
+    free = _FreeCores(taken)
     edges = list(obstacles)
-    previous: tuple[int, int] | None = None  # centre (doubled) of the last kernel placed
+    previous: tuple[int, int] | None = None
     for k in members.tolist():
-        shape = problem.shape(k)
-        options: dict[tuple[int, int], tuple[int, int]] = {}
-        for h in range(shape.height_index(ah) + 1):
-            c = shape.width_for(h, int(targets[k]))
-            if 0 < c <= aw:
-                c = int(shape.prefix_width[h, c])
-                options.setdefault((int(shape.best_r[h, c]), c), (int(shape.best[h, c]), int(shape.best_df[h, c])))
-        if not options:
+        options = _options(problem, k, int(targets[k]), ah, aw)
+        spot = _best_spot(options, _edge_corners(area, edges), free, area, previous if near else None)
+        if spot is None:
             return None
-        xs = np.unique([ax] + [x + c for _, x, _, c in edges if ax <= x + c < ax + aw])
-        ys = np.unique([ay] + [y + r for y, _, r, _ in edges if ay <= y + r < ay + ah])
-        xg, yg = (g.ravel() for g in np.meshgrid(xs, ys, indexing="ij"))  # column-major: x, then y
-        best: tuple[int, int, int, int, int, int] | None = None  # rank, rank, rank, r, c, y
-        for r, c in options:
-            ok = (yg + r <= ay + ah) & (xg + c <= ax + aw)
-            y0, x0 = yg[ok], xg[ok]
-            free = summed[y0 + r, x0 + c] - summed[y0, x0 + c] - summed[y0 + r, x0] + summed[y0, x0] == 0
-            if free.any():
-                if near and previous is not None:
-                    dist = np.abs(2 * x0 + c - previous[1]) + np.abs(2 * y0 + r - previous[0])
-                    i = int(np.argmin(np.where(free, dist, np.iinfo(np.int64).max)))
-                    spot = (int(dist[i]), int(x0[i]), int(y0[i]) * 0 + r * c, r, c, int(y0[i]))
-                else:
-                    i = int(np.argmax(free))
-                    spot = (int(x0[i]), int(y0[i]), r * c, r, c, int(y0[i]))
-                best = spot if best is None or spot < best else best
-        if best is None:
-            return None
-        _, _, _, r, c, y = best
-        x = int(best[1]) if near and previous is not None else int(best[0])
-        previous = (2 * y + r, 2 * x + c)
-        rects[k] = (y, x, r, c)
+        y, x, r, c = spot
+        rects[k] = spot
         lat[k], dfs[k] = options[(r, c)]
-        # the new rectangle's cores above and left of every point: the table's update without a rescan
-        summed += np.outer(np.clip(below - y, 0, r), np.clip(right - x, 0, c)).astype(np.int32)
-        edges.append((y, x, r, c))
+        free.take(y, x, r, c)
+        edges.append(spot)
+        previous = (2 * y + r, 2 * x + c)
     return Placed(rects[members], dfs[members], lat[members])
+
+
+def _box(rects: np.ndarray, k: int) -> Box4:
+    """Kernel k's rectangle (row, col, rows, cols) as plain ints."""
+    y, x, r, c = (int(v) for v in rects[k])
+    return y, x, r, c
+
+
+def _edge_corners(area: Box4, edges: list[Box4]) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    """The corners where a rectangle can start in ``area`` (its top-left, and right and bottom edges of
+    every box of ``edges`` inside it), column-major: x, then y."""
+    ay, ax, ah, aw = area
+    xs = np.unique([ax] + [x + c for _, x, _, c in edges if ax <= x + c < ax + aw])
+    ys = np.unique([ay] + [y + r for y, _, r, _ in edges if ay <= y + r < ay + ah])
+    xg, yg = (g.ravel() for g in np.meshgrid(xs, ys, indexing="ij"))
+    return lambda r, c: (yg, xg)
+
+
+def _around(rects: list[Box4]) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    """The corners at which an r x c rectangle touches one of ``rects`` (left, right, above, below)."""
+
+    def corners(r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        ys: list[np.ndarray] = []
+        xs: list[np.ndarray] = []
+        for y, x, rr, cc in rects:
+            along_rows = np.arange(y - r + 1, y + rr)
+            along_cols = np.arange(x - c + 1, x + cc)
+            ys += [along_rows, along_rows, np.full(along_cols.size, y - r), np.full(along_cols.size, y + rr)]
+            xs += [np.full(along_rows.size, x - c), np.full(along_rows.size, x + cc), along_cols, along_cols]
+        return np.concatenate(ys), np.concatenate(xs)
+
+    return corners
+
+
+def _touch_group(
+    problem: PlacementProblem,
+    group: tuple[int, ...],
+    targets: np.ndarray,
+    taken: np.ndarray,
+    rects: np.ndarray,
+    placed: set[int],
+    edges: list[Box4],
+) -> list[tuple[int, Box4, int, int]] | None:
+    """Kernels of a ``together: touch`` group side by side: those already ``placed`` (pinned) stay; each
+    other member (in order) takes the free spot touching a placed member nearest the member before it
+    (the first of a group with none placed: the leftmost free spot after ``edges``), inside its area. (kernel, box,
+    latency, code) per member placed here; None when one finds no spot or the group is not connected."""
+    free = _FreeCores(taken)
+    wafer = (0, 0, problem.mesh.rows, problem.mesh.cols)
+    boxes: list[Box4] = [_box(rects, k) for k in group if k in placed]
+    out: list[tuple[int, Box4, int, int]] = []
+    previous: tuple[int, int] | None = None
+    for k in group:
+        if k in placed:
+            y, x, r, c = _box(rects, k)
+            previous = (2 * y + r, 2 * x + c)
+            continue
+        fence = problem.fences[k] if problem.fences else None
+        area = fence if fence is not None else wafer
+        options = _options(problem, k, int(targets[k]), area[2], area[3])
+        if boxes:
+            spot = _best_spot(options, _around(boxes), free, area, previous)
+        else:
+            spot = _best_spot(options, _edge_corners(area, edges), free, area, None)
+        if spot is None:
+            return None
+        y, x, r, c = spot
+        free.take(y, x, r, c)
+        boxes.append(spot)
+        out.append((k, spot, *options[(r, c)]))
+        previous = (2 * y + r, 2 * x + c)
+    return out if connected(boxes) else None
 
 
 def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
