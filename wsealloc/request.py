@@ -30,6 +30,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, Together, TogetherHow, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
+from wsealloc.cost.model import CostModelName, Optimizer, Recompute
 from wsealloc.errors import UsageError, WseallocError, choices_message
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
@@ -160,6 +161,8 @@ class SolveRequest(_Frozen):
             raise ValueError("--share/--grid plan regions on one wafer: drop --wafers (or use --share none)")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
+        if self.cost.train is not None:
+            _check_training(self)
         if self.constraints is not None and self.constraints.rules:
             _check_constraints(self)
         return self
@@ -195,6 +198,21 @@ class SolveRequest(_Frozen):
             return SolveRequest.model_validate_json(text)
         except ValidationError as exc:
             raise UsageError(f"solve request: {_first_error(exc)}") from exc
+
+
+def _check_training(request: SolveRequest) -> None:
+    """Refuse, up front and with the reason, what ``--train`` does not plan (yet)."""
+    if request.model.carries_machine:
+        raise ValueError("a .kgraph contest instance is scored as the contest states it: --train applies to ONNX models")
+    if request.objective is not ObjectiveKind.THROUGHPUT:
+        raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
+    if request.sharing.mode is not ShareMode.NONE:
+        raise ValueError("--train keeps each kernel's forward, backward and update on its own rectangle: use --share none")
+    if request.cost.model is not CostModelName.STANDARD:
+        raise ValueError(
+            f"--train costs the backward and the update with the standard model: --cost-model {request.cost.model.value} "
+            "is not supported with it (use --cost-model standard)"
+        )
 
 
 def _check_constraints(request: SolveRequest) -> None:
@@ -240,6 +258,10 @@ class RequestOptions(TypedDict, total=False):
     share: str
     grid: str | tuple[int, int] | None
     requests: int
+    train: bool
+    optimizer: str
+    train_batch: int
+    recompute: str
     context: int | None
     batch: int | None
     constraints: str | Path | Constraints | None
@@ -338,6 +360,7 @@ def build_request(
             "model": cost_model_name(str(opts.get("cost", "standard"))),
             "allow_unknown_ops": opts.get("allow_unknown_ops", False),
             "state_copies": opts.get("requests", 1),  # every sequence in flight keeps its KV cache
+            "train": _training(opts),
         },
         "solver": {
             key: opts[arg]
@@ -363,6 +386,23 @@ def build_request(
         raise UsageError(_first_error(exc)) from exc
     except WseallocError:
         raise
+
+
+def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
+    """``train``, ``optimizer``, ``train_batch``, ``recompute`` as the cost options' training record
+    (None: inference)."""
+    defaults: dict[str, object] = {"optimizer": "adam", "train_batch": 1, "recompute": "auto"}
+    if not opts.get("train", False):
+        given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if k in opts and opts[k] != v]
+        if given:
+            raise UsageError(f"{', '.join(given)} set(s) how training runs: give --train with it")
+        return None
+    name, recompute = str(opts.get("optimizer", "adam")), str(opts.get("recompute", "auto"))
+    if name not in [o.value for o in Optimizer]:
+        raise UsageError(choices_message("optimizer", name, [o.value for o in Optimizer]))
+    if recompute not in [r.value for r in Recompute]:
+        raise UsageError(choices_message("recompute", recompute, [r.value for r in Recompute]))
+    return {"optimizer": name, "batch": opts.get("train_batch", 1), "recompute": recompute}
 
 
 def _constraints(value: object, base: Path | None) -> Constraints | None:

@@ -83,6 +83,10 @@ class Instance(_Frozen):
     timeout: float | None = Field(default=None, gt=0)
     # the user's rules (docs/constraints.md): a constraints YAML, relative to the suite file
     constraints: str | None = None
+    # training in the layer pipeline (docs/cost-model.md, section 11): the optimizer and recomputation
+    train: bool = False
+    optimizer: str = "adam"
+    recompute: str = "auto"
     best: Best | None = None
 
     def request(self, base: Path) -> SolveRequest:
@@ -101,6 +105,9 @@ class Instance(_Frozen):
             allow_unknown_ops=self.allow_unknown_ops,
             wafers=self.wafers,
             constraints=self.constraints,
+            train=self.train,
+            optimizer=self.optimizer,
+            recompute=self.recompute,
         )
         source = request.model
         if source.file is not None and not Path(source.file).is_file():

@@ -74,13 +74,13 @@ def inspect(request: SolveRequest, model: str, arch: str | None, as_json: bool, 
         full = enumerate_op_models(kc.work, costs.arch, request.cost, beyond_wafer=True)
         kc_full = KernelCosts(kc.kernel, kc.work, full, pareto_frontier(full), kc.signature)
         if as_json:
-            rows = op_model_rows(kc_full, costs.arch.usable_sram_bytes)
+            rows = op_model_rows(kc_full, costs.arch.usable_sram_bytes, costs.arch, request.cost)
             counts: dict[str, int] = {}
             for r in rows:
                 counts[r["reason"]] = counts.get(r["reason"], 0) + 1
             click.echo(json.dumps({"kernel": kernel_name, "counts": counts, "op_models": rows}, indent=1))
         else:
-            print_op_models(kc_full, costs.arch.usable_sram_bytes, console)
+            print_op_models(kc_full, costs.arch.usable_sram_bytes, console, arch=costs.arch, options=request.cost)
         return
     if as_json:
         click.echo(json.dumps(inspect_json(costs), indent=1))

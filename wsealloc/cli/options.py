@@ -81,6 +81,32 @@ def _costing_options(fn: F) -> F:
                 help="standard (wsealloc's tiled model), seed (the notebook's estimates) or ispd2020 (Conv kernels by the "
                 "ISPD-2020 contest's conv formula, Cerebras' published model; other kernels standard).",
             ),
+            click.option(
+                "--train",
+                is_flag=True,
+                help="Plan training in the layer pipeline: each kernel's forward, backward and weight update on its "
+                "rectangle, with gradients, optimizer state and the stash in SRAM (docs/cost-model.md, section 11).",
+            ),
+            click.option(
+                "--optimizer",
+                default="adam",
+                show_default=True,
+                help="With --train: sgd, momentum or adam (state bytes per parameter: 4, 8, 12; mixed precision).",
+            ),
+            click.option(
+                "--train-batch",
+                default=1,
+                show_default=True,
+                type=int,
+                help="With --train: samples per weight update (1: every sample, as pipelined backpropagation).",
+            ),
+            click.option(
+                "--recompute",
+                default="auto",
+                show_default=True,
+                help="With --train: none (every kernel keeps its stash), all (every kernel runs its forward again "
+                "instead) or auto (the solver chooses per kernel).",
+            ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(
                 "--context",
@@ -230,6 +256,10 @@ _REQUEST_KEYS = {
     "share": "share",
     "grid": "grid",
     "requests": "requests",
+    "train": "train",
+    "optimizer": "optimizer",
+    "train_batch": "train_batch",
+    "recompute": "recompute",
     "context": "context",
     "batch": "batch",
 }

@@ -27,6 +27,7 @@ from wsealloc.cost.model import (
     Work,
 )
 from wsealloc.cost.region import region_grid_costs
+from wsealloc.cost.training import TrainingWork, training_grid_costs
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import Kernel
@@ -48,9 +49,20 @@ def cost_model_name(name: str) -> CostModelName:
 
 
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> Work:
-    """Work of one kernel under the selected cost model."""
+    """Forward work of one kernel under the selected cost model (training wraps it: ``training_work``)."""
     work: Work = COST_MODELS[options.model](kernel, graph, arch, options)
     return work
+
+
+def training_work(forward: Work, options: CostOptions, *, input_grad: bool, loss: bool, in_flight: int) -> TrainingWork:
+    """A kernel's training work (``cost.training``) from its forward work under ``options.train``."""
+    train = options.train
+    if train is None or not isinstance(forward, KernelWork) or isinstance(forward, IspdConvWork):
+        raise UsageError(
+            f"training is costed for the standard cost model's kernels (not {type(forward).__name__}); "
+            "use --cost-model standard with --train"
+        )
+    return TrainingWork(forward, input_grad, loss, in_flight, train.optimizer, train.batch, train.recompute)
 
 
 def grid_costs(
@@ -61,6 +73,8 @@ def grid_costs(
     standard model with a calibrated ``arch.execution`` reads it (``standard.grid_costs``)."""
     if isinstance(work, RegionWork):
         return region_grid_costs(work, arch, options, r, c, grid_costs)
+    if isinstance(work, TrainingWork):
+        return training_grid_costs(work, arch, options, r, c, grid_costs, recompute=dataflow is Dataflow.TRAIN_RECOMPUTE)
     if isinstance(work, SeedWork):
         return seed.grid_costs(work, arch, options, dataflow, r, c)
     if isinstance(work, IspdConvWork):  # before the standard model: it is a KernelWork too
@@ -78,8 +92,10 @@ __all__ = [
     "KernelWork",
     "RegionWork",
     "SeedWork",
+    "TrainingWork",
     "Work",
     "cost_model_name",
     "grid_costs",
     "kernel_work",
+    "training_work",
 ]

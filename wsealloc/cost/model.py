@@ -44,6 +44,49 @@ class Dataflow(enum.Enum):
     # A region (cost.region): several kernels on one grid, one after another, each on its own fastest
     # dataflow there.
     REGION = "region"
+    # Training (cost.training): a kernel's forward (its fastest dataflow), backward and update
+    # time-shared on its grid.
+    TRAIN = "train"
+    # ... with recomputation: the kernel keeps no stash beyond the sample in its backward and runs its
+    # forward again when that backward comes
+    TRAIN_RECOMPUTE = "train-recompute"
+
+
+class Optimizer(enum.Enum):
+    """The weight update of training: vector ops and fp32 state bytes per parameter (mixed precision)."""
+
+    SGD = "sgd"  # master weight: w -= lr * g
+    MOMENTUM = "momentum"  # master weight, velocity
+    ADAM = "adam"  # master weight, first and second moments
+
+    @property
+    def ops_per_param(self) -> int:
+        """Vector ops per parameter of one update (the fp16 copy of the master weight included)."""
+        return {Optimizer.SGD: 3, Optimizer.MOMENTUM: 5, Optimizer.ADAM: 12}[self]
+
+    @property
+    def state_bytes_per_param(self) -> int:
+        """fp32 bytes per parameter the optimizer keeps: the master weight and its moments."""
+        return {Optimizer.SGD: 4, Optimizer.MOMENTUM: 8, Optimizer.ADAM: 12}[self]
+
+
+class Recompute(enum.Enum):
+    """Which kernels recompute their forward instead of keeping a stash (training)."""
+
+    NONE = "none"  # every kernel keeps its stash
+    ALL = "all"  # every kernel recomputes
+    AUTO = "auto"  # each kernel's op models offer both; the solver picks per kernel (recomputing where the stash does not fit)
+
+
+class TrainingOptions(BaseModel):
+    """Training in the layer pipeline (``--train``; cost.training): the optimizer and the samples per
+    weight update."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    optimizer: Optimizer = Optimizer.ADAM
+    batch: int = Field(1, ge=1, le=2**20)  # samples per weight update (1: every sample, as pipelined backpropagation)
+    recompute: Recompute = Recompute.AUTO
 
 
 class CostOptions(BaseModel):
@@ -61,6 +104,8 @@ class CostOptions(BaseModel):
     # KV caches each kernel holding one keeps: one per request in flight (``--requests N``: N sequences
     # interleaved through the kernels each keep their cache)
     state_copies: int = Field(1, ge=1, le=2**20)
+    # training: forward, backward and update per kernel (None: inference)
+    train: TrainingOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -231,7 +276,119 @@ class RegionWork:
         return rows, cols
 
 
-Work = KernelWork | SeedWork | RegionWork
+# training (cost.training): mixed precision and the backward's rules (docs/cost-model.md, section 11)
+BYTES_PER_WEIGHT = 2  # fp16 weights (mixed precision)
+GRAD_BYTES_PER_PARAM = 4  # fp32 gradient accumulators
+BACKWARD_VECTOR_FACTOR = 2  # a vector op's backward: its local derivative, times the incoming gradient
+LOSS_OPS_PER_ELEMENT = 5  # softmax cross-entropy over the last kernel's output: max, exp, sum, log, gradient
+
+
+@dataclass(frozen=True)
+class TrainingWork:
+    """One kernel in training (``cost.training``; hashable: identical layers at the same depth share op
+    models)."""
+
+    forward: KernelWork
+    input_grad: bool  # computes the gradient of its input (False: fed by the model's inputs only)
+    loss: bool  # the last kernel: the loss and its gradient
+    in_flight: int  # samples whose input it keeps (module docstring)
+    optimizer: Optimizer
+    batch: int  # samples per weight update
+    recompute: Recompute = Recompute.AUTO
+
+    @property
+    def kind(self) -> KernelKind:
+        """The forward's kind."""
+        return self.forward.kind
+
+    @property
+    def gradients(self) -> int:
+        """Gradient products of a MAC kernel's backward (each the forward's MACs); 0 for a vector kernel."""
+        f = self.forward
+        if not f.is_mac:
+            return 0
+        return int(self.input_grad) + (1 if f.weight_b else int(self.input_grad))
+
+    @property
+    def params(self) -> int:
+        """Parameters of the kernel."""
+        return int(self.forward.weight_bytes) // BYTES_PER_WEIGHT
+
+    @property
+    def stash_bytes(self) -> int:
+        """Bytes one sample leaves in the stash: the kernel's input activation."""
+        return int(self.forward.in_bytes)
+
+    @property
+    def backward_macs(self) -> int:
+        """MACs of the backward."""
+        return int(self.forward.macs) * self.gradients
+
+    @property
+    def loss_ops(self) -> int:
+        """Vector ops of the loss and its gradient (the last kernel only), per sample."""
+        return LOSS_OPS_PER_ELEMENT * (int(self.forward.out_bytes) // BYTES_PER_WEIGHT) if self.loss else 0
+
+    @property
+    def backward_vector_ops(self) -> int:
+        """Vector ops of the backward (epilogues' and vector kernels' derivatives, the loss), per sample."""
+        return BACKWARD_VECTOR_FACTOR * int(self.forward.vector_ops) + self.loss_ops
+
+    @property
+    def macs(self) -> int:
+        """MACs per sample: forward and backward (the ``macs`` of reports)."""
+        return int(self.forward.macs) + self.backward_macs
+
+    @property
+    def vector_ops(self) -> int:
+        """Vector ops per sample: forward, backward and a 1/batch share of the update."""
+        update = -(-self.params * self.optimizer.ops_per_param // self.batch)
+        return int(self.forward.vector_ops) + self.backward_vector_ops + update
+
+    @property
+    def weight_bytes(self) -> int:
+        """Parameter bytes (fp16; gradients and optimizer state are in the SRAM parts)."""
+        return int(self.forward.weight_bytes)
+
+    @property
+    def state_bytes(self) -> int:
+        """Resident state of the forward (KV caches)."""
+        return int(self.forward.state_bytes)
+
+    @property
+    def in_bytes(self) -> int:
+        """Activation bytes entering per sample (the forward's; its gradient leaves the same way)."""
+        return int(self.forward.in_bytes)
+
+    @property
+    def out_bytes(self) -> int:
+        """Activation bytes leaving per sample (the forward's; its gradient comes back the same way)."""
+        return int(self.forward.out_bytes)
+
+    @property
+    def is_mac(self) -> bool:
+        """Whether the forward is a MAC kernel."""
+        return self.forward.is_mac
+
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """Forward, backward and update time-shared on the kernel's grid: with the stash, or (``recompute``)
+        with the forward run again."""
+        return {
+            Recompute.NONE: (Dataflow.TRAIN,),
+            Recompute.ALL: (Dataflow.TRAIN_RECOMPUTE,),
+            Recompute.AUTO: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
+        }[self.recompute]
+
+    def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
+        """The forward's largest extents over its dataflows."""
+        rows = cols = 1
+        for df in self.forward.dataflows():
+            er, ec = self.forward.split_extents(df)
+            rows, cols = max(rows, int(er)), max(cols, int(ec))
+        return rows, cols
+
+
+Work = KernelWork | SeedWork | RegionWork | TrainingWork
 
 
 # Waste of a grid that cannot hold the kernel at all (a contest conv needs 2 rows and 3 columns): the
@@ -249,6 +406,20 @@ class SramParts:
     weights: np.ndarray  # parameters (and a stationary operand's tile)
     state: np.ndarray  # resident per-request state: KV caches
     buffers: np.ndarray  # double-buffered stream blocks
+    # training (cost.training; None: inference): fp32 gradient accumulators, the optimizer's fp32
+    # state (master weights, moments), the stash of activations kept for the backward
+    grads: np.ndarray | None = None
+    optimizer: np.ndarray | None = None
+    stash: np.ndarray | None = None
+
+    @property
+    def total(self) -> np.ndarray:
+        """All parts, per grid shape."""
+        out = self.weights + self.state + self.buffers
+        for part in (self.grads, self.optimizer, self.stash):
+            if part is not None:
+                out = out + part
+        return out
 
     @staticmethod
     def only_weights(sram: np.ndarray) -> SramParts:

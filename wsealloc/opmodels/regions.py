@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wsealloc.cost import RegionWork
+from wsealloc.cost import RegionWork, TrainingWork
 from wsealloc.graph.kernels import Edge, Kernel, KernelGraph
 from wsealloc.graph.opclass import KernelKind
 from wsealloc.opmodels.enumerate import Frontier, OpModelTable, enumerate_op_models, pareto_frontier
@@ -96,8 +96,10 @@ def region_table(
         )
         member_works = []
         for kc in members:
-            if isinstance(kc.work, RegionWork):
-                raise ValueError(f"{kc.kernel.name} is a region already: regions are built from a table of kernels")
+            if isinstance(kc.work, RegionWork | TrainingWork):
+                raise ValueError(
+                    f"{kc.kernel.name} is a region or in training: regions are built from a table of forward kernels"
+                )
             member_works.append(kc.work)
         work = RegionWork(tuple(member_works))
         own = np.asarray(run_shapes[i], dtype=np.int64).reshape(-1, 2) if run_shapes is not None else shapes

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, Work, kernel_work
+from wsealloc.cost import CostOptions, Work, kernel_work, training_work
 from wsealloc.cost.standard import ingress_bytes
+from wsealloc.cost.training import in_flight
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
 from wsealloc.opmodels.applied import Applied
@@ -123,8 +124,14 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     """Cost every kernel; raise :class:`InfeasibleError` naming kernels with no legal op model."""
     cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
     result: list[KernelCosts] = []
-    for kernel in kgraph.kernels:
+    shape = pipeline_shape(kgraph) if options.train is not None else None
+    for i, kernel in enumerate(kgraph.kernels):
         work = kernel_work(kernel, kgraph.ops, arch, options)
+        if shape is not None:
+            depth, stages, has_pred, has_succ = shape
+            work = training_work(
+                work, options, input_grad=has_pred[i], loss=not has_succ[i], in_flight=in_flight(depth[i], stages)
+            )
         if work not in cache:
             table = enumerate_op_models(work, arch, options)
             cache[work] = (table, pareto_frontier(table), len(cache))
@@ -134,6 +141,21 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     if check_feasible:
         check_each_kernel_fits(costs)
     return costs
+
+
+def pipeline_shape(kgraph: KernelGraph) -> tuple[list[int], int, list[bool], list[bool]]:
+    """Each kernel's pipeline stage (the longest path of kernels before it), the number of stages, and
+    whether it has a producer and a consumer among the kernels (training: its input gradient, the loss)."""
+    index = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    depth = [0] * len(kgraph.kernels)
+    has_pred = [False] * len(kgraph.kernels)
+    has_succ = [False] * len(kgraph.kernels)
+    for e in sorted(kgraph.edges, key=lambda e: index[e.dst]):
+        s, t = index[e.src], index[e.dst]
+        if s < t:
+            depth[t] = max(depth[t], depth[s] + 1)
+            has_pred[t] = has_succ[s] = True
+    return depth, max(depth, default=0) + 1, has_pred, has_succ
 
 
 def check_each_kernel_fits(costs: CostTable) -> None:

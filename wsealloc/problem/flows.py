@@ -37,14 +37,22 @@ class Flows:
 
 def flows(costs: CostTable) -> Flows:
     """One flow per (producer, consumer, tensor) with its bytes per sample (the cost table's edges);
-    groups per (producer, tensor)."""
+    groups per (producer, tensor); in training also each gradient flowing back (consumer to producer)."""
     keys = [(e.src, e.dst, e.tensor) for e in costs.edges]
     groups: dict[tuple[int, str], int] = {}
     group = [groups.setdefault((s, tensor), len(groups)) for s, _, tensor in keys]
+    src = [e.src for e in costs.edges]
+    dst = [e.dst for e in costs.edges]
+    nbytes = [e.nbytes for e in costs.edges]
+    if costs.options.train is not None:
+        # training: every consumer sends the gradient of what it read back to its producer, as many
+        # bytes, each its own flow (gradients from several consumers are summed at the producer)
+        group += list(range(len(groups), len(groups) + len(keys)))
+        src, dst, nbytes = src + dst, dst + src, nbytes + nbytes
     return Flows(
-        np.array([e.src for e in costs.edges], dtype=np.int64),
-        np.array([e.dst for e in costs.edges], dtype=np.int64),
-        np.array([e.nbytes for e in costs.edges], dtype=np.float64),
+        np.array(src, dtype=np.int64),
+        np.array(dst, dtype=np.int64),
+        np.array(nbytes, dtype=np.float64),
         np.array(group, dtype=np.int64),
     )
 

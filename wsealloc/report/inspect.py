@@ -13,10 +13,12 @@ import shlex
 from collections import Counter
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from wsealloc.cost import Work
+from wsealloc.arch import Arch
+from wsealloc.cost import CostOptions, TrainingWork, Work, grid_costs
 from wsealloc.errors import InputShapeError
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts, Reason
 from wsealloc.units import format_bytes, format_count
@@ -164,10 +166,29 @@ def print_inputs(model: str, err: InputShapeError, console: Console) -> None:
     console.print(fix_command(model, err), markup=False, highlight=False, soft_wrap=True)
 
 
-def op_model_rows(kc: KernelCosts, arch_usable: int) -> list[dict[str, Any]]:
-    """Every op model of one kernel with its reason and numbers."""
+def training_parts(kc: KernelCosts, arch: Arch, options: CostOptions) -> list[dict[str, int]] | None:
+    """A training kernel's SRAM per core by part for every op model of its table (None: inference)."""
+    if not isinstance(kc.work, TrainingWork):
+        return None
     t = kc.table
-    out = []
+    out: list[dict[str, int]] = [{} for _ in range(len(t))]
+    for code in np.unique(t.dataflow).tolist():
+        rows = np.flatnonzero(t.dataflow == code)
+        p = grid_costs(kc.work, arch, options, DATAFLOW_CODES[code], t.r[rows], t.c[rows]).sram_parts()
+        named = {"weights": p.weights, "gradients": p.grads, "optimizer": p.optimizer, "stash": p.stash, "buffers": p.buffers}
+        for j, i in enumerate(rows.tolist()):
+            out[i] = {name: int(v[j]) if v is not None else 0 for name, v in named.items()}
+    return out
+
+
+def op_model_rows(
+    kc: KernelCosts, arch_usable: int, arch: Arch | None = None, options: CostOptions | None = None
+) -> list[dict[str, Any]]:
+    """Every op model of one kernel with its reason and numbers (a training kernel, given ``arch`` and
+    ``options``: also its SRAM per core by part, ``sram_parts``)."""
+    t = kc.table
+    parts = training_parts(kc, arch, options) if arch is not None and options is not None else None
+    out: list[dict[str, Any]] = []
     for i in range(len(t)):
         reason = Reason(int(t.reason[i]))
         detail = ""
@@ -190,16 +211,24 @@ def op_model_rows(kc: KernelCosts, arch_usable: int) -> list[dict[str, Any]]:
                 "detail": detail,
             }
         )
+        if parts is not None:
+            out[-1]["sram_parts"] = parts[i]
     return out
 
 
-def print_op_models(kc: KernelCosts, usable: int, console: Console, limit: int = 40) -> dict[str, int]:
-    """Print the frontier and a sample of rejected op models, return counts by reason."""
-    rows = op_model_rows(kc, usable)
+def print_op_models(
+    kc: KernelCosts, usable: int, console: Console, limit: int = 40, arch: Arch | None = None, options: CostOptions | None = None
+) -> dict[str, int]:
+    """Print the frontier and a sample of rejected op models, return counts by reason (a training
+    kernel: with its SRAM by part)."""
+    rows = op_model_rows(kc, usable, arch, options)
     counts = Counter(r["reason"] for r in rows)
     frontier = set(int(i) for i in kc.frontier.index)
     table = Table(title=f"Op models of {kc.kernel.name} ({kc.kernel.kind.value}); * = on the Pareto frontier")
-    for col in ("", "dataflow", "grid", "cores", "latency", "compute", "noc", "SRAM/core", "status"):
+    training = bool(rows) and "sram_parts" in rows[0]
+    columns = ["", "dataflow", "grid", "cores", "latency", "compute", "noc", "SRAM/core"]
+    columns += ["weights/grads/optimizer/stash/buffers"] if training else []
+    for col in (*columns, "status"):
         table.add_column(col)
     legal = [int(i) for i in kc.frontier.index]  # cores ascending
     rejected = [i for i, r in enumerate(rows) if not r["legal"]]
@@ -216,6 +245,7 @@ def print_op_models(kc: KernelCosts, usable: int, console: Console, limit: int =
             str(r["compute_cycles"]),
             str(r["noc_cycles"]),
             str(r["sram_bytes_per_core"]),
+            *(["/".join(str(v) for v in r["sram_parts"].values())] if training else []),
             status,
         )
     console.print(table)

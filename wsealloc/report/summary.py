@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
+from wsealloc.cost import Dataflow, TrainingWork, grid_costs
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
+from wsealloc.units import format_bytes
 
 
 def communication(k: KernelPlan) -> str:
@@ -121,6 +124,45 @@ def constraints_line(out: SolveOutcome) -> str | None:
     )
 
 
+def training_lines(out: SolveOutcome) -> list[str]:
+    """Training plans: the optimizer, which kernels recompute, the SRAM by part over the wafer."""
+    train = out.costs.options.train
+    if train is None:
+        return []
+    plan = out.plan
+    by_name = {kc.kernel.name: kc for kc in out.costs.kernels}
+    totals = dict.fromkeys(("weights", "gradients", "optimizer", "stash", "buffers"), 0.0)
+    recompute = 0
+    deepest = 0
+    for kp in plan.kernels:
+        kc = by_name.get(kp.name)
+        if kc is None or not isinstance(kc.work, TrainingWork):
+            continue
+        dataflow = Dataflow(kp.dataflow)
+        recompute += dataflow is Dataflow.TRAIN_RECOMPUTE
+        deepest = max(deepest, kc.work.in_flight)
+        g = grid_costs(kc.work, out.costs.arch, out.costs.options, dataflow, np.array([kp.grid[0]]), np.array([kp.grid[1]]))
+        parts = g.sram_parts()
+        for name, part in (
+            ("weights", parts.weights),
+            ("gradients", parts.grads),
+            ("optimizer", parts.optimizer),
+            ("stash", parts.stash),
+            ("buffers", parts.buffers),
+        ):
+            totals[name] += float(part[0]) * kp.cores if part is not None else 0.0
+    every = "every sample" if train.batch == 1 else f"every {train.batch} samples"
+    usable = out.costs.arch.usable_sram_bytes * out.costs.arch.total_cores * len(plan.stages)
+    memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
+    return [
+        f"training: {plan.objective.throughput_samples_per_s:,.1f} samples/s; {train.optimizer.value}, weights updated "
+        f"{every}; forward, backward and update time-shared on each kernel's rectangle; {recompute} of "
+        f"{len(plan.kernels)} kernels recompute their forward (--recompute {train.recompute.value})",
+        f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
+        f"of {format_bytes(usable)} usable",
+    ]
+
+
 def summary_lines(out: SolveOutcome) -> list[str]:
     """Human-readable lines describing a solve outcome."""
     plan = out.plan
@@ -156,6 +198,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
             f"{', ...' if len(grids) > 6 else ''}){fit}"
         )
     lines += llm_lines(plan)
+    lines += training_lines(out)
     if wafers > 1:
         lines.append(
             "stages: "

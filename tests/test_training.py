@@ -1,0 +1,211 @@
+"""Training in the layer pipeline (``--train``; cost.training): the backward's MACs against closed
+forms, the stash's samples in flight per depth, recomputation, the optimizer's state bytes, the
+co-located rectangle in the verifier, and what is refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import MODELS
+from test_zoo import decoder_macs, resnet50_macs
+
+import wsealloc.api as ws
+from wsealloc.arch import load_arch
+from wsealloc.cost import CostOptions, Dataflow, TrainingWork, grid_costs
+from wsealloc.cost.model import Optimizer, Recompute, TrainingOptions
+from wsealloc.cost.training import in_flight
+from wsealloc.errors import InfeasibleError, UsageError
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.opmodels.table import pipeline_shape
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import verify_plan
+
+TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
+TRAIN = CostOptions(train=TrainingOptions())
+
+
+def _costs(path: Path, arch: str = "tiny", options: CostOptions = TRAIN, *, check: bool = True):  # noqa: ANN202
+    return build_costs(OnnxSource(path=str(path)), load_arch(arch), options, check_feasible=check)
+
+
+def test_samples_in_flight_per_depth() -> None:
+    # a sample's forward at stage d, its backward 2 (D - 1 - d) + 1 steps later, one new sample per step
+    assert [in_flight(d, 5) for d in range(5)] == [9, 7, 5, 3, 1]
+    assert in_flight(0, 1) == 1  # one stage: the loss turns the sample around at once
+
+
+def test_the_tiny_transformers_pipeline_and_each_kernels_stash() -> None:
+    costs = _costs(TRANSFORMER)
+    depth, stages, has_pred, has_succ = pipeline_shape(costs.kgraph)
+    names = [kc.kernel.name for kc in costs.kernels]
+    assert depth[0] == 0 and not has_pred[0]  # embed: fed by the token ids only
+    assert not has_succ[names.index("lm_head")] and stages == depth[names.index("lm_head")] + 1
+    for kc, d in zip(costs.kernels, depth, strict=True):
+        assert isinstance(kc.work, TrainingWork)
+        assert kc.work.in_flight == 2 * (stages - 1 - d) + 1
+        assert kc.work.stash_bytes == kc.work.forward.in_bytes
+    assert costs.by_name("lm_head").work.loss and not costs.by_name("l0.fc1").work.loss  # type: ignore[union-attr]
+
+
+def test_backward_macs_are_the_closed_form() -> None:
+    # tiny transformer (models/tiny/build.py): every MAC kernel has a producer, so each computes its input
+    # gradient and its weight gradient (attention: both operands' gradients): 3x the forward's MACs
+    forward = decoder_macs(2, 32, 64, 4 * 64, 100, 2)
+    assert forward == 3_612_672
+    costs = _costs(TRANSFORMER)
+    assert sum(kc.work.macs for kc in costs.kernels) == 3 * forward == 10_838_016
+    works = {kc.kernel.name: kc.work for kc in costs.kernels}
+    assert works["l0.qkv"].gradients == 2 and works["l0.scores"].gradients == 2  # type: ignore[union-attr]
+    assert works["l0.softmax"].gradients == 0  # a vector kernel: its backward is vector work  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "forward", "first_conv"),
+    [
+        ("gpt2.onnx", decoder_macs(12, 1024, 768, 3072, 50257, 2), 0),
+        ("resnet50.onnx", resnet50_macs(), 112 * 112 * 64 * 3 * 7 * 7),
+    ],
+)
+def test_zoo_training_macs(name: str, forward: int, first_conv: int) -> None:
+    # GPT-2: the embedding (a lookup) comes first, every matmul has a producer: 3x. ResNet-50: the stem
+    # conv reads the image, which needs no gradient: its weight gradient only
+    costs = _costs(MODELS / name, "wse2", check=False)
+    assert sum(kc.work.macs for kc in costs.kernels) == 3 * forward - first_conv
+
+
+def test_optimizer_state_and_the_sram_parts_on_one_grid() -> None:
+    assert [o.state_bytes_per_param for o in Optimizer] == [4, 8, 12]  # fp32 master; + velocity; + two moments
+    costs = _costs(TRANSFORMER)
+    kc = costs.by_name("l0.fc1")
+    work = kc.work
+    assert isinstance(work, TrainingWork)
+    r, c = np.array([8]), np.array([8])
+    g = grid_costs(work, costs.arch, costs.options, Dataflow.TRAIN, r, c)
+    p = g.sram_parts()
+    assert p.grads is not None and p.optimizer is not None and p.stash is not None
+    assert p.grads[0] == 2 * p.weights[0]  # fp32 accumulators for fp16 weights
+    assert p.optimizer[0] == 6 * p.weights[0]  # Adam: 12 B per parameter of 2 B
+    assert p.stash[0] == -(-work.forward.in_bytes * work.in_flight // 64)
+    assert g.sram_bytes[0] == p.weights[0] + p.state[0] + p.buffers[0] + p.grads[0] + p.optimizer[0] + p.stash[0]
+    sgd = _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(optimizer=Optimizer.SGD))).by_name("l0.fc1")
+    ps = grid_costs(
+        sgd.work, costs.arch, CostOptions(train=TrainingOptions(optimizer=Optimizer.SGD)), Dataflow.TRAIN, r, c
+    ).sram_parts()
+    assert ps.optimizer is not None and ps.optimizer[0] * 3 == p.optimizer[0]  # 4 B against 12 B per parameter
+
+
+def test_recomputation_trades_the_stash_for_the_forward_again() -> None:
+    costs = _costs(TRANSFORMER)
+    work = costs.by_name("l0.qkv").work
+    assert isinstance(work, TrainingWork) and work.in_flight > 1
+    r, c = np.array([4]), np.array([4])
+    keep = grid_costs(work, costs.arch, costs.options, Dataflow.TRAIN, r, c)
+    again = grid_costs(work, costs.arch, costs.options, Dataflow.TRAIN_RECOMPUTE, r, c)
+    forward = grid_costs(work.forward, costs.arch, costs.options, Dataflow.WEIGHT_STATIONARY, r, c)
+    fastest = min(
+        int(grid_costs(work.forward, costs.arch, costs.options, df, r, c).latency[0]) for df in work.forward.dataflows()
+    )
+    assert forward.latency[0] >= fastest
+    assert again.latency[0] - keep.latency[0] == fastest
+    assert keep.sram_parts().stash[0] == -(-work.stash_bytes * work.in_flight // 16)  # type: ignore[index]
+    assert again.sram_parts().stash[0] == -(-work.stash_bytes // 16)  # type: ignore[index]
+    # the user fixes it, or the table offers both and the solver picks per kernel
+    dfs = {
+        mode: _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(recompute=mode))).by_name("l0.qkv").work.dataflows()
+        for mode in Recompute
+    }
+    assert dfs == {
+        Recompute.NONE: (Dataflow.TRAIN,),
+        Recompute.ALL: (Dataflow.TRAIN_RECOMPUTE,),
+        Recompute.AUTO: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
+    }
+
+
+def test_a_stash_too_large_without_recomputation_fits_with_it() -> None:
+    # GPT-2 at 1024 tokens: the attention's context kernel keeps each sample's probabilities (12 x 1024 x
+    # 1024 fp16) for ~200 samples in flight: no grid holds that; recomputing lets it fit
+    with pytest.raises(InfeasibleError, match="node_matmul_1"):
+        ws.solve(MODELS / "gpt2.onnx", "wse2", place=False, train=True, recompute="none")
+    out = ws.solve(MODELS / "gpt2.onnx", "wse2", place=False, train=True, recompute="auto")
+    assert out.plan.objective.status.value == "OPTIMAL"
+    chosen = {k.name: k.dataflow for k in out.plan.kernels}
+    assert chosen["node_matmul_1"] == "train-recompute"
+    assert "train" in chosen.values()  # the solver keeps the stash where it fits and is faster
+
+
+def test_llama_7b_does_not_train_as_a_layer_pipeline() -> None:
+    with pytest.raises(InfeasibleError, match="does not fit wse2"):
+        ws.solve(MODELS / "llama-7b.onnx", "wse2", place=False, train=True)
+
+
+def test_a_placed_training_plan_verifies_and_the_colocated_rectangle_is_checked(tmp_path: Path) -> None:
+    out = ws.solve(TRANSFORMER, "tiny", train=True, time_limit=10, output=tmp_path / "p.json")
+    plan = out.plan
+    assert plan.request is not None and plan.request.cost.train is not None
+    assert all(k.dataflow in ("train", "train-recompute") and k.placement is not None for k in plan.kernels)
+    assert verify_plan(tmp_path / "p.json").ok
+    # forward, backward and update are one op model on one rectangle: a plan whose kernel claims
+    # another phase split (its latency without the backward) is rejected
+    doc = json.loads((tmp_path / "p.json").read_text())
+    k = doc["kernels"][3]
+    k["dataflow"] = "train-recompute" if k["dataflow"] == "train" else "train"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    report = verify_plan(bad)
+    assert not report.ok and any(k["name"] in v for v in report.violations)
+
+
+def test_training_summary_names_the_optimizer_recomputation_and_memory() -> None:
+    from wsealloc.report.summary import summary_lines
+
+    out = ws.solve(TRANSFORMER, "tiny", train=True, place=False, optimizer="sgd")
+    text = "\n".join(summary_lines(out))
+    assert "training: " in text and "sgd" in text and "recompute their forward" in text
+    assert "training memory: weights" in text and "stash" in text and "optimizer" in text
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"optimizer": "sgd"}, "--optimizer set(s) how training runs: give --train"),
+        ({"train": True, "optimizer": "lion"}, "unknown optimizer 'lion'"),
+        ({"train": True, "recompute": "some"}, "unknown recompute 'some'"),
+        ({"train": True, "objective": "latency"}, "use --objective throughput"),
+        ({"train": True, "cost": "ispd2020"}, "--cost-model ispd2020 is not supported"),
+    ],
+)
+def test_what_train_refuses(options: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]
+
+
+def test_inference_is_unchanged_without_train() -> None:
+    costs = _costs(TRANSFORMER, options=CostOptions())
+    assert costs.options.train is None
+    assert not any(isinstance(kc.work, TrainingWork) for kc in costs.kernels)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_inspect_train_shows_training_macs_and_each_op_models_memory_by_part() -> None:
+    proc = _cli("inspect", str(TRANSFORMER), "--arch", "tiny", "--train", "--json")
+    assert proc.returncode == 0, proc.stderr
+    kernels = {k["name"]: k for k in json.loads(proc.stdout)["kernels"]}
+    assert kernels["l0.fc1"]["macs"] == 3 * 32 * 64 * 256  # forward, input gradient, weight gradient
+    proc = _cli("inspect", str(TRANSFORMER), "--arch", "tiny", "--train", "--kernel", "l0.fc1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["op_models"]
+    first = rows[0]
+    assert set(first["sram_parts"]) == {"weights", "gradients", "optimizer", "stash", "buffers"}
+    for row in rows:
+        assert sum(row["sram_parts"].values()) == row["sram_bytes_per_core"]
+    assert {row["dataflow"] for row in rows} == {"train", "train-recompute"}
+    plain = json.loads(_cli("inspect", str(TRANSFORMER), "--arch", "tiny", "--kernel", "l0.fc1", "--json").stdout)
+    assert "sram_parts" not in plain["op_models"][0]  # inference output unchanged

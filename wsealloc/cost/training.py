@@ -1,0 +1,130 @@
+"""Training in the layer pipeline: each kernel's forward, backward and weight update on its own grid.
+
+A training kernel (:class:`TrainingWork`) is the forward kernel's work with what training adds,
+*time-shared* on the kernel's rectangle (the ISPD-2020 contest's conv kernel lays the three side by
+side instead; time-sharing keeps one grid whose every core serves each phase): per sample the forward,
+then the backward when that sample's gradient comes back, and the update of the weights once per
+``batch`` samples. docs/cost-model.md, section 11, states every rule below and why.
+
+* **Backward work.** A MAC kernel's backward is its forward's transposed products on the same grid: the
+  input gradient dA = dOut . B^T (not for a kernel fed by the model's inputs only: nothing upstream
+  needs it) and the weight gradient dB = A^T . dOut (a parameter B), or the second operand's gradient
+  (an activation B, as in attention): each as many MACs as the forward, on the same tiles, streaming
+  the same operand sizes, so each costs the forward's latency on that grid. A vector kernel's backward
+  is ``BACKWARD_VECTOR_FACTOR`` times its forward (the local derivative and its product with the
+  incoming gradient). The last kernel also computes the loss and its gradient (``LOSS_OPS_PER_ELEMENT``
+  vector ops per output element).
+* **Update.** Once per ``batch`` samples each core updates the parameters it holds: the optimizer's
+  vector ops per parameter (``Optimizer.ops_per_param``) at the core's vector rate.
+* **Memory.** Mixed precision (fp16 weights and activations, fp32 master weights, gradient
+  accumulators and optimizer state): per parameter the cores hold its fp16 weight (the forward's
+  weights part), an fp32 gradient accumulator (2x the weight's bytes) and the optimizer's state
+  (``Optimizer.state_bytes_per_param``: the fp32 master weight, then momentum, then Adam's second
+  moment). The **stash**: each kernel keeps its input activation of every sample in flight between its
+  forward and its backward, spread over its cores. In a pipeline of D stages in which a sample moves one
+  stage per step forward and then back, a kernel at stage d (0 = first) sees sample s's forward at
+  step t and its backward at step t + 2(D - 1 - d) + 1 (the loss at the last stage turns the sample
+  around in one step), and one new sample enters per step: it keeps ``2 (D - 1 - d) + 1`` samples
+  (``in_flight``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost.model import (
+    BACKWARD_VECTOR_FACTOR,
+    BYTES_PER_WEIGHT,
+    GRAD_BYTES_PER_PARAM,
+    CostOptions,
+    GridCosts,
+    SramParts,
+    TrainingWork,
+)
+from wsealloc.cost.region import GridFn, fastest_on
+
+
+def in_flight(depth: int, stages: int) -> int:
+    """Samples a kernel at pipeline stage ``depth`` (0 = first) of ``stages`` keeps (module docstring)."""
+    return 2 * (stages - 1 - depth) + 1
+
+
+@dataclass(frozen=True)
+class Phases:
+    """A training kernel on grid shapes, phase by phase (cycles per sample, arrays over the shapes)."""
+
+    forward_dataflow: np.ndarray  # index into the forward's dataflows()
+    forward: np.ndarray
+    backward: np.ndarray
+    update: np.ndarray  # a 1/batch share of one update
+    recompute: np.ndarray  # the forward again (recomputation), else 0
+
+
+def phases(
+    work: TrainingWork,
+    arch: Arch,
+    options: CostOptions,
+    r: np.ndarray,
+    c: np.ndarray,
+    grid_fn: GridFn,
+    *,
+    recompute: bool = False,
+) -> tuple[Phases, GridCosts]:
+    """Each phase's cycles per sample on every grid shape, and the forward's costs there (its fastest
+    dataflow)."""
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    df, g = fastest_on(work.forward, arch, options, r, c, grid_fn)
+    vec_rate = float(arch.vector_ops_per_cycle)
+    if work.forward.is_mac:
+        backward = g.latency * work.gradients
+        extra_vec = BACKWARD_VECTOR_FACTOR * float(work.forward.vector_ops) + work.loss_ops
+        # the epilogues' derivatives and the loss, over the grid's cores (the MAC products carry the rest)
+        backward = backward + np.ceil(extra_vec / (r * c) / vec_rate).astype(np.int64)
+    else:
+        backward = g.latency * BACKWARD_VECTOR_FACTOR + np.ceil(work.loss_ops / (r * c) / vec_rate).astype(np.int64)
+    params_per_core = g.sram_parts().weights / BYTES_PER_WEIGHT if work.params else np.zeros(r.size)
+    update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / work.batch).astype(np.int64)
+    forward = g.latency.astype(np.int64)
+    again = forward if recompute else np.zeros_like(forward)
+    return Phases(df, forward, backward.astype(np.int64), update, again), g
+
+
+def training_grid_costs(
+    work: TrainingWork,
+    arch: Arch,
+    options: CostOptions,
+    r: np.ndarray,
+    c: np.ndarray,
+    grid_fn: GridFn,
+    *,
+    recompute: bool = False,
+) -> GridCosts:
+    """Costs of a training kernel on every grid shape (module docstring): the phases' cycles summed,
+    the SRAM by part (weights, gradients, optimizer state, stash, buffers); ``recompute``: the stash of
+    one sample and the forward twice."""
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    ph, g = phases(work, arch, options, r, c, grid_fn, recompute=recompute)
+    parts = g.sram_parts()
+    has_params = 1.0 if work.params else 0.0
+    grads = has_params * parts.weights * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT)
+    optimizer = has_params * parts.weights * (work.optimizer.state_bytes_per_param / BYTES_PER_WEIGHT)
+    kept = 1 if recompute else work.in_flight
+    stash = np.ceil(work.stash_bytes * kept / (r * c).astype(np.float64))
+    train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)
+    # the backward (and a recomputed forward) on the forward's resources
+    ratio = (ph.forward + ph.backward + ph.recompute) / np.maximum(ph.forward, 1)
+    return GridCosts(
+        rows=g.rows,
+        cols=g.cols,
+        compute_cycles=g.compute_cycles * ratio + ph.update,
+        noc_cycles=g.noc_cycles * ratio,
+        sram_bytes=train_parts.total,
+        latency=np.minimum(ph.forward + ph.backward + ph.recompute + ph.update, 2**62),
+        waste=g.waste,
+        parts=train_parts,
+    )
