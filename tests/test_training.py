@@ -209,3 +209,69 @@ def test_inspect_train_shows_training_macs_and_each_op_models_memory_by_part() -
     assert {row["dataflow"] for row in rows} == {"train", "train-recompute"}
     plain = json.loads(_cli("inspect", str(TRANSFORMER), "--arch", "tiny", "--kernel", "l0.fc1", "--json").stdout)
     assert "sram_parts" not in plain["op_models"][0]  # inference output unchanged
+
+
+# ---------------------------------------------------------------- weight streaming (--mode)
+
+BANDWIDTH = "cluster.offwafer_bytes_per_s=1e9"  # tiny has no off-wafer memory of its own
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_a_streamed_plan_verifies_and_a_tampered_one_does_not(tmp_path: Path, train: bool) -> None:
+    out = ws.solve(
+        TRANSFORMER, "tiny", train=train, mode="streaming", stream_batch=8, sets=[BANDWIDTH], output=tmp_path / "s.json"
+    )
+    plan = out.plan
+    assert len(plan.regions) == 1 and plan.regions[0].grid == (16, 24)  # every kernel in turn on the whole wafer
+    assert {k.dataflow for k in plan.kernels} == {"stream"}
+    assert verify_plan(tmp_path / "s.json").ok
+    doc = json.loads((tmp_path / "s.json").read_text())
+    doc["regions"][0]["latency_cycles"] -= 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert not verify_plan(bad).ok
+
+
+def test_a_stream_bound_kernel_by_hand() -> None:
+    # 1 MB/s at tiny's 1 GHz: 0.001 B per cycle; l0.fc1's 33,280 B of weights take 33,280,000 cycles to
+    # stream, once for the forward and once for the backward: per sample of a batch of 8, 8,320,000
+    from wsealloc.cost import StreamedWork
+
+    arch = load_arch("tiny", ("cluster.offwafer_bytes_per_s=1e6",))
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), arch, TRAIN)
+    work = costs.by_name("l0.fc1").work
+    assert isinstance(work, TrainingWork) and work.weight_bytes == 64 * 256 * 2 + 256 * 2 == 33_280
+    g = grid_costs(StreamedWork(work, 8), arch, costs.options, Dataflow.STREAM, np.array([16]), np.array([24]))
+    assert int(g.latency[0]) == 2 * 33_280_000 // 8 == 8_320_000
+
+
+def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why() -> None:
+    out = ws.solve(MODELS / "llama-7b.onnx", "wse2", train=True, mode="auto", stream_batch=8)
+    assert out.plan.request is not None and out.plan.request.mode.value == "streaming"
+    assert "the layer pipeline does not fit" in out.plan.objective.message
+    small = ws.solve(TRANSFORMER, "tiny", train=True, mode="auto", sets=[BANDWIDTH], place=False)
+    assert small.plan.request is not None and small.plan.request.mode.value == "pipelined"
+    assert "pipelined" in small.plan.objective.message and "streamed" in small.plan.objective.message
+
+
+def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
+    with pytest.raises(InfeasibleError, match=r"the largest batch that fits is \d+") as info:
+        ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=100_000, sets=[BANDWIDTH])
+    largest = int(str(info.value).rsplit("fits is ", 1)[1].split()[0])
+    assert largest >= 1
+    ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=largest, sets=[BANDWIDTH])  # fits
+    with pytest.raises(InfeasibleError):
+        ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=largest + 1, sets=[BANDWIDTH])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "streaming"}, "needs the off-wafer bandwidth"),
+        ({"mode": "streaming", "share": "auto", "objective": "latency", "sets": [BANDWIDTH]}, "use --objective throughput"),
+        ({"mode": "sideways"}, "unknown mode 'sideways'"),
+    ],
+)
+def test_what_streaming_refuses(options: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]

@@ -28,6 +28,8 @@ from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
+from wsealloc.opmodels.streaming import largest_batch, streaming_table
+from wsealloc.opmodels.table import check_each_kernel_fits
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.headline import Headline
@@ -40,7 +42,7 @@ from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import build_sharing_problem, grid_allowed
 from wsealloc.problem.stages import StageProblem, build_stage_problem
-from wsealloc.request import RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
+from wsealloc.request import Mode, RequestOptions, ShareMode, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
 from wsealloc.solvers.conflicts import check as check_conflicts
@@ -387,11 +389,36 @@ class Outcome(Protocol):
 def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> SolveOutcome:
     """An ONNX (or generated ONNX) model: the front half, the cores shared in time if asked, then one
     wafer or a pipeline over several."""
+    resident = request.mode is Mode.PIPELINED  # streaming and auto judge what fits themselves
     costs = _run_stoppable(
-        lambda: build_costs(request.onnx_model, request.machine, request.cost, constraints=request.constraints), deadline
+        lambda: build_costs(
+            request.onnx_model, request.machine, request.cost, constraints=request.constraints, check_feasible=resident
+        ),
+        deadline,
     )
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
+    if not resident:
+        mode, why, streamed = choose_mode(costs, request)
+        request = request.model_copy(update={"mode": mode})
+        if mode is Mode.STREAMING:
+            return solve_streamed(costs, streamed, request, why)
+        check_each_kernel_fits(costs)
+        return _noted(_run_resident(costs, request, deadline, progress), why)
+    return _run_resident(costs, request, deadline, progress)
+
+
+def _noted(outcome: SolveOutcome, why: str) -> SolveOutcome:
+    """``outcome`` with ``why`` (the mode's choice) in front of its plan's message."""
+    objective = outcome.plan.objective
+    message = f"{why}; {objective.message}" if objective.message else why
+    plan = outcome.plan.model_copy(update={"objective": objective.model_copy(update={"message": message})})
+    return replace(outcome, plan=plan)
+
+
+def _run_resident(costs: CostTable, request: SolveRequest, deadline: Deadline, progress: Progress | None) -> SolveOutcome:
+    """Every kernel resident on the wafer(s): the cores shared in time if asked, then one wafer or a
+    pipeline over several."""
     if costs.applied is not None:  # the user's rules: a conflict is explained before any solver runs
         check_conflicts(costs, request.wafer_count, shared=request.sharing.mode is not ShareMode.NONE)
     count = request.wafer_count
@@ -416,6 +443,68 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     if count == 1:
         return priced(solve_costs(costs, request, deadline, progress), costs, request)
     return priced(solve_stages(costs, request, count, deadline, progress), costs, request)
+
+
+def choose_mode(costs: CostTable, request: SolveRequest) -> tuple[Mode, str, CostTable]:
+    """The mode a ``--mode streaming|auto`` request runs in, why, and the streamed cost table. Auto: the
+    layer pipeline when it fits and its proven optimum is no slower than streaming, else streaming (when
+    its batch fits); the reason names both rates."""
+    streamed = streaming_table(costs, request.stream_samples)
+    unit = streamed.kernels[0]
+    stream = int(unit.frontier.latency[0]) if len(unit.frontier) else None
+    if request.mode is Mode.STREAMING:
+        return Mode.STREAMING, "--mode streaming", streamed
+    objective = objective_named(request.objective)
+    pipe: int | None = None
+    unfit = [kc.kernel.name for kc in costs.kernels if len(kc.frontier) == 0]
+    if unfit:
+        why_not = f"{len(unfit)} kernel(s) fit no grid of their own ({', '.join(unfit[:2])}{', ...' if len(unfit) > 2 else ''})"
+    else:
+        pipe = objective.exact_bound(build_problem(costs, objective=objective)).value
+        why_not = "its kernels' smallest op models need more cores than the wafer has"
+    clock = costs.arch.clock_hz
+    if pipe is None and stream is None:
+        raise InfeasibleError(
+            f"{costs.kgraph.ops.source}: neither mode fits {costs.arch.name}: the layer pipeline does not ({why_not}), and "
+            f"streaming {request.stream_samples} sample(s) per pass needs more SRAM than the wafer has (a smaller --stream-batch)"
+        )
+    if pipe is None:
+        return Mode.STREAMING, f"auto: the layer pipeline does not fit ({why_not}); streamed", streamed
+    rates = f"pipelined {clock / pipe:,.1f} samples/s (proven)"
+    if stream is None:
+        return Mode.PIPELINED, f"auto: {rates}; streaming {request.stream_samples} sample(s) per pass does not fit", streamed
+    rates += f", streamed {clock / stream:,.1f} samples/s at {request.stream_samples} per pass"
+    if pipe <= stream:
+        return Mode.PIPELINED, f"auto: {rates}: pipelined", streamed
+    return Mode.STREAMING, f"auto: {rates}: streamed", streamed
+
+
+def solve_streamed(costs: CostTable, units: CostTable, request: SolveRequest, why: str) -> SolveOutcome:
+    """The streamed plan of ``costs``: every kernel in its turn on the whole wafer (one region, ``units``),
+    its recomputation chosen so the batch fits (``opmodels.streaming``). Its bound: the same batch with every stash kept
+    (no recomputation), a lower bound over the recomputation choices."""
+    t0 = time.perf_counter()
+    unit = units.kernels[0]
+    source = units.kgraph.ops.source
+    if not len(unit.frontier):
+        need = int(unit.table.sram.min())
+        fits = largest_batch(costs)
+        raise InfeasibleError(
+            f"{source}: streamed with {request.stream_samples} sample(s) per pass, every kernel's stash and the largest "
+            f"kernel's buffers need {format_bytes(need)} per core, usable {format_bytes(units.arch.usable_sram_bytes)} "
+            f"even with every kernel recomputing; the largest batch that fits is {fits} (--stream-batch)"
+        )
+    objective = objective_named(request.objective)
+    problem = build_problem(units, objective=objective)
+    value = int(unit.frontier.latency[0])
+    keep = streaming_table(costs, request.stream_samples, recompute=False).kernels[0]
+    bound = min(value, int(keep.table.latency.min()))
+    status = Status.OPTIMAL if bound == value else Status.FEASIBLE
+    result = result_from_choice("stream", problem, (0,), status, bound, time.perf_counter() - t0, message=why)
+    knobs = SolveOptions(deadline=Deadline.after(request.solver.time_limit_s), workers=1, seed=request.solver.seed)
+    baseline = get_solver("greedy")(problem, knobs)  # one unit, one op model: the same plan, as the greedy finds it
+    plan = make_plan(units, request.onnx_model, result, baseline, request=request)
+    return SolveOutcome(plan, result, baseline, result, units, False, request=request)
 
 
 def unconstrained_bound(costs: CostTable, request: SolveRequest, wafers: int | None) -> ProvenBound:

@@ -85,6 +85,14 @@ class ShareMode(str, enum.Enum):
     GRID = "grid"  # every kernel on one fixed R x C grid, runs packed by SRAM (WaferLLM's mapping)
 
 
+class Mode(str, enum.Enum):
+    """How the model runs on the wafer: resident or streamed weights."""
+
+    PIPELINED = "pipelined"  # every kernel resident on its own rectangle (the layer pipeline)
+    STREAMING = "streaming"  # one kernel at a time on the whole wafer, weights streamed in (cost.streaming)
+    AUTO = "auto"  # the faster of the two that fits (api.choose_mode says why)
+
+
 class Sharing(_Frozen):
     """Cores shared in time: the mode, the grid of ``GRID``, and the region grids ``AUTO`` chooses from
     (``problem.sharing.candidate_shapes``: ``stacked``, the default, columns of 1-4 regions one above
@@ -132,6 +140,8 @@ class SolveRequest(_Frozen):
     objective: ObjectiveKind = ObjectiveKind.THROUGHPUT  # what the allocation minimizes (problem.objective)
     sharing: Sharing = Sharing()  # kernels sharing cores in time (cost.region)
     requests: int = Field(1, strict=True, ge=1, le=2**20)  # sequences in flight, interleaved through the kernels
+    mode: Mode = Mode.PIPELINED  # resident weights (a layer pipeline) or weight streaming
+    stream_batch: int | None = Field(None, ge=1, le=2**20)  # samples per streamed pass (None: the training batch, or 1)
     constraints: Constraints | None = None  # the user's rules (``--constraints``, ``--from-plan``; docs/constraints.md)
 
     @field_validator("objective", mode="before")
@@ -163,6 +173,8 @@ class SolveRequest(_Frozen):
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
         if self.cost.train is not None:
             _check_training(self)
+        if self.mode is not Mode.PIPELINED:
+            _check_streaming(self)
         if self.constraints is not None and self.constraints.rules:
             _check_constraints(self)
         return self
@@ -183,6 +195,13 @@ class SolveRequest(_Frozen):
         return self.arch
 
     @property
+    def stream_samples(self) -> int:
+        """Samples per streamed pass: ``stream_batch``, else the training batch, else 1."""
+        if self.stream_batch is not None:
+            return self.stream_batch
+        return self.cost.train.batch if self.cost.train is not None else 1
+
+    @property
     def wafer_count(self) -> int | None:
         """Wafers to pipeline over (None: the fewest that fit)."""
         return None if self.wafers == "auto" else int(self.wafers)
@@ -198,6 +217,28 @@ class SolveRequest(_Frozen):
             return SolveRequest.model_validate_json(text)
         except ValidationError as exc:
             raise UsageError(f"solve request: {_first_error(exc)}") from exc
+
+
+def _check_streaming(request: SolveRequest) -> None:
+    """Refuse what weight streaming does not plan: it runs every kernel on the whole wafer in turn."""
+    flag = f"--mode {request.mode.value}"
+    if request.model.carries_machine:
+        raise ValueError(f"a .kgraph contest instance is placed as the contest states it: {flag} applies to ONNX models")
+    if request.objective is not ObjectiveKind.THROUGHPUT:
+        raise ValueError(f"{flag} plans samples per second: use --objective throughput")
+    if request.sharing.mode is not ShareMode.NONE:
+        raise ValueError(f"{flag}: streaming runs each kernel on the whole wafer; drop --share/--grid")
+    if request.wafers != 1:
+        raise ValueError(f"{flag} plans one wafer fed from off-wafer memory: drop --wafers")
+    if request.constraints is not None and request.constraints.rules:
+        raise ValueError(f"{flag}: a streamed kernel has the whole wafer; constraints apply to the layer pipeline")
+    if request.cost.model is not CostModelName.STANDARD:
+        raise ValueError(f"{flag} is costed with the standard model (use --cost-model standard)")
+    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is None:
+        raise ValueError(
+            f"{flag} needs the off-wafer bandwidth: {request.arch.name} has no cluster.offwafer_bytes_per_s "
+            "(--set cluster.offwafer_bytes_per_s=150e9: the 1.2 Tb/s of I/O a CS-2 is published with)"
+        )
 
 
 def _check_training(request: SolveRequest) -> None:
@@ -262,6 +303,8 @@ class RequestOptions(TypedDict, total=False):
     optimizer: str
     train_batch: int
     recompute: str
+    mode: str
+    stream_batch: int | None
     context: int | None
     batch: int | None
     constraints: str | Path | Constraints | None
@@ -378,6 +421,8 @@ def build_request(
         "objective": opts.get("objective", "throughput"),
         "sharing": _sharing(opts),
         "requests": opts.get("requests", 1),
+        "mode": _choice("mode", opts.get("mode", "pipelined"), [m.value for m in Mode]),
+        "stream_batch": opts.get("stream_batch"),
         "constraints": _constraints(opts.get("constraints"), base),
     }
     try:
@@ -386,6 +431,13 @@ def build_request(
         raise UsageError(_first_error(exc)) from exc
     except WseallocError:
         raise
+
+
+def _choice(kind: str, value: object, choices: list[str]) -> str:
+    """A named choice, or a one-line error listing the choices."""
+    if str(value) not in choices:
+        raise UsageError(choices_message(kind, str(value), choices))
+    return str(value)
 
 
 def _training(opts: Mapping[str, object]) -> dict[str, object] | None:

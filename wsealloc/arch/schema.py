@@ -160,8 +160,9 @@ class Cluster(_Frozen):
     wafers: Annotated[int | Literal["auto"], BeforeValidator(wafer_count)] = 1
     link_bytes_per_s: float = Field(default=150e9, ge=1e3, allow_inf_nan=False)  # at least 1 kB/s
     link_latency_s: float = Field(default=1e-6, ge=0, le=1.0, allow_inf_nan=False)
-    # Off-wafer weight memory for a weight-streaming mode; None = not available. No planner uses it
-    # yet: the CLI warns when it is set (every plan keeps its weights resident).
+    # Off-wafer weight memory, bytes per second each way (--mode streaming: weights in, gradients out;
+    # cost.streaming); None = not available. Cerebras publishes 1.2 Tb/s of I/O per CS-2 system, not the
+    # bandwidth MemoryX gives one wafer: the presets take those 150 GB/s (docs/cost-model.md, section 12).
     offwafer_bytes_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 

@@ -174,7 +174,6 @@ def solve(
         raise OutputError(f"--floorplan {floorplan}: expected a .svg or .png file name")
     if floorplan is not None and request.wafer_count != 1:
         raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
-    _warn_unused_fields(request)
     stop = StopHook()
     with _stop_on_signals(stop):
         outcome = run(request, stop, _progress(verbose))
@@ -421,20 +420,9 @@ def arch_list() -> None:
 
 def _costs(request: SolveRequest, check_feasible: bool = True) -> CostTable:
     """The cost table of a request, with the warnings a user should see (ignored arch fields, fallback costs)."""
-    _warn_unused_fields(request)
     costs = build_costs(request.onnx_model, request.machine, request.cost, check_feasible=check_feasible)
     _warn_unknown_ops(request, costs)
     return costs
-
-
-def _warn_unused_fields(request: SolveRequest) -> None:
-    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is not None:
-        # accepted by the schema (issue 5 reserves it for a weight-streaming mode), used by no planner yet
-        click.echo(
-            "wsealloc: warning: cluster.offwafer_bytes_per_s is ignored: no planner streams weights yet "
-            "(every plan keeps its weights resident in SRAM)",
-            err=True,
-        )
 
 
 def _warn_unknown_ops(request: SolveRequest, costs: CostTable) -> None:

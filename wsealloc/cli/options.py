@@ -107,6 +107,19 @@ def _costing_options(fn: F) -> F:
                 help="With --train: none (every kernel keeps its stash), all (every kernel runs its forward again "
                 "instead) or auto (the solver chooses per kernel).",
             ),
+            click.option(
+                "--mode",
+                default="pipelined",
+                show_default=True,
+                help="pipelined (every kernel resident on its rectangle), streaming (one kernel at a time on the whole "
+                "wafer, weights streamed from off-wafer memory) or auto (the faster that fits; the summary says why).",
+            ),
+            click.option(
+                "--stream-batch",
+                default=None,
+                type=int,
+                help="Samples per streamed pass (default: --train-batch when training, else 1).",
+            ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(
                 "--context",
@@ -260,6 +273,8 @@ _REQUEST_KEYS = {
     "optimizer": "optimizer",
     "train_batch": "train_batch",
     "recompute": "recompute",
+    "mode": "mode",
+    "stream_batch": "stream_batch",
     "context": "context",
     "batch": "batch",
 }

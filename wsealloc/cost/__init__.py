@@ -24,9 +24,11 @@ from wsealloc.cost.model import (
     KernelWork,
     RegionWork,
     SeedWork,
+    StreamedWork,
     Work,
 )
 from wsealloc.cost.region import region_grid_costs
+from wsealloc.cost.streaming import streamed_grid_costs
 from wsealloc.cost.training import TrainingWork, training_grid_costs
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.graph.ir import OpGraph
@@ -73,6 +75,8 @@ def grid_costs(
     standard model with a calibrated ``arch.execution`` reads it (``standard.grid_costs``)."""
     if isinstance(work, RegionWork):
         return region_grid_costs(work, arch, options, r, c, grid_costs)
+    if isinstance(work, StreamedWork):
+        return streamed_grid_costs(work, arch, options, r, c, grid_costs)
     if isinstance(work, TrainingWork):
         return training_grid_costs(work, arch, options, r, c, grid_costs, recompute=dataflow is Dataflow.TRAIN_RECOMPUTE)
     if isinstance(work, SeedWork):
@@ -92,6 +96,7 @@ __all__ = [
     "KernelWork",
     "RegionWork",
     "SeedWork",
+    "StreamedWork",
     "TrainingWork",
     "Work",
     "cost_model_name",

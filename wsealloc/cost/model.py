@@ -50,6 +50,9 @@ class Dataflow(enum.Enum):
     # ... with recomputation: the kernel keeps no stash beyond the sample in its backward and runs its
     # forward again when that backward comes
     TRAIN_RECOMPUTE = "train-recompute"
+    # Weight streaming (cost.streaming): a kernel on the whole wafer in its turn, its weights streamed
+    # in from off-wafer memory for a batch of samples
+    STREAM = "stream"
 
 
 class Optimizer(enum.Enum):
@@ -229,7 +232,7 @@ class RegionWork:
     """The kernels of one region, in the order they run (``cost.region``: several kernels sharing one
     grid in time; hashable: identical regions share op models)."""
 
-    members: tuple[KernelWork | SeedWork, ...]
+    members: tuple[KernelWork | SeedWork | StreamedWork, ...]
     kind: KernelKind = KernelKind.REGION
 
     @property
@@ -388,7 +391,70 @@ class TrainingWork:
         return rows, cols
 
 
-Work = KernelWork | SeedWork | RegionWork | TrainingWork
+@dataclass(frozen=True)
+class StreamedWork:
+    """A kernel in weight-streaming mode (``cost.streaming``): its inference or training work run on the
+    whole wafer for a batch of ``batch`` samples, its weights streamed in (and, training, its weight
+    gradients out); ``recompute``: its stash is not kept, its forward runs again for the backward."""
+
+    inner: KernelWork | TrainingWork
+    batch: int
+    recompute: bool = False
+
+    @property
+    def kind(self) -> KernelKind:
+        """The kernel's kind."""
+        return self.inner.kind
+
+    @property
+    def forward(self) -> KernelWork:
+        """The forward work."""
+        return self.inner.forward if isinstance(self.inner, TrainingWork) else self.inner
+
+    @property
+    def macs(self) -> int:
+        """MACs per sample (forward, and backward in training; a recomputed forward not counted)."""
+        return int(self.inner.macs)
+
+    @property
+    def vector_ops(self) -> int:
+        """Vector ops per sample."""
+        return int(self.inner.vector_ops)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Parameter bytes (streamed in, not resident)."""
+        return int(self.inner.weight_bytes)
+
+    @property
+    def state_bytes(self) -> int:
+        """Resident state of the forward (KV caches)."""
+        return int(self.forward.state_bytes)
+
+    @property
+    def in_bytes(self) -> int:
+        """Activation bytes entering per sample."""
+        return int(self.inner.in_bytes)
+
+    @property
+    def out_bytes(self) -> int:
+        """Activation bytes leaving per sample."""
+        return int(self.inner.out_bytes)
+
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """One: the kernel's turn on the wafer."""
+        return (Dataflow.STREAM,)
+
+    def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
+        """The inner work's largest extents."""
+        rows = cols = 1
+        for df in self.inner.dataflows():
+            er, ec = self.inner.split_extents(df)
+            rows, cols = max(rows, int(er)), max(cols, int(ec))
+        return rows, cols
+
+
+Work = KernelWork | SeedWork | RegionWork | TrainingWork | StreamedWork
 
 
 # Waste of a grid that cannot hold the kernel at all (a contest conv needs 2 rows and 3 columns): the
@@ -444,3 +510,32 @@ class GridCosts:
     def sram_parts(self) -> SramParts:
         """The SRAM by part (everything as weights for a model that does not split it)."""
         return self.parts if self.parts is not None else SramParts.only_weights(self.sram_bytes)
+
+    def where(self, take: np.ndarray, other: GridCosts) -> GridCosts:
+        """Per grid shape, ``other``'s costs where ``take``, else these (the same shapes)."""
+        mine, theirs = self.sram_parts(), other.sram_parts()
+
+        def pick(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            if a is None and b is None:
+                return None
+            zero = np.zeros(self.rows.size)
+            return np.where(take, b if b is not None else zero, a if a is not None else zero)
+
+        parts = SramParts(
+            np.where(take, theirs.weights, mine.weights),
+            np.where(take, theirs.state, mine.state),
+            np.where(take, theirs.buffers, mine.buffers),
+            grads=pick(mine.grads, theirs.grads),
+            optimizer=pick(mine.optimizer, theirs.optimizer),
+            stash=pick(mine.stash, theirs.stash),
+        )
+        return GridCosts(
+            rows=self.rows,
+            cols=self.cols,
+            compute_cycles=np.where(take, other.compute_cycles, self.compute_cycles),
+            noc_cycles=np.where(take, other.noc_cycles, self.noc_cycles),
+            sram_bytes=np.where(take, other.sram_bytes, self.sram_bytes),
+            latency=np.where(take, other.latency, self.latency),
+            waste=np.where(take, other.waste, self.waste),
+            parts=parts,
+        )

@@ -40,21 +40,7 @@ def fastest_on(
             continue
         faster = g.latency < best.latency
         best_df = np.where(faster, i, best_df)
-        bp, gp = best.sram_parts(), g.sram_parts()
-        best = GridCosts(
-            rows=best.rows,
-            cols=best.cols,
-            compute_cycles=np.where(faster, g.compute_cycles, best.compute_cycles),
-            noc_cycles=np.where(faster, g.noc_cycles, best.noc_cycles),
-            sram_bytes=np.where(faster, g.sram_bytes, best.sram_bytes),
-            latency=np.where(faster, g.latency, best.latency),
-            waste=np.where(faster, g.waste, best.waste),
-            parts=SramParts(
-                np.where(faster, gp.weights, bp.weights),
-                np.where(faster, gp.state, bp.state),
-                np.where(faster, gp.buffers, bp.buffers),
-            ),
-        )
+        best = best.where(faster, g)
     assert best is not None and best_df is not None
     return best_df, best
 

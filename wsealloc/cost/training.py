@@ -78,6 +78,13 @@ def phases(
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
     df, g = fastest_on(work.forward, arch, options, r, c, grid_fn)
+    return phases_on(work, g, df, arch, r, c, recompute=recompute), g
+
+
+def phases_on(
+    work: TrainingWork, g: GridCosts, df: np.ndarray, arch: Arch, r: np.ndarray, c: np.ndarray, *, recompute: bool = False
+) -> Phases:
+    """The phases of a training kernel whose forward costs ``g`` (dataflow index ``df``) on the shapes."""
     vec_rate = float(arch.vector_ops_per_cycle)
     if work.forward.is_mac:
         backward = g.latency * work.gradients
@@ -90,7 +97,7 @@ def phases(
     update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / work.batch).astype(np.int64)
     forward = g.latency.astype(np.int64)
     again = forward if recompute else np.zeros_like(forward)
-    return Phases(df, forward, backward.astype(np.int64), update, again), g
+    return Phases(df, forward, backward.astype(np.int64), update, again)
 
 
 def training_grid_costs(

@@ -36,6 +36,7 @@ from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, KernelCosts, Reason
 from wsealloc.opmodels.enumerate import judge, on_grid
 from wsealloc.opmodels.regions import region_table
+from wsealloc.opmodels.streaming import streaming_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_preds, llm_record
@@ -50,6 +51,7 @@ from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.problem.sharing import candidate_shapes
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
+from wsealloc.request import Mode
 from wsealloc.solvers.base import Status
 
 
@@ -334,13 +336,18 @@ def _region_units(
     # the regions' candidate grids, as the solve had them: the fixed --grid, or the sharing search's set
     grid = plan.request.sharing.grid if plan.request is not None else None
     family = plan.request.sharing.family if plan.request is not None else "squares"
-    if family == "stacked" and grid is None:  # stacked columns: each region on its own grid (no choice left)
+    if plan.request is not None and plan.request.mode is Mode.STREAMING:  # every kernel on the whole wafer in turn
+        check(len(regions) == 1, "a streamed plan is one region of every kernel")
+        units = streaming_table(table, plan.request.stream_samples)
+    elif family == "stacked" and grid is None:  # stacked columns: each region on its own grid (no choice left)
         ok = all(tuple(rg.grid) in {tuple(s) for s in candidate_shapes(table.arch, family).tolist()} for rg in regions)
         check(ok, "a region's grid is not one of the stacked family's (rows // k x width)")
         units = region_table(table, runs, run_shapes=[np.array([rg.grid], dtype=np.int64) for rg in regions])
     else:
         shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch, family)
         units = region_table(table, runs, shapes=shapes)
+    # the members as the regions hold them (streamed kernels: each its streamed work)
+    table = units.members if units.members is not None else table
     by_name = {kc.kernel.name: kc for kc in table.kernels}
     records = []
     for rg, (first, end), unit in zip(regions, runs, units.kernels, strict=True):

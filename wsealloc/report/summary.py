@@ -6,10 +6,11 @@ import numpy as np
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
-from wsealloc.cost import Dataflow, TrainingWork, grid_costs
+from wsealloc.cost import Dataflow, StreamedWork, TrainingWork, grid_costs
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
+from wsealloc.request import Mode
 from wsealloc.units import format_bytes
 
 
@@ -53,10 +54,15 @@ def _bottleneck_line(plan: Plan) -> str:
     if region is not None:
         s = region.sram
         comm = f", communication {region.comm_cycles:,}" if region.comm_cycles else ""
+        streamed = plan.request is not None and plan.request.mode is Mode.STREAMING
+        parts = (
+            f"stash {s.state:,}, streamed weights and activations passing {s.buffers:,}"
+            if streamed
+            else f"weights {s.weights:,}, KV cache {s.state:,}, buffers {s.buffers:,}"
+        )
         return (
             f"slowest region {region.name} ({len(region.members)} kernels in turn on {region.grid[0]}x{region.grid[1]}): "
-            f"{region.latency_cycles:,} cycles{comm}; SRAM {region.sram_bytes_per_core:,} B/core "
-            f"(weights {s.weights:,}, KV cache {s.state:,}, buffers {s.buffers:,})"
+            f"{region.latency_cycles:,} cycles{comm}; SRAM {region.sram_bytes_per_core:,} B/core ({parts})"
         )
     bk = next(k for k in plan.kernels if k.name == obj.bottleneck_kernel)
     return (
@@ -124,10 +130,40 @@ def constraints_line(out: SolveOutcome) -> str | None:
     )
 
 
+def streaming_lines(out: SolveOutcome) -> list[str]:
+    """A streamed plan: the batch, the bandwidth, how many kernels the stream bounds, which recompute,
+    and why this mode (``--mode auto``)."""
+    plan = out.plan
+    request = plan.request
+    if request is None or request.mode is not Mode.STREAMING or out.costs.members is None:
+        return []
+    arch = out.costs.arch
+    bw = arch.cluster.offwafer_bytes_per_s or 0.0
+    kernels = out.costs.members.kernels
+    works = [kc.work for kc in kernels if isinstance(kc.work, StreamedWork)]
+    recompute = sum(w.recompute for w in works)
+    stream_bound = 0
+    turns = 2 if out.costs.options.train is not None else 1  # forward and backward each stream the weights
+    by_name = {kp.name: kp for kp in plan.kernels}
+    for kc in kernels:
+        w = kc.work
+        if isinstance(w, StreamedWork) and bw:
+            stream = int(np.ceil(w.weight_bytes / (bw / arch.clock_hz)))
+            stream_bound += by_name[kc.kernel.name].latency_cycles <= -(-stream * turns // w.batch)
+    what = "training" if out.costs.options.train is not None else "inference"
+    lines = [
+        f"streaming ({what}): {request.stream_samples} samples per pass, one kernel at a time on the whole wafer, weights "
+        f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
+        f"{stream_bound} of {len(works)} kernels bound by the stream, {recompute} recompute their forward"
+    ]
+    return lines
+
+
 def training_lines(out: SolveOutcome) -> list[str]:
     """Training plans: the optimizer, which kernels recompute, the SRAM by part over the wafer."""
     train = out.costs.options.train
-    if train is None:
+    request = out.plan.request
+    if train is None or (request is not None and request.mode is Mode.STREAMING):
         return []
     plan = out.plan
     by_name = {kc.kernel.name: kc for kc in out.costs.kernels}
@@ -199,6 +235,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         )
     lines += llm_lines(plan)
     lines += training_lines(out)
+    lines += streaming_lines(out)
     if wafers > 1:
         lines.append(
             "stages: "

@@ -1,0 +1,129 @@
+"""Weight streaming: one kernel at a time on the whole wafer, its weights streamed in from off-wafer
+memory (docs/cost-model.md, section 12).
+
+The vendor's mode for models whose weights do not fit the wafer ("Cerebras execution modes"): the
+wafer runs one layer at a time for a whole batch of ``B`` samples, forward then (training) backward;
+the layer's weights stream in from off-wafer memory for each pass and, training, its weight gradients
+stream out (the optimizer runs off the wafer); the activations stay on the wafer. A kernel's turn on
+the wafer lasts as long as the slower of its compute and its stream:
+
+    forward turn  = max(B x forward per sample,  W / bandwidth)
+    backward turn = max(B x (backward [+ forward again]) per sample, W / bandwidth)
+
+(the backward streams the weights in again and the gradients out at once: the link is taken as full
+duplex, ``cluster.offwafer_bytes_per_s`` each way). The kernel's time per sample is the sum over B.
+Its SRAM per core, on the whole wafer: the streamed weight tile double-buffered (and, training, its
+fp32 gradient accumulators) and the batch's activations passing through (``buffers``: one kernel at a
+time), and the stash (``state``: training keeps every kernel's input for the whole batch until its
+backward, unless the kernel recomputes). A region of all the kernels on the whole wafer (``cost.region``)
+adds the stashes and keeps the largest buffers: that region is the streamed plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from wsealloc.arch import Arch
+from wsealloc.cost.model import (
+    BYTES_PER_WEIGHT,
+    GRAD_BYTES_PER_PARAM,
+    CostOptions,
+    GridCosts,
+    KernelWork,
+    SramParts,
+    StreamedWork,
+    TrainingWork,
+)
+from wsealloc.cost.region import GridFn
+from wsealloc.cost.training import phases_on
+
+
+def bytes_per_cycle(arch: Arch) -> float:
+    """Off-wafer bytes per core clock cycle, each way (``cluster.offwafer_bytes_per_s``)."""
+    bw = arch.cluster.offwafer_bytes_per_s
+    if bw is None:
+        raise ValueError(f"{arch.name} has no cluster.offwafer_bytes_per_s: weight streaming needs the off-wafer bandwidth")
+    return float(bw) / float(arch.clock_hz)
+
+
+def streamed_grid_costs(
+    work: StreamedWork, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+) -> GridCosts:
+    """A kernel's streamed turn on every grid shape (the module docstring), per sample of the batch: on
+    each shape the fastest of its forward's dataflows whose SRAM fits (the one needing least SRAM when
+    none does)."""
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    best: GridCosts | None = None
+    forward = batched(work.forward, work.batch)
+    for df in forward.dataflows():
+        g = grid_fn(forward, arch, options, df, r, c, in_place=True)
+        here = _streamed(work, g, arch, r, c)
+        if best is None:
+            best = here
+            continue
+        usable = arch.usable_sram_bytes
+        fits, best_fits = here.sram_bytes <= usable, best.sram_bytes <= usable
+        better = np.where(fits == best_fits, np.where(fits, here.latency < best.latency, here.sram_bytes < best.sram_bytes), fits)
+        best = best.where(better, here)
+    assert best is not None  # every kernel has a dataflow
+    return best
+
+
+def batched(work: KernelWork, batch: int) -> KernelWork:
+    """A kernel's work for ``batch`` samples at once: the batch folds into the output's rows (the tokens
+    of a parameter-B matmul, the groups of an activation-B one: attention's heads), so the grid tiles
+    one larger matrix, as a streamed pass does; weights are unchanged."""
+    if batch == 1:
+        return work
+    weight_b = work.weight_b
+    return replace(
+        work,
+        macs=work.macs * batch,
+        vector_ops=work.vector_ops * batch,
+        g=work.g if weight_b or not work.is_mac else work.g * batch,
+        m=work.m * batch if weight_b or not work.is_mac else work.m,
+        b_bytes=work.b_bytes if weight_b else work.b_bytes * batch,
+        rows=work.rows * batch,
+        in_bytes=work.in_bytes * batch,
+        out_bytes=work.out_bytes * batch,
+    )
+
+
+def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np.ndarray) -> GridCosts:
+    """The streamed turn of the whole batch with its batched forward costing ``g`` on the shapes."""
+    batch = work.batch
+    inner = work.inner
+    training = isinstance(inner, TrainingWork)
+    if isinstance(inner, TrainingWork):
+        whole = replace(inner, forward=batched(inner.forward, batch), in_flight=1)
+        ph = phases_on(whole, g, np.zeros(r.size, dtype=np.int64), arch, r, c, recompute=work.recompute)
+        forward, backward = ph.forward, ph.backward + ph.recompute  # the update runs off the wafer
+    else:
+        forward, backward = g.latency.astype(np.int64), np.zeros(r.size, dtype=np.int64)
+    stream = int(np.ceil(work.weight_bytes / bytes_per_cycle(arch)))
+    turn = np.maximum(forward, stream)
+    if training:
+        turn = turn + np.maximum(backward, stream)
+    cores = (r * c).astype(np.float64)
+    parts = g.sram_parts()
+    tile = parts.weights  # the streamed weights' tile per core
+    grads = tile * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT) if training and work.weight_bytes else 0.0
+    passing = np.ceil((work.in_bytes + work.out_bytes) * batch / cores)
+    buffers = 2 * tile + grads + parts.buffers + passing
+    stash = np.ceil(work.in_bytes * batch / cores) if training and not work.recompute else np.zeros(r.size)
+    state = parts.state + stash
+    streamed = SramParts(np.zeros(r.size), state, buffers)
+    ratio = (forward + backward) / np.maximum(forward, 1)
+    return GridCosts(
+        rows=g.rows,
+        cols=g.cols,
+        compute_cycles=g.compute_cycles * ratio,
+        noc_cycles=g.noc_cycles * ratio,
+        sram_bytes=streamed.total,
+        latency=np.minimum(-(-turn // batch), 2**62).astype(np.int64),
+        waste=g.waste,
+        parts=streamed,
+    )
