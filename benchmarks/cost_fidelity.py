@@ -37,12 +37,15 @@ from _util import ROOT, markdown  # noqa: E402
 
 from wsealloc.api import build_problem  # noqa: E402
 from wsealloc.arch import Arch, load_arch  # noqa: E402
-from wsealloc.cost import CostModelName, CostOptions, Dataflow, IspdConvWork, KernelWork, grid_costs  # noqa: E402
+from wsealloc.cost import CostModelName, CostOptions, Dataflow, IspdConvWork, KernelWork, TrainingWork, grid_costs  # noqa: E402
 from wsealloc.cost.ispd_conv import Choice, Fit, Machine, best_placed, choice_of  # noqa: E402
+from wsealloc.cost.model import Recompute, TrainingOptions  # noqa: E402
 from wsealloc.frontend.sources import OnnxSource  # noqa: E402
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts  # noqa: E402
 from wsealloc.pipeline import build_costs  # noqa: E402
 from wsealloc.solvers.bisect import optimal_bottleneck  # noqa: E402
+
+TRAIN_OPTIONS = CostOptions(train=TrainingOptions(recompute=Recompute.NONE))  # --train, the stash kept
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class Grid:
     std_fill: int
     formula: Choice  # the contest's conv formula alone (arguments minimizing it)
     model: Choice  # what --cost-model ispd2020 charges: formula + the epilogue on the output tiles
+    std_train: int = 0  # the standard model's training kernel on the grid (forward, backward, update; --train)
 
     @property
     def contest_cycles(self) -> int | None:
@@ -71,9 +75,16 @@ class Grid:
         cyc = self.contest_cycles
         return None if cyc is None else cyc / self.std
 
+    @property
+    def train_ratio(self) -> float | None:
+        """Contest formula / the standard model's training kernel: both forward, backward and update."""
+        cyc = self.contest_cycles
+        return None if cyc is None or not self.std_train else cyc / self.std_train
 
-def grid_of(kc: KernelCosts, costs: CostTable, isp: IspdConvWork, row: int) -> Grid:
-    """The standard op model in row ``row`` of the kernel's table, and the contest conv on its grid."""
+
+def grid_of(kc: KernelCosts, costs: CostTable, isp: IspdConvWork, row: int, train: TrainingWork | None = None) -> Grid:
+    """The standard op model in row ``row`` of the kernel's table, and the contest conv on its grid
+    (``train``: the same kernel's standard training work, costed on that grid too)."""
     t = kc.table
     r, c = int(t.r[row]), int(t.c[row])
     rr, cc = np.array([r]), np.array([c])
@@ -84,9 +95,12 @@ def grid_of(kc: KernelCosts, costs: CostTable, isp: IspdConvWork, row: int) -> G
     machine = Machine.of(costs.arch)
     formula = best_placed(isp.conv, machine, rr, cc, batch=isp.batch, halo=(isp.halo_h, isp.halo_w))
     mac = int(bare.compute_cycles[0])
+    trained = 0
+    if train is not None:
+        trained = int(grid_costs(train, costs.arch, TRAIN_OPTIONS, Dataflow.TRAIN, rr, cc).latency[0])
     return Grid(
         r, c, df, int(g.latency[0]), mac, int(g.compute_cycles[0]) - mac, int(g.noc_cycles[0]), fill, formula,
-        choice_of(isp, costs.arch, rr, cc),
+        choice_of(isp, costs.arch, rr, cc), trained,
     )  # fmt: skip
 
 
@@ -201,6 +215,7 @@ def main() -> None:
     arch = load_arch(args.arch)
     source = OnnxSource(path=args.model)
     std_costs = build_costs(source, arch, CostOptions())
+    train_costs = build_costs(source, arch, TRAIN_OPTIONS, check_feasible=False)
     isp_costs = build_costs(source, arch, CostOptions(model=CostModelName.ISPD2020))
     bound = optimal_bottleneck(build_problem(std_costs))
     isp_bound = optimal_bottleneck(build_problem(isp_costs))
@@ -215,6 +230,7 @@ def main() -> None:
     parts: list[dict[str, Any]] = []
     at_size: dict[str, list[tuple[Grid, IspdConvWork, int]]] = {}
     mac_mismatch = []
+    trained: list[tuple[float | None, int]] = []
     for members in groups.values():
         kc = std_costs.kernels[members[0]]
         isp = isp_costs.kernels[members[0]].work
@@ -222,8 +238,11 @@ def main() -> None:
         if not math.isclose(contest_macs(isp), kc.work.macs):
             mac_mismatch.append(kc.kernel.name)
         label = members_label([std_costs.kernels[j].kernel.name for j in members])
-        g = grid_of(kc, std_costs, isp, at_bound(kc, bound))
+        train = train_costs.kernels[members[0]].work
+        assert isinstance(train, TrainingWork)
+        g = grid_of(kc, std_costs, isp, at_bound(kc, bound), train)
         at_size.setdefault("bound", []).append((g, isp, len(members)))
+        trained.append((g.train_ratio, len(members)))
         row: dict[str, Any] = {
             "conv": label,
             "shape": shape_label(isp),
@@ -231,6 +250,8 @@ def main() -> None:
             "std": f"{g.std:,}",
             "contest": f"{g.contest_cycles:,}" if g.contest_cycles is not None else "no fit",
             "ratio": fmt_ratio(g.ratio),
+            "std --train": f"{g.std_train:,}",
+            "ratio --train": fmt_ratio(g.train_ratio),
         }
         parts.append({"conv": label} | decomposition(isp, g, arch))
         for n in args.budgets:
@@ -263,9 +284,17 @@ def main() -> None:
         "`N cores`: the standard model's fastest legal op model within N cores (`-`: none). "
         "`no fit`: no execution arguments fit that grid within the memory limit.\n"
     )
-    cols = ["conv", "shape", "bound grid", "std", "contest", "ratio", *(f"{n:,} cores" for n in args.budgets)]
+    cols = ["conv", "shape", "bound grid", "std", "contest", "ratio", "std --train", "ratio --train"]
+    cols += [f"{n:,} cores" for n in args.budgets]
     print(markdown(main_rows, cols))
-    print()
+    fit = [(x, n) for x, n in trained if x is not None]
+    train_ratios = np.repeat([x for x, _ in fit], [n for _, n in fit])
+    print(
+        f"\n`std --train`: the standard model's training kernel on the bound grid (`--train`: forward, input and "
+        f"weight gradients, Adam update; the stem conv has no input gradient). Contest / standard training over "
+        f"the convs: min {train_ratios.min():.2f}, median {np.median(train_ratios):.2f}, "
+        f"geomean {math.exp(np.log(train_ratios).mean()):.2f}, max {train_ratios.max():.2f}.\n"
+    )
     print("#### Over the convs (each kernel counted; medians of the factors)\n")
     summary = [summarize(label, grids, arch) for label, grids in at_size.items()]
     print(

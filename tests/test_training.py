@@ -17,7 +17,7 @@ from test_zoo import decoder_macs, resnet50_macs
 import wsealloc.api as ws
 from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions, Dataflow, TrainingWork, grid_costs
-from wsealloc.cost.model import Optimizer, Recompute, TrainingOptions
+from wsealloc.cost.model import CostModelName, Optimizer, Recompute, TrainingOptions
 from wsealloc.cost.training import in_flight
 from wsealloc.errors import InfeasibleError, UsageError
 from wsealloc.frontend.sources import OnnxSource
@@ -89,14 +89,15 @@ def test_optimizer_state_and_the_sram_parts_on_one_grid() -> None:
     p = g.sram_parts()
     assert p.grads is not None and p.optimizer is not None and p.stash is not None
     assert p.grads[0] == 2 * p.weights[0]  # fp32 accumulators for fp16 weights
-    assert p.optimizer[0] == 6 * p.weights[0]  # Adam: 12 B per parameter of 2 B
+    # Adam: 12 B per distinct parameter, spread over the grid's cores like the update
+    assert p.optimizer[0] == -(-work.params * 12 // 64)
     assert p.stash[0] == -(-work.forward.in_bytes * work.in_flight // 64)
     assert g.sram_bytes[0] == p.weights[0] + p.state[0] + p.buffers[0] + p.grads[0] + p.optimizer[0] + p.stash[0]
     sgd = _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(optimizer=Optimizer.SGD))).by_name("l0.fc1")
     ps = grid_costs(
         sgd.work, costs.arch, CostOptions(train=TrainingOptions(optimizer=Optimizer.SGD)), Dataflow.TRAIN, r, c
     ).sram_parts()
-    assert ps.optimizer is not None and ps.optimizer[0] * 3 == p.optimizer[0]  # 4 B against 12 B per parameter
+    assert ps.optimizer is not None and ps.optimizer[0] == -(-work.params * 4 // 64)  # SGD: the fp32 master weight
 
 
 def test_recomputation_trades_the_stash_for_the_forward_again() -> None:
@@ -176,7 +177,7 @@ def test_training_summary_names_the_optimizer_recomputation_and_memory() -> None
         ({"train": True, "optimizer": "lion"}, "unknown optimizer 'lion'"),
         ({"train": True, "recompute": "some"}, "unknown recompute 'some'"),
         ({"train": True, "objective": "latency"}, "use --objective throughput"),
-        ({"train": True, "cost": "ispd2020"}, "--cost-model ispd2020 is not supported"),
+        ({"train": True, "cost": "seed"}, "--cost-model seed is not supported"),
     ],
 )
 def test_what_train_refuses(options: dict[str, object], message: str) -> None:
@@ -275,3 +276,20 @@ def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
 def test_what_streaming_refuses(options: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]
+
+
+def test_the_contests_conv_is_its_own_training_kernel() -> None:
+    # --train --cost-model ispd2020: a conv stays the contest's kernel (forward, backward and update
+    # side by side already: no backward added), every other kernel trains by the standard rules
+    from wsealloc.cost import IspdConvWork
+
+    options = CostOptions(model=CostModelName.ISPD2020, train=TrainingOptions())
+    costs = _costs(MODELS / "resnet50.onnx", "wse2", options, check=False)
+    kinds = {type(kc.work).__name__ for kc in costs.kernels}
+    assert kinds == {"IspdConvWork", "TrainingWork"}
+    plain = _costs(MODELS / "resnet50.onnx", "wse2", CostOptions(model=CostModelName.ISPD2020), check=False)
+    for kc, before in zip(costs.kernels, plain.kernels, strict=True):
+        if isinstance(kc.work, IspdConvWork):
+            assert kc.work == before.work and np.array_equal(kc.table.latency, before.table.latency)
+    out = ws.solve(MODELS / "resnet50.onnx", "wse2", train=True, cost="ispd2020", place=False)
+    assert out.plan.objective.status.value == "OPTIMAL"

@@ -56,13 +56,17 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     return work
 
 
-def training_work(forward: Work, options: CostOptions, *, input_grad: bool, loss: bool, in_flight: int) -> TrainingWork:
-    """A kernel's training work (``cost.training``) from its forward work under ``options.train``."""
+def training_work(forward: Work, options: CostOptions, *, input_grad: bool, loss: bool, in_flight: int) -> Work:
+    """A kernel's training work (``cost.training``) from its forward work under ``options.train``. A
+    conv under ``--cost-model ispd2020`` stays the contest's kernel: its formula already is forward,
+    backward and weight update side by side (docs/cost-model.md, section 8)."""
     train = options.train
-    if train is None or not isinstance(forward, KernelWork) or isinstance(forward, IspdConvWork):
+    if isinstance(forward, IspdConvWork):
+        return forward
+    if train is None or not isinstance(forward, KernelWork):
         raise UsageError(
             f"training is costed for the standard cost model's kernels (not {type(forward).__name__}); "
-            "use --cost-model standard with --train"
+            "use --cost-model standard or ispd2020 with --train"
         )
     return TrainingWork(forward, input_grad, loss, in_flight, train.optimizer, train.batch, train.recompute)
 

@@ -44,7 +44,7 @@ from wsealloc.cost.model import (
     SramParts,
     TrainingWork,
 )
-from wsealloc.cost.region import GridFn, fastest_on
+from wsealloc.cost.region import GridFn
 
 
 def in_flight(depth: int, stages: int) -> int:
@@ -62,6 +62,11 @@ class Phases:
     update: np.ndarray  # a 1/batch share of one update
     recompute: np.ndarray  # the forward again (recomputation), else 0
 
+    @property
+    def total(self) -> np.ndarray:
+        """Cycles per sample of the whole training step."""
+        return self.forward + self.backward + self.update + self.recompute
+
 
 def phases(
     work: TrainingWork,
@@ -73,12 +78,29 @@ def phases(
     *,
     recompute: bool = False,
 ) -> tuple[Phases, GridCosts]:
-    """Each phase's cycles per sample on every grid shape, and the forward's costs there (its fastest
-    dataflow)."""
+    """Each phase's cycles per sample on every grid shape, and the forward's costs there: on each shape
+    the forward's dataflow whose whole training step (forward, backward, update) is the fastest (a
+    dataflow that replicates the weights, ``os``, replicates their update too)."""
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
-    df, g = fastest_on(work.forward, arch, options, r, c, grid_fn)
-    return phases_on(work, g, df, arch, r, c, recompute=recompute), g
+    best: tuple[Phases, GridCosts] | None = None
+    for i, dataflow in enumerate(work.forward.dataflows()):
+        g = grid_fn(work.forward, arch, options, dataflow, r, c)
+        ph = phases_on(work, g, np.full(r.size, i, dtype=np.int64), arch, r, c, recompute=recompute)
+        if best is None:
+            best = (ph, g)
+            continue
+        take = ph.total < best[0].total
+        old = best[0]
+        merged = Phases(
+            *(
+                np.where(take, getattr(ph, f), getattr(old, f))
+                for f in ("forward_dataflow", "forward", "backward", "update", "recompute")
+            )
+        )
+        best = (merged, best[1].where(take, g))
+    assert best is not None  # every kernel has a dataflow
+    return best
 
 
 def phases_on(
@@ -93,7 +115,9 @@ def phases_on(
         backward = backward + np.ceil(extra_vec / (r * c) / vec_rate).astype(np.int64)
     else:
         backward = g.latency * BACKWARD_VECTOR_FACTOR + np.ceil(work.loss_ops / (r * c) / vec_rate).astype(np.int64)
-    params_per_core = g.sram_parts().weights / BYTES_PER_WEIGHT if work.params else np.zeros(r.size)
+    # each core updates its share of the kernel's distinct parameters (a dataflow that replicates the
+    # weights, os, has every replica's copy sent the new values along its column, as the weights came)
+    params_per_core = work.params / (r * c).astype(np.float64)
     update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / work.batch).astype(np.int64)
     forward = g.latency.astype(np.int64)
     again = forward if recompute else np.zeros_like(forward)
@@ -119,7 +143,8 @@ def training_grid_costs(
     parts = g.sram_parts()
     has_params = 1.0 if work.params else 0.0
     grads = has_params * parts.weights * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT)
-    optimizer = has_params * parts.weights * (work.optimizer.state_bytes_per_param / BYTES_PER_WEIGHT)
+    # the optimizer's state once per parameter, spread like the update (gradients accumulate per replica)
+    optimizer = np.ceil(work.params * work.optimizer.state_bytes_per_param / (r * c).astype(np.float64))
     kept = 1 if recompute else work.in_flight
     stash = np.ceil(work.stash_bytes * kept / (r * c).astype(np.float64))
     train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)
