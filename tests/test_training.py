@@ -293,3 +293,17 @@ def test_the_contests_conv_is_its_own_training_kernel() -> None:
             assert kc.work == before.work and np.array_equal(kc.table.latency, before.table.latency)
     out = ws.solve(MODELS / "resnet50.onnx", "wse2", train=True, cost="ispd2020", place=False)
     assert out.plan.objective.status.value == "OPTIMAL"
+
+
+def test_compare_puts_the_layer_pipeline_and_streaming_side_by_side() -> None:
+    from wsealloc.report.compare import compare
+
+    c = compare(TRANSFORMER, "tiny", train=True, place=False, stream_batch=4, sets=[BANDWIDTH])
+    names = [r.name for r in c.rows]
+    assert names[-1] == "weight streaming (4 sample(s) per pass)"
+    streamed = ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
+    assert c.rows[-1].bottleneck_cycles == streamed.plan.objective.value
+    back = compare(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
+    assert back.rows[-1].name == "layer pipeline (--mode pipelined)" and back.rows[-1].bottleneck_cycles == 9441
+    plain = compare(TRANSFORMER, "tiny", place=False)  # inference, pipelined: no second mode
+    assert not any("streaming" in r.name or "pipeline" in r.name for r in plain.rows)

@@ -7,7 +7,7 @@ import base64
 import html
 import io
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,11 @@ from typing_extensions import Unpack
 
 from wsealloc.api import SolveOutcome, run
 from wsealloc.arch import Arch
-from wsealloc.errors import UsageError
+from wsealloc.errors import InfeasibleError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.plan.build import make_plan
 from wsealloc.plan.schema import Plan
-from wsealloc.request import RequestOptions, SolveRequest, build_request
+from wsealloc.request import Mode, RequestOptions, SolveRequest, build_request
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,42 @@ def compare(
     request.onnx_model  # noqa: B018 - a .kgraph instance is refused before solving (compare is for ONNX models)
     outcome = run(request)
     assert isinstance(outcome, SolveOutcome)
-    return from_outcome(outcome)
+    comparison = from_outcome(outcome)
+    other = other_mode_row(request, outcome)
+    return comparison if other is None else replace(comparison, rows=(*comparison.rows, other))
+
+
+def other_mode_row(request: SolveRequest, outcome: SolveOutcome) -> Row | None:
+    """Training, or a mode asked for: the plan of the other mode (the layer pipeline beside weight
+    streaming), allocation only, as one more row; None when neither applies or the arch has no
+    off-wafer bandwidth to stream from."""
+    machine = request.machine
+    if (request.cost.train is None and request.mode is Mode.PIPELINED) or machine.cluster.offwafer_bytes_per_s is None:
+        return None
+    chosen = outcome.request.mode if outcome.request is not None else request.mode
+    other = Mode.STREAMING if chosen is Mode.PIPELINED else Mode.PIPELINED
+    label = (
+        f"weight streaming ({request.stream_samples} sample(s) per pass)"
+        if other is Mode.STREAMING
+        else "layer pipeline (--mode pipelined)"
+    )
+    try:
+        alt = run(request.model_copy(update={"mode": other, "place": False}))
+    except InfeasibleError as error:
+        return Row(f"{label}: does not fit", 0, 0.0, str(error).split(": ", 2)[-1][:80], "-", None, None, None, "INFEASIBLE")
+    assert isinstance(alt, SolveOutcome)
+    obj = alt.plan.objective
+    return Row(
+        label,
+        obj.value,
+        round(machine.clock_hz / max(obj.value, 1), 2),
+        obj.bottleneck_kernel,
+        obj.bound_by.value,
+        obj.cores_used,
+        None,
+        obj.wall_s,
+        obj.status.value,
+    )
 
 
 # -- pictures --------------------------------------------------------------------------------------
