@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MODELS
-from test_zoo import decoder_macs, resnet50_macs
+from test_zoo import decoder_macs, resnet50_macs, vit_b16_macs
 
 import wsealloc.api as ws
 from wsealloc.arch import load_arch
@@ -68,12 +68,14 @@ def test_backward_macs_are_the_closed_form() -> None:
     ("name", "forward", "first_conv"),
     [
         ("gpt2.onnx", decoder_macs(12, 1024, 768, 3072, 50257, 2), 0),
+        ("bert-base.onnx", decoder_macs(12, 384, 768, 3072, 0, 2) + 768 * 768, 0),  # the pooler reads the last layer
         ("resnet50.onnx", resnet50_macs(), 112 * 112 * 64 * 3 * 7 * 7),
+        ("vit-b16.onnx", vit_b16_macs(), 14 * 14 * 768 * (3 * 16 * 16)),  # the patch embedding reads the image
     ],
 )
 def test_zoo_training_macs(name: str, forward: int, first_conv: int) -> None:
-    # GPT-2: the embedding (a lookup) comes first, every matmul has a producer: 3x. ResNet-50: the stem
-    # conv reads the image, which needs no gradient: its weight gradient only
+    # GPT-2 and BERT: the embedding (a lookup) comes first, every matmul has a producer: 3x. ResNet-50's
+    # stem conv and ViT's patch embedding read the image, which needs no gradient: their weight gradient only
     costs = _costs(MODELS / name, "wse2", check=False)
     assert sum(kc.work.macs for kc in costs.kernels) == 3 * forward - first_conv
 
@@ -168,6 +170,8 @@ def test_training_summary_names_the_optimizer_recomputation_and_memory() -> None
     text = "\n".join(summary_lines(out))
     assert "training: " in text and "sgd" in text and "recompute their forward" in text
     assert "training memory: weights" in text and "stash" in text and "optimizer" in text
+    rate = out.plan.objective.throughput_samples_per_s
+    assert f"= {rate * 32:,.0f} tokens/s (32 tokens a sample)" in text  # the tiny decoder reads 32 token ids
 
 
 @pytest.mark.parametrize(
@@ -191,6 +195,12 @@ def test_inference_is_unchanged_without_train() -> None:
     assert not any(isinstance(kc.work, TrainingWork) for kc in costs.kernels)
 
 
+def costs_in_flight(name: str) -> int:
+    work = _costs(TRANSFORMER).by_name(name).work
+    assert isinstance(work, TrainingWork)
+    return work.in_flight
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120)
 
@@ -208,6 +218,11 @@ def test_inspect_train_shows_training_macs_and_each_op_models_memory_by_part() -
     for row in rows:
         assert sum(row["sram_parts"].values()) == row["sram_bytes_per_core"]
     assert {row["dataflow"] for row in rows} == {"train", "train-recompute"}
+    record = kernels["l0.qkv"]["training"]
+    assert record["in_flight"] == costs_in_flight("l0.qkv")
+    assert set(record["memory_bytes"]) == {"weights", "gradients", "optimizer", "stash", "buffers"}
+    assert record["memory_bytes"]["gradients"] == 2 * record["memory_bytes"]["weights"]  # fp32 beside fp16
+    assert kernels["l0.scores"]["training"]["memory_bytes"]["gradients"] <= 4 * 64  # an activation's tile has none
     plain = json.loads(_cli("inspect", str(TRANSFORMER), "--arch", "tiny", "--kernel", "l0.fc1", "--json").stdout)
     assert "sram_parts" not in plain["op_models"][0]  # inference output unchanged
 
@@ -260,7 +275,10 @@ def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
         ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=100_000, sets=[BANDWIDTH])
     largest = int(str(info.value).rsplit("fits is ", 1)[1].split()[0])
     assert largest >= 1
-    ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=largest, sets=[BANDWIDTH])  # fits
+    from wsealloc.report.summary import summary_lines
+
+    fits = ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=largest, sets=[BANDWIDTH])
+    assert f"the largest batch that fits: {largest:,} samples per pass" in "\n".join(summary_lines(fits))
     with pytest.raises(InfeasibleError):
         ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=largest + 1, sets=[BANDWIDTH])
 

@@ -141,10 +141,13 @@ def training_grid_costs(
     c = np.asarray(c, dtype=np.int64)
     ph, g = phases(work, arch, options, r, c, grid_fn, recompute=recompute)
     parts = g.sram_parts()
-    has_params = 1.0 if work.params else 0.0
-    grads = has_params * parts.weights * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT)
+    cores = (r * c).astype(np.float64)
+    if work.forward.weight_b:  # a gradient accumulator beside every weight the cores hold (replicas included)
+        grads = parts.weights * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT)
+    else:  # the weights part is an activation's tile: only the few parameters (a bias, a scale) accumulate
+        grads = np.ceil(work.params * GRAD_BYTES_PER_PARAM / cores)
     # the optimizer's state once per parameter, spread like the update (gradients accumulate per replica)
-    optimizer = np.ceil(work.params * work.optimizer.state_bytes_per_param / (r * c).astype(np.float64))
+    optimizer = np.ceil(work.params * work.optimizer.state_bytes_per_param / cores)
     kept = 1 if recompute else work.in_flight
     stash = np.ceil(work.stash_bytes * kept / (r * c).astype(np.float64))
     train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)

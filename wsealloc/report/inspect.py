@@ -34,7 +34,7 @@ def _vec(kc: KernelCosts) -> int:
 
 def kernel_rows(costs: CostTable) -> list[dict[str, Any]]:
     """One JSON-ready record per kernel."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kc in costs.kernels:
         w: Work = kc.work
         rows.append(
@@ -50,7 +50,28 @@ def kernel_rows(costs: CostTable) -> list[dict[str, Any]]:
                 "min_cores": kc.min_cores,
             }
         )
+        trained = _training_record(kc, costs)
+        if trained is not None:
+            rows[-1]["training"] = trained
     return rows
+
+
+def _training_record(kc: KernelCosts, costs: CostTable) -> dict[str, Any] | None:
+    """A training kernel's samples in flight and, on its fewest-core legal op model, its memory by part
+    over its cores (None: inference, or no legal op model)."""
+    if not isinstance(kc.work, TrainingWork) or not len(kc.frontier):
+        return None
+    row = int(kc.frontier.index[0])
+    t = kc.table
+    r, c = int(t.r[row]), int(t.c[row])
+    dataflow = DATAFLOW_CODES[int(t.dataflow[row])]
+    p = grid_costs(kc.work, costs.arch, costs.options, dataflow, np.array([r]), np.array([c])).sram_parts()
+    named = {"weights": p.weights, "gradients": p.grads, "optimizer": p.optimizer, "stash": p.stash, "buffers": p.buffers}
+    return {
+        "in_flight": kc.work.in_flight,
+        "at_min_cores": {"grid": [r, c], "dataflow": dataflow.value},
+        "memory_bytes": {name: int(v[0]) * r * c if v is not None else 0 for name, v in named.items()},
+    }
 
 
 def summary(costs: CostTable) -> dict[str, Any]:
@@ -104,8 +125,20 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
     ):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     rows = kernel_rows(costs)
+    training = costs.options.train is not None
+    if training:  # the samples a kernel keeps, and its memory by part on its fewest cores
+        table.add_column("in flight", justify="right")
+        table.add_column("weights/grads/optimizer/stash at min cores", justify="right")
     shown = rows if limit is None else rows[:limit]
     for row in shown:
+        extra: list[str] = []
+        if training:
+            t = row.get("training")
+            extra = (
+                [str(t["in_flight"]), "/".join(format_bytes(v) for v in list(t["memory_bytes"].values())[:4])]
+                if t is not None
+                else ["-", "-"]
+            )
         table.add_row(
             row["name"],
             row["type"],
@@ -116,6 +149,7 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
             format_bytes(row["input_bytes"]),
             format_bytes(row["output_bytes"]),
             str(row["min_cores"]) if row["min_cores"] else "[red]none[/red]",
+            *extra,
         )
     console.print(table)
     if limit is not None and len(rows) > limit:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
 from wsealloc.cost import Dataflow, StreamedWork, TrainingWork, grid_costs
+from wsealloc.opmodels.streaming import largest_batch
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
@@ -151,10 +154,14 @@ def streaming_lines(out: SolveOutcome) -> list[str]:
             stream = int(np.ceil(w.weight_bytes / (bw / arch.clock_hz)))
             stream_bound += by_name[kc.kernel.name].latency_cycles <= -(-stream * turns // w.batch)
     what = "training" if out.costs.options.train is not None else "inference"
+    inner = replace(
+        out.costs.members, kernels=tuple(replace(kc, work=kc.work.inner) for kc in kernels if isinstance(kc.work, StreamedWork))
+    )
     lines = [
         f"streaming ({what}): {request.stream_samples} samples per pass, one kernel at a time on the whole wafer, weights "
         f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
-        f"{stream_bound} of {len(works)} kernels bound by the stream, {recompute} recompute their forward"
+        f"{stream_bound} of {len(works)} kernels bound by the stream, {recompute} recompute their forward; the largest "
+        f"batch that fits: {largest_batch(inner):,} samples per pass"
     ]
     return lines
 
@@ -188,10 +195,15 @@ def training_lines(out: SolveOutcome) -> list[str]:
         ):
             totals[name] += float(part[0]) * kp.cores if part is not None else 0.0
     every = "every sample" if train.batch == 1 else f"every {train.batch} samples"
+    rate = plan.objective.throughput_samples_per_s
+    ops = out.costs.kgraph.ops
+    ids = [ops.tensors[t] for t in ops.inputs if t in ops.tensors and not ops.tensors[t].is_float]
+    tokens = max((t.numel for t in ids), default=0)  # a sequence model's sample: its token ids
+    per_token = f" = {rate * tokens:,.0f} tokens/s ({tokens:,} tokens a sample)" if tokens > 1 else ""
     usable = out.costs.arch.usable_sram_bytes * out.costs.arch.total_cores * len(plan.stages)
     memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
     return [
-        f"training: {plan.objective.throughput_samples_per_s:,.1f} samples/s; {train.optimizer.value}, weights updated "
+        f"training: {rate:,.1f} samples/s{per_token}; {train.optimizer.value}, weights updated "
         f"{every}; forward, backward and update time-shared on each kernel's rectangle; {recompute} of "
         f"{len(plan.kernels)} kernels recompute their forward (--recompute {train.recompute.value})",
         f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
