@@ -4,14 +4,15 @@ memory (docs/cost-model.md, section 12).
 The vendor's mode for models whose weights do not fit the wafer ("Cerebras execution modes"): the
 wafer runs one layer at a time for a whole batch of ``B`` samples, forward then (training) backward;
 the layer's weights stream in from off-wafer memory for each pass and, training, its weight gradients
-stream out (the optimizer runs off the wafer); the activations stay on the wafer. A kernel's turn on
-the wafer lasts as long as the slower of its compute and its stream:
+stream out (the optimizer runs off the wafer); the activations stay on the wafer. The batch folds
+into the kernel's rows (:func:`batched`: the wafer tiles one matrix B times taller), and a kernel's
+turn lasts as long as the slower of its compute and its stream:
 
-    forward turn  = max(B x forward per sample,  W / bandwidth)
-    backward turn = max(B x (backward [+ forward again]) per sample, W / bandwidth)
+    forward turn  = max(forward of the batch,  W / bandwidth)
+    backward turn = max(backward of the batch [+ its forward again], W / bandwidth)
 
 (the backward streams the weights in again and the gradients out at once: the link is taken as full
-duplex, ``cluster.offwafer_bytes_per_s`` each way). The kernel's time per sample is the sum over B.
+duplex, ``cluster.offwafer_bytes_per_s`` each way). The kernel's time per sample is its turns over B.
 Its SRAM per core, on the whole wafer: the streamed weight tile double-buffered (and, training, its
 fp32 gradient accumulators) and the batch's activations passing through (``buffers``: one kernel at a
 time), and the stash (``state``: training keeps every kernel's input for the whole batch until its
