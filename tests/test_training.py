@@ -48,7 +48,10 @@ def test_the_tiny_transformers_pipeline_and_each_kernels_stash() -> None:
     for kc, d in zip(costs.kernels, depth, strict=True):
         assert isinstance(kc.work, TrainingWork)
         assert kc.work.in_flight == 2 * (stages - 1 - d) + 1
-        assert kc.work.stash_bytes == kc.work.forward.in_bytes
+        f = kc.work.forward
+        both = f.is_mac and not f.weight_b  # attention's matmuls: the backward needs both activations
+        assert kc.work.stash_bytes == f.in_bytes + (f.b_bytes if both else 0)
+    assert costs.by_name("l0.scores").work.stash_bytes == 4096 + 4096  # Q, and K  # type: ignore[union-attr]
     assert costs.by_name("lm_head").work.loss and not costs.by_name("l0.fc1").work.loss  # type: ignore[union-attr]
 
 
@@ -250,7 +253,8 @@ def test_a_streamed_plan_verifies_and_a_tampered_one_does_not(tmp_path: Path, tr
 
 def test_a_stream_bound_kernel_by_hand() -> None:
     # 1 MB/s at tiny's 1 GHz: 0.001 B per cycle; l0.fc1's 33,280 B of weights take 33,280,000 cycles to
-    # stream, once for the forward and once for the backward: per sample of a batch of 8, 8,320,000
+    # stream in for the forward; the backward streams them in again while their fp32 gradients (66,560 B)
+    # go out, 66,560,000 cycles: per sample of a batch of 8, 99,840,000 / 8 = 12,480,000
     from wsealloc.cost import StreamedWork
 
     arch = load_arch("tiny", ("cluster.offwafer_bytes_per_s=1e6",))
@@ -258,7 +262,7 @@ def test_a_stream_bound_kernel_by_hand() -> None:
     work = costs.by_name("l0.fc1").work
     assert isinstance(work, TrainingWork) and work.weight_bytes == 64 * 256 * 2 + 256 * 2 == 33_280
     g = grid_costs(StreamedWork(work, 8), arch, costs.options, Dataflow.STREAM, np.array([16]), np.array([24]))
-    assert int(g.latency[0]) == 2 * 33_280_000 // 8 == 8_320_000
+    assert int(g.latency[0]) == (33_280_000 + 66_560_000) // 8 == 12_480_000
 
 
 def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why() -> None:
@@ -289,6 +293,7 @@ def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
         ({"mode": "streaming"}, "needs the off-wafer bandwidth"),
         ({"mode": "streaming", "share": "auto", "objective": "latency", "sets": [BANDWIDTH]}, "use --objective throughput"),
         ({"mode": "sideways"}, "unknown mode 'sideways'"),
+        ({"stream_batch": 8}, "give --mode streaming or auto with it"),
     ],
 )
 def test_what_streaming_refuses(options: dict[str, object], message: str) -> None:
@@ -322,6 +327,19 @@ def test_compare_puts_the_layer_pipeline_and_streaming_side_by_side() -> None:
     streamed = ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
     assert c.rows[-1].bottleneck_cycles == streamed.plan.objective.value
     back = compare(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
-    assert back.rows[-1].name == "layer pipeline (--mode pipelined)" and back.rows[-1].bottleneck_cycles == 9441
+    piped = ws.solve(TRANSFORMER, "tiny", train=True, place=False).plan.objective.value
+    assert back.rows[-1].name == "layer pipeline (--mode pipelined)" and back.rows[-1].bottleneck_cycles == piped
     plain = compare(TRANSFORMER, "tiny", place=False)  # inference, pipelined: no second mode
     assert not any("streaming" in r.name or "pipeline" in r.name for r in plain.rows)
+
+
+def test_train_refuses_an_inference_export_with_a_kv_cache() -> None:
+    with pytest.raises(UsageError, match="keeps a KV cache"):
+        ws.solve(MODELS / "tiny" / "llm_decode.onnx", "tiny", train=True, place=False, context=16)
+
+
+def test_a_sweep_point_that_training_refuses_is_one_line_not_an_internal_error() -> None:
+    from wsealloc.bench.sweep import sweep
+
+    with pytest.raises(UsageError, match="use --share none"):
+        sweep(TRANSFORMER, "tiny", ["grid=8x8"], train=True)

@@ -29,6 +29,7 @@ from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverE
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
+from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
 from wsealloc.opmodels.table import check_each_kernel_fits
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.build import make_plan, merge_stages
@@ -398,6 +399,12 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     )
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
+    held = [kc.kernel.name for kc in costs.kernels if kc.kernel.state]
+    if request.cost.train is not None and held:
+        raise UsageError(
+            f"{request.model.label}: --train plans training, but this export keeps a KV cache ({held[0]}, ...): it is an "
+            "inference step (decode or prefill); train the model's training export instead"
+        )
     if not resident:
         mode, why, streamed = choose_mode(costs, request)
         request = request.model_copy(update={"mode": mode})
@@ -481,8 +488,8 @@ def choose_mode(costs: CostTable, request: SolveRequest) -> tuple[Mode, str, Cos
 
 def solve_streamed(costs: CostTable, units: CostTable, request: SolveRequest, why: str) -> SolveOutcome:
     """The streamed plan of ``costs``: every kernel in its turn on the whole wafer (one region, ``units``),
-    its recomputation chosen so the batch fits (``opmodels.streaming``). Its bound: the same batch with every stash kept
-    (no recomputation), a lower bound over the recomputation choices."""
+    its recomputation chosen so the batch fits (``opmodels.streaming``). Its bound: every kernel on its
+    fastest dataflow with its stash kept, SRAM ignored (``opmodels.streaming.lower_bound``)."""
     t0 = time.perf_counter()
     unit = units.kernels[0]
     source = units.kgraph.ops.source
@@ -497,8 +504,9 @@ def solve_streamed(costs: CostTable, units: CostTable, request: SolveRequest, wh
     objective = objective_named(request.objective)
     problem = build_problem(units, objective=objective)
     value = int(unit.frontier.latency[0])
-    keep = streaming_table(costs, request.stream_samples, recompute=False).kernels[0]
-    bound = min(value, int(keep.table.latency.min()))
+    bound = streamed_lower_bound(costs, request.stream_samples)
+    if bound > value:
+        raise SolverError(f"{source}: the streamed plan ({value:,} cycles) is below its own lower bound ({bound:,})")
     status = Status.OPTIMAL if bound == value else Status.FEASIBLE
     result = result_from_choice("stream", problem, (0,), status, bound, time.perf_counter() - t0, message=why)
     knobs = SolveOptions(deadline=Deadline.after(request.solver.time_limit_s), workers=1, seed=request.solver.seed)

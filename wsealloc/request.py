@@ -175,6 +175,8 @@ class SolveRequest(_Frozen):
             _check_training(self)
         if self.mode is not Mode.PIPELINED:
             _check_streaming(self)
+        elif self.stream_batch is not None and self.cost.train is None:  # (training: compare's streamed row reads it)
+            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         if self.constraints is not None and self.constraints.rules:
             _check_constraints(self)
         return self

@@ -87,6 +87,9 @@ class Instance(_Frozen):
     train: bool = False
     optimizer: str = "adam"
     recompute: str = "auto"
+    train_batch: int = 1
+    mode: str = "pipelined"  # or streaming, auto (docs/cost-model.md, section 12)
+    stream_batch: int | None = None
     best: Best | None = None
 
     def request(self, base: Path) -> SolveRequest:
@@ -108,6 +111,9 @@ class Instance(_Frozen):
             train=self.train,
             optimizer=self.optimizer,
             recompute=self.recompute,
+            train_batch=self.train_batch,
+            mode=self.mode,
+            stream_batch=self.stream_batch,
         )
         source = request.model
         if source.file is not None and not Path(source.file).is_file():

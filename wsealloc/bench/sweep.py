@@ -268,7 +268,8 @@ def _point_request(base: SolveRequest, axes: Sequence[Axis], point: tuple[int, .
             update["model"] = type(source).model_validate({**source.model_dump(), "context": int(axis.numbers[i])})
         elif axis.field == "grid":
             update["sharing"] = Sharing(mode=ShareMode.GRID, grid=parse_grid(axis.values[i]))
-    return base.model_copy(update=update)
+    # validated again: a point may ask what the base request's other options refuse (a grid with --train)
+    return SolveRequest.from_json(base.model_copy(update=update).to_json())
 
 
 def sweep(

@@ -319,8 +319,11 @@ class TrainingWork:
 
     @property
     def stash_bytes(self) -> int:
-        """Bytes one sample leaves in the stash: the kernel's input activation."""
-        return int(self.forward.in_bytes)
+        """Bytes one sample leaves in the stash: the kernel's input activations, both operands of a
+        matmul of two activations (attention: the backward needs K for dQ, V for dP)."""
+        f = self.forward
+        second = int(f.b_bytes) if f.is_mac and not f.weight_b else 0
+        return int(f.in_bytes) + second
 
     @property
     def backward_macs(self) -> int:
@@ -455,6 +458,14 @@ class StreamedWork:
 
 
 Work = KernelWork | SeedWork | RegionWork | TrainingWork | StreamedWork
+
+
+def fits_then_fastest(best: GridCosts, here: GridCosts, usable: int) -> GridCosts:
+    """Per grid shape, the better of two costings of one kernel: one that fits ``usable`` SRAM bytes
+    per core over one that does not, else the faster (both fit) or the smaller (neither does)."""
+    fits, best_fits = here.sram_bytes <= usable, best.sram_bytes <= usable
+    better = np.where(fits == best_fits, np.where(fits, here.latency < best.latency, here.sram_bytes < best.sram_bytes), fits)
+    return best.where(better, here)
 
 
 # Waste of a grid that cannot hold the kernel at all (a contest conv needs 2 rows and 3 columns): the

@@ -36,6 +36,7 @@ from wsealloc.cost.model import (
     SramParts,
     StreamedWork,
     TrainingWork,
+    fits_then_fastest,
 )
 from wsealloc.cost.region import GridFn
 from wsealloc.cost.training import phases_on
@@ -65,12 +66,24 @@ def streamed_grid_costs(
         if best is None:
             best = here
             continue
-        usable = arch.usable_sram_bytes
-        fits, best_fits = here.sram_bytes <= usable, best.sram_bytes <= usable
-        better = np.where(fits == best_fits, np.where(fits, here.latency < best.latency, here.sram_bytes < best.sram_bytes), fits)
-        best = best.where(better, here)
+        best = fits_then_fastest(best, here, arch.usable_sram_bytes)
     assert best is not None  # every kernel has a dataflow
     return best
+
+
+def streamed_floor(
+    work: StreamedWork, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+) -> np.ndarray:
+    """The least time per sample a kernel's streamed turn can take on each shape: its fastest forward
+    dataflow, SRAM ignored (a lower bound over every dataflow and recomputation choice; the stash kept
+    is never slower than recomputing)."""
+    forward = batched(work.forward, work.batch)
+    kept = replace(work, recompute=False)
+    turns = [
+        _streamed(kept, grid_fn(forward, arch, options, df, r, c, in_place=True), arch, r, c).latency
+        for df in forward.dataflows()
+    ]
+    return np.min(np.stack(turns), axis=0)
 
 
 def batched(work: KernelWork, batch: int) -> KernelWork:
@@ -90,6 +103,8 @@ def batched(work: KernelWork, batch: int) -> KernelWork:
         rows=work.rows * batch,
         in_bytes=work.in_bytes * batch,
         out_bytes=work.out_bytes * batch,
+        state_bytes=work.state_bytes * batch,  # each sample (a request decoded) keeps its own KV cache
+        b_state_bytes=work.b_state_bytes * batch,
     )
 
 
@@ -106,15 +121,17 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
         forward, backward = g.latency.astype(np.int64), np.zeros(r.size, dtype=np.int64)
     stream = int(np.ceil(work.weight_bytes / bytes_per_cycle(arch)))
     turn = np.maximum(forward, stream)
-    if training:
-        turn = turn + np.maximum(backward, stream)
+    if training:  # the weights in again while the fp32 gradients (twice the weights' bytes) go out
+        out = int(np.ceil(work.weight_bytes * GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT / bytes_per_cycle(arch)))
+        turn = turn + np.maximum(backward, max(stream, out))
     cores = (r * c).astype(np.float64)
     parts = g.sram_parts()
     tile = parts.weights  # the streamed weights' tile per core
     grads = tile * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT) if training and work.weight_bytes else 0.0
     passing = np.ceil((work.in_bytes + work.out_bytes) * batch / cores)
     buffers = 2 * tile + grads + parts.buffers + passing
-    stash = np.ceil(work.in_bytes * batch / cores) if training and not work.recompute else np.zeros(r.size)
+    kept = inner.stash_bytes if isinstance(inner, TrainingWork) else 0
+    stash = np.ceil(kept * batch / cores) if training and not work.recompute else np.zeros(r.size)
     state = parts.state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
     ratio = (forward + backward) / np.maximum(forward, 1)

@@ -20,12 +20,13 @@ then the backward when that sample's gradient comes back, and the update of the 
   accumulators and optimizer state): per parameter the cores hold its fp16 weight (the forward's
   weights part), an fp32 gradient accumulator (2x the weight's bytes) and the optimizer's state
   (``Optimizer.state_bytes_per_param``: the fp32 master weight, then momentum, then Adam's second
-  moment). The **stash**: each kernel keeps its input activation of every sample in flight between its
-  forward and its backward, spread over its cores. In a pipeline of D stages in which a sample moves one
-  stage per step forward and then back, a kernel at stage d (0 = first) sees sample s's forward at
-  step t and its backward at step t + 2(D - 1 - d) + 1 (the loss at the last stage turns the sample
-  around in one step), and one new sample enters per step: it keeps ``2 (D - 1 - d) + 1`` samples
-  (``in_flight``).
+  moment). The **stash**: each kernel keeps its input activations (both operands of a matmul of two
+  activations) of every sample in flight between its forward and its backward, spread over its cores.
+  In a pipeline of D stages in which a sample moves one stage per step forward and then back, a kernel
+  at stage d (0 = first) sees sample s's forward at step t and its backward at step t + 2(D - 1 - d)
+  (the last stage runs the loss and turns the sample around within its step), and one new sample
+  enters per step: from its forward to the end of its backward it holds the inputs of the
+  ``2 (D - 1 - d) + 1`` samples whose forwards ran in steps t .. t + 2(D - 1 - d) (``in_flight``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from wsealloc.cost.model import (
     GridCosts,
     SramParts,
     TrainingWork,
+    fits_then_fastest,
 )
 from wsealloc.cost.region import GridFn
 
@@ -66,41 +68,6 @@ class Phases:
     def total(self) -> np.ndarray:
         """Cycles per sample of the whole training step."""
         return self.forward + self.backward + self.update + self.recompute
-
-
-def phases(
-    work: TrainingWork,
-    arch: Arch,
-    options: CostOptions,
-    r: np.ndarray,
-    c: np.ndarray,
-    grid_fn: GridFn,
-    *,
-    recompute: bool = False,
-) -> tuple[Phases, GridCosts]:
-    """Each phase's cycles per sample on every grid shape, and the forward's costs there: on each shape
-    the forward's dataflow whose whole training step (forward, backward, update) is the fastest (a
-    dataflow that replicates the weights, ``os``, replicates their update too)."""
-    r = np.asarray(r, dtype=np.int64)
-    c = np.asarray(c, dtype=np.int64)
-    best: tuple[Phases, GridCosts] | None = None
-    for i, dataflow in enumerate(work.forward.dataflows()):
-        g = grid_fn(work.forward, arch, options, dataflow, r, c)
-        ph = phases_on(work, g, np.full(r.size, i, dtype=np.int64), arch, r, c, recompute=recompute)
-        if best is None:
-            best = (ph, g)
-            continue
-        take = ph.total < best[0].total
-        old = best[0]
-        merged = Phases(
-            *(
-                np.where(take, getattr(ph, f), getattr(old, f))
-                for f in ("forward_dataflow", "forward", "backward", "update", "recompute")
-            )
-        )
-        best = (merged, best[1].where(take, g))
-    assert best is not None  # every kernel has a dataflow
-    return best
 
 
 def phases_on(
@@ -136,10 +103,23 @@ def training_grid_costs(
 ) -> GridCosts:
     """Costs of a training kernel on every grid shape (module docstring): the phases' cycles summed,
     the SRAM by part (weights, gradients, optimizer state, stash, buffers); ``recompute``: the stash of
-    one sample and the forward twice."""
+    one sample and the forward twice. On each shape the forward's dataflow whose whole step fits the
+    SRAM and is the fastest (the one needing least SRAM when none fits): a dataflow that replicates the
+    weights, ``os``, replicates their gradients too."""
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
-    ph, g = phases(work, arch, options, r, c, grid_fn, recompute=recompute)
+    best: GridCosts | None = None
+    for i, dataflow in enumerate(work.forward.dataflows()):
+        g = grid_fn(work.forward, arch, options, dataflow, r, c)
+        ph = phases_on(work, g, np.full(r.size, i, dtype=np.int64), arch, r, c, recompute=recompute)
+        here = _training_costs(work, g, ph, r, c, recompute)
+        best = here if best is None else fits_then_fastest(best, here, arch.usable_sram_bytes)
+    assert best is not None  # every kernel has a dataflow
+    return best
+
+
+def _training_costs(work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray, c: np.ndarray, recompute: bool) -> GridCosts:
+    """The training step on the shapes with the forward costing ``g`` and the phases ``ph``."""
     parts = g.sram_parts()
     cores = (r * c).astype(np.float64)
     if work.forward.weight_b:  # a gradient accumulator beside every weight the cores hold (replicas included)
@@ -149,7 +129,7 @@ def training_grid_costs(
     # the optimizer's state once per parameter, spread like the update (gradients accumulate per replica)
     optimizer = np.ceil(work.params * work.optimizer.state_bytes_per_param / cores)
     kept = 1 if recompute else work.in_flight
-    stash = np.ceil(work.stash_bytes * kept / (r * c).astype(np.float64))
+    stash = np.ceil(work.stash_bytes * kept / cores)
     train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)
     # the backward (and a recomputed forward) on the forward's resources
     ratio = (ph.forward + ph.backward + ph.recompute) / np.maximum(ph.forward, 1)
@@ -159,7 +139,7 @@ def training_grid_costs(
         compute_cycles=g.compute_cycles * ratio + ph.update,
         noc_cycles=g.noc_cycles * ratio,
         sram_bytes=train_parts.total,
-        latency=np.minimum(ph.forward + ph.backward + ph.recompute + ph.update, 2**62),
+        latency=np.minimum(ph.total, 2**62),
         waste=g.waste,
         parts=train_parts,
     )

@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from wsealloc.cost import Dataflow, KernelWork, StreamedWork, TrainingWork, grid_costs
+from wsealloc.cost.streaming import streamed_floor
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.table import CostTable
 
@@ -68,6 +69,18 @@ def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True) -> 
     members = replace(costs, kernels=kernels)
     whole = np.array([[costs.arch.rows, costs.arch.cols]], dtype=np.int64)
     return region_table(members, [(0, len(kernels))], shapes=whole)
+
+
+def lower_bound(costs: CostTable, batch: int) -> int:
+    """A proven lower bound on the streamed time per sample: every kernel's turn on its fastest dataflow
+    with its stash kept and SRAM ignored (``cost.streaming.streamed_floor``), summed (the region runs
+    them one after another)."""
+    arch = costs.arch
+    r, c = np.array([arch.rows]), np.array([arch.cols])
+    return sum(
+        int(streamed_floor(StreamedWork(_inner(kc.work), batch), arch, costs.options, r, c, grid_costs)[0])
+        for kc in costs.kernels
+    )
 
 
 def largest_batch(costs: CostTable, limit: int = 1 << 16) -> int:

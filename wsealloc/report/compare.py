@@ -201,8 +201,12 @@ def other_mode_row(request: SolveRequest, outcome: SolveOutcome) -> Row | None:
         if other is Mode.STREAMING
         else "layer pipeline (--mode pipelined)"
     )
+    try:  # validated again: a rule of the request may not apply in the other mode (constraints, cost model)
+        again = SolveRequest.from_json(request.model_copy(update={"mode": other, "place": False}).to_json())
+    except UsageError as error:
+        return Row(f"{label}: not planned", 0, 0.0, str(error)[:80], "-", None, None, None, "REFUSED")
     try:
-        alt = run(request.model_copy(update={"mode": other, "place": False}))
+        alt = run(again)
     except InfeasibleError as error:
         return Row(f"{label}: does not fit", 0, 0.0, str(error).split(": ", 2)[-1][:80], "-", None, None, None, "INFEASIBLE")
     assert isinstance(alt, SolveOutcome)

@@ -58,8 +58,9 @@ def _bottleneck_line(plan: Plan) -> str:
         s = region.sram
         comm = f", communication {region.comm_cycles:,}" if region.comm_cycles else ""
         streamed = plan.request is not None and plan.request.mode is Mode.STREAMING
+        kept = "stash" if plan.request is not None and plan.request.cost.train is not None else "KV cache"
         parts = (
-            f"stash {s.state:,}, streamed weights and activations passing {s.buffers:,}"
+            f"{kept} {s.state:,}, streamed weights and activations passing {s.buffers:,}"
             if streamed
             else f"weights {s.weights:,}, KV cache {s.state:,}, buffers {s.buffers:,}"
         )
