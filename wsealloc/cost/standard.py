@@ -114,6 +114,20 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     )
 
 
+def _parts(
+    work: KernelWork, weights_core: np.ndarray, resident: np.ndarray, other_state: np.ndarray, buffers: np.ndarray
+) -> SramParts:
+    """The SRAM by part: the stationary operand's tile (``resident``) counts as state when it is a KV
+    cache (``b_state_bytes``), as weights otherwise."""
+    zeros = np.zeros_like(np.asarray(resident, dtype=np.float64))
+    stationary_state = work.b_state_bytes > 0
+    return SramParts(
+        weights=weights_core + (zeros if stationary_state else resident),
+        state=other_state + (resident if stationary_state else zeros),
+        buffers=buffers,
+    )
+
+
 def _cdiv(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
     return np.ceil(np.asarray(a, dtype=np.float64) / np.asarray(b, dtype=np.float64))
 
@@ -207,12 +221,7 @@ def grid_costs(
         latency = steps * (np.maximum(compute, noc) + float(work.step_syncs) * fill)
         compute, noc = steps * compute, steps * noc
     waste = np.where(padded > 0, 1.0 - useful / np.maximum(padded, 1.0), 0.0)
-    stationary_state = work.b_state_bytes > 0
-    parts = SramParts(
-        weights=weights_core + (zeros if stationary_state else resident),
-        state=other_state + (resident if stationary_state else zeros),
-        buffers=buffers,
-    )
+    parts = _parts(work, weights_core, resident, other_state, buffers)
     return GridCosts(
         rows=r,
         cols=c,
@@ -392,12 +401,7 @@ def _measured_costs(
     fill = zeros if in_place else hop * (rf + cf)
     latency = np.ceil(np.maximum(compute, noc) + collective + fill)
     waste = np.where(padded > 0, 1.0 - useful / np.maximum(padded, 1.0), 0.0)
-    stationary_state = work.b_state_bytes > 0
-    parts = SramParts(
-        weights=weights_core + (zeros if stationary_state else resident),
-        state=other_state + (resident if stationary_state else zeros),
-        buffers=buffers,
-    )
+    parts = _parts(work, weights_core, resident, other_state, buffers)
     return GridCosts(
         rows=r,
         cols=c,
