@@ -33,8 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import ROOT, markdown  # noqa: E402
 
 import wsealloc.api as ws  # noqa: E402
+from wsealloc.arch import load_arch  # noqa: E402
+from wsealloc.cost.model import CostOptions, TrainingOptions  # noqa: E402
 from wsealloc.errors import InfeasibleError  # noqa: E402
+from wsealloc.frontend.sources import OnnxSource  # noqa: E402
 from wsealloc.frontend.synthetic import build_transformer  # noqa: E402
+from wsealloc.opmodels.streaming import largest_batch  # noqa: E402
+from wsealloc.pipeline import build_costs  # noqa: E402
 
 MODELS = ("gpt2", "bert-base", "bert-large", "resnet50", "vit-b16", "llama-7b")
 PIPELINED = {"gpt2", "bert-base", "bert-large", "resnet50", "vit-b16"}  # under ~1B parameters: the vendor trains them so
@@ -89,13 +94,23 @@ def streamed_rows(folder: Path) -> list[dict[str, object]]:
     for name, ((layers, d, heads, seq, vocab, batch), published) in PUBLISHED.items():
         path = folder / f"{name}.onnx"
         build_transformer(path, layers, d=d, heads=heads, seq=seq, vocab=vocab)
-        out = ws.solve(path, "wse2", train=True, mode="streaming", stream_batch=batch)
+        run = f"{name} (batch {batch})"
+        try:
+            out = ws.solve(path, "wse2", train=True, mode="streaming", stream_batch=batch)
+        except InfeasibleError:
+            # the published batch does not fit the model's SRAM: predict at the largest batch that does
+            costs = build_costs(
+                OnnxSource(path=str(path)), load_arch("wse2"), CostOptions(train=TrainingOptions()), check_feasible=False
+            )
+            fits = largest_batch(costs)
+            out = ws.solve(path, "wse2", train=True, mode="streaming", stream_batch=fits)
+            run = f"{name} (batch {batch} does not fit; the largest that does: {fits})"
         o = out.plan.objective
         streamed = [kc.work for kc in (out.costs.members.kernels if out.costs.members else ())]
         recompute = sum(bool(getattr(w, "recompute", False)) for w in streamed)
         rows.append(
             {
-                "run": f"{name} (batch {batch})",
+                "run": run,
                 "predicted samples/s": f"{o.throughput_samples_per_s:,.1f}",
                 "published": published,
                 "recompute": f"{recompute} of {len(streamed)}",

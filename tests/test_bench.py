@@ -3,6 +3,7 @@ crashed workers, and identical results on a Dask LocalCluster."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -72,6 +73,20 @@ def _exact_optimum(task: Task) -> int | None:
 
     r = task.request
     costs = build_costs(r.onnx_model, r.machine, r.cost, constraints=r.constraints)
+    if r.wafer_count == 1 and r.cost.train is not None:
+        # training: every way of every recomputation segment (each recomputes whole or not at all)
+        from wsealloc.cost import TrainingWork
+        from wsealloc.opmodels.recompute import fix
+
+        segment = [kc.work.segment if isinstance(kc.work, TrainingWork) else -1 for kc in costs.kernels]
+        ids = sorted(set(segment) - {-1})
+        assert len(ids) <= 10, "too many segments to enumerate"
+        values = []
+        for ways in itertools.product((False, True), repeat=len(ids)):
+            way = dict(zip(ids, ways, strict=True))
+            value = bottleneck_by_scan(build_problem(fix(costs, tuple(way.get(s, False) for s in segment))))
+            values.append(value)
+        return min((v for v in values if v is not None), default=None)
     if r.wafer_count == 1:
         return bottleneck_by_scan(build_problem(costs))
     assert isinstance(r.wafer_count, int)

@@ -4,6 +4,7 @@ co-located rectangle in the verifier, and what is refused."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -21,9 +22,15 @@ from wsealloc.cost.model import CostModelName, Optimizer, Recompute, TrainingOpt
 from wsealloc.cost.training import in_flight
 from wsealloc.errors import InfeasibleError, UsageError
 from wsealloc.frontend.sources import OnnxSource
+from wsealloc.opmodels import pareto_frontier
+from wsealloc.opmodels.recompute import choose as choose_recompute
+from wsealloc.opmodels.recompute import fix as fix_recompute
+from wsealloc.opmodels.recompute import flag_table
 from wsealloc.opmodels.table import pipeline_shape
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.verify import verify_plan
+from wsealloc.problem import build_problem
+from wsealloc.problem.objective import Throughput
 
 TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
 TRAIN = CostOptions(train=TrainingOptions())
@@ -117,17 +124,28 @@ def test_recomputation_trades_the_stash_for_the_forward_again() -> None:
         int(grid_costs(work.forward, costs.arch, costs.options, df, r, c).latency[0]) for df in work.forward.dataflows()
     )
     assert forward.latency[0] >= fastest
-    assert again.latency[0] - keep.latency[0] == fastest
-    assert keep.sram_parts().stash[0] == -(-work.stash_bytes * work.in_flight // 16)  # type: ignore[index]
-    assert again.sram_parts().stash[0] == -(-work.stash_bytes // 16)  # type: ignore[index]
-    # the user fixes it, or the table offers both and the solver picks per kernel
+    assert again.latency[0] - keep.latency[0] == fastest  # l0.scores consumes its output: it replays
+    # 21 stages, segments of ceil(sqrt(21)) = 5: l0.qkv at stage 2 of segment [0, 4] keeps 37 samples, or,
+    # recomputing, the 4 KiB its segment's l0.ln1 sends it for 2 (4 - 2) + 1 = 5 samples only
+    assert (work.in_flight, work.segment, work.replay_window, work.segment_input_bytes) == (37, 0, 5, 4096)
+    assert keep.sram_parts().stash[0] == 4096 * 37 / 16  # type: ignore[index]
+    assert again.sram_parts().stash[0] == 4096 * 5 / 16  # type: ignore[index]
+    # l0.context heads segment 1: its inputs (P from l0.softmax, V from l0.qkv) are the checkpoint, kept
+    # for all its 31 samples either way; l0.softmax (the last of segment 0) sends nothing inside it: no replay
+    head, tail = costs.by_name("l0.context").work, costs.by_name("l0.softmax").work
+    assert isinstance(head, TrainingWork) and isinstance(tail, TrainingWork)
+    assert head.kept_stash_bytes(True) == head.kept_stash_bytes(False) == 12288 * 31
+    assert not tail.replays and tail.kept_stash_bytes(True) == 8192 * 1 and tail.kept_stash_bytes(False) == 8192 * 33
+    t_keep, t_again = (grid_costs(tail, costs.arch, costs.options, df, r, c) for df in (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE))
+    assert t_again.latency[0] == t_keep.latency[0]
+    # the user fixes it (none: no recomputing op models), or the allocation picks per segment
     dfs = {
         mode: _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(recompute=mode))).by_name("l0.qkv").work.dataflows()
         for mode in Recompute
     }
     assert dfs == {
         Recompute.NONE: (Dataflow.TRAIN,),
-        Recompute.ALL: (Dataflow.TRAIN_RECOMPUTE,),
+        Recompute.ALL: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
         Recompute.AUTO: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
     }
 
@@ -144,8 +162,61 @@ def test_a_stash_too_large_without_recomputation_fits_with_it() -> None:
     assert "train" in chosen.values()  # the solver keeps the stash where it fits and is faster
 
 
+@pytest.mark.parametrize("spare", [0.0, 0.05, 0.2, 0.5, 1.0, 3.0])
+def test_the_segment_choice_is_the_optimum_over_every_choice(spare: float) -> None:
+    # brute force: every way of every segment (2^5 on the tiny transformer), each fixed table's exact
+    # min-max optimum; the bisection over segments (opmodels.recompute.choose) finds their least
+    costs = _costs(TRANSFORMER)
+    segments = sorted({kc.work.segment for kc in costs.kernels})  # type: ignore[union-attr]
+    fewest = sum(min(int(pareto_frontier(flag_table(kc.table, way)).cores[0]) for way in (False, True)) for kc in costs.kernels)
+    total = int(fewest * (1 + spare))
+    best: int | None = None
+    for ways in itertools.product((False, True), repeat=len(segments)):
+        chosen = dict(zip(segments, ways, strict=True))
+        flags = tuple(chosen[kc.work.segment] for kc in costs.kernels)  # type: ignore[union-attr]
+        value = Throughput().exact_bound(build_problem(fix_recompute(costs, flags), total)).value
+        if value is not None and (best is None or value < best):
+            best = value
+    choice = choose_recompute(costs, total)
+    assert choice.value == best
+    fixed = Throughput().exact_bound(build_problem(fix_recompute(costs, choice.recompute), total)).value
+    assert fixed == best
+    # a segment's kernels take one way
+    for s in segments:
+        assert len({f for kc, f in zip(costs.kernels, choice.recompute, strict=True) if kc.work.segment == s}) == 1  # type: ignore[union-attr]
+
+
+def test_a_segment_split_by_a_wafer_boundary_keeps_its_stash(tmp_path: Path) -> None:
+    out = ws.solve(TRANSFORMER, "tiny", train=True, recompute="all", wafers=2, place=False, output=tmp_path / "p.json")
+    plan = out.plan
+    costs = _costs(TRANSFORMER)
+    stage = {k.name: k.stage for k in plan.kernels}
+    for kc in costs.kernels:
+        w = kc.work
+        assert isinstance(w, TrainingWork)
+        split = len({stage[o.kernel.name] for o in costs.kernels if o.work.segment == w.segment}) > 1  # type: ignore[union-attr]
+        recomputes = plan.kernels[[k.name for k in plan.kernels].index(kc.kernel.name)].dataflow == "train-recompute"
+        assert recomputes == (not split), kc.kernel.name
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_segment_half_recomputing_is_rejected_by_the_verifier(tmp_path: Path) -> None:
+    ws.solve(TRANSFORMER, "tiny", train=True, recompute="all", place=False, output=tmp_path / "p.json")
+    assert verify_plan(tmp_path / "p.json").ok
+    doc = json.loads((tmp_path / "p.json").read_text())
+    k = next(k for k in doc["kernels"] if k["name"] == "l0.qkv")
+    assert k["dataflow"] == "train-recompute"
+    k["dataflow"] = "train"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    violations = verify_plan(bad).violations
+    assert any("a segment recomputes whole or not at all" in v for v in violations)
+    assert any("l0.qkv: keeps its stash, but the request says --recompute all" in v for v in violations)
+
+
 def test_llama_7b_does_not_train_as_a_layer_pipeline() -> None:
-    with pytest.raises(InfeasibleError, match="does not fit wse2"):
+    # its attention's stash does not fit any grid even recomputing (the checkpoint and the replay window)
+    with pytest.raises(InfeasibleError, match="fit no grid on wse2"):
         ws.solve(MODELS / "llama-7b.onnx", "wse2", place=False, train=True)
 
 
@@ -171,7 +242,7 @@ def test_training_summary_names_the_optimizer_recomputation_and_memory() -> None
 
     out = ws.solve(TRANSFORMER, "tiny", train=True, place=False, optimizer="sgd")
     text = "\n".join(summary_lines(out))
-    assert "training: " in text and "sgd" in text and "recompute their forward" in text
+    assert "training: " in text and "sgd" in text and "segments (" in text and ") recompute (--recompute auto)" in text
     assert "training memory: weights" in text and "stash" in text and "optimizer" in text
     rate = out.plan.objective.throughput_samples_per_s
     assert f"= {rate * 32:,.0f} tokens/s (32 tokens a sample)" in text  # the tiny decoder reads 32 token ids
@@ -266,7 +337,7 @@ def test_a_stream_bound_kernel_by_hand() -> None:
 
 
 def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why() -> None:
-    out = ws.solve(MODELS / "llama-7b.onnx", "wse2", train=True, mode="auto", stream_batch=8)
+    out = ws.solve(MODELS / "llama-7b.onnx", "wse2", train=True, mode="auto", stream_batch=4)  # 4: the largest that fits
     assert out.plan.request is not None and out.plan.request.mode.value == "streaming"
     assert "the layer pipeline does not fit" in out.plan.objective.message
     small = ws.solve(TRANSFORMER, "tiny", train=True, mode="auto", sets=[BANDWIDTH], place=False)
@@ -343,3 +414,50 @@ def test_a_sweep_point_that_training_refuses_is_one_line_not_an_internal_error()
 
     with pytest.raises(UsageError, match="use --share none"):
         sweep(TRANSFORMER, "tiny", ["grid=8x8"], train=True)
+
+
+def _masked_model(path: Path) -> Path:
+    """x[4, 8] . W[8, 8] + b[8], then a causal mask as exported: a bool tensor and a float one (0 / -1e4
+    added), and a scalar scale: W and b are the only parameters (72)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(np.ones((8, 8), np.float32), "W"),
+        numpy_helper.from_array(np.zeros(8, np.float32), "b"),
+        numpy_helper.from_array(np.tril(np.ones((4, 8), bool)), "keep"),
+        numpy_helper.from_array(np.full((4, 8), -1e4, np.float32), "fill"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "scale"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["y"]),
+        helper.make_node("Add", ["y", "b"], ["z"]),
+        helper.make_node("Where", ["keep", "z", "fill"], ["m"]),
+        helper.make_node("Mul", ["m", "scale"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "masked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4, 8])],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("dtype", [2, 4])
+def test_masks_and_scalars_are_not_parameters_whatever_the_weights_bytes(tmp_path: Path, dtype: int) -> None:
+    path = _masked_model(tmp_path / "masked.onnx")
+    arch = load_arch("tiny").model_copy(update={"dtype": load_arch("tiny").dtype.model_copy(update={"bytes": dtype})})
+    costs = build_costs(OnnxSource(path=str(path)), arch, TRAIN)
+    works = [kc.work for kc in costs.kernels]
+    assert all(isinstance(w, TrainingWork) for w in works)
+    assert sum(w.params for w in works) == 8 * 8 + 8  # type: ignore[union-attr]
+    # the fp32 accumulators and Adam's state follow the parameters, not the weight bytes (masks included)
+    kc = costs.kernels[0]
+    g = grid_costs(kc.work, arch, costs.options, Dataflow.TRAIN, np.array([1]), np.array([1]))
+    parts = g.sram_parts()
+    w = kc.work
+    assert isinstance(w, TrainingWork) and w.dtype_bytes == dtype
+    assert parts.optimizer is not None and parts.optimizer[0] == w.params * 12

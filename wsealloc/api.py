@@ -27,6 +27,7 @@ from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.recompute import settle as settle_recompute
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
@@ -37,8 +38,9 @@ from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
 from wsealloc.plan.schema import ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
+from wsealloc.problem.allocation import area_budgets
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import Aggregate, ObjectiveKind, ProvenBound, objective_named
+from wsealloc.problem.objective import Aggregate, Objective, ObjectiveKind, ProvenBound, objective_named
 from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import build_sharing_problem, grid_allowed
@@ -119,6 +121,27 @@ def infeasibility_message(costs: CostTable, problem: AllocationProblem) -> str:
     )
 
 
+def _settle_recompute(costs: CostTable, objective: Objective) -> tuple[CostTable, ProvenBound | None]:
+    """A training table with each recomputation segment's way fixed (``opmodels.recompute``), and the
+    bound a result may claim when that choice is not provably optimal (the user's areas, another
+    objective than min-max): the table's own with every kernel free (a relaxation; None: the fixed
+    table's own bound is exact)."""
+    fixed, choice = settle_recompute(costs)
+    if choice is None or (choice.exact and objective.aggregate is Aggregate.MAX and not area_budgets(costs)):
+        return fixed, None
+    relaxed = objective.exact_bound(build_problem(costs, objective=objective))
+    start = objective.exact_bound(build_problem(fixed, objective=objective))
+    if relaxed.value is None or start.value is None:
+        return fixed, None  # nothing fits: the fixed table's own bound says so
+    return fixed, ProvenBound(f"{relaxed.method} (recomputation per kernel)", relaxed.value, None, start=start.choice)
+
+
+def pipeline_bound(costs: CostTable, objective: Objective) -> ProvenBound:
+    """The objective's proven bound of a layer pipeline on one wafer, recomputation settled per segment."""
+    fixed, relaxed = _settle_recompute(costs, objective)
+    return relaxed or objective.exact_bound(build_problem(fixed, objective=objective))
+
+
 def _run_stoppable(fn: Callable[[], _T], deadline: Deadline) -> _T | None:
     """Run ``fn`` in a worker thread so the main thread stays free to handle SIGINT/SIGTERM (the
     phases watch the deadline, whose stop hook the signal handler sets). A phase still running
@@ -162,6 +185,8 @@ def solve_costs(
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
     objective = objective_named(request.objective)
+    costs, relaxed = _settle_recompute(costs, objective)
+    proven = proven or relaxed
     problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     if request.sharing.mode is ShareMode.GRID:
@@ -467,7 +492,7 @@ def choose_mode(costs: CostTable, request: SolveRequest) -> tuple[Mode, str, Cos
     if unfit:
         why_not = f"{len(unfit)} kernel(s) fit no grid of their own ({', '.join(unfit[:2])}{', ...' if len(unfit) > 2 else ''})"
     else:
-        pipe = objective.exact_bound(build_problem(costs, objective=objective)).value
+        pipe = pipeline_bound(costs, objective).value
         why_not = "its kernels' smallest op models need more cores than the wafer has"
     clock = costs.arch.clock_hz
     if pipe is None and stream is None:
@@ -486,6 +511,11 @@ def choose_mode(costs: CostTable, request: SolveRequest) -> tuple[Mode, str, Cos
     return Mode.STREAMING, f"auto: {rates}: streamed", streamed
 
 
+def _recompute_mode(costs: CostTable) -> str:
+    """The request's --recompute (what a streamed plan's recomputation may do)."""
+    return costs.options.train.recompute.value if costs.options.train is not None else "none"
+
+
 def solve_streamed(costs: CostTable, units: CostTable, request: SolveRequest, why: str) -> SolveOutcome:
     """The streamed plan of ``costs``: every kernel in its turn on the whole wafer (one region, ``units``),
     its recomputation chosen so the batch fits (``opmodels.streaming``). Its bound: every kernel on its
@@ -499,7 +529,8 @@ def solve_streamed(costs: CostTable, units: CostTable, request: SolveRequest, wh
         raise InfeasibleError(
             f"{source}: streamed with {request.stream_samples} sample(s) per pass, every kernel's stash and the largest "
             f"kernel's buffers need {format_bytes(need)} per core, usable {format_bytes(units.arch.usable_sram_bytes)} "
-            f"even with every kernel recomputing; the largest batch that fits is {fits} (--stream-batch)"
+            f"with every segment --recompute {_recompute_mode(costs)} lets recompute; the largest batch that fits is {fits} "
+            "(--stream-batch)"
         )
     objective = objective_named(request.objective)
     problem = build_problem(units, objective=objective)
@@ -520,8 +551,7 @@ def unconstrained_bound(costs: CostTable, request: SolveRequest, wafers: int | N
     on one wafer the objective's own bound of the unconstrained table, over several the exact stage cut."""
     base = costs.unconstrained if costs.unconstrained is not None else costs
     if wafers == 1:
-        objective = objective_named(request.objective)
-        return objective.exact_bound(build_problem(base, objective=objective))
+        return pipeline_bound(base, objective_named(request.objective))
     t0 = time.perf_counter()
     partition = stage_solver(build_stage_problem(base), wafers)
     return ProvenBound("stages", partition.objective, (), wall_s=time.perf_counter() - t0)

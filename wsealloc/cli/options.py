@@ -104,8 +104,8 @@ def _costing_options(fn: F) -> F:
                 "--recompute",
                 default="auto",
                 show_default=True,
-                help="With --train: none (every kernel keeps its stash), all (every kernel runs its forward again "
-                "instead) or auto (the solver chooses per kernel).",
+                help="With --train: none (every kernel keeps its stash), all (every recomputation segment keeps "
+                "its checkpoint and replays its forward) or auto (the allocation chooses per segment, exactly).",
             ),
             click.option(
                 "--mode",

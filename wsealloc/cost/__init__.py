@@ -9,6 +9,7 @@ ISPD-2020 contest's conv formula, everything else standard).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.cost import ispd_conv, seed, standard
 from wsealloc.cost.model import (
+    BYTES_PER_WEIGHT,
     CostModelName,
     CostOptions,
     Dataflow,
@@ -29,7 +31,7 @@ from wsealloc.cost.model import (
 )
 from wsealloc.cost.region import region_grid_costs
 from wsealloc.cost.streaming import streamed_grid_costs
-from wsealloc.cost.training import TrainingWork, training_grid_costs
+from wsealloc.cost.training import SegmentPlace, TrainingWork, training_grid_costs
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import Kernel
@@ -56,7 +58,17 @@ def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions
     return work
 
 
-def training_work(forward: Work, options: CostOptions, *, input_grad: bool, loss: bool, in_flight: int) -> Work:
+def training_work(
+    forward: Work,
+    options: CostOptions,
+    *,
+    input_grad: bool,
+    loss: bool,
+    in_flight: int,
+    place: SegmentPlace | None = None,
+    params: int | None = None,
+    dtype_bytes: int = BYTES_PER_WEIGHT,
+) -> Work:
     """A kernel's training work (``cost.training``) from its forward work under ``options.train``. A
     conv under ``--cost-model ispd2020`` stays the contest's kernel: its formula already is forward,
     backward and weight update side by side (docs/cost-model.md, section 8)."""
@@ -68,7 +80,28 @@ def training_work(forward: Work, options: CostOptions, *, input_grad: bool, loss
             f"training is costed for the standard cost model's kernels (not {type(forward).__name__}); "
             "use --cost-model standard or ispd2020 with --train"
         )
-    return TrainingWork(forward, input_grad, loss, in_flight, train.optimizer, train.batch, train.recompute)
+    work = TrainingWork(
+        forward,
+        input_grad,
+        loss,
+        in_flight,
+        train.optimizer,
+        train.batch,
+        train.recompute,
+        param_count=params,
+        dtype_bytes=dtype_bytes,
+    )
+    if place is None:
+        return work
+    inside = min(place.input_bytes, work.stash_bytes)
+    return replace(
+        work,
+        segment=place.segment,
+        segment_kernels=place.kernels,
+        segment_input_bytes=inside,
+        replay_window=place.replay_window,
+        replays=place.replays,
+    )
 
 
 def grid_costs(

@@ -16,8 +16,12 @@ duplex, ``cluster.offwafer_bytes_per_s`` each way). The kernel's time per sample
 Its SRAM per core, on the whole wafer: the streamed weight tile double-buffered (and, training, its
 fp32 gradient accumulators) and the batch's activations passing through (``buffers``: one kernel at a
 time), and the stash (``state``: training keeps every kernel's input for the whole batch until its
-backward, unless the kernel recomputes). A region of all the kernels on the whole wafer (``cost.region``)
-adds the stashes and keeps the largest buffers: that region is the streamed plan.
+backward). Recomputation goes by segment (``cost.training``, "Recomputation"): a recomputing segment
+keeps only its checkpoint (its kernels' inputs from outside it) and, when the backward reaches it,
+replays its forward, holding the regenerated inputs until its backward is done; one segment replays
+at a time, so the pass's peak holds every kept stash, every checkpoint and the largest replay (charged
+to that segment's kernels, ``StreamedWork.replayed``). A region of all the kernels on the whole wafer
+(``cost.region``) adds the stashes and keeps the largest buffers: that region is the streamed plan.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost.model import (
-    BYTES_PER_WEIGHT,
     GRAD_BYTES_PER_PARAM,
     CostOptions,
     GridCosts,
@@ -86,6 +89,19 @@ def streamed_floor(
     return np.min(np.stack(turns), axis=0)
 
 
+def streamed_stash_bytes(work: StreamedWork) -> int:
+    """Stash bytes per sample a streamed training kernel holds at the pass's peak (module docstring):
+    all its inputs; recomputing, the segment's checkpoint only (the inputs from outside its segment),
+    plus the inputs from inside it when its segment's replay is the largest one (``replayed``)."""
+    inner = work.inner
+    if not isinstance(inner, TrainingWork):
+        return 0
+    if not work.recompute:
+        return inner.stash_bytes
+    inside = min(inner.segment_input_bytes, inner.stash_bytes)
+    return inner.stash_bytes - inside + (inside if work.replayed else 0)
+
+
 def batched(work: KernelWork, batch: int) -> KernelWork:
     """A kernel's work for ``batch`` samples at once: the batch folds into the output's rows (the tokens
     of a parameter-B matmul, the groups of an activation-B one: attention's heads), so the grid tiles
@@ -121,17 +137,16 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
         forward, backward = g.latency.astype(np.int64), np.zeros(r.size, dtype=np.int64)
     stream = int(np.ceil(work.weight_bytes / bytes_per_cycle(arch)))
     turn = np.maximum(forward, stream)
-    if training:  # the weights in again while the fp32 gradients (twice the weights' bytes) go out
-        out = int(np.ceil(work.weight_bytes * GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT / bytes_per_cycle(arch)))
+    if isinstance(inner, TrainingWork):  # the weights in again while the fp32 gradients (4 B a parameter) go out
+        out = int(np.ceil(inner.params * GRAD_BYTES_PER_PARAM / bytes_per_cycle(arch)))
         turn = turn + np.maximum(backward, max(stream, out))
     cores = (r * c).astype(np.float64)
     parts = g.sram_parts()
     tile = parts.weights  # the streamed weights' tile per core
-    grads = tile * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT) if training and work.weight_bytes else 0.0
+    grads = tile * (GRAD_BYTES_PER_PARAM / inner.dtype_bytes) if isinstance(inner, TrainingWork) and work.weight_bytes else 0.0
     passing = np.ceil((work.in_bytes + work.out_bytes) * batch / cores)
     buffers = 2 * tile + grads + parts.buffers + passing
-    kept = inner.stash_bytes if isinstance(inner, TrainingWork) else 0
-    stash = np.ceil(kept * batch / cores) if training and not work.recompute else np.zeros(r.size)
+    stash = np.ceil(streamed_stash_bytes(work) * batch / cores) if training else np.zeros(r.size)
     state = parts.state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
     ratio = (forward + backward) / np.maximum(forward, 1)

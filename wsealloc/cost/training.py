@@ -31,6 +31,7 @@ then the backward when that sample's gradient comes back, and the update of the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,6 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.cost.model import (
     BACKWARD_VECTOR_FACTOR,
-    BYTES_PER_WEIGHT,
     GRAD_BYTES_PER_PARAM,
     CostOptions,
     GridCosts,
@@ -47,11 +47,67 @@ from wsealloc.cost.model import (
     fits_then_fastest,
 )
 from wsealloc.cost.region import GridFn
+from wsealloc.graph.ir import OpGraph
 
 
 def in_flight(depth: int, stages: int) -> int:
     """Samples a kernel at pipeline stage ``depth`` (0 = first) of ``stages`` keeps (module docstring)."""
     return 2 * (stages - 1 - depth) + 1
+
+
+def segment_length(stages: int) -> int:
+    """Pipeline stages per recomputation segment: ceil(sqrt(D)) (module docstring, "Recomputation")."""
+    return max(1, math.isqrt(max(stages - 1, 0)) + 1) if stages > 1 else 1
+
+
+def replay_window(depth: int, stages: int) -> int:
+    """Samples a recomputing kernel at stage ``depth`` keeps its replayed inputs: 2 (t - d) + 1, t the
+    last stage of its segment (module docstring, "Recomputation")."""
+    length = segment_length(stages)
+    last = min((depth // length + 1) * length, stages) - 1
+    return 2 * (last - depth) + 1
+
+
+# ops that use a tensor as a mask, an index or a shape, never as a value a gradient reaches
+_NOT_TRAINED = frozenset(
+    {
+        "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+        "Expand", "Reshape", "Cast", "CastLike", "Shape", "Size", "Slice", "Range", "Trilu",
+        "ConstantOfShape", "Tile", "Unsqueeze", "Squeeze", "Pow",
+    }
+)  # fmt: skip
+
+
+def constants(graph: OpGraph) -> frozenset[str]:
+    """The initializers of a graph that are not trained: non-float ones (masks, indices), scalars (a
+    scale, an exponent, a fill value), and float ones only masks, shapes or exponents read (a causal
+    mask exported as a tensor). Every other initializer a kernel reads is a parameter (``parameters``)."""
+    readers: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        for name in node.inputs:
+            readers.setdefault(name, set()).add(node.op_type)
+    out = set()
+    for name, info in graph.tensors.items():
+        ops = readers.get(name, set())
+        if not info.is_float or info.numel <= 1 or (ops and ops <= _NOT_TRAINED):
+            out.add(name)
+    return frozenset(out)
+
+
+def parameters(weights: tuple[str, ...], graph: OpGraph, fixed: frozenset[str]) -> int:
+    """Trainable parameters among a kernel's ``weights`` (elements), ``fixed`` the graph's :func:`constants`."""
+    return sum(graph.tensors[w].numel for w in weights if w not in fixed)
+
+
+@dataclass(frozen=True)
+class SegmentPlace:
+    """Where a kernel sits in its recomputation segment (the fields of :class:`TrainingWork` it sets)."""
+
+    segment: int  # stage // segment_length
+    kernels: int  # kernels of the segment in the whole model
+    input_bytes: int  # stash bytes per sample produced by kernels of the segment
+    replay_window: int
+    replays: bool  # a kernel of the segment consumes its output
 
 
 @dataclass(frozen=True)
@@ -87,7 +143,8 @@ def phases_on(
     params_per_core = work.params / (r * c).astype(np.float64)
     update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / work.batch).astype(np.int64)
     forward = g.latency.astype(np.int64)
-    again = forward if recompute else np.zeros_like(forward)
+    # the replay: a kernel whose output a kernel of its segment consumes runs its forward again
+    again = forward if recompute and work.replays else np.zeros_like(forward)
     return Phases(df, forward, backward.astype(np.int64), update, again)
 
 
@@ -123,13 +180,12 @@ def _training_costs(work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray,
     parts = g.sram_parts()
     cores = (r * c).astype(np.float64)
     if work.forward.weight_b:  # a gradient accumulator beside every weight the cores hold (replicas included)
-        grads = parts.weights * (GRAD_BYTES_PER_PARAM / BYTES_PER_WEIGHT)
+        grads = parts.weights * (GRAD_BYTES_PER_PARAM / work.dtype_bytes)
     else:  # the weights part is an activation's tile: only the few parameters (a bias, a scale) accumulate
         grads = np.ceil(work.params * GRAD_BYTES_PER_PARAM / cores)
     # the optimizer's state once per parameter, spread like the update (gradients accumulate per replica)
     optimizer = np.ceil(work.params * work.optimizer.state_bytes_per_param / cores)
-    kept = 1 if recompute else work.in_flight
-    stash = np.ceil(work.stash_bytes * kept / cores)
+    stash = np.ceil(work.kept_stash_bytes(recompute) / cores)
     train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)
     # the backward (and a recomputed forward) on the forward's resources
     ratio = (ph.forward + ph.backward + ph.recompute) / np.maximum(ph.forward, 1)

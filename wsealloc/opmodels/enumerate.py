@@ -40,6 +40,7 @@ class Reason(enum.IntEnum):
     NO_FIT = 6
     NOT_ENUMERATED = 7
     CONSTRAINED = 8  # excluded by a rule of the user's constraints (the table's ``rule`` names it)
+    SEGMENT = 9  # its recomputation segment took the other way (opmodels.recompute)
 
     @property
     def label(self) -> str:
@@ -57,6 +58,7 @@ _LABELS = {
     Reason.NO_FIT: "the kernel's rectangle does not fit the grid",
     Reason.NOT_ENUMERATED: "not one of the kernel's op models (its grid sides are enumerated: opmodels.grid_sides)",
     Reason.CONSTRAINED: "excluded by the user's constraints",
+    Reason.SEGMENT: "its recomputation segment took the other way (every kernel of a segment recomputes, or none)",
 }
 
 DATAFLOW_CODES: tuple[Dataflow, ...] = tuple(Dataflow)

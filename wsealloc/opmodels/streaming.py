@@ -2,10 +2,11 @@
 all the kernels, ``cost.streaming``), and which kernels recompute their forward so the batch's stash
 fits.
 
-The region's SRAM per core is the sum of the kernels' stashes and the largest kernel's buffers. When
-that is over the usable SRAM, kernels recompute (drop their stash, run their forward again) in order of
-stash bytes freed per cycle added, the best first, until it fits: a greedy knapsack (not proven
-optimal; docs/cost-model.md, section 12). None recompute when the stash fits.
+The region's SRAM per core is the sum of the kernels' stashes, the largest replay and the largest
+kernel's buffers (``cost.streaming``). Under ``--recompute auto``, when that is over the usable SRAM,
+whole segments recompute (keep their checkpoint, replay their forward) in order of SRAM freed per
+cycle added, the best first, until it fits: a greedy knapsack (not proven optimal; docs/cost-model.md,
+section 12). None recompute when the stash fits; ``all`` recomputes every segment, ``none`` none.
 """
 
 from __future__ import annotations
@@ -15,41 +16,62 @@ from dataclasses import replace
 import numpy as np
 
 from wsealloc.cost import Dataflow, KernelWork, StreamedWork, TrainingWork, grid_costs
+from wsealloc.cost.model import Recompute
 from wsealloc.cost.streaming import streamed_floor
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.table import CostTable
 
 
-def recompute_choice(costs: CostTable, batch: int) -> tuple[bool, ...]:
-    """Which kernels recompute under streaming with ``batch`` samples per pass (module docstring)."""
+def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], ...]:
+    """Per kernel whether its segment recomputes under streaming with ``batch`` samples per pass, and
+    whether its segment's replay is the largest (``StreamedWork.replayed``; module docstring)."""
     arch = costs.arch
     r, c = np.array([arch.rows]), np.array([arch.cols])
-    keep: list[tuple[int, int, int]] = []  # per kernel: stash, buffers, latency with the stash
-    again: list[tuple[int, int, int]] = []  # ... recomputing
+    n = len(costs.kernels)
+    segment = [kc.work.segment if isinstance(kc.work, TrainingWork) else -1 - k for k, kc in enumerate(costs.kernels)]
+    # per kernel: SRAM state kept, recomputing (the checkpoint), recomputing with its replay; buffers;
+    # latency kept and recomputing
+    state: list[tuple[int, int, int]] = []
+    buffers: list[int] = []
+    latency: list[tuple[int, int]] = []
     for kc in costs.kernels:
+        work = _inner(kc.work)
         row = []
-        for recompute in (False, True):
-            g = grid_costs(StreamedWork(_inner(kc.work), batch, recompute), arch, costs.options, Dataflow.STREAM, r, c)
-            p = g.sram_parts()
-            row.append((int(p.state[0]), int(p.buffers[0]), int(g.latency[0])))
-        keep.append(row[0])
-        again.append(row[1])
-    chosen = [False] * len(keep)
-    usable = arch.usable_sram_bytes
-    training = costs.options.train is not None
-    while training:
-        held = [again[k] if chosen[k] else keep[k] for k in range(len(keep))]
-        if sum(h[0] for h in held) + max((h[1] for h in held), default=0) <= usable:
+        for recompute, replayed in ((False, False), (True, False), (True, True)):
+            g = grid_costs(StreamedWork(work, batch, recompute, replayed), arch, costs.options, Dataflow.STREAM, r, c)
+            row.append((int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0])))
+        state.append((row[0][0], row[1][0], row[2][0]))
+        buffers.append(row[0][1])
+        latency.append((row[0][2], row[1][2]))
+    members: dict[int, list[int]] = {}
+    for k in range(n):
+        members.setdefault(segment[k], []).append(k)
+    mode = costs.options.train.recompute if costs.options.train is not None else Recompute.NONE
+    choosable = [s for s in members if s >= 0] if mode is not Recompute.NONE else []
+    chosen: set[int] = set(choosable) if mode is Recompute.ALL else set()
+
+    def replay(s: int) -> int:
+        return sum(state[k][2] - state[k][1] for k in members[s])
+
+    def total(picked: set[int]) -> int:
+        kept = sum(state[k][1] if segment[k] in picked else state[k][0] for k in range(n))
+        return kept + max((replay(s) for s in picked), default=0) + max(buffers, default=0)
+
+    # the best segments first: checkpoint savings per cycle added (the first one's replay at the peak
+    # takes back what it frees: a segment pays off once another one replays no more than it)
+    order = sorted(
+        (s for s in choosable if s not in chosen),
+        key=lambda s: (
+            -sum(state[k][0] - state[k][1] for k in members[s]) / max(sum(latency[k][1] - latency[k][0] for k in members[s]), 1),
+            s,
+        ),
+    )
+    for s in order:
+        if mode is not Recompute.AUTO or total(chosen) <= arch.usable_sram_bytes:
             break
-        gains = [
-            ((keep[k][0] - again[k][0]) / max(again[k][2] - keep[k][2], 1), k)
-            for k in range(len(keep))
-            if not chosen[k] and keep[k][0] > again[k][0]
-        ]
-        if not gains:
-            break  # everything recomputes and it still does not fit: the region is illegal (SRAM)
-        chosen[max(gains)[1]] = True
-    return tuple(chosen)
+        chosen.add(s)
+    peak = max(chosen, key=lambda s: (replay(s), -s), default=None)
+    return tuple((segment[k] in chosen, segment[k] == peak) for k in range(n))
 
 
 def _inner(work: object) -> KernelWork | TrainingWork:
@@ -62,9 +84,10 @@ def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True) -> 
     """The streamed model's cost table: one region of every kernel on the whole wafer, each kernel's
     work a :class:`StreamedWork` (with the recomputation :func:`recompute_choice` makes; ``recompute``
     False: every kernel keeps its stash)."""
-    chosen = recompute_choice(costs, batch) if recompute else (False,) * len(costs.kernels)
+    chosen = recompute_choice(costs, batch) if recompute else ((False, False),) * len(costs.kernels)
     kernels = tuple(
-        replace(kc, work=StreamedWork(_inner(kc.work), batch, rec)) for kc, rec in zip(costs.kernels, chosen, strict=True)
+        replace(kc, work=StreamedWork(_inner(kc.work), batch, rec, peak))
+        for kc, (rec, peak) in zip(costs.kernels, chosen, strict=True)
     )
     members = replace(costs, kernels=kernels)
     whole = np.array([[costs.arch.rows, costs.arch.cols]], dtype=np.int64)

@@ -6,12 +6,13 @@ models are computed once and shared.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, Work, kernel_work, training_work
 from wsealloc.cost.standard import ingress_bytes
-from wsealloc.cost.training import in_flight
+from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_length
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
 from wsealloc.opmodels.applied import Applied
@@ -124,20 +125,30 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     """Cost every kernel; raise :class:`InfeasibleError` naming kernels with no legal op model."""
     cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
     result: list[KernelCosts] = []
+    edges = edge_bytes(kgraph, arch)
     shape = pipeline_shape(kgraph) if options.train is not None else None
+    places = segment_places(shape, edges) if shape is not None else None
+    fixed = constants(kgraph.ops) if shape is not None else frozenset()
     for i, kernel in enumerate(kgraph.kernels):
         work = kernel_work(kernel, kgraph.ops, arch, options)
-        if shape is not None:
+        if shape is not None and places is not None:
             depth, stages, has_pred, has_succ = shape
             work = training_work(
-                work, options, input_grad=has_pred[i], loss=not has_succ[i], in_flight=in_flight(depth[i], stages)
+                work,
+                options,
+                input_grad=has_pred[i],
+                loss=not has_succ[i],
+                in_flight=in_flight(depth[i], stages),
+                place=places[i],
+                params=parameters(kernel.weights, kgraph.ops, fixed),
+                dtype_bytes=arch.dtype.bytes,
             )
         if work not in cache:
             table = enumerate_op_models(work, arch, options)
             cache[work] = (table, pareto_frontier(table), len(cache))
         table, frontier, sig = cache[work]
         result.append(KernelCosts(kernel, work, table, frontier, sig))
-    costs = CostTable(kgraph, arch, options, tuple(result), edge_bytes(kgraph, arch))
+    costs = CostTable(kgraph, arch, options, tuple(result), edges)
     if check_feasible:
         check_each_kernel_fits(costs)
     return costs
@@ -156,6 +167,26 @@ def pipeline_shape(kgraph: KernelGraph) -> tuple[list[int], int, list[bool], lis
             depth[t] = max(depth[t], depth[s] + 1)
             has_pred[t] = has_succ[s] = True
     return depth, max(depth, default=0) + 1, has_pred, has_succ
+
+
+def segment_places(shape: tuple[list[int], int, list[bool], list[bool]], edges: tuple[EdgeBytes, ...]) -> list[SegmentPlace]:
+    """Each kernel's place in its recomputation segment (``cost.training``, "Recomputation"): runs of
+    ``segment_length`` pipeline stages; the stash bytes its producers inside the segment send it, and
+    whether a consumer inside the segment needs its output replayed."""
+    depth, stages, _, _ = shape
+    length = segment_length(stages)
+    segment = [d // length for d in depth]
+    members = Counter(segment)
+    inside = [0] * len(depth)
+    replays = [False] * len(depth)
+    for e in edges:
+        if e.src < e.dst and segment[e.src] == segment[e.dst]:
+            inside[e.dst] += e.nbytes
+            replays[e.src] = True
+    return [
+        SegmentPlace(segment[i], members[segment[i]], inside[i], replay_window(depth[i], stages), replays[i])
+        for i in range(len(depth))
+    ]
 
 
 def check_each_kernel_fits(costs: CostTable) -> None:

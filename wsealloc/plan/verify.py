@@ -30,11 +30,13 @@ from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints import Constraints
 from wsealloc.cost import Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
+from wsealloc.cost.model import Recompute, TrainingWork
 from wsealloc.errors import PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, KernelCosts, Reason
-from wsealloc.opmodels.enumerate import judge, on_grid
+from wsealloc.opmodels.enumerate import DATAFLOW_CODES, judge, on_grid
+from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import streaming_table
 from wsealloc.pipeline import build_costs
@@ -205,7 +207,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     _check_price(plan, constraints, table, len(stages), check)
     if len(stages) == 1:
         _check_llm(plan, stages[0].members, table, check)
-    _check_baseline(plan, stages, table, check)
+    fixed = table if plan.regions else _check_recompute(in_order, stages, table, check)
+    _check_baseline(plan, stages, fixed, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
 
 
@@ -601,23 +604,58 @@ def allocation_optimum(table: CostTable) -> int | None:
     """The allocation-only optimum, recomputed independently of the solvers: the smallest T at which
     every kernel's fewest cores with latency <= T fit the wafer together (None: they never do).
 
-    Each Pareto frontier lists cores ascending and latency descending, so the fewest cores meeting T
-    are at the first frontier entry with latency <= T, and the total is non-increasing in T."""
-    fronts = [(-kc.frontier.latency, kc.frontier.cores) for kc in table.kernels]  # -latency ascending
-    if any(neg.size == 0 for neg, _ in fronts):
+    A training kernel's op models come in two ways (keep the stash, recompute) and a recomputation
+    segment takes one way for all its kernels (``cost.training``, "Recomputation"): at each T every
+    segment takes the way whose kernels' fewest cores sum lowest. The fewest cores meeting T are a
+    running minimum over the legal op models sorted by latency, and the total is non-increasing in T."""
+    groups: dict[tuple[int, int], dict[bool, list[tuple[np.ndarray, np.ndarray]]]] = {}
+    here: dict[int, int] = {}
+    for kc in table.kernels:
+        if isinstance(kc.work, TrainingWork):
+            here[kc.work.segment] = here.get(kc.work.segment, 0) + 1
+    code = DATAFLOW_CODES.index(Dataflow.TRAIN_RECOMPUTE)
+    for k, kc in enumerate(table.kernels):
+        w = kc.work
+        ways: tuple[bool, ...] = (False,)
+        key = (1, k)
+        if isinstance(w, TrainingWork):
+            key = (0, w.segment)
+            whole = here[w.segment] == w.segment_kernels  # a segment split by a wafer boundary keeps its stash
+            mode = w.recompute if whole else Recompute.NONE
+            ways = {Recompute.NONE: (False,), Recompute.ALL: (True,), Recompute.AUTO: (False, True)}[mode]
+        for way in ways:
+            rows = kc.table.legal() & ((kc.table.dataflow == code) == way if isinstance(w, TrainingWork) else True)
+            order = np.argsort(kc.table.latency[rows], kind="stable")
+            latency = kc.table.latency[rows][order]
+            groups.setdefault(key, {}).setdefault(way, []).append((latency, np.minimum.accumulate(kc.table.cores[rows][order])))
+    everything = [lat for g in groups.values() for pairs in g.values() for lat, _ in pairs]
+    candidates = np.unique(np.concatenate(everything)) if everything else np.zeros(0, dtype=np.int64)
+    if candidates.size == 0:
         return None
-    candidates = np.unique(np.concatenate([-neg for neg, _ in fronts]))
-
     budgets = area_budgets(table)  # the user's areas: their kernels share the area's free cores
+    members = {key: [k for k, kc in enumerate(table.kernels) if _group_key(kc, k) == key] for key in groups}
 
     def fits(t: int) -> bool:
-        fewest = []
-        for neg, cores in fronts:
-            i = int(np.searchsorted(neg, -t, side="left"))  # first entry with latency <= t
-            if i >= cores.size:
+        fewest = [0] * len(table.kernels)
+        total = 0
+        for key, by_way in groups.items():
+            best: list[int] | None = None
+            for pairs in by_way.values():
+                need = []
+                for latency, cores in pairs:
+                    i = int(np.searchsorted(latency, t, side="right")) - 1
+                    if i < 0:
+                        break
+                    need.append(int(cores[i]))
+                else:
+                    if best is None or sum(need) < sum(best):
+                        best = need
+            if best is None:
                 return False
-            fewest.append(int(cores[i]))
-        return sum(fewest) <= table.total_cores and all(sum(fewest[k] for k in b.kernels) <= b.cores for b in budgets)
+            total += sum(best)
+            for k, n in zip(members[key], best, strict=True):
+                fewest[k] = n
+        return total <= table.total_cores and all(sum(fewest[k] for k in b.kernels) <= b.cores for b in budgets)
 
     lo, hi = 0, candidates.size - 1
     if not fits(int(candidates[hi])):
@@ -629,6 +667,54 @@ def allocation_optimum(table: CostTable) -> int | None:
         else:
             lo = mid + 1
     return int(candidates[lo])
+
+
+def _group_key(kc: KernelCosts, k: int) -> tuple[int, int]:
+    """The choice a kernel shares: its recomputation segment (training), else its own."""
+    return (0, kc.work.segment) if isinstance(kc.work, TrainingWork) else (1, k)
+
+
+def _check_recompute(in_order: tuple[KernelPlan, ...], stages: list[_Stage], table: CostTable, check: _Checks) -> CostTable:
+    """Every kernel of a recomputation segment takes one way, one its segment may take on its wafer
+    (a segment split by a wafer boundary keeps its stash; ``--recompute`` fixes the way); the table with
+    the plan's ways fixed (what the plan's greedy baseline chose among)."""
+    if not any(isinstance(kc.work, TrainingWork) for kc in table.kernels):
+        return table
+    index = {kc.kernel.name: i for i, kc in enumerate(table.kernels)}
+    ways = [False] * len(table.kernels)
+    for st in stages:
+        seen: dict[int, tuple[bool, str]] = {}
+        count: dict[int, int] = {}
+        for kp in st.members:
+            w = table.kernels[index[kp.name]].work
+            if isinstance(w, TrainingWork):
+                count[w.segment] = count.get(w.segment, 0) + 1
+        for kp in st.members:
+            kc = table.kernels[index[kp.name]]
+            w = kc.work
+            if not isinstance(w, TrainingWork):
+                continue
+            way = kp.dataflow == Dataflow.TRAIN_RECOMPUTE.value
+            ways[index[kp.name]] = way
+            first = seen.setdefault(w.segment, (way, kp.name))
+            check(
+                first[0] == way,
+                f"{kp.name}: {kp.dataflow} but {first[1]} of its recomputation segment {w.segment} "
+                f"{'recomputes' if first[0] else 'keeps its stash'}: a segment recomputes whole or not at all",
+            )
+            split = count[w.segment] != w.segment_kernels
+            if way:
+                check(
+                    not split and w.recompute is not Recompute.NONE,
+                    f"{kp.name}: recomputes, but "
+                    + ("its segment is split by a wafer boundary" if split else "the request says --recompute none"),
+                )
+            else:
+                check(
+                    split or w.recompute is not Recompute.ALL,
+                    f"{kp.name}: keeps its stash, but the request says --recompute all",
+                )
+    return fix_recompute(table, tuple(ways))
 
 
 def _check_comm(members: tuple[KernelPlan, ...], table: CostTable, check: _Checks, traffic: float | None) -> None:

@@ -146,6 +146,7 @@ def streaming_lines(out: SolveOutcome) -> list[str]:
     kernels = out.costs.members.kernels
     works = [kc.work for kc in kernels if isinstance(kc.work, StreamedWork)]
     recompute = sum(w.recompute for w in works)
+    segments = _segments([w.inner for w in works], [w.recompute for w in works])
     stream_bound = 0
     turns = 2 if out.costs.options.train is not None else 1  # forward and backward each stream the weights
     by_name = {kp.name: kp for kp in plan.kernels}
@@ -161,10 +162,17 @@ def streaming_lines(out: SolveOutcome) -> list[str]:
     lines = [
         f"streaming ({what}): {request.stream_samples} samples per pass, one kernel at a time on the whole wafer, weights "
         f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
-        f"{stream_bound} of {len(works)} kernels bound by the stream, {recompute} recompute their forward; the largest "
+        f"{stream_bound} of {len(works)} kernels bound by the stream, {segments} ({recompute} kernels) recompute; the largest "
         f"batch that fits: {largest_batch(inner):,} samples per pass"
     ]
     return lines
+
+
+def _segments(works: list[object], flags: list[bool]) -> str:
+    """'k of S segments': the recomputation segments that recompute, of those the kernels form."""
+    seen = {w.segment for w in works if isinstance(w, TrainingWork)}
+    chosen = {w.segment for w, f in zip(works, flags, strict=True) if f and isinstance(w, TrainingWork)}
+    return f"{len(chosen)} of {len(seen)} segments"
 
 
 def training_lines(out: SolveOutcome) -> list[str]:
@@ -178,12 +186,16 @@ def training_lines(out: SolveOutcome) -> list[str]:
     totals = dict.fromkeys(("weights", "gradients", "optimizer", "stash", "buffers"), 0.0)
     recompute = 0
     deepest = 0
+    works: list[object] = []
+    flags: list[bool] = []
     for kp in plan.kernels:
         kc = by_name.get(kp.name)
         if kc is None or not isinstance(kc.work, TrainingWork):
             continue
         dataflow = Dataflow(kp.dataflow)
         recompute += dataflow is Dataflow.TRAIN_RECOMPUTE
+        works.append(kc.work)
+        flags.append(dataflow is Dataflow.TRAIN_RECOMPUTE)
         deepest = max(deepest, kc.work.in_flight)
         g = grid_costs(kc.work, out.costs.arch, out.costs.options, dataflow, np.array([kp.grid[0]]), np.array([kp.grid[1]]))
         parts = g.sram_parts()
@@ -205,8 +217,8 @@ def training_lines(out: SolveOutcome) -> list[str]:
     memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
     return [
         f"training: {rate:,.1f} samples/s{per_token}; {train.optimizer.value}, weights updated "
-        f"{every}; forward, backward and update time-shared on each kernel's rectangle; {recompute} of "
-        f"{len(plan.kernels)} kernels recompute their forward (--recompute {train.recompute.value})",
+        f"{every}; forward, backward and update time-shared on each kernel's rectangle; {_segments(works, flags)} "
+        f"({recompute} of {len(plan.kernels)} kernels) recompute (--recompute {train.recompute.value})",
         f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
         f"of {format_bytes(usable)} usable",
     ]
