@@ -8,6 +8,7 @@ import itertools
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -461,3 +462,26 @@ def test_masks_and_scalars_are_not_parameters_whatever_the_weights_bytes(tmp_pat
     w = kc.work
     assert isinstance(w, TrainingWork) and w.dtype_bytes == dtype
     assert parts.optimizer is not None and parts.optimizer[0] == w.params * 12
+
+
+def test_each_wafer_boundary_before_the_loss_keeps_two_more_samples(tmp_path: Path) -> None:
+    # a sample's activation crosses the link in one step and its gradient comes back in another: on
+    # wafer 0 of 2, l0.qkv keeps 37 + 2 = 39 samples; the plan's numbers are costed so and verify agree
+    out = ws.solve(TRANSFORMER, "tiny", train=True, recompute="none", wafers=2, place=False, output=tmp_path / "p.json")
+    plan = out.plan
+    stage = {k.name: k.stage for k in plan.kernels}
+    assert stage["l0.qkv"] == 0 and stage["lm_head"] == 1
+    single = _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(recompute=Recompute.NONE)))
+    base = single.by_name("l0.qkv").work
+    kp = next(k for k in plan.kernels if k.name == "l0.qkv")
+    assert isinstance(base, TrainingWork) and base.in_flight == 37
+    linked = replace(base, in_flight=39)
+    r, c = np.array([kp.grid[0]]), np.array([kp.grid[1]])
+    assert kp.sram_bytes_per_core == int(grid_costs(linked, single.arch, single.options, Dataflow.TRAIN, r, c).sram_bytes[0])
+    last = next(k for k in plan.kernels if k.name == "lm_head")  # on the last wafer: unchanged
+    lw = single.by_name("lm_head").work
+    r, c = np.array([last.grid[0]]), np.array([last.grid[1]])
+    assert last.sram_bytes_per_core == int(grid_costs(lw, single.arch, single.options, Dataflow.TRAIN, r, c).sram_bytes[0])
+    # the partition's bound (without the link's samples) stays a valid lower bound
+    assert plan.objective.lower_bound_cycles is not None and plan.objective.value >= plan.objective.lower_bound_cycles
+    assert verify_plan(tmp_path / "p.json").ok

@@ -32,7 +32,7 @@ from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
 from wsealloc.opmodels.table import check_each_kernel_fits
-from wsealloc.pipeline import build_costs
+from wsealloc.pipeline import build_costs, over_wafers
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
@@ -343,6 +343,9 @@ def solve_stages(
     say(f"stages: {partition.wafers} wafers, cuts {list(partition.cuts[1:-1])}, bound {partition.objective:,} cycles")
     outcomes = []
     stages = partition.stages()
+    # training: each wafer boundary between a kernel and the loss holds two more samples in flight; the
+    # partition's bound (without them) stays a valid lower bound
+    costs = over_wafers(costs, partition.cuts, request.constraints)
     for s, (first, end) in enumerate(stages):
         say(f"stage {s}: kernels [{first}, {end})")
         share = deadline.share(1.0 / (len(stages) - s))

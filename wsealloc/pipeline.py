@@ -18,6 +18,7 @@ from wsealloc.graph.kernels import KernelGraph, build_kernels
 from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
 from wsealloc.opmodels.constrain import apply as apply_constraints
+from wsealloc.opmodels.table import with_link_stages
 
 
 def parse_dims(options: Sequence[str]) -> dict[str, int]:
@@ -100,3 +101,16 @@ def build_costs(
     op-model tables (``opmodels.constrain``; the table before them is kept as ``unconstrained``)."""
     costs = build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)
     return apply_constraints(costs, constraints) if constraints is not None else costs
+
+
+def over_wafers(costs: CostTable, cuts: Sequence[int], constraints: Constraints | None = None) -> CostTable:
+    """A training table cut into wafers at ``cuts`` (the partition's, 0 and n included): its training
+    kernels costed with the samples each wafer boundary between them and the loss adds
+    (``opmodels.table.with_link_stages``), the user's ``constraints`` applied again. Other tables, and
+    one wafer, are returned as they are."""
+    if costs.options.train is None or len(cuts) <= 2:
+        return costs
+    wafer_of = [w for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)) for _ in range(a, b)]
+    base = costs.unconstrained if costs.unconstrained is not None else costs
+    linked = with_link_stages(base, wafer_of)
+    return apply_constraints(linked, constraints) if constraints is not None else linked

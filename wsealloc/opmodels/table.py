@@ -7,10 +7,11 @@ models are computed once and shared.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, Work, kernel_work, training_work
+from wsealloc.cost import CostOptions, TrainingWork, Work, kernel_work, training_work
 from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_length
 from wsealloc.errors import InfeasibleError
@@ -167,6 +168,30 @@ def pipeline_shape(kgraph: KernelGraph) -> tuple[list[int], int, list[bool], lis
             depth[t] = max(depth[t], depth[s] + 1)
             has_pred[t] = has_succ[s] = True
     return depth, max(depth, default=0) + 1, has_pred, has_succ
+
+
+def with_link_stages(costs: CostTable, wafer_of: Sequence[int]) -> CostTable:
+    """A training table pipelined over several wafers (``wafer_of``: each kernel's wafer, ascending):
+    a sample's activation crosses each wafer boundary in one pipeline step (the link's transfer is at
+    most the period: ``problem.stages``), and its gradient crosses back in another, so a kernel with b
+    boundaries between it and the loss keeps 2 b more samples in flight (``cost.training``). Every
+    training kernel's op models are costed again with that count; the rest are kept as they are."""
+    last = max(wafer_of, default=0)
+    cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
+    base = max((kc.signature for kc in costs.kernels), default=-1) + 1  # new signatures clear of the old
+    out: list[KernelCosts] = []
+    for kc, wafer in zip(costs.kernels, wafer_of, strict=True):
+        work = kc.work
+        if not isinstance(work, TrainingWork) or wafer == last:
+            out.append(kc)
+            continue
+        work = replace(work, in_flight=work.in_flight + 2 * (last - wafer))
+        if work not in cache:
+            table = enumerate_op_models(work, costs.arch, costs.options)
+            cache[work] = (table, pareto_frontier(table), base + len(cache))
+        table, frontier, sig = cache[work]
+        out.append(KernelCosts(kc.kernel, work, table, frontier, sig))
+    return replace(costs, kernels=tuple(out))
 
 
 def segment_places(shape: tuple[list[int], int, list[bool], list[bool]], edges: tuple[EdgeBytes, ...]) -> list[SegmentPlace]:

@@ -39,7 +39,7 @@ from wsealloc.opmodels.enumerate import DATAFLOW_CODES, judge, on_grid
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import streaming_table
-from wsealloc.pipeline import build_costs
+from wsealloc.pipeline import build_costs, over_wafers
 from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_preds, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
@@ -175,6 +175,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     stages = _stages(plan, in_order, table, check)
     if stages is None:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    if len(stages) > 1 and not plan.regions:  # training: the samples each wafer boundary adds in flight
+        table = kernels_table = over_wafers(table, [st.first for st in stages] + [stages[-1].end], constraints)
     for st in stages:  # root cause first: too many cores explains the op models that follow from it
         cores = sum(k.cores for k in st.members)
         if plan.objective.fits_wafer:
