@@ -24,6 +24,13 @@ def test_bound_by(compute: int, noc: int, latency: int, comm: int, expected: Bou
     assert rules.bound_by(compute, noc, latency, comm) is expected
 
 
+def test_bound_by_the_off_wafer_stream() -> None:
+    # weight streaming: a turn of 300 cycles whose weights take 300 to stream in, 100 of compute
+    assert rules.bound_by(100, 50, 300, 0, stream=300) is BoundBy.STREAM
+    assert rules.bound_by(400, 50, 400, 0, stream=300) is BoundBy.COMPUTE  # the stream hides under compute
+    assert rules.bound_by(10, 10, 100, 500, stream=100) is BoundBy.COMMUNICATION  # communication above all three
+
+
 def test_bottleneck_is_the_first_of_the_slowest() -> None:
     assert rules.bottleneck_index([5, 9, 3, 9]) == 1
     assert rules.bottleneck_index([7]) == 0

@@ -26,9 +26,9 @@ from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import pareto_frontier
 from wsealloc.opmodels.recompute import choose as choose_recompute
 from wsealloc.opmodels.recompute import fix as fix_recompute
-from wsealloc.opmodels.recompute import flag_table
+from wsealloc.opmodels.recompute import flag_table, segment_ways
 from wsealloc.opmodels.table import pipeline_shape
-from wsealloc.pipeline import build_costs
+from wsealloc.pipeline import build_costs, over_wafers
 from wsealloc.plan.verify import verify_plan
 from wsealloc.problem import build_problem
 from wsealloc.problem.objective import Throughput
@@ -187,17 +187,24 @@ def test_the_segment_choice_is_the_optimum_over_every_choice(spare: float) -> No
         assert len({f for kc, f in zip(costs.kernels, choice.recompute, strict=True) if kc.work.segment == s}) == 1  # type: ignore[union-attr]
 
 
-def test_a_segment_split_by_a_wafer_boundary_keeps_its_stash(tmp_path: Path) -> None:
+def test_a_wafer_boundary_cuts_a_segment_in_two(tmp_path: Path) -> None:
+    # the tiny transformer on 2 wafers, cut inside segment 2 (l1.ln1 | l1.qkv ...): the part on wafer 1
+    # is a segment of its own, l1.qkv's input from l1.ln1 (across the link) its checkpoint
     out = ws.solve(TRANSFORMER, "tiny", train=True, recompute="all", wafers=2, place=False, output=tmp_path / "p.json")
     plan = out.plan
-    costs = _costs(TRANSFORMER)
-    stage = {k.name: k.stage for k in plan.kernels}
-    for kc in costs.kernels:
-        w = kc.work
-        assert isinstance(w, TrainingWork)
-        split = len({stage[o.kernel.name] for o in costs.kernels if o.work.segment == w.segment}) > 1  # type: ignore[union-attr]
-        recomputes = plan.kernels[[k.name for k in plan.kernels].index(kc.kernel.name)].dataflow == "train-recompute"
-        assert recomputes == (not split), kc.kernel.name
+    assert all(k.dataflow == "train-recompute" for k in plan.kernels)  # every (part of a) segment recomputes
+    names = [k.name for k in plan.kernels]
+    stage = [k.stage for k in plan.kernels]
+    cut = stage.index(1)
+    assert names[cut - 1 : cut + 1] == ["l1.ln1", "l1.qkv"]
+    single = _costs(TRANSFORMER, options=CostOptions(train=TrainingOptions(recompute=Recompute.ALL)))
+    split = over_wafers(single, [0, cut, len(names)])
+    before, after = single.by_name("l1.qkv").work, split.by_name("l1.qkv").work
+    assert isinstance(before, TrainingWork) and isinstance(after, TrainingWork)
+    assert before.segment == single.by_name("l1.ln1").work.segment  # type: ignore[union-attr]
+    assert (before.segment_input_bytes, after.segment_input_bytes) == (4096, 0)
+    assert after.segment != split.by_name("l1.ln1").work.segment  # type: ignore[union-attr]
+    assert after.in_flight == before.in_flight and split.by_name("l1.ln1").work.in_flight == 21 + 2  # type: ignore[union-attr]
     assert verify_plan(tmp_path / "p.json").ok
 
 
@@ -388,6 +395,12 @@ def test_the_contests_conv_is_its_own_training_kernel() -> None:
             assert kc.work == before.work and np.array_equal(kc.table.latency, before.table.latency)
     out = ws.solve(MODELS / "resnet50.onnx", "wse2", train=True, cost="ispd2020", place=False)
     assert out.plan.objective.status.value == "OPTIMAL"
+    # the contest's convs are in no recomputation segment: the other kernels' segments count only them
+    # (so --recompute all recomputes them all), and a conv's output is their checkpoint
+    trained = [kc.work for kc in costs.kernels if isinstance(kc.work, TrainingWork)]
+    for w in trained:
+        assert w.segment_kernels == sum(o.segment == w.segment for o in trained)
+    assert set(segment_ways(costs).values()) == {(False, True)}
 
 
 def test_compare_puts_the_layer_pipeline_and_streaming_side_by_side() -> None:
@@ -484,4 +497,20 @@ def test_each_wafer_boundary_before_the_loss_keeps_two_more_samples(tmp_path: Pa
     assert last.sram_bytes_per_core == int(grid_costs(lw, single.arch, single.options, Dataflow.TRAIN, r, c).sram_bytes[0])
     # the partition's bound (without the link's samples) stays a valid lower bound
     assert plan.objective.lower_bound_cycles is not None and plan.objective.value >= plan.objective.lower_bound_cycles
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_wafer_that_does_not_fit_its_boundarys_samples_is_cut_again_between_segments(tmp_path: Path) -> None:
+    # 9 KiB cores: the cut chosen without the link's samples leaves a wafer short of cores once they
+    # count; the cuts between recomputation segments are tried next and fit (the first bound kept)
+    out = ws.solve(
+        TRANSFORMER, "tiny", train=True, wafers=2, place=False, sets=["core.sram_bytes=9KiB"], output=tmp_path / "p.json"
+    )
+    plan = out.plan
+    stage = {k.name: k.stage for k in plan.kernels}
+    costs = _costs(TRANSFORMER, options=TRAIN, check=False)
+    for seg in {kc.work.segment for kc in costs.kernels}:  # type: ignore[union-attr]
+        assert len({stage[kc.kernel.name] for kc in costs.kernels if kc.work.segment == seg}) == 1  # type: ignore[union-attr]
+    o = plan.objective
+    assert o.status.value == "FEASIBLE" and o.lower_bound_cycles is not None and o.value > o.lower_bound_cycles
     assert verify_plan(tmp_path / "p.json").ok

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -25,8 +25,11 @@ from typing_extensions import Unpack
 from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
+from wsealloc.cost import TrainingWork
 from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.recompute import fewest_cores
+from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.recompute import settle as settle_recompute
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
@@ -127,11 +130,24 @@ def _settle_recompute(costs: CostTable, objective: Objective) -> tuple[CostTable
     objective than min-max): the table's own with every kernel free (a relaxation; None: the fixed
     table's own bound is exact)."""
     fixed, choice = settle_recompute(costs)
-    if choice is None or (choice.exact and objective.aggregate is Aggregate.MAX and not area_budgets(costs)):
+    if choice is None:
+        return fixed, None
+    check_each_kernel_fits(fixed)  # a kernel no way of its segment fits: named here
+    if choice.exact and objective.aggregate is Aggregate.MAX and not area_budgets(costs):
         return fixed, None
     relaxed = objective.exact_bound(build_problem(costs, objective=objective))
     start = objective.exact_bound(build_problem(fixed, objective=objective))
-    if relaxed.value is None or start.value is None:
+    if start.value is None and relaxed.value is not None:
+        # the user's areas: the ways chosen for the wafer's budget break an area's; the fewest-core ways
+        fixed = fix_recompute(costs, fewest_cores(costs))
+        start = objective.exact_bound(build_problem(fixed, objective=objective))
+    if relaxed.value is not None and start.value is None:
+        raise InfeasibleError(
+            f"{costs.kgraph.ops.source}: neither the recomputation segments chosen for the wafer nor those with the "
+            "fewest cores keep the kernels within the areas of the constraints (each kernel alone could); fix the "
+            "choice with --recompute none or all, or widen the areas"
+        )
+    if relaxed.value is None:
         return fixed, None  # nothing fits: the fixed table's own bound says so
     return fixed, ProvenBound(f"{relaxed.method} (recomputation per kernel)", relaxed.value, None, start=start.choice)
 
@@ -341,15 +357,28 @@ def solve_stages(
     if partition.status is not Status.OPTIMAL or partition.objective is None:
         raise InfeasibleError(stage_infeasibility(costs, sproblem, wafers, partition.message))
     say(f"stages: {partition.wafers} wafers, cuts {list(partition.cuts[1:-1])}, bound {partition.objective:,} cycles")
-    outcomes = []
-    stages = partition.stages()
-    # training: each wafer boundary between a kernel and the loss holds two more samples in flight; the
-    # partition's bound (without them) stays a valid lower bound
-    costs = over_wafers(costs, partition.cuts, request.constraints)
-    for s, (first, end) in enumerate(stages):
-        say(f"stage {s}: kernels [{first}, {end})")
-        share = deadline.share(1.0 / (len(stages) - s))
-        outcomes.append(solve_costs(costs.subset(first, end), request, share))
+    bound = partition.objective
+    relaxed = costs
+    retries = _training_retries(relaxed, sproblem, partition.wafers, wafers)
+    while True:
+        # training: each wafer boundary between a kernel and the loss holds two more samples in flight
+        # and cuts the recomputation segments; the first partition's bound (without them) stays a valid
+        # lower bound whichever cuts the plan ends with
+        costs = over_wafers(relaxed, partition.cuts, request.constraints)
+        try:
+            outcomes = []
+            stages = partition.stages()
+            for s, (first, end) in enumerate(stages):
+                say(f"stage {s}: kernels [{first}, {end})")
+                share = deadline.share(1.0 / (len(stages) - s))
+                outcomes.append(solve_costs(costs.subset(first, end), request, share))
+            break
+        except InfeasibleError:
+            retry = next(retries, None)
+            if retry is None or retry.objective is None or deadline.stopped:
+                raise
+            partition = retry
+            say(f"stages: a wafer does not fit with the samples its boundaries add; cuts {list(partition.cuts[1:-1])}")
     transfer = sproblem.transfer_cycles()
     wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
     plan = merge_stages(
@@ -358,7 +387,7 @@ def solve_stages(
         partition.cuts,
         [o.plan for o in outcomes],
         transfer,
-        partition.objective,
+        bound,
         f"stages+{outcomes[0].plan.objective.solver}",
         wall,
         request,
@@ -368,6 +397,30 @@ def solve_stages(
     return SolveOutcome(
         plan, first_out.result, first_out.baseline, exact, costs, deadline.stopped, None, partition=partition, request=request
     )
+
+
+def _training_retries(costs: CostTable, sproblem: StageProblem, found: int, wafers: int | None) -> Iterator[StagePartition]:
+    """Partitions to try when a training pipeline's wafer does not fit once its boundaries' samples and
+    cut segments are counted: cuts only between recomputation segments, on the same number of wafers,
+    then (``--wafers auto``) on one and two more. None for inference (the first partition is exact)."""
+    if costs.options.train is None:
+        return
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, kc in enumerate(costs.kernels):
+        if isinstance(kc.work, TrainingWork):
+            first.setdefault(kc.work.segment, i)
+            last[kc.work.segment] = i
+    allowed = np.ones(len(costs.kernels) + 1, dtype=bool)
+    for s, a in first.items():
+        allowed[a + 1 : last[s] + 1] = False  # no cut in front of a segment's later kernels
+    if sproblem.cut_allowed is not None:
+        allowed &= sproblem.cut_allowed
+    between = replace(sproblem, cut_allowed=allowed)
+    for count in (found, found + 1, found + 2) if wafers is None else (found,):
+        partition = stage_solver(between, count)
+        if partition.status is Status.OPTIMAL and partition.objective is not None:
+            yield partition
 
 
 def stage_infeasibility(costs: CostTable, sproblem: StageProblem, wafers: int | None, reason: str) -> str:
@@ -557,7 +610,9 @@ def unconstrained_bound(costs: CostTable, request: SolveRequest, wafers: int | N
         return pipeline_bound(base, objective_named(request.objective))
     t0 = time.perf_counter()
     partition = stage_solver(build_stage_problem(base), wafers)
-    return ProvenBound("stages", partition.objective, (), wall_s=time.perf_counter() - t0)
+    # training: the cut is chosen without the samples a wafer boundary adds (a bound, not an optimum)
+    proven: tuple[int, ...] | None = () if base.options.train is None else None
+    return ProvenBound("stages", partition.objective, proven, wall_s=time.perf_counter() - t0)
 
 
 def priced(outcome: SolveOutcome, costs: CostTable, request: SolveRequest, reference: ProvenBound | None = None) -> SolveOutcome:

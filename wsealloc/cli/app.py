@@ -354,7 +354,10 @@ def _print_wafer_sweep(outcome: SolveOutcome, console: Console) -> None:
 
     assert outcome.partition is not None
     fewest = outcome.partition.wafers
-    table = Table(title="throughput vs. wafers (allocation-only optimum)")
+    title = "throughput vs. wafers (allocation-only optimum)"
+    if outcome.costs.options.train is not None:  # the samples in flight depend on the cuts: this plan's
+        title = "throughput vs. wafers (allocation-only, each kernel's samples in flight as cut here: an estimate)"
+    table = Table(title=title)
     for col in ("wafers", "bottleneck cycles", "samples/s", "vs. fewest"):
         table.add_column(col, justify="right")
     rows = wafer_sweep(outcome.costs, range(max(1, fewest - 1), fewest + 4))

@@ -403,7 +403,7 @@ class TrainingWork:
         with the forward run again."""
         return {
             Recompute.NONE: (Dataflow.TRAIN,),
-            # both for ``all`` too: a segment split by a wafer boundary keeps its stash (opmodels.recompute)
+            # both for ``all`` too: a segment found split (opmodels.recompute) keeps its stash
             Recompute.ALL: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
             Recompute.AUTO: (Dataflow.TRAIN, Dataflow.TRAIN_RECOMPUTE),
         }[self.recompute]
@@ -543,6 +543,8 @@ class GridCosts:
     latency: np.ndarray  # int64 cycles
     waste: np.ndarray  # share of the grid's work lost to tile padding, in [0, 1); NO_FIT_WASTE: nothing fits
     parts: SramParts | None = None  # the SRAM by part (None: the model does not split it)
+    # cycles per sample the off-wafer weight stream takes (weight streaming; None: no stream)
+    stream_cycles: np.ndarray | None = None
 
     def sram_parts(self) -> SramParts:
         """The SRAM by part (everything as weights for a model that does not split it)."""
@@ -575,4 +577,5 @@ class GridCosts:
             latency=np.where(take, other.latency, self.latency),
             waste=np.where(take, other.waste, self.waste),
             parts=parts,
+            stream_cycles=pick(self.stream_cycles, other.stream_cycles),
         )

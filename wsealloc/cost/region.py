@@ -57,6 +57,7 @@ def region_grid_costs(
     latency = np.zeros(r.size, dtype=np.int64)
     compute, noc, weights, state, buffers = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
     no_fit = np.zeros(r.size, dtype=bool)
+    stream: np.ndarray | None = None
     for member in work.members:
         # one after another on the region's cores: each member's operands are in place (the one before
         # it left them there); the region's ingress is the placement's communication
@@ -69,6 +70,8 @@ def region_grid_costs(
         state += parts.state
         buffers = np.maximum(buffers, parts.buffers)  # one member streams at a time: its buffers are reused
         no_fit |= g.waste >= NO_FIT_WASTE
+        if g.stream_cycles is not None:  # streamed members: their streams one after another
+            stream = g.stream_cycles if stream is None else stream + g.stream_cycles
     return GridCosts(
         rows=r,
         cols=c,
@@ -78,4 +81,5 @@ def region_grid_costs(
         latency=latency,
         waste=np.where(no_fit, NO_FIT_WASTE, 0.0),
         parts=SramParts(weights, state, buffers),
+        stream_cycles=stream,
     )

@@ -9,7 +9,8 @@ into the kernel's rows (:func:`batched`: the wafer tiles one matrix B times tall
 turn lasts as long as the slower of its compute and its stream:
 
     forward turn  = max(forward of the batch,  W / bandwidth)
-    backward turn = max(backward of the batch [+ its forward again], W / bandwidth)
+    replay turn   = max(its forward again, W / bandwidth)      (a recomputing segment's replay)
+    backward turn = max(backward of the batch, W / bandwidth)
 
 (the backward streams the weights in again and the gradients out at once: the link is taken as full
 duplex, ``cluster.offwafer_bytes_per_s`` each way). The kernel's time per sample is its turns over B.
@@ -132,14 +133,22 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
     if isinstance(inner, TrainingWork):
         whole = replace(inner, forward=batched(inner.forward, batch), in_flight=1)
         ph = phases_on(whole, g, np.zeros(r.size, dtype=np.int64), arch, r, c, recompute=work.recompute)
-        forward, backward = ph.forward, ph.backward + ph.recompute  # the update runs off the wafer
+        # the update runs off the wafer; a replay is a turn of its own (its segment replays in order,
+        # other kernels' weights streamed in between: this kernel's come in again)
+        forward, backward, replay = ph.forward, ph.backward, ph.recompute
     else:
         forward, backward = g.latency.astype(np.int64), np.zeros(r.size, dtype=np.int64)
+        replay = np.zeros(r.size, dtype=np.int64)
     stream = int(np.ceil(work.weight_bytes / bytes_per_cycle(arch)))
     turn = np.maximum(forward, stream)
+    streamed_cycles = stream
     if isinstance(inner, TrainingWork):  # the weights in again while the fp32 gradients (4 B a parameter) go out
         out = int(np.ceil(inner.params * GRAD_BYTES_PER_PARAM / bytes_per_cycle(arch)))
         turn = turn + np.maximum(backward, max(stream, out))
+        streamed_cycles += max(stream, out)
+        if work.recompute and inner.replays:
+            turn = turn + np.maximum(replay, stream)
+            streamed_cycles += stream
     cores = (r * c).astype(np.float64)
     parts = g.sram_parts()
     tile = parts.weights  # the streamed weights' tile per core
@@ -149,14 +158,16 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
     stash = np.ceil(streamed_stash_bytes(work) * batch / cores) if training else np.zeros(r.size)
     state = parts.state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
-    ratio = (forward + backward) / np.maximum(forward, 1)
+    ratio = (forward + backward + replay) / np.maximum(forward, 1)
     return GridCosts(
         rows=g.rows,
         cols=g.cols,
-        compute_cycles=g.compute_cycles * ratio,
-        noc_cycles=g.noc_cycles * ratio,
+        # per sample, as the latency: the batch's compute and NoC cycles and the stream's, over the batch
+        compute_cycles=g.compute_cycles * ratio / batch,
+        noc_cycles=g.noc_cycles * ratio / batch,
         sram_bytes=streamed.total,
         latency=np.minimum(-(-turn // batch), 2**62).astype(np.int64),
         waste=g.waste,
         parts=streamed,
+        stream_cycles=np.full(r.size, -(-streamed_cycles // batch), dtype=np.int64),
     )

@@ -60,11 +60,9 @@ def segment_length(stages: int) -> int:
     return max(1, math.isqrt(max(stages - 1, 0)) + 1) if stages > 1 else 1
 
 
-def replay_window(depth: int, stages: int) -> int:
-    """Samples a recomputing kernel at stage ``depth`` keeps its replayed inputs: 2 (t - d) + 1, t the
-    last stage of its segment (module docstring, "Recomputation")."""
-    length = segment_length(stages)
-    last = min((depth // length + 1) * length, stages) - 1
+def replay_window(depth: int, last: int) -> int:
+    """Samples a recomputing kernel at stage ``depth`` keeps its replayed inputs: 2 (t - d) + 1, t = ``last``
+    the last stage of its segment (module docstring, "Recomputation")."""
     return 2 * (last - depth) + 1
 
 
@@ -103,7 +101,7 @@ def parameters(weights: tuple[str, ...], graph: OpGraph, fixed: frozenset[str]) 
 class SegmentPlace:
     """Where a kernel sits in its recomputation segment (the fields of :class:`TrainingWork` it sets)."""
 
-    segment: int  # stage // segment_length
+    segment: int  # (stage // segment_length) x wafers + wafer
     kernels: int  # kernels of the segment in the whole model
     input_bytes: int  # stash bytes per sample produced by kernels of the segment
     replay_window: int

@@ -115,6 +115,12 @@ def choose(costs: CostTable, total_cores: int | None = None) -> RecomputeChoice:
     return RecomputeChoice(flags(cost(target)), target, True)
 
 
+def fewest_cores(costs: CostTable) -> tuple[bool, ...]:
+    """Per kernel, the way of its segment whose kernels' smallest op models take the fewest cores (what
+    fits when anything does, budgets aside)."""
+    return choose(costs, 0).recompute  # no target fits 0 cores: the fewest-core ways at the largest one
+
+
 def fix(costs: CostTable, recompute: tuple[bool, ...]) -> CostTable:
     """``costs`` with each kernel's other way marked illegal (:func:`flag_table`); kernels that share
     work and way share the restricted table (and a signature: class symmetry stays)."""

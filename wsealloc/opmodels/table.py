@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, TrainingWork, Work, kernel_work, training_work
+from wsealloc.cost import CostOptions, IspdConvWork, TrainingWork, Work, kernel_work, training_work
 from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_length
 from wsealloc.errors import InfeasibleError
@@ -128,10 +128,13 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     result: list[KernelCosts] = []
     edges = edge_bytes(kgraph, arch)
     shape = pipeline_shape(kgraph) if options.train is not None else None
-    places = segment_places(shape, edges) if shape is not None else None
+    forwards = [kernel_work(kernel, kgraph.ops, arch, options) for kernel in kgraph.kernels]
+    # the contest's conv keeps its own training formula (cost.training_work): in no recomputation segment
+    member = [not isinstance(w, IspdConvWork) for w in forwards]
+    places = segment_places(shape, edges, member) if shape is not None else None
     fixed = constants(kgraph.ops) if shape is not None else frozenset()
     for i, kernel in enumerate(kgraph.kernels):
-        work = kernel_work(kernel, kgraph.ops, arch, options)
+        work = forwards[i]
         if shape is not None and places is not None:
             depth, stages, has_pred, has_succ = shape
             work = training_work(
@@ -174,18 +177,31 @@ def with_link_stages(costs: CostTable, wafer_of: Sequence[int]) -> CostTable:
     """A training table pipelined over several wafers (``wafer_of``: each kernel's wafer, ascending):
     a sample's activation crosses each wafer boundary in one pipeline step (the link's transfer is at
     most the period: ``problem.stages``), and its gradient crosses back in another, so a kernel with b
-    boundaries between it and the loss keeps 2 b more samples in flight (``cost.training``). Every
-    training kernel's op models are costed again with that count; the rest are kept as they are."""
+    boundaries between it and the loss keeps 2 b more samples in flight (``cost.training``); its
+    recomputation segments are cut again at the boundaries (``segment_places``). Every training
+    kernel's op models are costed again so; the rest are kept as they are."""
     last = max(wafer_of, default=0)
+    member = [isinstance(kc.work, TrainingWork) for kc in costs.kernels]
+    places = segment_places(pipeline_shape(costs.kgraph), costs.edges, member, wafer_of)
     cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
     base = max((kc.signature for kc in costs.kernels), default=-1) + 1  # new signatures clear of the old
     out: list[KernelCosts] = []
-    for kc, wafer in zip(costs.kernels, wafer_of, strict=True):
+    for k, (kc, wafer) in enumerate(zip(costs.kernels, wafer_of, strict=True)):
         work = kc.work
-        if not isinstance(work, TrainingWork) or wafer == last:
+        if not isinstance(work, TrainingWork):
             out.append(kc)
             continue
-        work = replace(work, in_flight=work.in_flight + 2 * (last - wafer))
+        place = places[k]
+        assert place is not None  # a training kernel is in a segment
+        work = replace(
+            work,
+            in_flight=work.in_flight + 2 * (last - wafer),
+            segment=place.segment,
+            segment_kernels=place.kernels,
+            segment_input_bytes=min(place.input_bytes, work.stash_bytes),
+            replay_window=place.replay_window,
+            replays=place.replays,
+        )
         if work not in cache:
             table = enumerate_op_models(work, costs.arch, costs.options)
             cache[work] = (table, pareto_frontier(table), base + len(cache))
@@ -194,23 +210,39 @@ def with_link_stages(costs: CostTable, wafer_of: Sequence[int]) -> CostTable:
     return replace(costs, kernels=tuple(out))
 
 
-def segment_places(shape: tuple[list[int], int, list[bool], list[bool]], edges: tuple[EdgeBytes, ...]) -> list[SegmentPlace]:
+def segment_places(
+    shape: tuple[list[int], int, list[bool], list[bool]],
+    edges: tuple[EdgeBytes, ...],
+    member: Sequence[bool],
+    wafer_of: Sequence[int] | None = None,
+) -> list[SegmentPlace | None]:
     """Each kernel's place in its recomputation segment (``cost.training``, "Recomputation"): runs of
-    ``segment_length`` pipeline stages; the stash bytes its producers inside the segment send it, and
-    whether a consumer inside the segment needs its output replayed."""
+    ``segment_length`` pipeline stages, cut again at every wafer boundary (``wafer_of``: a part on a
+    later wafer cannot have its producers on an earlier one replay, so it is a segment of its own whose
+    inputs from across the boundary are its checkpoint); the stash bytes its producers inside the
+    segment send it, whether a consumer inside the segment needs its output replayed, and the samples
+    its replayed inputs are kept (up to the segment's last stage). Kernels that are not ``member`` (the
+    contest's conv, which keeps its own training formula) belong to none: None, their outputs a
+    checkpoint of the segments that read them."""
     depth, stages, _, _ = shape
     length = segment_length(stages)
-    segment = [d // length for d in depth]
-    members = Counter(segment)
+    wafers = max(wafer_of, default=0) + 1 if wafer_of is not None else 1
+    segment = [
+        (d // length) * wafers + (wafer_of[i] if wafer_of is not None else 0) if member[i] else -1 for i, d in enumerate(depth)
+    ]
+    members = Counter(s for s in segment if s >= 0)
+    last: dict[int, int] = {}
+    for s, d in zip(segment, depth, strict=True):
+        last[s] = max(last.get(s, d), d)
     inside = [0] * len(depth)
     replays = [False] * len(depth)
     for e in edges:
-        if e.src < e.dst and segment[e.src] == segment[e.dst]:
+        if e.src < e.dst and segment[e.src] >= 0 and segment[e.src] == segment[e.dst]:
             inside[e.dst] += e.nbytes
             replays[e.src] = True
     return [
-        SegmentPlace(segment[i], members[segment[i]], inside[i], replay_window(depth[i], stages), replays[i])
-        for i in range(len(depth))
+        SegmentPlace(s, members[s], inside[i], replay_window(depth[i], last[s]), replays[i]) if s >= 0 else None
+        for i, s in enumerate(segment)
     ]
 
 

@@ -62,6 +62,7 @@ def kernel_plan(
         sram_bytes_per_core=int(g.sram_bytes[0]),
         comm_cycles=comm,
         placement=placement,
+        stream_cycles=int(g.stream_cycles[0]) if g.stream_cycles is not None else None,
     )
 
 
@@ -135,7 +136,7 @@ def model_ref(source: OnnxSource | SyntheticSource) -> ModelRef:
 
 def kernel_bound_by(k: KernelPlan) -> BoundBy:
     """``rules.bound_by`` of a kernel record."""
-    return rules.bound_by(k.compute_cycles, k.noc_cycles, k.latency_cycles, k.comm_cycles)
+    return rules.bound_by(k.compute_cycles, k.noc_cycles, k.latency_cycles, k.comm_cycles, k.stream_cycles or 0)
 
 
 def _slowest(costs: CostTable, choice: tuple[int, ...] | None) -> int | None:

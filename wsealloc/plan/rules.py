@@ -16,11 +16,14 @@ from wsealloc.problem.objective import ObjectiveKind, path_length
 COMMUNICATION_SHARE = 0.1
 
 
-def bound_by(compute: int, noc: int, latency: int, comm: int) -> BoundBy:
+def bound_by(compute: int, noc: int, latency: int, comm: int, stream: int = 0) -> BoundBy:
     """What dominates a kernel's stage time ``latency + comm``: compute or NoC (its op model), plus
-    communication when that adds >= 10% of the stage, or communication alone when it exceeds both."""
-    if comm > max(compute, noc):
+    communication when that adds >= 10% of the stage, or communication alone when it exceeds both; the
+    off-wafer weight stream (weight streaming) when it takes longer than compute and NoC."""
+    if comm > max(compute, noc, stream):
         return BoundBy.COMMUNICATION
+    if stream > max(compute, noc):
+        return BoundBy.STREAM
     with_comm = comm >= COMMUNICATION_SHARE * (latency + comm)
     if compute >= noc:
         return BoundBy.COMPUTE_COMMUNICATION if with_comm else BoundBy.COMPUTE

@@ -39,6 +39,7 @@ class BoundBy(str, enum.Enum):
     COMPUTE_COMMUNICATION = "compute+communication"
     NOC_COMMUNICATION = "noc+communication"
     TRANSFER = "transfer"  # a multi-wafer plan whose slowest part is a cut between wafers
+    STREAM = "stream"  # weight streaming: the off-wafer weight stream takes longer than compute and NoC
 
 
 class _Doc(BaseModel):
@@ -222,6 +223,8 @@ class KernelPlan(_Doc):
     noc_cycles: Cycles
     sram_bytes_per_core: Count
     comm_cycles: Cycles = 0  # distance + congestion + die crossings (placed plans); stage = latency + comm
+    # cycles per sample of the off-wafer weight stream (weight streaming; None: no stream)
+    stream_cycles: Cycles | None = None
     # the three parts of comm_cycles (placed plans; absent in plans written before they were recorded)
     distance_cycles: Cycles | None = None
     congestion_cycles: Cycles | None = None

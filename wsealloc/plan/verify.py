@@ -41,7 +41,7 @@ from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import streaming_table
 from wsealloc.pipeline import build_costs, over_wafers
 from wsealloc.plan import rules
-from wsealloc.plan.build import kernel_preds, llm_record
+from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
@@ -282,6 +282,8 @@ def _check_kernel_numbers(in_order: tuple[KernelPlan, ...], table: CostTable, ch
             ("sram_bytes_per_core", cost.sram_bytes[0]),
         ):
             check(getattr(kp, name) == int(value), f"{kp.name}: {name} is {getattr(kp, name)}, the cost model gives {int(value)}")
+        stream = int(cost.stream_cycles[0]) if cost.stream_cycles is not None else None
+        check(kp.stream_cycles == stream, f"{kp.name}: stream_cycles is {kp.stream_cycles}, the cost model gives {stream}")
 
 
 def _check_price(plan: Plan, constraints: Constraints | None, table: CostTable, wafers: int, check: _Checks) -> None:
@@ -401,6 +403,7 @@ def _region_units(
                 comm_cycles=rg.comm_cycles,
                 placement=rg.placement,
                 stage=rg.stage,
+                stream_cycles=int(g.stream_cycles[0]) if g.stream_cycles is not None else None,
             )
         )
     if any(len(kc.frontier) == 0 for kc in units.kernels):
@@ -492,11 +495,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
     check(obj.placed == all(placed), f"objective.placed is {obj.placed} but {sum(placed)} of {len(placed)} kernels are placed")
     slowest = next((k for k in in_order if k.name == obj.bottleneck_kernel), None)  # a kernel's or a region's record
     if slowest is not None:
-        expected = (
-            rules.bound_by(slowest.compute_cycles, slowest.noc_cycles, slowest.latency_cycles, slowest.comm_cycles)
-            if kind == "kernel"
-            else BoundBy.TRANSFER
-        )
+        expected = kernel_bound_by(slowest) if kind == "kernel" else BoundBy.TRANSFER
         check(
             obj.bound_by is expected,
             f"objective.bound_by is {obj.bound_by.value!r}, the bottleneck's numbers give {expected.value!r}",
