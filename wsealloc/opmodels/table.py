@@ -6,6 +6,7 @@ models are computed once and shared.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -13,7 +14,7 @@ from dataclasses import dataclass, replace
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, IspdConvWork, TrainingWork, Work, kernel_work, training_work
 from wsealloc.cost.standard import ingress_bytes
-from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_length
+from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_starts
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
 from wsealloc.opmodels.applied import Applied
@@ -217,19 +218,23 @@ def segment_places(
     wafer_of: Sequence[int] | None = None,
 ) -> list[SegmentPlace | None]:
     """Each kernel's place in its recomputation segment (``cost.training``, "Recomputation"): runs of
-    ``segment_length`` pipeline stages, cut again at every wafer boundary (``wafer_of``: a part on a
-    later wafer cannot have its producers on an earlier one replay, so it is a segment of its own whose
-    inputs from across the boundary are its checkpoint); the stash bytes its producers inside the
-    segment send it, whether a consumer inside the segment needs its output replayed, and the samples
-    its replayed inputs are kept (up to the segment's last stage). Kernels that are not ``member`` (the
-    contest's conv, which keeps its own training formula) belong to none: None, their outputs a
-    checkpoint of the segments that read them."""
+    about ``segment_length`` pipeline stages (``segment_starts``: boundaries where the least is live),
+    cut again at every wafer boundary (``wafer_of``: a part on a later wafer cannot have its producers
+    on an earlier one replay, so it is a segment of its own whose inputs from across the boundary are
+    its checkpoint); the stash bytes its producers inside the segment send it, whether a consumer
+    inside the segment needs its output replayed, and the samples its replayed inputs are kept (up to
+    the segment's last stage). Kernels that are not ``member`` (the contest's conv, which keeps its own
+    training formula) belong to none: None, their outputs a checkpoint of the segments that read them."""
     depth, stages, _, _ = shape
-    length = segment_length(stages)
+    crossing = [0] * (stages + 1)  # bytes live across the boundary in front of each stage
+    for e in edges:
+        if e.src < e.dst:
+            for b in range(depth[e.src] + 1, depth[e.dst] + 1):
+                crossing[b] += e.nbytes
+    starts = segment_starts(crossing, stages)
+    run = [bisect_right(starts, d) - 1 for d in range(stages)]  # each stage's segment
     wafers = max(wafer_of, default=0) + 1 if wafer_of is not None else 1
-    segment = [
-        (d // length) * wafers + (wafer_of[i] if wafer_of is not None else 0) if member[i] else -1 for i, d in enumerate(depth)
-    ]
+    segment = [run[d] * wafers + (wafer_of[i] if wafer_of is not None else 0) if member[i] else -1 for i, d in enumerate(depth)]
     members = Counter(s for s in segment if s >= 0)
     last: dict[int, int] = {}
     for s, d in zip(segment, depth, strict=True):
