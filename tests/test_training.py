@@ -316,6 +316,15 @@ def test_inspect_train_shows_training_macs_and_each_op_models_memory_by_part() -
     assert {row["dataflow"] for row in rows} == {"train", "train-recompute"}
     record = kernels["l0.qkv"]["training"]
     assert record["in_flight"] == costs_in_flight("l0.qkv")
+    assert record["segment"] == {
+        "index": 0,
+        "regenerated_bytes": 4096,
+        "checkpoint_bytes": 0,
+        "replay_window": 7,
+        "replays": True,
+    }
+    head = kernels["l0.proj"]["training"]["segment"]  # heads segment 1: its whole stash is the checkpoint
+    assert (head["index"], head["regenerated_bytes"], head["checkpoint_bytes"]) == (1, 0, 8192)
     assert set(record["memory_bytes"]) == {"weights", "gradients", "optimizer", "stash", "buffers"}
     assert record["memory_bytes"]["gradients"] == 2 * record["memory_bytes"]["weights"]  # fp32 beside fp16
     assert kernels["l0.scores"]["training"]["memory_bytes"]["gradients"] <= 4 * 64  # an activation's tile has none

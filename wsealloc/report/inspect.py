@@ -57,8 +57,8 @@ def kernel_rows(costs: CostTable) -> list[dict[str, Any]]:
 
 
 def _training_record(kc: KernelCosts, costs: CostTable) -> dict[str, Any] | None:
-    """A training kernel's samples in flight and, on its fewest-core legal op model, its memory by part
-    over its cores (None: inference, or no legal op model)."""
+    """A training kernel's samples in flight, its recomputation segment and, on its fewest-core legal op
+    model, its memory by part over its cores (None: inference, or no legal op model)."""
     if not isinstance(kc.work, TrainingWork) or not len(kc.frontier):
         return None
     row = int(kc.frontier.index[0])
@@ -67,8 +67,18 @@ def _training_record(kc: KernelCosts, costs: CostTable) -> dict[str, Any] | None
     dataflow = DATAFLOW_CODES[int(t.dataflow[row])]
     p = grid_costs(kc.work, costs.arch, costs.options, dataflow, np.array([r]), np.array([c])).sram_parts()
     named = {"weights": p.weights, "gradients": p.grads, "optimizer": p.optimizer, "stash": p.stash, "buffers": p.buffers}
+    w = kc.work
     return {
-        "in_flight": kc.work.in_flight,
+        "in_flight": w.in_flight,
+        # its recomputation segment: which, the stash bytes per sample its segment regenerates (the rest
+        # is the checkpoint), and the samples those are kept after a replay (docs/cost-model.md, section 11)
+        "segment": {
+            "index": w.segment,
+            "regenerated_bytes": w.segment_input_bytes,
+            "checkpoint_bytes": w.stash_bytes - w.segment_input_bytes,
+            "replay_window": w.replay_window,
+            "replays": w.replays,
+        },
         "at_min_cores": {"grid": [r, c], "dataflow": dataflow.value},
         "memory_bytes": {name: int(v[0]) * r * c if v is not None else 0 for name, v in named.items()},
     }
@@ -128,6 +138,7 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
     training = costs.options.train is not None
     if training:  # the samples a kernel keeps, and its memory by part on its fewest cores
         table.add_column("in flight", justify="right")
+        table.add_column("segment", justify="right")
         table.add_column("weights/grads/optimizer/stash at min cores", justify="right")
     shown = rows if limit is None else rows[:limit]
     for row in shown:
@@ -135,9 +146,13 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
         if training:
             t = row.get("training")
             extra = (
-                [str(t["in_flight"]), "/".join(format_bytes(v) for v in list(t["memory_bytes"].values())[:4])]
+                [
+                    str(t["in_flight"]),
+                    str(t["segment"]["index"]),
+                    "/".join(format_bytes(v) for v in list(t["memory_bytes"].values())[:4]),
+                ]
                 if t is not None
-                else ["-", "-"]
+                else ["-", "-", "-"]
             )
         table.add_row(
             row["name"],
