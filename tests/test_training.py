@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import MODELS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_zoo import decoder_macs, resnet50_macs, vit_b16_macs
 
 import wsealloc.api as ws
@@ -555,3 +557,22 @@ def test_a_wafer_that_does_not_fit_its_boundarys_samples_is_cut_again_between_se
     relaxed = api.stage_solver(build_stage_problem(costs), 2).objective
     assert o.lower_bound_cycles == relaxed and o.value >= relaxed
     assert verify_plan(tmp_path / "p.json").ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40)), min_size=0, max_size=8),
+    st.integers(-5, 200),
+)
+def test_the_streamed_recomputation_cover_is_the_brute_force_optimum(items: list[tuple[int, int]], need: int) -> None:
+    from wsealloc.opmodels.streaming import cheapest_cover
+
+    best: int | None = None
+    for mask in range(1 << len(items)):
+        chosen = [items[i] for i in range(len(items)) if mask >> i & 1]
+        if sum(b for b, _ in chosen) >= need and (best is None or sum(c for _, c in chosen) < best):
+            best = sum(c for _, c in chosen)
+    found = cheapest_cover(items, need)
+    assert (found[0] if found is not None else None) == best
+    if found is not None:  # the subset it names frees what is needed at that cost
+        assert sum(items[i][0] for i in found[1]) >= need and sum(items[i][1] for i in found[1]) == found[0]

@@ -4,8 +4,10 @@ fits.
 
 The region's SRAM per core is the sum of the kernels' stashes, the largest replay and the largest
 kernel's buffers (``cost.streaming``). Under ``--recompute auto``, when that is over the usable SRAM,
-whole segments recompute (keep their checkpoint, replay their forward) in order of SRAM freed per
-cycle added, the best first, until it fits: a greedy knapsack (not proven optimal; docs/cost-model.md,
+whole segments recompute (keep their checkpoint, replay their forward): the set that fits with the
+fewest cycles added, exactly. For each segment p that may have the largest replay, the others whose
+replay is no larger are a covering knapsack (free at least what is over, fewest cycles), solved by
+dynamic programming over the bytes (:func:`cheapest_cover`); the best p wins (docs/cost-model.md,
 section 12). None recompute when the stash fits; ``all`` recomputes every segment, ``none`` none.
 """
 
@@ -57,21 +59,49 @@ def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], .
         kept = sum(state[k][1] if segment[k] in picked else state[k][0] for k in range(n))
         return kept + max((replay(s) for s in picked), default=0) + max(buffers, default=0)
 
-    # the best segments first: checkpoint savings per cycle added (the first one's replay at the peak
-    # takes back what it frees: a segment pays off once another one replays no more than it)
-    order = sorted(
-        (s for s in choosable if s not in chosen),
-        key=lambda s: (
-            -sum(state[k][0] - state[k][1] for k in members[s]) / max(sum(latency[k][1] - latency[k][0] for k in members[s]), 1),
-            s,
-        ),
-    )
-    for s in order:
-        if mode is not Recompute.AUTO or total(chosen) <= arch.usable_sram_bytes:
-            break
-        chosen.add(s)
+    if mode is Recompute.AUTO and total(chosen) > arch.usable_sram_bytes:
+        save = {s: sum(state[k][0] - state[k][1] for k in members[s]) for s in choosable}
+        slower = {s: sum(latency[k][1] - latency[k][0] for k in members[s]) for s in choosable}
+        best: tuple[int, set[int]] | None = None
+        for p in choosable:  # the segment whose replay is the largest (module docstring)
+            others = [s for s in choosable if s != p and (replay(s), -s) <= (replay(p), -p)]
+            need = total({p}) - arch.usable_sram_bytes
+            cover = cheapest_cover([(save[s], slower[s]) for s in others], need)
+            if cover is not None and (best is None or slower[p] + cover[0] < best[0]):
+                best = (slower[p] + cover[0], {p, *(others[i] for i in cover[1])})
+        chosen = best[1] if best is not None else set(choosable)  # nothing fits: all recompute, still over
     peak = max(chosen, key=lambda s: (replay(s), -s), default=None)
     return tuple((segment[k] in chosen, segment[k] == peak) for k in range(n))
+
+
+def cheapest_cover(items: list[tuple[int, int]], need: int) -> tuple[int, list[int]] | None:
+    """The fewest cycles that free at least ``need`` bytes: a subset of ``items`` (bytes freed, cycles
+    added; each taken once) by dynamic programming over the bytes still needed (exact; bytes in units of
+    ``need // 2**20 + 1`` for a very large need, rounded so the cover still frees ``need``). None: all of
+    them do not free it."""
+    if need <= 0:
+        return 0, []
+    if sum(b for b, _ in items) < need:
+        return None
+    unit = need // 2**20 + 1
+    size = -(-need // unit)
+    inf = np.iinfo(np.int64).max // 4
+    cost = np.full(size + 1, inf, dtype=np.int64)  # cost[x]: fewest cycles freeing at least x units
+    cost[0] = 0
+    took = np.zeros((len(items), size + 1), dtype=bool)
+    at = np.arange(size + 1)
+    for i, (freed, cycles) in enumerate(items):
+        with_it = cost[np.maximum(at - freed // unit, 0)] + cycles
+        took[i] = with_it < cost
+        cost = np.minimum(cost, with_it)
+    if cost[size] >= inf:
+        return None  # the rounding lost what made it fit: no cover in these units
+    picked, x = [], size
+    for i in range(len(items) - 1, -1, -1):
+        if took[i, x]:
+            picked.append(i)
+            x = max(x - items[i][0] // unit, 0)
+    return int(cost[size]), sorted(picked)
 
 
 def _inner(work: object) -> KernelWork | TrainingWork:
