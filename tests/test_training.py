@@ -576,3 +576,16 @@ def test_the_streamed_recomputation_cover_is_the_brute_force_optimum(items: list
     assert (found[0] if found is not None else None) == best
     if found is not None:  # the subset it names frees what is needed at that cost
         assert sum(items[i][0] for i in found[1]) >= need and sum(items[i][1] for i in found[1]) == found[0]
+
+
+def test_the_user_fixes_one_kernels_recomputation_and_its_segment_follows(tmp_path: Path) -> None:
+    rules = tmp_path / "rc.yaml"
+    rules.write_text("- grid: l0.qkv\n  dataflow: train_recompute\n")
+    out = ws.solve(TRANSFORMER, "tiny", train=True, place=False, constraints=rules, output=tmp_path / "p.json")
+    costs = _costs(TRANSFORMER)
+    chosen = {k.name: k.dataflow for k in out.plan.kernels}
+    segment0 = [kc.kernel.name for kc in costs.kernels if kc.work.segment == 0]  # type: ignore[union-attr]
+    assert "l0.qkv" in segment0 and all(chosen[n] == "train-recompute" for n in segment0)
+    free = ws.solve(TRANSFORMER, "tiny", train=True, place=False)
+    assert out.plan.objective.status.value == "OPTIMAL" and out.plan.objective.value >= free.plan.objective.value
+    assert verify_plan(tmp_path / "p.json").ok
