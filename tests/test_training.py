@@ -589,3 +589,16 @@ def test_the_user_fixes_one_kernels_recomputation_and_its_segment_follows(tmp_pa
     free = ws.solve(TRANSFORMER, "tiny", train=True, place=False)
     assert out.plan.objective.status.value == "OPTIMAL" and out.plan.objective.value >= free.plan.objective.value
     assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_rules_that_split_a_segment_are_a_conflict_naming_both(tmp_path: Path) -> None:
+    from wsealloc.errors import ConflictError
+
+    rules = tmp_path / "rc.yaml"
+    rules.write_text("- grid: l0.qkv\n  dataflow: train_recompute\n- grid: l0.ln1\n  dataflow: train\n")
+    with pytest.raises(ConflictError) as info:
+        ws.solve(TRANSFORMER, "tiny", train=True, place=False, constraints=rules)
+    text = str(info.value)
+    assert "recomputes whole or not at all" in text
+    assert "l0.qkv has no op model that keeps its stash (" in text and "line 1)" in text
+    assert "l0.ln1 has no op model that recomputes (" in text and "line 3)" in text

@@ -26,11 +26,12 @@ from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.cost import TrainingWork
-from wsealloc.errors import InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
+from wsealloc.errors import ConflictError, InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.recompute import fewest_cores
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.recompute import settle as settle_recompute
+from wsealloc.opmodels.recompute import stuck as recompute_stuck
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
@@ -129,6 +130,10 @@ def _settle_recompute(costs: CostTable, objective: Objective) -> tuple[CostTable
     bound a result may claim when that choice is not provably optimal (the user's areas, another
     objective than min-max): the table's own with every kernel free (a relaxation; None: the fixed
     table's own bound is exact)."""
+    blocked = recompute_stuck(costs) if costs.options.train is not None else None
+    if blocked is not None:
+        error = ConflictError if costs.applied is not None else InfeasibleError
+        raise error(f"{costs.kgraph.ops.source}: {blocked}; change the rules or --recompute")
     fixed, choice = settle_recompute(costs)
     if choice is None:
         return fixed, None

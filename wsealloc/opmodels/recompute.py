@@ -71,6 +71,34 @@ def flag_table(table: OpModelTable, recompute: bool) -> OpModelTable:
     return replace(table, reason=reason)
 
 
+def stuck(costs: CostTable) -> str | None:
+    """A segment none of whose ways gives every one of its kernels an op model, said with a kernel
+    that blocks each way (and the user's rule that does, if one does); None when every segment has a way."""
+    ways = segment_ways(costs)
+    for s, allowed in sorted(ways.items()):
+        members = [kc for kc in costs.kernels if isinstance(kc.work, TrainingWork) and kc.work.segment == s]
+        blocks: list[str] = []
+        for way in allowed:
+            bad = next((kc for kc in members if not len(pareto_frontier(flag_table(kc.table, way)))), None)
+            if bad is None:
+                break
+            blocks.append(
+                f"{bad.kernel.name} has no op model that {'recomputes' if way else 'keeps its stash'}{_rule_of(bad, costs, way)}"
+            )
+        else:
+            return f"recomputation segment {s} ({len(members)} kernels) recomputes whole or not at all, but " + "; ".join(blocks)
+    return None
+
+
+def _rule_of(kc: KernelCosts, costs: CostTable, way: bool) -> str:
+    """`` (c.yaml line 4)``: the user's rule that forbids a kernel's op models of one way, if one does."""
+    table = kc.table
+    if table.rule is None or costs.applied is None:
+        return ""
+    rows = ((table.dataflow == RECOMPUTE_CODE) == way) & (table.rule > 0)
+    return f" ({costs.applied.where(int(table.rule[rows][0]) - 1)})" if rows.any() else ""
+
+
 def choose(costs: CostTable, total_cores: int | None = None) -> RecomputeChoice:
     """The exact min-max choice of each segment's way (module docstring) under ``total_cores`` (the
     table's by default); when nothing fits, each segment's way with the fewest cores."""
