@@ -525,22 +525,26 @@ def test_each_wafer_boundary_before_the_loss_keeps_two_more_samples(tmp_path: Pa
     assert verify_plan(tmp_path / "p.json").ok
 
 
-def test_a_wafer_that_does_not_fit_its_boundarys_samples_is_cut_again_between_segments(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_retries_of_a_training_pipeline_cut_between_segments_and_never_repeat_a_try(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # when a wafer of the first partition does not fit once its boundary's samples count, the cuts
-    # between recomputation segments are tried next; the first partition's bound is kept
+    # when a wafer does not fit once its boundary's samples count, the partitions tried next cut only
+    # between recomputation segments (same wafer count, then, --wafers auto, one and two more); one
+    # equal to the try that failed is skipped (the tiny transformer's 2-wafer cut already falls between
+    # segments 1 and 2, so --wafers 2 has nothing else to try and the failure stands)
     import wsealloc.api as api
     from wsealloc.problem.stages import build_stage_problem
 
     costs = _costs(TRANSFORMER)
     segment = [kc.work.segment for kc in costs.kernels]  # type: ignore[union-attr]
     retries = list(api._training_retries(costs, build_stage_problem(costs), 2, None))
-    assert [p.wafers for p in retries] == [2, 3, 4]
+    assert [p.cuts for p in retries] == [(0, 11, 21), (0, 11, 16, 21), (0, 6, 11, 16, 21)]
     for p in retries:  # no segment on two wafers
         assert all(segment[c - 1] != segment[c] for c in p.cuts[1:-1])
+    assert [p.cuts for p in api._training_retries(costs, build_stage_problem(costs), 2, 2)] == [(0, 11, 21)]  # --wafers 2
+    assert api.stage_solver(build_stage_problem(costs), 2).cuts == retries[0].cuts
     solve = api.solve_costs
-    calls = []
+    calls: list[int] = []
 
     def first_fails(table, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         calls.append(len(table.kernels))
@@ -549,14 +553,9 @@ def test_a_wafer_that_does_not_fit_its_boundarys_samples_is_cut_again_between_se
         return solve(table, *args, **kwargs)
 
     monkeypatch.setattr(api, "solve_costs", first_fails)
-    out = ws.solve(TRANSFORMER, "tiny", train=True, wafers=2, place=False, output=tmp_path / "p.json")
-    stage = [k.stage for k in out.plan.kernels]
-    cuts = [i for i in range(1, len(stage)) if stage[i] != stage[i - 1]]
-    assert cuts == list(retries[0].cuts[1:-1])
-    o = out.plan.objective
-    relaxed = api.stage_solver(build_stage_problem(costs), 2).objective
-    assert o.lower_bound_cycles == relaxed and o.value >= relaxed
-    assert verify_plan(tmp_path / "p.json").ok
+    with pytest.raises(InfeasibleError, match="the first wafer does not fit"):
+        ws.solve(TRANSFORMER, "tiny", train=True, wafers=2, place=False)
+    assert calls == [11]
 
 
 @settings(max_examples=200, deadline=None)
@@ -602,3 +601,28 @@ def test_rules_that_split_a_segment_are_a_conflict_naming_both(tmp_path: Path) -
     assert "recomputes whole or not at all" in text
     assert "l0.qkv has no op model that keeps its stash (" in text and "line 1)" in text
     assert "l0.ln1 has no op model that recomputes (" in text and "line 3)" in text
+
+
+def test_a_retry_on_more_wafers_reports_that_many_wafers_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --wafers auto: the first two tries fail (forced); the plan on three wafers reports the relaxation's
+    # optimum on three wafers as its bound (not the one-wafer bound it would beat), and verifies
+    import wsealloc.api as api
+    from wsealloc.problem.stages import build_stage_problem
+
+    solve = api.solve_costs
+    calls: list[int] = []
+
+    def two_fail(table, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(len(table.kernels))
+        if len(calls) <= 2:
+            raise InfeasibleError("forced")
+        return solve(table, *args, **kwargs)
+
+    monkeypatch.setattr(api, "solve_costs", two_fail)
+    out = ws.solve(TRANSFORMER, "tiny", train=True, wafers="auto", place=False, output=tmp_path / "p.json")
+    wafers = max(k.stage for k in out.plan.kernels) + 1
+    o = out.plan.objective
+    relaxed = api.stage_solver(build_stage_problem(_costs(TRANSFORMER)), wafers).objective
+    assert wafers == 3 and o.lower_bound_cycles == relaxed and o.value >= relaxed
+    assert calls[0] == 21 and calls.count(21) == 1  # the failed one-wafer try is not repeated
+    assert verify_plan(tmp_path / "p.json").ok

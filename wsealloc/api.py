@@ -364,11 +364,12 @@ def solve_stages(
     say(f"stages: {partition.wafers} wafers, cuts {list(partition.cuts[1:-1])}, bound {partition.objective:,} cycles")
     bound = partition.objective
     relaxed = costs
-    retries = _training_retries(relaxed, sproblem, partition.wafers, wafers)
+    retries = _training_retries(relaxed, sproblem, wafers if wafers is not None else partition.wafers, wafers)
+    tried = {tuple(partition.cuts)}
     while True:
         # training: each wafer boundary between a kernel and the loss holds two more samples in flight
-        # and cuts the recomputation segments; the first partition's bound (without them) stays a valid
-        # lower bound whichever cuts the plan ends with
+        # and cuts the recomputation segments; the partition's bound on that many wafers (without them)
+        # stays a valid lower bound whichever cuts the plan ends with
         costs = over_wafers(relaxed, partition.cuts, request.constraints)
         try:
             outcomes = []
@@ -379,9 +380,12 @@ def solve_stages(
                 outcomes.append(solve_costs(costs.subset(first, end), request, share))
             break
         except InfeasibleError:
-            retry = next(retries, None)
+            retry = next((p for p in retries if tuple(p.cuts) not in tried), None)
             if retry is None or retry.objective is None or deadline.stopped:
                 raise
+            tried.add(tuple(retry.cuts))
+            if retry.wafers != partition.wafers:  # more wafers: the relaxation's optimum on that many
+                bound = stage_solver(sproblem, retry.wafers).objective or 0
             partition = retry
             say(f"stages: a wafer does not fit with the samples its boundaries add; cuts {list(partition.cuts[1:-1])}")
     transfer = sproblem.transfer_cycles()
@@ -397,7 +401,7 @@ def solve_stages(
         wall,
         request,
     )
-    exact = SolverResult("stages", Status.OPTIMAL, None, partition.objective, partition.objective, partition.wall_s)
+    exact = SolverResult("stages", Status.OPTIMAL, None, bound, bound, partition.wall_s)
     first_out = outcomes[0]
     return SolveOutcome(
         plan, first_out.result, first_out.baseline, exact, costs, deadline.stopped, None, partition=partition, request=request

@@ -76,9 +76,9 @@ def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], .
 
 def cheapest_cover(items: list[tuple[int, int]], need: int) -> tuple[int, list[int]] | None:
     """The fewest cycles that free at least ``need`` bytes: a subset of ``items`` (bytes freed, cycles
-    added; each taken once) by dynamic programming over the bytes still needed (exact; bytes in units of
-    ``need // 2**20 + 1`` for a very large need, rounded so the cover still frees ``need``). None: all of
-    them do not free it."""
+    added; each taken once) by dynamic programming over the bytes still needed: exact up to 2**20 bytes;
+    beyond, bytes in units of ``need // 2**20 + 1``, each item's rounded down so the cover still frees
+    ``need`` (optimal in those units). None: no subset frees it."""
     if need <= 0:
         return 0, []
     if sum(b for b, _ in items) < need:
