@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import wsealloc
@@ -74,18 +75,42 @@ def _exact_optimum(task: Task) -> int | None:
     r = task.request
     costs = build_costs(r.onnx_model, r.machine, r.cost, constraints=r.constraints)
     if r.wafer_count == 1 and r.cost.train is not None:
-        # training: every way of every recomputation segment (each recomputes whole or not at all)
+        # training: every segment length the solve tries (about sqrt(D) times api.SEGMENT_FACTORS, unless
+        # fixed) and every way of every recomputation segment (each recomputes whole or not at all)
+        from wsealloc.api import SEGMENT_FACTORS
         from wsealloc.cost import TrainingWork
-        from wsealloc.opmodels.recompute import fix
+        from wsealloc.cost.training import segment_length
+        from wsealloc.opmodels import pareto_frontier
+        from wsealloc.opmodels.recompute import flag_table
+        from wsealloc.opmodels.table import pipeline_shape
+        from wsealloc.pipeline import with_options
 
-        segment = [kc.work.segment if isinstance(kc.work, TrainingWork) else -1 for kc in costs.kernels]
-        ids = sorted(set(segment) - {-1})
-        assert len(ids) <= 10, "too many segments to enumerate"
+        train = r.cost.train
+        base = segment_length(pipeline_shape(costs.kgraph)[1])
+        lengths = [train.segment] if train.segment is not None else sorted({max(1, round(base * f)) for f in SEGMENT_FACTORS})
         values = []
-        for ways in itertools.product((False, True), repeat=len(ids)):
-            way = dict(zip(ids, ways, strict=True))
-            value = bottleneck_by_scan(build_problem(fix(costs, tuple(way.get(s, False) for s in segment))))
-            values.append(value)
+        for length in lengths:
+            options = r.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
+            table = with_options(costs, options, r.constraints)
+            segment = [kc.work.segment if isinstance(kc.work, TrainingWork) else -1 for kc in table.kernels]
+            ids = sorted(set(segment) - {-1})
+            assert len(ids) <= 12, "too many segments to enumerate"
+            # each kernel's fewest cores meeting each candidate T, per way (a scan, no bisection)
+            fronts = [[pareto_frontier(flag_table(kc.table, way)) for way in (False, True)] for kc in table.kernels]
+            targets = np.unique(np.concatenate([f.latency for pair in fronts for f in pair]))
+            big = np.iinfo(np.int64).max // 64
+            need = np.full((len(fronts), 2, targets.size), big, dtype=np.int64)
+            for k, pair in enumerate(fronts):
+                for way, f in enumerate(pair):
+                    if len(f):
+                        i = np.searchsorted(-f.latency, -targets, side="left")
+                        ok = i < len(f)
+                        need[k, way, ok] = f.cores[i[ok]]
+            for ways in itertools.product((0, 1), repeat=len(ids)):
+                way = dict(zip(ids, ways, strict=True))
+                total = sum(need[k, way.get(s, 0)] for k, s in enumerate(segment))
+                fit = np.flatnonzero(total <= table.total_cores)
+                values.append(int(targets[fit[0]]) if fit.size else None)
         return min((v for v in values if v is not None), default=None)
     if r.wafer_count == 1:
         return bottleneck_by_scan(build_problem(costs))

@@ -26,7 +26,9 @@ from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook
 from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.cost import TrainingWork
-from wsealloc.errors import ConflictError, InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError
+from wsealloc.cost.model import Recompute
+from wsealloc.cost.training import segment_length
+from wsealloc.errors import ConflictError, InfeasibleError, Interrupted, NoLayoutError, SolverError, UsageError, WseallocError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.recompute import fewest_cores
 from wsealloc.opmodels.recompute import fix as fix_recompute
@@ -35,8 +37,8 @@ from wsealloc.opmodels.recompute import stuck as recompute_stuck
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.streaming import largest_batch, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
-from wsealloc.opmodels.table import check_each_kernel_fits
-from wsealloc.pipeline import build_costs, over_wafers
+from wsealloc.opmodels.table import check_each_kernel_fits, pipeline_shape
+from wsealloc.pipeline import build_costs, over_wafers, with_options
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
@@ -501,8 +503,48 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
         if mode is Mode.STREAMING:
             return solve_streamed(costs, streamed, request, why)
         check_each_kernel_fits(costs)
+        costs, request = search_segments(costs, request, progress)
         return _noted(_run_resident(costs, request, deadline, progress), why)
+    costs, request = search_segments(costs, request, progress)
     return _run_resident(costs, request, deadline, progress)
+
+
+SEGMENT_FACTORS = (0.5, 0.75, 1.0, 1.5)  # recomputation segment lengths tried, times about sqrt(D)
+
+
+def search_segments(costs: CostTable, request: SolveRequest, progress: Progress | None = None) -> tuple[CostTable, SolveRequest]:
+    """A layer pipeline on one wafer whose recomputation segments are not fixed (``--recompute-segment``):
+    the table costed with segments of L x ``SEGMENT_FACTORS`` stages (L about sqrt(D)), the one whose
+    proven optimum (over every choice of recomputing segments) is the fastest kept, and the request with
+    that length recorded (its plan says which; ``verify`` costs it so). Anything else is returned as it is."""
+    train = request.cost.train
+    if (
+        train is None
+        or train.segment is not None
+        or train.recompute is Recompute.NONE
+        or request.wafer_count != 1
+        or request.sharing.mode is not ShareMode.NONE
+    ):
+        return costs, request
+    base = segment_length(pipeline_shape(costs.kgraph)[1])
+    objective = objective_named(request.objective)
+    found: list[tuple[int, int, int, CostTable]] = []  # (bound, distance from L, length, table)
+    for length in sorted({max(1, round(base * f)) for f in SEGMENT_FACTORS}):
+        options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
+        table = with_options(costs, options, request.constraints)
+        try:
+            value = pipeline_bound(table, objective).value
+        except WseallocError:  # this length leaves a kernel no grid, or a rule no segment way
+            continue
+        if value is not None:
+            found.append((value, abs(length - base), length, table))
+    if not found:
+        return costs, request  # no length fits: the default's own error says why
+    value, _, length, table = min(found, key=lambda f: f[:3])
+    if progress is not None:
+        tried = ", ".join(f"{f[2]}: {f[0]:,}" for f in sorted(found, key=lambda f: f[2]))
+        progress(f"recomputation segments of {length} stages (bounds by length: {tried} cycles)")
+    return table, request.model_copy(update={"cost": table.options})
 
 
 def _noted(outcome: SolveOutcome, why: str) -> SolveOutcome:

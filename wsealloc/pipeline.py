@@ -114,3 +114,10 @@ def over_wafers(costs: CostTable, cuts: Sequence[int], constraints: Constraints 
     base = costs.unconstrained if costs.unconstrained is not None else costs
     linked = with_link_stages(base, wafer_of)
     return apply_constraints(linked, constraints) if constraints is not None else linked
+
+
+def with_options(costs: CostTable, options: CostOptions, constraints: Constraints | None = None) -> CostTable:
+    """The same model's cost table under other cost options (its kernel graph costed again, the user's
+    ``constraints`` applied again); no kernel is required to fit (the caller judges)."""
+    table = build_cost_table(costs.kgraph, costs.arch, options, check_feasible=False)
+    return apply_constraints(table, constraints) if constraints is not None else table

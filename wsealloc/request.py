@@ -305,6 +305,7 @@ class RequestOptions(TypedDict, total=False):
     optimizer: str
     train_batch: int
     recompute: str
+    recompute_segment: int | None
     mode: str
     stream_batch: int | None
     context: int | None
@@ -443,9 +444,9 @@ def _choice(kind: str, value: object, choices: list[str]) -> str:
 
 
 def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
-    """``train``, ``optimizer``, ``train_batch``, ``recompute`` as the cost options' training record
-    (None: inference)."""
-    defaults: dict[str, object] = {"optimizer": "adam", "train_batch": 1, "recompute": "auto"}
+    """``train``, ``optimizer``, ``train_batch``, ``recompute``, ``recompute_segment`` as the cost
+    options' training record (None: inference)."""
+    defaults: dict[str, object] = {"optimizer": "adam", "train_batch": 1, "recompute": "auto", "recompute_segment": None}
     if not opts.get("train", False):
         given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if k in opts and opts[k] != v]
         if given:
@@ -456,7 +457,12 @@ def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
         raise UsageError(choices_message("optimizer", name, [o.value for o in Optimizer]))
     if recompute not in [r.value for r in Recompute]:
         raise UsageError(choices_message("recompute", recompute, [r.value for r in Recompute]))
-    return {"optimizer": name, "batch": opts.get("train_batch", 1), "recompute": recompute}
+    return {
+        "optimizer": name,
+        "batch": opts.get("train_batch", 1),
+        "recompute": recompute,
+        "segment": opts.get("recompute_segment"),
+    }
 
 
 def _constraints(value: object, base: Path | None) -> Constraints | None:

@@ -87,6 +87,7 @@ class Instance(_Frozen):
     train: bool = False
     optimizer: str = "adam"
     recompute: str = "auto"
+    recompute_segment: int | None = None
     train_batch: int = 1
     mode: str = "pipelined"  # or streaming, auto (docs/cost-model.md, section 12)
     stream_batch: int | None = None
@@ -111,6 +112,7 @@ class Instance(_Frozen):
             train=self.train,
             optimizer=self.optimizer,
             recompute=self.recompute,
+            recompute_segment=self.recompute_segment,
             train_batch=self.train_batch,
             mode=self.mode,
             stream_batch=self.stream_batch,

@@ -108,6 +108,13 @@ def _costing_options(fn: F) -> F:
                 "its checkpoint and replays its forward) or auto (the allocation chooses per segment, exactly).",
             ),
             click.option(
+                "--recompute-segment",
+                default=None,
+                type=int,
+                help="With --train: pipeline stages per recomputation segment (default: about sqrt(D), and a solve "
+                "on one wafer tries a few lengths around it and keeps the fastest).",
+            ),
+            click.option(
                 "--mode",
                 default="pipelined",
                 show_default=True,
@@ -273,6 +280,7 @@ _REQUEST_KEYS = {
     "optimizer": "optimizer",
     "train_batch": "train_batch",
     "recompute": "recompute",
+    "recompute_segment": "recompute_segment",
     "mode": "mode",
     "stream_batch": "stream_batch",
     "context": "context",

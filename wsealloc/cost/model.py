@@ -90,6 +90,9 @@ class TrainingOptions(BaseModel):
     optimizer: Optimizer = Optimizer.ADAM
     batch: int = Field(1, ge=1, le=2**20)  # samples per weight update (1: every sample, as pipelined backpropagation)
     recompute: Recompute = Recompute.AUTO
+    # pipeline stages per recomputation segment (None: about sqrt(D); a solve on one wafer searches a few
+    # lengths and records the one its plan used: cost.training, "Recomputation")
+    segment: int | None = Field(None, ge=1, le=2**16)
 
 
 class CostOptions(BaseModel):

@@ -60,13 +60,14 @@ def segment_length(stages: int) -> int:
     return max(1, math.isqrt(max(stages - 1, 0)) + 1) if stages > 1 else 1
 
 
-def segment_starts(crossing: list[int], stages: int) -> list[int]:
+def segment_starts(crossing: list[int], stages: int, length: int | None = None) -> list[int]:
     """The first stage of each recomputation segment (module docstring, "Recomputation"): about every
-    L = ``segment_length`` stages, each boundary placed where the least is live across it. ``crossing[b]``:
-    bytes per sample produced before stage b and read at or after it (what a segment starting at b keeps
-    as its checkpoint). From a segment's start s the next one starts in [s + ceil(L/2), s + L + L // 2]
-    (within the stages), at the least ``crossing``, the one nearest s + L among equals."""
-    length = segment_length(stages)
+    L = ``length`` stages (``segment_length`` by default), each boundary placed where the least is live
+    across it. ``crossing[b]``: bytes per sample produced before stage b and read at or after it (what a
+    segment starting at b keeps as its checkpoint). From a segment's start s the next one starts in
+    [s + ceil(L/2), s + L + L // 2] (within the stages), at the least ``crossing``, the one nearest s + L
+    among equals."""
+    length = length or segment_length(stages)
     starts = [0]
     while starts[-1] + length < stages:
         s = starts[-1]

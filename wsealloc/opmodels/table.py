@@ -132,7 +132,8 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     forwards = [kernel_work(kernel, kgraph.ops, arch, options) for kernel in kgraph.kernels]
     # the contest's conv keeps its own training formula (cost.training_work): in no recomputation segment
     member = [not isinstance(w, IspdConvWork) for w in forwards]
-    places = segment_places(shape, edges, member) if shape is not None else None
+    length = options.train.segment if options.train is not None else None
+    places = segment_places(shape, edges, member, length=length) if shape is not None else None
     fixed = constants(kgraph.ops) if shape is not None else frozenset()
     for i, kernel in enumerate(kgraph.kernels):
         work = forwards[i]
@@ -183,7 +184,8 @@ def with_link_stages(costs: CostTable, wafer_of: Sequence[int]) -> CostTable:
     kernel's op models are costed again so; the rest are kept as they are."""
     last = max(wafer_of, default=0)
     member = [isinstance(kc.work, TrainingWork) for kc in costs.kernels]
-    places = segment_places(pipeline_shape(costs.kgraph), costs.edges, member, wafer_of)
+    length = costs.options.train.segment if costs.options.train is not None else None
+    places = segment_places(pipeline_shape(costs.kgraph), costs.edges, member, wafer_of, length)
     cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
     base = max((kc.signature for kc in costs.kernels), default=-1) + 1  # new signatures clear of the old
     out: list[KernelCosts] = []
@@ -216,6 +218,7 @@ def segment_places(
     edges: tuple[EdgeBytes, ...],
     member: Sequence[bool],
     wafer_of: Sequence[int] | None = None,
+    length: int | None = None,
 ) -> list[SegmentPlace | None]:
     """Each kernel's place in its recomputation segment (``cost.training``, "Recomputation"): runs of
     about ``segment_length`` pipeline stages (``segment_starts``: boundaries where the least is live),
@@ -231,7 +234,7 @@ def segment_places(
         if e.src < e.dst:
             for b in range(depth[e.src] + 1, depth[e.dst] + 1):
                 crossing[b] += e.nbytes
-    starts = segment_starts(crossing, stages)
+    starts = segment_starts(crossing, stages, length)
     run = [bisect_right(starts, d) - 1 for d in range(stages)]  # each stage's segment
     wafers = max(wafer_of, default=0) + 1 if wafer_of is not None else 1
     segment = [run[d] * wafers + (wafer_of[i] if wafer_of is not None else 0) if member[i] else -1 for i, d in enumerate(depth)]

@@ -9,7 +9,9 @@ from rich.console import Console
 
 from wsealloc.api import SolveOutcome
 from wsealloc.cost import Dataflow, StreamedWork, TrainingWork, grid_costs
+from wsealloc.cost.training import segment_length
 from wsealloc.opmodels.streaming import largest_batch
+from wsealloc.opmodels.table import pipeline_shape
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
@@ -208,6 +210,7 @@ def training_lines(out: SolveOutcome) -> list[str]:
         ):
             totals[name] += float(part[0]) * kp.cores if part is not None else 0.0
     every = "every sample" if train.batch == 1 else f"every {train.batch} samples"
+    length = train.segment or segment_length(pipeline_shape(out.costs.kgraph)[1])
     rate = plan.objective.throughput_samples_per_s
     ops = out.costs.kgraph.ops
     ids = [ops.tensors[t] for t in ops.inputs if t in ops.tensors and not ops.tensors[t].is_float]
@@ -218,7 +221,8 @@ def training_lines(out: SolveOutcome) -> list[str]:
     return [
         f"training: {rate:,.1f} samples/s{per_token}; {train.optimizer.value}, weights updated "
         f"{every}; forward, backward and update time-shared on each kernel's rectangle; {_segments(works, flags)} "
-        f"({recompute} of {len(plan.kernels)} kernels) recompute (--recompute {train.recompute.value})",
+        f"of about {length} stages ({recompute} of {len(plan.kernels)} kernels) recompute (--recompute "
+        f"{train.recompute.value})",
         f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
         f"of {format_bytes(usable)} usable",
     ]
