@@ -531,7 +531,8 @@ def search_segments(costs: CostTable, request: SolveRequest, progress: Progress 
     found: list[tuple[int, int, int, CostTable]] = []  # (bound, distance from L, length, table)
     for length in sorted({max(1, round(base * f)) for f in SEGMENT_FACTORS}):
         options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
-        table = with_options(costs, options, request.constraints)
+        # the default length is the table at hand (costed with about sqrt(D) already): only the record differs
+        table = replace(costs, options=options) if length == base else with_options(costs, options, request.constraints)
         try:
             value = pipeline_bound(table, objective).value
         except WseallocError:  # this length leaves a kernel no grid, or a rule no segment way

@@ -1,7 +1,8 @@
 """Which recomputation segments recompute: chosen exactly for min-max, then fixed in the op-model tables.
 
-Recomputation is a property of a *segment* (``cost.training``, "Recomputation": runs of
-``segment_length`` pipeline stages), not of one kernel: a kernel that drops the inputs its segment
+Recomputation is a property of a *segment* (``cost.training``, "Recomputation": runs of about
+``segment_length`` pipeline stages, cut where the least is live and again at wafer boundaries), not
+of one kernel: a kernel that drops the inputs its segment
 produced needs its producers in the segment to replay their forwards, so either every kernel of a
 segment recomputes or none does. Each kernel's op models list both ways (dataflows ``train`` and
 ``train-recompute``); this module picks one way per segment and marks the other way's op models
@@ -15,8 +16,9 @@ finds the optimum (the bisection of ``solvers.bisect`` with a segment's two ways
 one frontier). With the user's areas (budgets) or another objective the choice is the same rule's and
 the caller proves its bound on the table before the choice (every kernel free: a relaxation).
 
-A segment with kernels outside the table (split by a wafer boundary, ``--wafers N``) keeps its stash:
-its part on the next wafer could not replay its producers on the first. ``--recompute none`` has no
+A segment found with kernels outside the table keeps its stash (its part on a later wafer could not
+replay its producers on an earlier one); tables over several wafers cut their segments at the wafer
+boundaries first (``pipeline.over_wafers``), so this is a safeguard. ``--recompute none`` has no
 recomputing op models; ``--recompute all`` recomputes every segment the table holds whole.
 """
 
