@@ -75,15 +75,15 @@ def _exact_optimum(task: Task) -> int | None:
     r = task.request
     costs = build_costs(r.onnx_model, r.machine, r.cost, constraints=r.constraints)
     if r.wafer_count == 1 and r.cost.train is not None:
-        # training: every segment length the solve tries (about sqrt(D) times api.SEGMENT_FACTORS, unless
+        # training: every segment length the solve tries (about sqrt(D) times strategy.pipeline.SEGMENT_FACTORS, unless
         # fixed) and every way of every recomputation segment (each recomputes whole or not at all)
-        from wsealloc.api import SEGMENT_FACTORS
         from wsealloc.cost import TrainingWork
         from wsealloc.cost.training import segment_length
         from wsealloc.opmodels import pareto_frontier
         from wsealloc.opmodels.recompute import flag_table
         from wsealloc.opmodels.table import pipeline_shape
         from wsealloc.pipeline import with_options
+        from wsealloc.strategy.pipeline import SEGMENT_FACTORS
 
         train = r.cost.train
         base = segment_length(pipeline_shape(costs.kgraph)[1])

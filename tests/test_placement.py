@@ -162,10 +162,10 @@ def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: 
     left of it (the run ends within the limit)."""
     import time
 
-    import wsealloc.api as api
+    import wsealloc.driver as driver
 
     seen: list[float] = []
-    real_baseline, real_solver = api.place_baseline, api.place_solver
+    real_baseline, real_solver = driver.place_baseline, driver.place_solver
 
     def slow_baseline(*args, **kwargs):  # type: ignore[no-untyped-def]
         time.sleep(0.5)
@@ -175,8 +175,8 @@ def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: 
         seen.append(options.deadline.remaining())
         return real_solver(problem, options, **kwargs)
 
-    monkeypatch.setattr(api, "place_baseline", slow_baseline)
-    monkeypatch.setattr(api, "place_solver", spy)
+    monkeypatch.setattr(driver, "place_baseline", slow_baseline)
+    monkeypatch.setattr(driver, "place_solver", spy)
     out = solve(ATTENTION, "tiny", time_limit=5)
     assert out.placement is not None and out.placement.rects is not None
     assert len(seen) == 1 and seen[0] <= 5 - 0.5

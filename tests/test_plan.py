@@ -32,7 +32,15 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plan_contract(plan_file: Path) -> None:
     doc = json.loads(plan_file.read_text())
-    assert doc["schema"] == "wsealloc.plan/2"
+    assert doc["schema"] == "wsealloc.plan/3"
+    # the way it ran: the layer pipeline on one wafer, as the request (unchanged) asked
+    assert doc["decision"] == {
+        "strategy": "pipeline",
+        "reason": "",
+        "wafers": 1,
+        "cuts": [0, len(doc["kernels"])],
+        "segment": None,
+    }
     for key in ("kind", "value_cycles", "bound_cycles", "bottleneck_cycles", "lower_bound_cycles", "status", "solver", "wall_s"):
         assert key in doc["objective"]
     # the plan records the request it answers, and under min-max its value is the bottleneck
@@ -84,7 +92,11 @@ def test_a_plan_whose_request_disagrees_with_it_fails(plan_file: Path, tmp_path:
     doc["request"]["cost"]["max_padding_waste"] = 0.25
     bad = tmp_path / "request.json"
     bad.write_text(json.dumps(doc))
-    assert any("request.cost differs" in v for v in verify_plan(bad).violations)
+    found = verify_plan(bad).violations
+    assert any(
+        "cost differs from request.cost under the decision: cost.max_padding_waste is 0.5, the decision gives 0.25" in v
+        for v in found
+    )
 
 
 def _broken(plan_file: Path, tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
@@ -167,7 +179,7 @@ def test_malformed_plans(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="not valid JSON"):
         read_plan(bad)
     bad.write_text('{"schema": "other/2"}')
-    with pytest.raises(PlanError, match="not a wsealloc.plan/2"):
+    with pytest.raises(PlanError, match="not a wsealloc.plan/3"):
         read_plan(bad)
 
 

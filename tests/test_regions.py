@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import run
 
-from wsealloc.api import pack_runs, solve
+from wsealloc.api import solve
 from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions, Dataflow, RegionWork, grid_costs
 from wsealloc.cost.region import fastest_on
@@ -26,6 +26,7 @@ from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.sharing import INF, SharingProblem, build_sharing_problem
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.share import solve as share_solve
+from wsealloc.strategy.regions import pack_runs
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "tiny"
 DECODE = OnnxSource(path=str(MODELS / "llm_decode.onnx"), dims={"batch_size": 1, "past_sequence_length": 16})

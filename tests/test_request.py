@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -153,3 +156,24 @@ def test_whole_request_rules_read_as_one_sentence(model: str, options: dict[str,
     with pytest.raises(UsageError) as err:
         build_request(str(ROOT / model), arch, **options)  # type: ignore[arg-type]
     assert str(err.value).startswith(message)
+
+
+def test_the_request_checks_solver_names_without_importing_the_solvers() -> None:
+    """``--solver`` is checked against ``problem.objective.ALL_BACKENDS``; importing the request
+    (and refusing an unknown name) loads no module of the solvers package."""
+    code = (
+        "import sys\n"
+        "from wsealloc.request import SolverSettings\n"
+        "try:\n"
+        "    SolverSettings(name='gurobi')\n"
+        "except ValueError as e:\n"
+        "    assert 'choose one of: bisect, cpsat' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('gurobi accepted')\n"
+        "assert SolverSettings(name='pulp-highs').name == 'pulp-highs'\n"
+        "print(sorted(m for m in sys.modules if m.startswith('wsealloc.solvers')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from wsealloc.budget import Deadline
 from wsealloc.errors import UsageError
 from wsealloc.problem import AllocationProblem, Choices, GreedyHints
+from wsealloc.problem.objective import ALL_BACKENDS, HEURISTICS, ContestScore, Latency, Throughput
 from wsealloc.solvers import SolveOptions, Status, get_solver, solver_names
 
 
@@ -142,6 +143,16 @@ def test_unknown_solver_lists_choices() -> None:
     with pytest.raises(UsageError, match="choose one of: .*bisect.*cpsat"):
         get_solver("gurobi")
     assert {"cpsat", "pulp", "bisect", "greedy", "greedy-seed"} <= set(solver_names())
+
+
+def test_registry_holds_the_names_the_request_checks() -> None:
+    """The request checks --solver against problem.objective's names (not importing the solvers); the
+    registry holds exactly those, and every objective's exact backends and the heuristics are among them."""
+    assert solver_names() == ALL_BACKENDS
+    for name in ALL_BACKENDS:
+        assert callable(get_solver(name))
+    assert HEURISTICS.issubset(ALL_BACKENDS)
+    assert all(cls.exact_backends <= set(ALL_BACKENDS) for cls in (Throughput, Latency, ContestScore))
 
 
 def test_cpsat_is_deterministic_single_worker() -> None:

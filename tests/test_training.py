@@ -373,10 +373,14 @@ def test_a_stream_bound_kernel_by_hand() -> None:
 
 def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why() -> None:
     out = ws.solve(MODELS / "llama-7b.onnx", "wse2", train=True, mode="auto", stream_batch=4)  # 4: the largest that fits
-    assert out.plan.request is not None and out.plan.request.mode.value == "streaming"
+    # the request stays as the user gave it (mode auto); the plan's decision records the strategy chosen and why
+    assert out.plan.request is not None and out.plan.request.mode.value == "auto"
+    assert out.plan.decision is not None and out.plan.decision.strategy == "streaming"
+    assert out.plan.decision.reason.startswith("auto: the layer pipeline does not fit")
     assert "the layer pipeline does not fit" in out.plan.objective.message
     small = ws.solve(TRANSFORMER, "tiny", train=True, mode="auto", sets=[BANDWIDTH], place=False)
-    assert small.plan.request is not None and small.plan.request.mode.value == "pipelined"
+    assert small.plan.request is not None and small.plan.request.mode.value == "auto"
+    assert small.plan.decision is not None and small.plan.decision.strategy == "pipeline"
     assert "pipelined" in small.plan.objective.message and "streamed" in small.plan.objective.message
 
 
@@ -534,18 +538,18 @@ def test_the_retries_of_a_training_pipeline_cut_between_segments_and_never_repea
     # between recomputation segments (same wafer count, then, --wafers auto, one and two more); one
     # equal to the try that failed is skipped (the tiny transformer's 2-wafer cut already falls between
     # segments 1 and 2, so --wafers 2 has nothing else to try and the failure stands)
-    import wsealloc.api as api
+    import wsealloc.strategy.pipeline as pipeline
     from wsealloc.problem.stages import build_stage_problem
 
     costs = _costs(TRANSFORMER)
     segment = [kc.work.segment for kc in costs.kernels]  # type: ignore[union-attr]
-    retries = list(api._training_retries(costs, build_stage_problem(costs), 2, None))
+    retries = list(pipeline.training_retries(costs, build_stage_problem(costs), 2, None))
     assert [p.cuts for p in retries] == [(0, 11, 21), (0, 11, 16, 21), (0, 6, 11, 16, 21)]
     for p in retries:  # no segment on two wafers
         assert all(segment[c - 1] != segment[c] for c in p.cuts[1:-1])
-    assert [p.cuts for p in api._training_retries(costs, build_stage_problem(costs), 2, 2)] == [(0, 11, 21)]  # --wafers 2
-    assert api.stage_solver(build_stage_problem(costs), 2).cuts == retries[0].cuts
-    solve = api.solve_costs
+    assert [p.cuts for p in pipeline.training_retries(costs, build_stage_problem(costs), 2, 2)] == [(0, 11, 21)]  # --wafers 2
+    assert pipeline.stage_solver(build_stage_problem(costs), 2).cuts == retries[0].cuts
+    solve = pipeline.wafer_part  # each wafer's part, prepared by the strategy before any solver runs
     calls: list[int] = []
 
     def first_fails(table, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -554,7 +558,7 @@ def test_the_retries_of_a_training_pipeline_cut_between_segments_and_never_repea
             raise InfeasibleError("the first wafer does not fit")
         return solve(table, *args, **kwargs)
 
-    monkeypatch.setattr(api, "solve_costs", first_fails)
+    monkeypatch.setattr(pipeline, "wafer_part", first_fails)
     with pytest.raises(InfeasibleError, match="the first wafer does not fit"):
         ws.solve(TRANSFORMER, "tiny", train=True, wafers=2, place=False)
     assert calls == [11]
@@ -610,10 +614,10 @@ def test_rules_that_split_a_segment_are_a_conflict_naming_both(tmp_path: Path) -
 def test_a_retry_on_more_wafers_reports_that_many_wafers_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # --wafers auto: the first two tries fail (forced); the plan on three wafers reports the relaxation's
     # optimum on three wafers as its bound (not the one-wafer bound it would beat), and verifies
-    import wsealloc.api as api
+    import wsealloc.strategy.pipeline as pipeline
     from wsealloc.problem.stages import build_stage_problem
 
-    solve = api.solve_costs
+    solve = pipeline.wafer_part  # each wafer's part, prepared by the strategy before any solver runs
     calls: list[int] = []
 
     def two_fail(table, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -622,11 +626,11 @@ def test_a_retry_on_more_wafers_reports_that_many_wafers_bound(tmp_path: Path, m
             raise InfeasibleError("forced")
         return solve(table, *args, **kwargs)
 
-    monkeypatch.setattr(api, "solve_costs", two_fail)
+    monkeypatch.setattr(pipeline, "wafer_part", two_fail)
     out = ws.solve(TRANSFORMER, "tiny", train=True, wafers="auto", place=False, output=tmp_path / "p.json")
     wafers = max(k.stage for k in out.plan.kernels) + 1
     o = out.plan.objective
-    relaxed = api.stage_solver(build_stage_problem(_costs(TRANSFORMER)), wafers).objective
+    relaxed = pipeline.stage_solver(build_stage_problem(_costs(TRANSFORMER)), wafers).objective
     assert wafers == 3 and o.lower_bound_cycles == relaxed and o.value >= relaxed
     assert calls[0] == 21 and calls.count(21) == 1  # the failed one-wafer try is not repeated
     assert verify_plan(tmp_path / "p.json").ok

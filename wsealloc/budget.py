@@ -19,10 +19,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 # The one default of every entry point (CLI commands, the Python API, suites, sweeps): seconds for a
 # whole solve, front end included.
 DEFAULT_TIME_LIMIT_S = 30.0
+
+_T = TypeVar("_T")
 
 
 class StopHook:
@@ -105,3 +108,33 @@ class Deadline:
         """Time limit to hand a solver library (at least ``floor``: CP-SAT rejects 0)."""
         left = self.remaining()
         return floor if left <= floor else (1e9 if math.isinf(left) else left)
+
+
+# After a stop request, a phase that does not return within this many seconds is abandoned (its
+# best-so-far result is lost, the run falls back to the best one it holds): a signal stops any phase.
+STOP_GRACE_S = 1.0
+
+
+def run_stoppable(fn: Callable[[], _T], deadline: Deadline) -> _T | None:
+    """Run ``fn`` in a worker thread so the main thread stays free to handle SIGINT/SIGTERM (the
+    phases watch the deadline, whose stop hook the signal handler sets). A phase still running
+    ``STOP_GRACE_S`` after a stop request is abandoned (None), so a signal ends any phase promptly."""
+    value: list[_T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            value.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            error.append(exc)
+
+    worker = threading.Thread(target=target, name="wsealloc-solve", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+        if deadline.stopped:
+            worker.join(STOP_GRACE_S)
+            break
+    if error:
+        raise error[0]
+    return value[0] if value else None

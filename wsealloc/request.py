@@ -16,7 +16,6 @@ the arch YAML nor the command line.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict
@@ -28,9 +27,9 @@ from wsealloc.arch import Arch, load_arch
 from wsealloc.arch.loader import arch_file
 from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
-from wsealloc.constraints import Constraints, Together, TogetherHow, read_constraints
+from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.cost.model import CostModelName, Optimizer, Recompute
+from wsealloc.cost.model import Optimizer, Recompute
 from wsealloc.errors import UsageError, WseallocError, choices_message
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
@@ -44,8 +43,11 @@ from wsealloc.frontend.sources import (
     parse_model_source,
 )
 from wsealloc.pipeline import parse_input_shapes
-from wsealloc.problem.objective import OBJECTIVES, ObjectiveKind
-from wsealloc.solvers import solver_names
+from wsealloc.problem.objective import ALL_BACKENDS, OBJECTIVES, ObjectiveKind
+from wsealloc.strategy.modes import Mode, ShareMode, Sharing
+
+# the user's words for a way to run a model live with the strategies (``strategy.modes``); re-exported
+__all__ = ["Mode", "RequestOptions", "ShareMode", "Sharing", "SolveRequest", "build_request", "check_outputs", "parse_grid"]
 
 
 class _Frozen(BaseModel):
@@ -66,50 +68,12 @@ class SolverSettings(_Frozen):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in solver_names():  # checked before any work, without importing the backend
-            raise ValueError(choices_message("solver", name, solver_names()))
+        if name not in ALL_BACKENDS:  # checked before any work, without importing the solvers
+            raise ValueError(choices_message("solver", name, ALL_BACKENDS))
         return name
 
 
 Wafers = Annotated[int | Literal["auto"], BeforeValidator(wafer_count)]
-
-
-Side = Annotated[int, Field(strict=True, ge=1, le=2**24)]
-
-
-class ShareMode(str, enum.Enum):
-    """How kernels may share cores in time (``cost.region``)."""
-
-    NONE = "none"  # every kernel owns its rectangle (a layer pipeline)
-    AUTO = "auto"  # the solver chooses runs of consecutive kernels and each run's grid (solvers.share)
-    GRID = "grid"  # every kernel on one fixed R x C grid, runs packed by SRAM (WaferLLM's mapping)
-
-
-class Mode(str, enum.Enum):
-    """How the model runs on the wafer: resident or streamed weights."""
-
-    PIPELINED = "pipelined"  # every kernel resident on its own rectangle (the layer pipeline)
-    STREAMING = "streaming"  # one kernel at a time on the whole wafer, weights streamed in (cost.streaming)
-    AUTO = "auto"  # the faster of the two that fits (api.choose_mode says why)
-
-
-class Sharing(_Frozen):
-    """Cores shared in time: the mode, the grid of ``GRID``, and the region grids ``AUTO`` chooses from
-    (``problem.sharing.candidate_shapes``: ``stacked``, the default, columns of 1-4 regions one above
-    the other, which always pack side by side; ``squares``, squares and 4:3 rectangles, a little faster
-    for a token's collectives but not always packable, so a solve falls back to ``stacked`` when they
-    do not pack; ``shelves`` and ``columns``, regions of half and all of the wafer's height; recorded
-    in the plan's request)."""
-
-    mode: ShareMode = ShareMode.NONE
-    grid: tuple[Side, Side] | None = None
-    family: Literal["squares", "shelves", "columns", "stacked"] = "stacked"
-
-    @model_validator(mode="after")
-    def _grid_given(self) -> Sharing:
-        if (self.mode is ShareMode.GRID) != (self.grid is not None):
-            raise ValueError("--grid RxC fixes every kernel's grid; it comes with share mode 'grid' only")
-        return self
 
 
 def parse_grid(text: str) -> tuple[int, int]:
@@ -162,23 +126,11 @@ class SolveRequest(_Frozen):
                 raise ValueError("a .kgraph instance is scored by the contest's objective: --objective does not apply")
         elif self.solver.time_cap is not None:
             raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
-        elif self.wafers != 1 and self.objective is not ObjectiveKind.THROUGHPUT:
-            raise ValueError(
-                f"--objective {self.objective.value} plans one wafer (the exact cut over wafers minimizes the slowest "
-                "stage): drop --wafers"
-            )
-        elif self.wafers != 1 and self.sharing.mode is not ShareMode.NONE:
-            raise ValueError("--share/--grid plan regions on one wafer: drop --wafers (or use --share none)")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
-        if self.cost.train is not None:
-            _check_training(self)
-        if self.mode is not Mode.PIPELINED:
-            _check_streaming(self)
-        elif self.stream_batch is not None and self.cost.train is None:  # (training: compare's streamed row reads it)
-            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
-        if self.constraints is not None and self.constraints.rules:
-            _check_constraints(self)
+        from wsealloc.strategy.registry import refuse  # (the strategies, with the solvers they run, load on first use)
+
+        refuse(self)  # what the way of running it asks for cannot plan
         return self
 
     @property
@@ -219,65 +171,6 @@ class SolveRequest(_Frozen):
             return SolveRequest.model_validate_json(text)
         except ValidationError as exc:
             raise UsageError(f"solve request: {_first_error(exc)}") from exc
-
-
-def _check_streaming(request: SolveRequest) -> None:
-    """Refuse what weight streaming does not plan: it runs every kernel on the whole wafer in turn."""
-    flag = f"--mode {request.mode.value}"
-    if request.model.carries_machine:
-        raise ValueError(f"a .kgraph contest instance is placed as the contest states it: {flag} applies to ONNX models")
-    if request.objective is not ObjectiveKind.THROUGHPUT:
-        raise ValueError(f"{flag} plans samples per second: use --objective throughput")
-    if request.sharing.mode is not ShareMode.NONE:
-        raise ValueError(f"{flag}: streaming runs each kernel on the whole wafer; drop --share/--grid")
-    if request.wafers != 1:
-        raise ValueError(f"{flag} plans one wafer fed from off-wafer memory: drop --wafers")
-    if request.constraints is not None and request.constraints.rules:
-        raise ValueError(f"{flag}: a streamed kernel has the whole wafer; constraints apply to the layer pipeline")
-    if request.cost.model is not CostModelName.STANDARD:
-        raise ValueError(f"{flag} is costed with the standard model (use --cost-model standard)")
-    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is None:
-        raise ValueError(
-            f"{flag} needs the off-wafer bandwidth: {request.arch.name} has no cluster.offwafer_bytes_per_s "
-            "(--set cluster.offwafer_bytes_per_s=150e9: the 1.2 Tb/s of I/O a CS-2 is published with)"
-        )
-
-
-def _check_training(request: SolveRequest) -> None:
-    """Refuse, up front and with the reason, what ``--train`` does not plan (yet)."""
-    if request.model.carries_machine:
-        raise ValueError("a .kgraph contest instance is scored as the contest states it: --train applies to ONNX models")
-    if request.objective is not ObjectiveKind.THROUGHPUT:
-        raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
-    if request.sharing.mode is not ShareMode.NONE:
-        raise ValueError("--train keeps each kernel's forward, backward and update on its own rectangle: use --share none")
-    if request.cost.model is CostModelName.SEED:
-        raise ValueError(
-            "--train costs the backward and the update with the standard model: --cost-model seed "
-            "is not supported with it (use --cost-model standard, or ispd2020 for the contest's training convs)"
-        )
-
-
-def _check_constraints(request: SolveRequest) -> None:
-    """Refuse, up front and with the reason, a rule no solver of this request can honour."""
-    rules = request.constraints.rules if request.constraints is not None else ()
-    if request.model.carries_machine:
-        raise ValueError("a .kgraph contest instance is scored as the contest states it: --constraints applies to ONNX models")
-    where = request.constraints.where if request.constraints is not None else str
-    for rule in rules:
-        touch = isinstance(rule, Together) and rule.how is TogetherHow.TOUCH
-        if request.sharing.mode is not ShareMode.NONE and (rule.kind in ("grid", "place", "keep-out") or touch):
-            raise ValueError(
-                f"{where(rule)}: a {'together-touch' if touch else rule.kind} rule applies to kernels that own their "
-                "rectangle; with --share/--grid "
-                "kernels share regions whose grids the sharing search chooses (use --share none, or group kernels "
-                "with 'together: ... how: region')"
-            )
-        if isinstance(rule, Together) and rule.how is TogetherHow.REGION and request.sharing.mode is not ShareMode.AUTO:
-            raise ValueError(
-                f"{where(rule)}: 'how: region' puts kernels in one region of cores shared in time, which only "
-                "--share auto chooses (with --objective latency); use 'how: wafer' for a pipeline over wafers"
-            )
 
 
 class RequestOptions(TypedDict, total=False):

@@ -32,6 +32,7 @@ import numpy as np
 from wsealloc.cost.model import Dataflow, Recompute, TrainingWork
 from wsealloc.opmodels.enumerate import DATAFLOW_CODES, Frontier, OpModelTable, Reason, pareto_frontier
 from wsealloc.opmodels.table import CostTable, KernelCosts
+from wsealloc.search import first_true
 
 RECOMPUTE_CODE = DATAFLOW_CODES.index(Dataflow.TRAIN_RECOMPUTE)
 
@@ -132,16 +133,9 @@ def choose(costs: CostTable, total_cores: int | None = None) -> RecomputeChoice:
     def flags(best: dict[int, tuple[int, bool]]) -> tuple[bool, ...]:
         return tuple(best[s][1] if s >= 0 else False for s in segment)
 
-    if values.size == 0 or not fits(int(values[-1])):
+    target = first_true(values, fits)
+    if target is None:
         return RecomputeChoice(flags(cost(int(values[-1]) if values.size else 0)), None, True)
-    lo, hi = 0, values.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(int(values[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    target = int(values[lo])
     return RecomputeChoice(flags(cost(target)), target, True)
 
 

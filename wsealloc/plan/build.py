@@ -34,6 +34,10 @@ from wsealloc.solvers import SolverResult, Status
 from wsealloc.solvers.base import PlacementResult
 from wsealloc.version import __version__
 
+# A plan built here knows no decision yet (the strategy's, which the driver adds with the current
+# schema); one that never gets one, built by hand, reads as a version-2 plan: its decision is read off it.
+UNDECIDED = "wsealloc.plan/2"
+
 
 def kernel_plan(
     costs: CostTable,
@@ -262,6 +266,7 @@ def make_plan(
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
     return Plan(
+        schema_=UNDECIDED,  # the driver records the decision (and the current schema) beside the request
         created_by=f"wsealloc {__version__}",
         request=request,
         model=model_ref(source),
@@ -356,6 +361,7 @@ def merge_stages(
             update={"llm": first.objective.llm, "tokens_per_s_per_request": first.objective.tokens_per_s_per_request}
         )
     return Plan(
+        schema_=UNDECIDED,  # the driver records the decision (and the current schema) beside the request
         created_by=f"wsealloc {__version__}",
         request=request,
         model=model_ref(source),

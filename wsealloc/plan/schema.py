@@ -1,9 +1,12 @@
-"""The plan file, ``wsealloc.plan/2``: a typed, versioned JSON document (see docs/plan-format.md).
+"""The plan file, ``wsealloc.plan/3``: a typed, versioned JSON document (see docs/plan-format.md).
 
 Written by ``wsealloc solve``, read back by ``wsealloc verify`` and the reports. Version 2 records the
 request the plan answers (``request``: the ``SolveRequest`` JSON, which ``verify`` rebuilds the cost
 table from) and speaks of the objective's ``kind``, ``value_cycles`` and ``bound_cycles``; min-max's
-fields (``bottleneck_cycles``, ``lower_bound_cycles``) stay. Version 1 plans still read and verify.
+fields (``bottleneck_cycles``, ``lower_bound_cycles``) stay. Version 3 keeps the request as the user
+gave it and records beside it what the way of running it decided (``decision``: the strategy, the cut
+over wafers, the region runs and grids, the streamed batch, the recomputation segment length), which
+``verify`` replays. Versions 1 and 2 still read and verify (their decision is read off the plan).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny, model_validator
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
@@ -19,9 +22,11 @@ from wsealloc.plan.headline import Headline
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import SolveRequest
 from wsealloc.solvers.base import Status
+from wsealloc.strategy.decision import Decision
+from wsealloc.strategy.registry import parse_decision
 
-SCHEMA = "wsealloc.plan/2"
-SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2")  # every version this release reads
+SCHEMA = "wsealloc.plan/3"
+SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3")  # every version this release reads
 
 # Whole numbers as JSON integers (not 1.0, not true), non-negative and far below int64 overflow, so a
 # hand-edited plan fails here with the field named instead of deep inside the verifier's arithmetic.
@@ -280,9 +285,11 @@ class StagePlan(_Doc):
 class Plan(_Doc):
     """A complete plan document."""
 
-    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2"] = Field("wsealloc.plan/2", alias="schema")
+    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3"] = Field("wsealloc.plan/3", alias="schema")
     created_by: str
-    request: SolveRequest | None = None  # what the plan answers (None: a version-1 plan)
+    request: SolveRequest | None = None  # what the plan answers, as the user asked (None: a version-1 plan)
+    # what the way of running the request decided (None: a plan of version 1 or 2)
+    decision: SerializeAsAny[Annotated[Decision, BeforeValidator(parse_decision)]] | None = None
     model: ModelRef
     arch: ArchRef
     cost: CostOptions

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints import Constraints
-from wsealloc.cost import Dataflow, grid_costs
+from wsealloc.cost import CostOptions, Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.cost.model import Recompute, TrainingWork
 from wsealloc.errors import PlanError, VerificationError
@@ -37,24 +37,23 @@ from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, KernelCosts, Reason
 from wsealloc.opmodels.enumerate import DATAFLOW_CODES, judge, on_grid
 from wsealloc.opmodels.recompute import fix as fix_recompute
-from wsealloc.opmodels.regions import region_table
-from wsealloc.opmodels.streaming import streaming_table
-from wsealloc.pipeline import build_costs, over_wafers
+from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
+from wsealloc.plan.decision import decision_of
 from wsealloc.plan.io import file_sha256, read_plan
-from wsealloc.plan.schema import BoundBy, KernelPlan, Plan
+from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
 from wsealloc.plan.verify_constraints import check_constraints
 from wsealloc.problem import build_problem
 from wsealloc.problem.allocation import area_budgets
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.placement import defect_mask, mesh_params
-from wsealloc.problem.sharing import candidate_shapes
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
-from wsealloc.request import Mode
+from wsealloc.search import first_true
 from wsealloc.solvers.base import Status
+from wsealloc.strategy.registry import strategy_for, strategy_named
 
 
 @dataclass(frozen=True)
@@ -160,23 +159,47 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             raise PlanError(f"{plan_path}: request.model is a {request.model.kind} source; an ONNX plan records an ONNX model")
         source = read_as_file(request.onnx_model, str(model_path))
     constraints = plan.request.constraints if plan.request is not None else None
+    # what the way of running it decided: recorded (version 3), or read off the plan (versions 1 and 2)
+    check(plan.schema_ != SCHEMA or plan.decision is not None, f"a {SCHEMA} plan records its decision; it has none")
+    decision = decision_of(plan)
+    try:
+        strategy = strategy_named(decision.strategy)
+    except ValueError as exc:
+        raise PlanError(f"{plan_path}: {exc}") from None
+    if plan.request is not None:
+        if plan.decision is not None:  # the request as the user gave it, costed as the decision says
+            lowered = strategy.cost_options(decision, plan.request.cost)
+            check(lowered == options, f"cost differs from request.cost under the decision: {_differ(options, lowered)}")
+        else:  # versions 1-2 wrote the decision back into the request
+            check(plan.request.cost == options, "request.cost differs from cost: the plan does not answer its own request")
     table = build_costs(source, arch, options, check_feasible=False, constraints=constraints)
+    if plan.request is not None:
+        wrong = strategy_for(plan.request).admits(plan.request, decision, table)
+        check(wrong is None, f"{wrong}: the decision does not answer the request")
     kgraph = table.kgraph
     if not _kernels_match(plan, kgraph, check):
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     order = {k.name: i for i, k in enumerate(kgraph.kernels)}
     in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
+    try:  # the decision replayed: the table the plan's units were solved on
+        lowered_table = strategy.lower(decision, table)
+    except ValueError as exc:
+        check(False, f"decision: {exc}")
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     kernels_table = table
-    if plan.regions:  # kernels sharing cores in time: the regions are the units of every check below
-        found = _region_units(plan, in_order, table, check)
+    if lowered_table.runs is not None or plan.regions:  # kernels sharing cores in time: the regions are the units
+        found = _region_units(plan, in_order, lowered_table, check)
         if found is None:
             return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
         table, in_order = found
     stages = _stages(plan, in_order, table, check)
     if stages is None:
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
-    if len(stages) > 1 and not plan.regions:  # training: the samples each wafer boundary adds in flight
-        table = kernels_table = over_wafers(table, [st.first for st in stages] + [stages[-1].end], constraints)
+    cuts = tuple(st.first for st in stages) + (stages[-1].end,)
+    want = decision.stage_cuts(len(in_order))
+    check(cuts == want, f"decision.cuts {list(want)} differ from the plan's stages (cuts {list(cuts)})")
+    if lowered_table.runs is None:  # training over wafers: each kernel costed with the samples its boundaries add
+        table = kernels_table = lowered_table
     for st in stages:  # root cause first: too many cores explains the op models that follow from it
         cores = sum(k.cores for k in st.members)
         if plan.objective.fits_wafer:
@@ -186,7 +209,6 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             check(not plan.objective.placed, "a plan that does not fit the wafer cannot be placed")
     if plan.request is not None:  # the plan's own records agree with the request it answers
         check(plan.request.machine == arch, "request.arch differs from arch.spec: the plan does not answer its own request")
-        check(plan.request.cost == options, "request.cost differs from cost: the plan does not answer its own request")
         check(dict(plan.request.onnx_model.dims) == plan.model.dims, "request.model.dims differ from model.dims")
     if not plan.regions:
         _check_kernel_numbers(in_order, kernels_table, check)
@@ -212,6 +234,19 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     fixed = table if plan.regions else _check_recompute(in_order, stages, table, check)
     _check_baseline(plan, stages, fixed, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+
+
+def _differ(recorded: CostOptions, lowered: CostOptions) -> str:
+    """The first field where the plan's cost options and the request's under its decision differ."""
+
+    def flat(doc: object, at: str = "") -> dict[str, object]:
+        if isinstance(doc, dict):
+            return {k: v for key, value in doc.items() for k, v in flat(value, f"{at}{key}.").items()}
+        return {at.rstrip("."): doc}
+
+    mine, theirs = flat(recorded.model_dump(mode="json")), flat(lowered.model_dump(mode="json"))
+    field = next((k for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)), "?")
+    return f"cost.{field} is {mine.get(field)}, the decision gives {theirs.get(field)}"
 
 
 def _kernels_match(plan: Plan, kgraph: KernelGraph, check: _Checks) -> bool:
@@ -316,13 +351,15 @@ def _constraint_line(kc: KernelCosts, table: CostTable, dataflow: Dataflow, r: i
 
 
 def _region_units(
-    plan: Plan, in_order: tuple[KernelPlan, ...], table: CostTable, check: _Checks
+    plan: Plan, in_order: tuple[KernelPlan, ...], units: CostTable, check: _Checks
 ) -> tuple[CostTable, tuple[KernelPlan, ...]] | None:
-    """A plan whose kernels share cores in time: each region's members (consecutive kernels, in order),
-    its grid and place shared by them, each member's own numbers on it, and the region's SRAM (all of
-    its members' at once) judged by the table of regions rebuilt here (``opmodels.region_table``). The
-    regions then stand for their kernels in every later check (cores, overlap, communication,
-    objective). None: the regions do not partition the kernels (nothing later can be checked)."""
+    """A plan whose kernels share cores in time: ``units``, the table of regions its decision lowers to
+    (``Strategy.lower``: runs of consecutive kernels, each region on its grid or its family's), against
+    the plan's regions: the same runs, each region's grid and place shared by its members, each
+    member's own numbers on it, and the region's SRAM (all of its members' at once) judged by that
+    table. The regions then stand for their kernels in every later check (cores, overlap,
+    communication, objective). None: the regions do not match the decision (nothing later can be
+    checked)."""
     regions = sorted(plan.regions, key=lambda rg: rg.index)
     if not check([rg.index for rg in regions] == list(range(len(regions))), "regions must be numbered 0..n-1"):
         return None
@@ -340,21 +377,11 @@ def _region_units(
         at += len(rg.members)
     if not check(at == len(names), f"{len(names) - at} kernel(s) belong to no region"):
         return None
-    # the regions' candidate grids, as the solve had them: the fixed --grid, or the sharing search's set
-    grid = plan.request.sharing.grid if plan.request is not None else None
-    family = plan.request.sharing.family if plan.request is not None else "squares"
-    if plan.request is not None and plan.request.mode is Mode.STREAMING:  # every kernel on the whole wafer in turn
-        check(len(regions) == 1, "a streamed plan is one region of every kernel")
-        units = streaming_table(table, plan.request.stream_samples)
-    elif family == "stacked" and grid is None:  # stacked columns: each region on its own grid (no choice left)
-        ok = all(tuple(rg.grid) in {tuple(s) for s in candidate_shapes(table.arch, family).tolist()} for rg in regions)
-        check(ok, "a region's grid is not one of the stacked family's (rows // k x width)")
-        units = region_table(table, runs, run_shapes=[np.array([rg.grid], dtype=np.int64) for rg in regions])
-    else:
-        shapes = np.array([grid], dtype=np.int64) if grid is not None else candidate_shapes(table.arch, family)
-        units = region_table(table, runs, shapes=shapes)
+    decided = list(units.runs) if units.runs is not None else []
+    if not check(decided == runs, f"decision.runs {decided[:4]}{' ...' if len(decided) > 4 else ''} are not the plan's regions"):
+        return None
     # the members as the regions hold them (streamed kernels: each its streamed work)
-    table = units.members if units.members is not None else table
+    table = units.members if units.members is not None else units
     by_name = {kc.kernel.name: kc for kc in table.kernels}
     records = []
     for rg, (first, end), unit in zip(regions, runs, units.kernels, strict=True):
@@ -561,9 +588,8 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
 
     base = plan.baseline
     kind = plan.objective.kind
-    # a fixed --grid, or stacked columns (each region on its own grid): the baseline is that allocation
-    sharing = plan.request.sharing if plan.request is not None else None
-    fixed = sharing is not None and (sharing.grid is not None or (sharing.mode.value == "auto" and sharing.family == "stacked"))
+    # no choice left (a fixed --grid, stacked columns: each region on its own grid): the baseline is that allocation
+    fixed = table.runs is not None and all(len(kc.table.r) <= 1 for kc in table.kernels)
     worst: int | None = 0
     slowest = 0
     cores, feasible = 0, True
@@ -658,16 +684,7 @@ def allocation_optimum(table: CostTable) -> int | None:
                 fewest[k] = n
         return total <= table.total_cores and all(sum(fewest[k] for k in b.kernels) <= b.cores for b in budgets)
 
-    lo, hi = 0, candidates.size - 1
-    if not fits(int(candidates[hi])):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(int(candidates[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    return int(candidates[lo])
+    return first_true(candidates, fits)
 
 
 def _group_key(kc: KernelCosts, k: int) -> tuple[int, int]:

@@ -18,7 +18,7 @@ numbers handed to solvers (a target floor, a gap to report); it reads op models,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.contest import ContestGraph
 from wsealloc.opmodels.contest import ContestOpModels, enumerate_graph
+from wsealloc.search import first_true
 
 
 @dataclass(frozen=True)
@@ -122,19 +123,19 @@ def contest_bounds(graph: ContestGraph, models: Sequence[ContestOpModels] | None
                 stack_w += p.count * int(p.width[i])
         return stack_h <= fab.height and stack_w <= fab.width
 
-    if not area_ok(int(times[-1])):
+    area = first_true(times, area_ok)
+    if area is None:
         least = _area(profiles, int(times[-1]))
         raise InfeasibleError(
             f"{graph.source}: the smallest legal rectangles of the {len(ms)} kernels cover {least:,} tiles, "
             f"more than the {fab.width}x{fab.height} fabric's {fab.area:,}; no placement exists"
         )
-    if not fabric_ok(int(times[-1])):
+    fabric = first_true(times, fabric_ok)
+    if fabric is None:
         raise InfeasibleError(
             f"{graph.source}: the kernels wider (or taller) than half the fabric cannot be stacked within it "
             "even at their smallest legal models; no placement exists"
         )
-    area = _first(times, area_ok)
-    fabric = _first(times, fabric_ok)
     return ContestBounds(single, slowest.kernel.name, area, fabric, fab.area, _area(profiles, area))
 
 
@@ -146,15 +147,3 @@ def _area(profiles: list[_Profile], t: int) -> int:
             return np.iinfo(np.int64).max
         total += p.count * int(p.area[i])
     return total
-
-
-def _first(times: np.ndarray, ok: Callable[[int], bool]) -> int:
-    """The smallest time in the sorted ``times`` meeting the monotone condition ``ok`` (which the last one meets)."""
-    lo, hi = 0, times.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(int(times[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    return int(times[lo])

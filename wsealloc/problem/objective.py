@@ -40,6 +40,7 @@ import numpy as np
 
 from wsealloc.cost.comm import CommCosts
 from wsealloc.errors import UsageError, choices_message
+from wsealloc.search import first_true
 
 if TYPE_CHECKING:
     from wsealloc.problem.allocation import AllocationProblem
@@ -60,7 +61,9 @@ class Aggregate(enum.Enum):
     PATH = "path"  # the longest path through the kernel graph (one token's time)
 
 
-# The backends that exist (names as in solvers.base); which of them an objective admits is its own.
+# The backends that exist, named here, below both the request (which checks --solver against them
+# without importing the solvers) and the registry in solvers.base (which holds exactly these); which of
+# them an objective admits is its own.
 ALL_BACKENDS = ("cpsat", "pulp", "pulp-highs", "bisect", "greedy", "greedy-seed")
 HEURISTICS = frozenset({"greedy", "greedy-seed"})  # give a plan, prove nothing, run under every objective
 
@@ -292,7 +295,6 @@ def optimal_bottleneck(problem: AllocationProblem) -> int | None:
     each kernel takes its fewest-core candidate meeting T; Ibaraki & Katoh 1988)."""
     mult = problem.multiplicity()
     values = np.unique(np.concatenate([c.latency for c, m in zip(problem.classes, mult, strict=True) if m > 0]))
-    lo, hi = 0, len(values) - 1
 
     def fits(target: int) -> bool:
         need = cores_needed(problem, target, mult)
@@ -305,15 +307,7 @@ def optimal_bottleneck(problem: AllocationProblem) -> int | None:
             return problem.within_budgets(fewest)
         return True
 
-    if not fits(int(values[hi])):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(int(values[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    return int(values[lo])
+    return first_true(values, fits)
 
 
 def _lower_hull(cores: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,8 +19,10 @@ from wsealloc.arch import Arch
 from wsealloc.errors import InfeasibleError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.plan.build import make_plan
+from wsealloc.plan.decision import decision_of
 from wsealloc.plan.schema import Plan
-from wsealloc.request import Mode, RequestOptions, SolveRequest, build_request
+from wsealloc.request import RequestOptions, SolveRequest, build_request
+from wsealloc.strategy.registry import strategy_for
 
 
 @dataclass(frozen=True)
@@ -183,45 +186,46 @@ def compare(
     outcome = run(request)
     assert isinstance(outcome, SolveOutcome)
     comparison = from_outcome(outcome)
-    other = other_mode_row(request, outcome)
-    return comparison if other is None else replace(comparison, rows=(*comparison.rows, other))
+    return replace(comparison, rows=(*comparison.rows, *other_mode_rows(request, outcome)))
 
 
-def other_mode_row(request: SolveRequest, outcome: SolveOutcome) -> Row | None:
-    """Training, or a mode asked for: the plan of the other mode (the layer pipeline beside weight
-    streaming), allocation only, as one more row; None when neither applies or the arch has no
-    off-wafer bandwidth to stream from."""
+def other_mode_rows(request: SolveRequest, outcome: SolveOutcome) -> tuple[Row, ...]:
+    """The other ways to run the request its strategy names (``Strategy.alternatives``: the layer
+    pipeline beside weight streaming), each planned allocation-only as one more row; none when the arch
+    has no off-wafer bandwidth to stream from."""
     machine = request.machine
-    if (request.cost.train is None and request.mode is Mode.PIPELINED) or machine.cluster.offwafer_bytes_per_s is None:
-        return None
-    chosen = outcome.request.mode if outcome.request is not None else request.mode
-    other = Mode.STREAMING if chosen is Mode.PIPELINED else Mode.PIPELINED
-    label = (
-        f"weight streaming ({request.stream_samples} sample(s) per pass)"
-        if other is Mode.STREAMING
-        else "layer pipeline (--mode pipelined)"
-    )
-    try:  # validated again: a rule of the request may not apply in the other mode (constraints, cost model)
-        again = SolveRequest.from_json(request.model_copy(update={"mode": other, "place": False}).to_json())
-    except UsageError as error:
-        return Row(f"{label}: not planned", 0, 0.0, str(error)[:80], "-", None, None, None, "REFUSED")
-    try:
-        alt = run(again)
-    except InfeasibleError as error:
-        return Row(f"{label}: does not fit", 0, 0.0, str(error).split(": ", 2)[-1][:80], "-", None, None, None, "INFEASIBLE")
-    assert isinstance(alt, SolveOutcome)
-    obj = alt.plan.objective
-    return Row(
-        label,
-        obj.value,
-        round(machine.clock_hz / max(obj.value, 1), 2),
-        obj.bottleneck_kernel,
-        obj.bound_by.value,
-        obj.cores_used,
-        None,
-        obj.wall_s,
-        obj.status.value,
-    )
+    if machine.cluster.offwafer_bytes_per_s is None:
+        return ()
+    rows = []
+    for label, fields in strategy_for(request).alternatives(request, decision_of(outcome.plan)):
+        try:  # validated again: a rule of the request may not apply in the other mode (constraints, cost model)
+            again = SolveRequest.from_json(json.dumps({**json.loads(request.to_json()), **fields, "place": False}))
+        except UsageError as error:
+            rows.append(Row(f"{label}: not planned", 0, 0.0, str(error)[:80], "-", None, None, None, "REFUSED"))
+            continue
+        try:
+            alt = run(again)
+        except InfeasibleError as error:
+            rows.append(
+                Row(f"{label}: does not fit", 0, 0.0, str(error).split(": ", 2)[-1][:80], "-", None, None, None, "INFEASIBLE")
+            )
+            continue
+        assert isinstance(alt, SolveOutcome)
+        obj = alt.plan.objective
+        rows.append(
+            Row(
+                label,
+                obj.value,
+                round(machine.clock_hz / max(obj.value, 1), 2),
+                obj.bottleneck_kernel,
+                obj.bound_by.value,
+                obj.cores_used,
+                None,
+                obj.wall_s,
+                obj.status.value,
+            )
+        )
+    return tuple(rows)
 
 
 # -- pictures --------------------------------------------------------------------------------------

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import numpy as np
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
-from wsealloc.cost import Dataflow, StreamedWork, TrainingWork, grid_costs
-from wsealloc.cost.training import segment_length
-from wsealloc.opmodels.streaming import largest_batch
-from wsealloc.opmodels.table import pipeline_shape
+from wsealloc.opmodels import CostTable
+from wsealloc.plan.decision import strategy_of
 from wsealloc.plan.schema import KernelPlan, Plan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import defect_mask
-from wsealloc.request import Mode
-from wsealloc.units import format_bytes
 
 
 def communication(k: KernelPlan) -> str:
@@ -51,21 +44,14 @@ def placement_cost(out: SolveOutcome) -> str | None:
     return "; ".join(part for part in parts if part)
 
 
-def _bottleneck_line(plan: Plan) -> str:
+def _bottleneck_line(plan: Plan, costs: CostTable) -> str:
     """The slowest kernel, or the slowest region of kernels sharing cores in time."""
     obj = plan.objective
     limit = obj.bound_by.value + (", at its SRAM floor" if obj.sram_limited else "")
     region = next((rg for rg in plan.regions if rg.name == obj.bottleneck_kernel), None)
     if region is not None:
-        s = region.sram
         comm = f", communication {region.comm_cycles:,}" if region.comm_cycles else ""
-        streamed = plan.request is not None and plan.request.mode is Mode.STREAMING
-        kept = "stash" if plan.request is not None and plan.request.cost.train is not None else "KV cache"
-        parts = (
-            f"{kept} {s.state:,}, streamed weights and activations passing {s.buffers:,}"
-            if streamed
-            else f"weights {s.weights:,}, KV cache {s.state:,}, buffers {s.buffers:,}"
-        )
+        parts = strategy_of(plan).region_sram_words(region.sram, costs)
         return (
             f"slowest region {region.name} ({len(region.members)} kernels in turn on {region.grid[0]}x{region.grid[1]}): "
             f"{region.latency_cycles:,} cycles{comm}; SRAM {region.sram_bytes_per_core:,} B/core ({parts})"
@@ -136,98 +122,6 @@ def constraints_line(out: SolveOutcome) -> str | None:
     )
 
 
-def streaming_lines(out: SolveOutcome) -> list[str]:
-    """A streamed plan: the batch, the bandwidth, how many kernels the stream bounds, which recompute,
-    and why this mode (``--mode auto``)."""
-    plan = out.plan
-    request = plan.request
-    if request is None or request.mode is not Mode.STREAMING or out.costs.members is None:
-        return []
-    arch = out.costs.arch
-    bw = arch.cluster.offwafer_bytes_per_s or 0.0
-    kernels = out.costs.members.kernels
-    works = [kc.work for kc in kernels if isinstance(kc.work, StreamedWork)]
-    recompute = sum(w.recompute for w in works)
-    segments = _segments([w.inner for w in works], [w.recompute for w in works])
-    stream_bound = 0
-    turns = 2 if out.costs.options.train is not None else 1  # forward and backward each stream the weights
-    by_name = {kp.name: kp for kp in plan.kernels}
-    for kc in kernels:
-        w = kc.work
-        if isinstance(w, StreamedWork) and bw:
-            stream = int(np.ceil(w.weight_bytes / (bw / arch.clock_hz)))
-            stream_bound += by_name[kc.kernel.name].latency_cycles <= -(-stream * turns // w.batch)
-    what = "training" if out.costs.options.train is not None else "inference"
-    inner = replace(
-        out.costs.members, kernels=tuple(replace(kc, work=kc.work.inner) for kc in kernels if isinstance(kc.work, StreamedWork))
-    )
-    lines = [
-        f"streaming ({what}): {request.stream_samples} samples per pass, one kernel at a time on the whole wafer, weights "
-        f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
-        f"{stream_bound} of {len(works)} kernels bound by the stream, {segments} ({recompute} kernels) recompute; the largest "
-        f"batch that fits: {largest_batch(inner):,} samples per pass"
-    ]
-    return lines
-
-
-def _segments(works: list[object], flags: list[bool]) -> str:
-    """'k of S segments': the recomputation segments that recompute, of those the kernels form."""
-    seen = {w.segment for w in works if isinstance(w, TrainingWork)}
-    chosen = {w.segment for w, f in zip(works, flags, strict=True) if f and isinstance(w, TrainingWork)}
-    return f"{len(chosen)} of {len(seen)} segments"
-
-
-def training_lines(out: SolveOutcome) -> list[str]:
-    """Training plans: the optimizer, which kernels recompute, the SRAM by part over the wafer."""
-    train = out.costs.options.train
-    request = out.plan.request
-    if train is None or (request is not None and request.mode is Mode.STREAMING):
-        return []
-    plan = out.plan
-    by_name = {kc.kernel.name: kc for kc in out.costs.kernels}
-    totals = dict.fromkeys(("weights", "gradients", "optimizer", "stash", "buffers"), 0.0)
-    recompute = 0
-    deepest = 0
-    works: list[object] = []
-    flags: list[bool] = []
-    for kp in plan.kernels:
-        kc = by_name.get(kp.name)
-        if kc is None or not isinstance(kc.work, TrainingWork):
-            continue
-        dataflow = Dataflow(kp.dataflow)
-        recompute += dataflow is Dataflow.TRAIN_RECOMPUTE
-        works.append(kc.work)
-        flags.append(dataflow is Dataflow.TRAIN_RECOMPUTE)
-        deepest = max(deepest, kc.work.in_flight)
-        g = grid_costs(kc.work, out.costs.arch, out.costs.options, dataflow, np.array([kp.grid[0]]), np.array([kp.grid[1]]))
-        parts = g.sram_parts()
-        for name, part in (
-            ("weights", parts.weights),
-            ("gradients", parts.grads),
-            ("optimizer", parts.optimizer),
-            ("stash", parts.stash),
-            ("buffers", parts.buffers),
-        ):
-            totals[name] += float(part[0]) * kp.cores if part is not None else 0.0
-    every = "every sample" if train.batch == 1 else f"every {train.batch} samples"
-    length = train.segment or segment_length(pipeline_shape(out.costs.kgraph)[1])
-    rate = plan.objective.throughput_samples_per_s
-    ops = out.costs.kgraph.ops
-    ids = [ops.tensors[t] for t in ops.inputs if t in ops.tensors and not ops.tensors[t].is_float]
-    tokens = max((t.numel for t in ids), default=0)  # a sequence model's sample: its token ids
-    per_token = f" = {rate * tokens:,.0f} tokens/s ({tokens:,} tokens a sample)" if tokens > 1 else ""
-    usable = out.costs.arch.usable_sram_bytes * out.costs.arch.total_cores * len(plan.stages)
-    memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
-    return [
-        f"training: {rate:,.1f} samples/s{per_token}; {train.optimizer.value}, weights updated "
-        f"{every}; forward, backward and update time-shared on each kernel's rectangle; {_segments(works, flags)} "
-        f"of about {length} stages ({recompute} of {len(plan.kernels)} kernels) recompute (--recompute "
-        f"{train.recompute.value})",
-        f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
-        f"of {format_bytes(usable)} usable",
-    ]
-
-
 def summary_lines(out: SolveOutcome) -> list[str]:
     """Human-readable lines describing a solve outcome."""
     plan = out.plan
@@ -247,24 +141,12 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         f"model {plan.model.path}: {len(plan.kernels)} kernels ({out.costs.kgraph.ops.onnx_nodes} ONNX nodes) "
         f"on {on} ({arch.rows}x{arch.cols} = {arch.total_cores:,} cores{' each' if wafers > 1 else ''})",
         f"solver {obj.solver}: {obj.status.value} in {obj.wall_s:.2f} s; {headline}",
-        _bottleneck_line(plan),
+        _bottleneck_line(plan, out.costs),
         f"throughput {obj.throughput_samples_per_s:,.1f} samples/s at {arch.clock_hz / 1e9:.2f} GHz; "
         f"cores used {obj.cores_used:,} of {total:,} ({obj.cores_used / total:.1%})",
     ]
-    if plan.regions:
-        grids = sorted({f"{rg.grid[0]}x{rg.grid[1]}" for rg in plan.regions})
-        fit = (
-            ""
-            if obj.fits_wafer
-            else f"; they need {obj.cores_used:,} cores, more than the wafer's {arch.total_cores:,}: not placed"
-        )
-        lines.append(
-            f"regions: {len(plan.regions)} sharing cores in time ({len(plan.kernels)} kernels; grids {', '.join(grids[:6])}"
-            f"{', ...' if len(grids) > 6 else ''}){fit}"
-        )
+    lines += strategy_of(plan).summary_lines(plan, out.costs)  # the way it runs: regions, training, streaming
     lines += llm_lines(plan)
-    lines += training_lines(out)
-    lines += streaming_lines(out)
     if wafers > 1:
         lines.append(
             "stages: "

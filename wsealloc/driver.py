@@ -1,0 +1,292 @@
+"""The driver: what a strategy prepared, solved and made a plan.
+
+``drive`` asks the strategy for its decision and parts (``strategy.base``), solves each part (the
+greedy baseline, the bound the strategy proved, the request's backend, then the placement), builds
+the plan (merged over wafers when the strategy cut the model), writes the decision, its reason and
+the constraints' price into it, and asks the strategy for another decision when a layout does not
+pack. It never asks which strategy it holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from wsealloc.budget import Deadline, run_stoppable
+from wsealloc.errors import NoLayoutError, SolverError
+from wsealloc.opmodels import CostTable
+from wsealloc.plan.build import make_plan, merge_stages
+from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
+from wsealloc.problem import AllocationProblem, build_problem
+from wsealloc.problem.flows import flows
+from wsealloc.problem.objective import Aggregate, objective_named
+from wsealloc.problem.placement import build_placement_problem
+from wsealloc.problem.stages import build_stage_problem
+from wsealloc.request import SolveRequest
+from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
+from wsealloc.solvers.base import PlacementResult, result_from_choice
+from wsealloc.solvers.place import column_layout, place_baseline
+from wsealloc.solvers.place import solve as place_solver
+from wsealloc.solvers.stages import StagePartition
+from wsealloc.solvers.strips import Placed
+from wsealloc.strategy.base import Part, Prepared, Strategy
+
+Progress = Callable[[str], None]
+
+# Shares of the budget (what remains when the stage starts). The allocation backends usually prove
+# their optimum in seconds; capping them at half keeps the placement's time when they do not.
+ALLOCATION_SHARE_WHEN_PLACING = 0.5
+BASELINE_PLACEMENT_SHARE = 0.25  # the greedy allocation placed by the same construction
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    """Everything a solve produced."""
+
+    plan: Plan
+    result: SolverResult  # the chosen solver's result (bound folded in)
+    baseline: SolverResult  # greedy under the same cost model
+    exact: SolverResult  # the proven bound of the allocation-only problem (an optimum where it constructs one)
+    costs: CostTable
+    interrupted: bool = False
+    placement: PlacementResult | None = None
+    partition: StagePartition | None = None  # multi-wafer plans: the stage cut points
+    request: SolveRequest | None = None  # what was solved (None only for hand-built outcomes)
+    kind: str = "model"  # Outcome.kind
+
+    def flows(self) -> list[tuple[str, str, float]]:
+        """Producer->consumer flows between kernels: (producer, consumer, bytes per sample)."""
+        names = [kc.kernel.name for kc in self.costs.kernels]
+        return [(names[s], names[t], b) for s, t, b in flows(self.costs).pairs()]
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline bottleneck / plan bottleneck (throughput ratio), placed baseline for placed plans."""
+        # the plan's own baseline: for several wafers it is the greedy over the same stages, while
+        # ``self.baseline`` is one stage's greedy result
+        base = self.plan.baseline.placed_value_cycles if self.plan.objective.placed else self.plan.baseline.value_cycles
+        if base is None or self.plan.objective.value == 0:
+            return None
+        return base / self.plan.objective.value
+
+
+def drive(
+    strategy: Strategy, costs: CostTable, request: SolveRequest, deadline: Deadline, progress: Progress | None = None
+) -> SolveOutcome:
+    """Solve ``costs`` the way ``strategy`` decides (see the module docstring)."""
+    say = progress or (lambda message: None)
+    prepared = strategy.decide(costs, request, deadline, say)
+    while True:
+        try:
+            return _annotated(solve_prepared(prepared, request, deadline, say), prepared)
+        except NoLayoutError:
+            again = strategy.retry(costs, request, prepared, deadline, say)
+            if again is None or deadline.stopped:
+                raise
+            prepared = again
+
+
+def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline, say: Progress) -> SolveOutcome:
+    """Every part solved; several wafers merged into one plan (each wafer an equal share of what remains)."""
+    partition = prepared.partition
+    if partition is None:
+        (part,) = prepared.parts
+        return solve_part(part, request, deadline, say)
+    outcomes = []
+    for s, part in enumerate(prepared.parts):
+        outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say))
+    costs = prepared.costs
+    transfer = build_stage_problem(costs).transfer_cycles()
+    wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
+    plan = merge_stages(
+        costs,
+        request.onnx_model,
+        partition.cuts,
+        [o.plan for o in outcomes],
+        transfer,
+        prepared.bound,
+        f"stages+{outcomes[0].plan.objective.solver}",
+        wall,
+        request,
+    )
+    exact = SolverResult("stages", Status.OPTIMAL, None, prepared.bound, prepared.bound, partition.wall_s)
+    first = outcomes[0]
+    return SolveOutcome(plan, first.result, first.baseline, exact, costs, deadline.stopped, None, partition, request)
+
+
+def _annotated(outcome: SolveOutcome, prepared: Prepared) -> SolveOutcome:
+    """The plan with what the strategy decided: the decision, its reason in front of the note, the price."""
+    objective = outcome.plan.objective
+    why = prepared.decision.reason
+    update: dict[str, object] = {}
+    if why:
+        update["message"] = f"{why}; {objective.message}" if objective.message else why
+    if prepared.price is not None:
+        p = prepared.price
+        update["constraints"] = ConstraintsRecord(
+            source=p.source, rules=p.rules, unconstrained_bound_cycles=p.unconstrained, unconstrained_optimal=p.optimal
+        )
+    plan = outcome.plan.model_copy(
+        update={"objective": objective.model_copy(update=update), "decision": prepared.decision, "schema_": SCHEMA}
+    )
+    return replace(outcome, plan=plan)
+
+
+def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progress) -> SolveOutcome:
+    """One part: greedy baseline, the bound the strategy proved, then the request's backend (an
+    allocation share of ``deadline``); with ``request.place`` and a part to place, every unit placed in
+    what remains (the bound stays the allocation-only optimum)."""
+    costs = part.table
+    solver = request.solver.name
+    knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
+    objective = objective_named(request.objective)
+    problem = build_problem(costs, objective=objective)
+    say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
+    if part.fixed or part.bound is None:
+        return _fixed(costs, problem, request, deadline, knobs, say)  # no choice: no solver runs
+    objective.check_backend(solver)
+    baseline = get_solver("greedy")(problem, knobs)
+    proven = part.bound
+    assert proven.value is not None  # a strategy proves a bound or refuses the part
+    wall = proven.wall_s
+    exact = (
+        result_from_choice(proven.method, problem, proven.choice, Status.OPTIMAL, proven.value, wall)
+        if proven.choice is not None
+        else SolverResult(proven.method, Status.UNKNOWN, None, None, proven.value, wall, message=f"{proven.method} lower bound")
+    )
+    bound = proven.value
+    if solver == "bisect" or proven.final:
+        result = (
+            exact
+            if proven.choice is not None
+            else result_from_choice(proven.method, problem, proven.start or (), Status.FEASIBLE, bound, wall)
+        )
+    elif solver in ("greedy", "greedy-seed"):
+        result = baseline if solver == "greedy" else get_solver(solver)(problem, knobs)
+    else:
+        hint = proven.start or (baseline.choice if baseline.status is Status.FEASIBLE else exact.choice)
+        share = deadline.share(ALLOCATION_SHARE_WHEN_PLACING) if request.place and part.place else deadline
+        run_opts = replace(knobs, deadline=share, hint=hint, lower_bound=bound)
+        backend = get_solver(solver)
+        say(f"allocation: {proven.method} bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
+        found = run_stoppable(lambda: backend(problem, run_opts), deadline)
+        result = found or SolverResult(solver, Status.UNKNOWN, None, None, bound, 0.0, message="stopped by a signal")
+    if not result.has_solution:
+        fallback = baseline if baseline.status is Status.FEASIBLE else exact
+        result = replace(
+            fallback,
+            solver=result.solver,
+            status=Status.FEASIBLE,
+            wall_s=result.wall_s,
+            message=f"{result.solver} found no solution ({result.status.value}: {result.message}); "
+            f"kept the {fallback.solver} plan",
+        )
+    if result.status is not Status.INVALID and result.objective is not None:
+        # The objective's proven bound holds for every backend's problem: report it with each result.
+        if result.status is Status.OPTIMAL and result.objective > bound and proven.optimal:
+            raise SolverError(f"{result.solver} claims OPTIMAL at {result.objective} cycles but {proven.method} proves {bound}")
+        value = result.objective
+        if part.wider:
+            # proven over more than this table: the only bound a result may claim; reaching it is optimal
+            result = replace(result, bound=min(bound, value), status=Status.OPTIMAL if value <= bound else Status.FEASIBLE)
+        else:
+            status = Status.OPTIMAL if value <= bound else result.status
+            result = replace(result, bound=max(result.bound or 0, bound), status=status)
+    if not request.place or not part.place or deadline.stopped:
+        # a stop before the placement: the allocation-only plan is the best valid plan there is
+        plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
+        return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
+    return _placed(costs, problem, result, baseline, exact, request, deadline, knobs, say)
+
+
+def _placed(
+    costs: CostTable,
+    problem: AllocationProblem,
+    result: SolverResult,
+    baseline: SolverResult,
+    exact: SolverResult,
+    request: SolveRequest,
+    deadline: Deadline,
+    knobs: SolveOptions,
+    say: Progress,
+) -> SolveOutcome:
+    """Every unit placed on the wafer: the greedy allocation placed by the same construction (the
+    baseline, and a start of the search), then the placement search."""
+    objective = problem.objective
+    pproblem = build_placement_problem(costs, lower_bound=int(result.bound or 0), objective=objective)
+    say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
+    greedy_layout = None
+    baseline_placed = None
+    if baseline.choice is not None:
+        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
+        share = deadline.share(BASELINE_PLACEMENT_SHARE)
+        greedy_layout = run_stoppable(lambda: place_baseline(pproblem, targets, share), deadline)
+        if greedy_layout is not None:
+            stage, comm = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)
+            baseline_placed = (pproblem.layout_time(stage, comm), int(stage.max()))  # (value, bottleneck)
+    starts: tuple[Placed, ...] = (greedy_layout,) if greedy_layout is not None else ()
+    if objective.aggregate is Aggregate.PATH and result.choice is not None:
+        # a token's path: the construction's one target time suits the slowest kernel, not a sum; the
+        # solver's own allocation placed by the same construction is a start the search must beat
+        targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(result.choice)])
+        solver_layout = run_stoppable(
+            lambda: place_baseline(pproblem, targets, deadline.share(BASELINE_PLACEMENT_SHARE)), deadline
+        )
+        starts += (solver_layout,) if solver_layout is not None else ()
+        if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
+            stacked = column_layout(pproblem, targets)
+            starts += (stacked,) if stacked is not None else ()
+    placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
+    if placement is None or placement.rects is None:
+        if deadline.stopped:
+            # stopped before any layout: the allocation-only plan is the best valid plan there is
+            plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
+            return SolveOutcome(plan, result, baseline, exact, costs, True, request=request)
+        message = "no layout" if placement is None else placement.message
+        raise NoLayoutError(
+            f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
+            f"({message}); reduce defects, allow die crossings, or plan with --no-place"
+        )
+    say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
+    plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
+    return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def _fixed(
+    costs: CostTable, problem: AllocationProblem, request: SolveRequest, deadline: Deadline, knobs: SolveOptions, say: Progress
+) -> SolveOutcome:
+    """Every unit on its one op model (a fixed ``--grid``): placed when the units fit the wafer, else
+    reported with the cores they need (the configuration is the one a measurement describes: it is
+    not refused)."""
+    t0 = time.perf_counter()
+    choice = tuple(0 for _ in range(problem.n_kernels))
+    need = problem.evaluate(choice)[1]
+    fits = need <= problem.total_cores
+    fixed_problem = replace(problem, total_cores=max(problem.total_cores, need))
+    grids = sorted({f"{int(kc.table.r[0])}x{int(kc.table.c[0])}" for kc in costs.kernels if len(kc.table.r)})
+    shape = grids[0] if len(grids) == 1 else "their grids"
+    size = need // max(len(costs.kernels), 1)
+    note = f"every kernel on {shape}: {len(costs.kernels)} regions of {size:,} cores = {need:,} cores" + (
+        "" if fits else f", more than the wafer's {problem.total_cores:,}: not placed"
+    )
+    result = result_from_choice("grid", fixed_problem, choice, Status.FEASIBLE, None, time.perf_counter() - t0, message=note)
+    say(f"allocation: {note}")
+    if not fits or not request.place or deadline.stopped:
+        plan = make_plan(costs, request.onnx_model, result, result, request=request, fits=fits)
+        return SolveOutcome(plan, result, result, result, costs, deadline.stopped, request=request)
+    pproblem = build_placement_problem(costs, lower_bound=0, objective=problem.objective)
+    stacked = column_layout(pproblem, np.array(problem.latencies(choice)))
+    starts = (stacked,) if stacked is not None else ()
+    placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
+    if placement is None or placement.rects is None:
+        # the cores fit but the rectangles do not (three 420 x 420 regions on 750 x 994): say so, keep the plan
+        unplaced = replace(
+            result, message=f"{note}; no layout packs {len(costs.kernels)} regions of {shape} on the wafer: not placed"
+        )
+        plan = make_plan(costs, request.onnx_model, unplaced, unplaced, request=request)
+        return SolveOutcome(plan, unplaced, unplaced, unplaced, costs, deadline.stopped, request=request)
+    plan = make_plan(costs, request.onnx_model, result, result, placement, pproblem, None, request)
+    return SolveOutcome(plan, result, result, result, costs, deadline.stopped, placement, request=request)

@@ -1,0 +1,292 @@
+"""Cores shared in time: runs of consecutive kernels, each run a region whose kernels take turns on one
+grid (``cost.region``, ``opmodels.regions``).
+
+Two strategies: :class:`SharedRegions` (``--share auto``: the runs and grids ``solvers.share`` proves
+best for one token's time among a family of region grids, falling back to stacked columns when the
+chosen regions do not pack) and :class:`FixedGrid` (``--grid RxC``: every region on one grid, the runs
+SRAM packing gives; WaferLLM's mapping). Their decision
+(:class:`~wsealloc.strategy.decision.RegionsDecision`) is the runs and, where fixed, each run's grid,
+else the family the allocation chose grids from."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wsealloc.budget import Deadline, run_stoppable
+from wsealloc.errors import InfeasibleError, Interrupted, UsageError
+from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.regions import region_table
+from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named
+from wsealloc.problem.sharing import INF as SHARING_INF
+from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes, grid_allowed
+from wsealloc.solvers import Status
+from wsealloc.solvers.share import solve as share_solver
+from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
+from wsealloc.strategy.decision import Decision, RegionsDecision
+from wsealloc.strategy.modes import Family, ShareMode
+from wsealloc.strategy.pipeline import refuse_seed_training, wafer_part
+from wsealloc.units import format_bytes
+
+if TYPE_CHECKING:
+    from wsealloc.plan.schema import Plan
+    from wsealloc.request import SolveRequest
+
+# --share auto: regions that fill the wafer may not pack; choose again among this region family
+FALLBACK_FAMILY: Family = "stacked"  # (stacked columns always pack: only another family falls back)
+# the share of the wafer's cores regions of a family may take: two shelves of regions need a little
+# slack to split their widths into rows of the wafer's width; columns (stacked or not) always pack
+FAMILY_BUDGET = {"squares": 1.0, "shelves": 0.98, "columns": 1.0, "stacked": 1.0}
+SHARING_SHARE = 0.6  # --share auto: the search for runs and grids (LLaMA decodes: about 10 s; the rest allocates and places)
+
+
+def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
+    """Consecutive kernels packed into as few ``r x c`` regions as SRAM allows (first fit in dataflow
+    order: the fewest regions of a sequence); a kernel that alone needs more is an error naming it."""
+    if r > costs.arch.rows or c > costs.arch.cols:
+        raise UsageError(f"--grid {r}x{c}: larger than the {costs.arch.rows}x{costs.arch.cols} wafer of {costs.arch.name}")
+    if not grid_allowed(costs.arch, r, c):
+        die = costs.arch.wafer.die_cores
+        raise UsageError(
+            f"--grid {r}x{c}: crosses a die boundary, which {costs.arch.name} forbids (dies are {die.rows}x{die.cols})"
+        )
+    sp = build_sharing_problem(costs, np.array([[r, c]]))
+    usable = float(sp.usable_sram)
+    runs: list[tuple[int, int]] = []
+    first, held, peak = 0, 0.0, 0.0
+    for k in range(sp.n_kernels):
+        resident, buffers = float(sp.resident[k, 0]), float(sp.buffers[k, 0])
+        if sp.latency[k, 0] >= SHARING_INF or resident + buffers > usable:
+            why = (
+                f"cannot be laid on {r}x{c}"
+                if sp.latency[k, 0] >= SHARING_INF
+                else f"needs {format_bytes(int(resident + buffers))} per core on {r}x{c}, more than the usable "
+                f"{format_bytes(sp.usable_sram)}"
+            )
+            raise InfeasibleError(
+                f"{costs.kgraph.ops.source}: kernel {sp.names[k]} {why}: a kernel cannot span regions; use a larger --grid"
+            )
+        if held + resident + max(peak, buffers) > usable:  # resident parts add up, one kernel's buffers at a time
+            runs.append((first, k))
+            first, held, peak = k, 0.0, 0.0
+        held += resident
+        peak = max(peak, buffers)
+    runs.append((first, sp.n_kernels))
+    return runs
+
+
+def share_cores(
+    costs: CostTable,
+    request: SolveRequest,
+    family: Family,
+    deadline: Deadline,
+    say: Progress = quiet,
+    known_bound: int | None = None,
+) -> tuple[CostTable, ProvenBound | None, tuple[tuple[int, int], ...] | None]:
+    """The table of regions ``solvers.share`` proves best for a token's time among ``family``'s region
+    grids, its proven bound (the least of it and ``known_bound``, another family's, when a solve fell
+    back) and each region's fixed grid (stacked columns; None: the allocation chooses among the
+    family's). No regions found in time: the kernel table, no bound."""
+    if request.objective is not ObjectiveKind.LATENCY:
+        raise UsageError(
+            "--share auto chooses regions for one token's time: add --objective latency "
+            "(a throughput plan keeps every kernel on its own rectangle: --share none)"
+        )
+    sp = build_sharing_problem(costs, family=family)
+    sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
+    groups = region_spans(costs)
+    kernel_sp = sp
+    sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
+    share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
+    found = run_stoppable(lambda: share_solver(sp, share), deadline)
+    if found is None:
+        raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
+    if found.status is Status.INFEASIBLE:
+        named = "; ".join(where for _, where in groups)
+        rules = f" with {named}" if named else ""
+        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}")
+    found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
+    sp = kernel_sp  # the runs are of kernels again
+    free = None
+    if groups:  # the price of the groups: the same search without them (a share of what is left)
+        free_run = run_stoppable(lambda: share_solver(kernel_sp, deadline.share(0.2)), deadline)
+        free = free_run.bound if free_run is not None and free_run.status is not Status.INFEASIBLE else None
+    if not found.runs:  # nothing found in time: every kernel keeps its own rectangle
+        say(f"sharing: {found.message}; planning one kernel per region instead")
+        return costs, None, None
+    say(f"sharing: {found.message}; {found.latency:,} cycles per token, bound {found.bound:,} ({found.wall_s:.1f} s)")
+    bound = found.bound if known_bound is None else min(known_bound, found.bound or known_bound)
+    optimal = found.status is Status.OPTIMAL and bound == found.latency
+    if sp.pieces.size:  # stacked columns: each column's regions on its grid, as chosen (they pack as columns)
+        single = sp.single_windows()
+        cut = np.zeros(sp.n_kernels + 1, dtype=bool)
+        cut[bounds] = True  # a column's regions break only where the user's groups allow
+        pieces = [
+            (piece, g) for (i, j), g in zip(found.runs, found.grids, strict=True) for piece in sp.split(i, j, g, single[g], cut)
+        ]
+        runs = [piece for piece, _ in pieces]
+        grids = tuple((int(sp.shapes[g, 0]), int(sp.shapes[g, 1])) for _, g in pieces)
+        units = region_table(costs, runs, run_shapes=[np.array([grid], dtype=np.int64) for grid in grids])
+        fixed = tuple(0 for _ in runs)
+        return (
+            units,
+            ProvenBound("share", bound, fixed if optimal else None, fixed, final=True, wall_s=found.wall_s, unconstrained=free),
+            grids,
+        )
+    units = region_table(costs, found.runs, shapes=sp.shapes)
+    start = []
+    for i, ((first, end), g) in enumerate(zip(found.runs, found.grids, strict=True)):
+        run_latency = int(sp.latency[first:end, g].sum())
+        frontier = units.kernels[i].frontier
+        within = np.flatnonzero(frontier.latency <= run_latency)
+        start.append(int(within[0]) if within.size else len(frontier) - 1)
+    choice = tuple(start)
+    proven = ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s, unconstrained=free)
+    return units, proven, None
+
+
+def region_spans(costs: CostTable) -> list[tuple[tuple[int, int], str]]:
+    """The user's ``together: ... how: region`` groups as kernel spans [first, last + 1) (a region is a
+    run of consecutive kernels, so the kernels between a group's first and last share it too), each
+    with the rule's file and line."""
+    applied = costs.applied
+    if applied is None:
+        return []
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    spans = []
+    for rule, group in applied.region_groups:
+        members = [index[name] for name in group]
+        spans.append(((min(members), max(members) + 1), f"{applied.where(rule)} ({applied.rule(rule).text()})"))
+    return spans
+
+
+def refuse_regions(request: SolveRequest) -> None:
+    """What regions do not plan: several wafers, training (each kernel's phases share its own rectangle)."""
+    if request.wafers != 1:
+        raise ValueError("--share/--grid plan regions on one wafer: drop --wafers (or use --share none)")
+    if request.cost.train is not None:
+        if request.objective is not ObjectiveKind.THROUGHPUT:
+            raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
+        raise ValueError("--train keeps each kernel's forward, backward and update on its own rectangle: use --share none")
+    refuse_seed_training(request)
+    if request.stream_batch is not None:
+        raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
+
+
+class RegionsLowering(Strategy):
+    """What both region strategies share: the decision, its lowering, the reports."""
+
+    name = "regions"
+    decision_type = RegionsDecision
+    shares_cores = True
+
+    def refuse(self, request: SolveRequest) -> None:
+        refuse_regions(request)
+
+    def lower(self, decision: Decision, costs: CostTable) -> CostTable:
+        assert isinstance(decision, RegionsDecision)
+        if not decision.runs:
+            return costs  # no regions were found in time: every kernel kept its own rectangle
+        if decision.grids is not None:
+            return region_table(costs, decision.runs, run_shapes=[np.array([g], dtype=np.int64) for g in decision.grids])
+        assert decision.family is not None
+        return region_table(costs, decision.runs, shapes=candidate_shapes(costs.arch, decision.family))
+
+    def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
+        return regions_lines(plan)
+
+
+def regions_lines(plan: Plan) -> list[str]:
+    """The regions of a plan: how many, of how many kernels, on which grids; whether they fit."""
+    if not plan.regions:
+        return []
+    obj = plan.objective
+    grids = sorted({f"{rg.grid[0]}x{rg.grid[1]}" for rg in plan.regions})
+    fit = (
+        ""
+        if obj.fits_wafer
+        else f"; they need {obj.cores_used:,} cores, more than the wafer's {plan.arch.total_cores:,}: not placed"
+    )
+    return [
+        f"regions: {len(plan.regions)} sharing cores in time ({len(plan.kernels)} kernels; grids {', '.join(grids[:6])}"
+        f"{', ...' if len(grids) > 6 else ''}){fit}"
+    ]
+
+
+class SharedRegions(RegionsLowering):
+    """``--share auto`` (see the module docstring)."""
+
+    chooses_regions = True
+
+    def applies(self, request: SolveRequest) -> bool:
+        return request.sharing.mode is ShareMode.AUTO
+
+    def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        return self._share(costs, request, request.sharing.family, deadline, say)
+
+    def _share(
+        self, costs: CostTable, request: SolveRequest, family: Family, deadline: Deadline, say: Progress, known: int | None = None
+    ) -> Prepared:
+        units, proven, grids = share_cores(costs, request, family, deadline, say, known)
+        if proven is None:  # every kernel on its own rectangle
+            part = wafer_part(costs, objective_named(request.objective))
+            return Prepared(RegionsDecision(family=family, runs=()), (part,), part.table, costs)
+        assert units.runs is not None
+        decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids)
+        return Prepared(decision, (Part(units, proven, wider=True),), units, costs)
+
+    def retry(
+        self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
+    ) -> Prepared | None:
+        decision = prepared.decision
+        if not isinstance(decision, RegionsDecision) or decision.family == FALLBACK_FAMILY or deadline.stopped:
+            return None
+        # the regions chosen do not pack: choose again among shapes that do (the plan's decision records
+        # the family; its bound stays the least of the families searched, so the plan reports the price)
+        say(f"sharing: no layout packs those regions; choosing again among {FALLBACK_FAMILY} regions")
+        bound = prepared.parts[0].bound
+        return self._share(costs, request, FALLBACK_FAMILY, deadline, say, bound.value if bound is not None else None)
+
+    def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
+        bound = prepared.parts[0].bound
+        free = bound.unconstrained if bound is not None else None
+        return ProvenBound("share", free, ()) if free else ProvenBound("share", None, None)
+
+    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
+        wrong = super().admits(request, decision, costs)
+        if wrong is not None or not isinstance(decision, RegionsDecision):
+            return wrong
+        asked = request.sharing.family
+        if decision.family not in (asked, FALLBACK_FAMILY):
+            choices = f"{asked!r} or {FALLBACK_FAMILY!r}"
+            return f"decision.family is {decision.family!r}; --share auto with family {asked!r} chooses {choices}"
+        if decision.family == FALLBACK_FAMILY and decision.runs:
+            grids = {tuple(s) for s in candidate_shapes(request.machine, FALLBACK_FAMILY).tolist()}
+            if decision.grids is None or any(tuple(g) not in grids for g in decision.grids):
+                return "decision.grids: a stacked region's grid is not one of the stacked family's (rows // k x width)"
+        return None
+
+
+class FixedGrid(RegionsLowering):
+    """``--grid RxC`` (see the module docstring): no choice is left, so no backend runs."""
+
+    def applies(self, request: SolveRequest) -> bool:
+        return request.sharing.mode is ShareMode.GRID
+
+    def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        assert request.sharing.grid is not None
+        r, c = request.sharing.grid
+        runs = pack_runs(costs, r, c)
+        units = region_table(costs, runs, shapes=np.array([[r, c]]))
+        decision = RegionsDecision(family=None, runs=tuple(runs), grids=tuple((r, c) for _ in runs))
+        return Prepared(decision, (Part(units, None, fixed=True),), units, costs)
+
+    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
+        wrong = super().admits(request, decision, costs)
+        if wrong is None and isinstance(decision, RegionsDecision):
+            grid = request.sharing.grid
+            if decision.family is not None or decision.grids is None or any(tuple(g) != grid for g in decision.grids):
+                return f"decision.grids: --grid {grid} puts every region on that grid"
+        return wrong

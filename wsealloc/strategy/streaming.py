@@ -1,0 +1,161 @@
+"""Weight streaming: every kernel in its turn on the whole wafer for a batch of samples, its weights
+streamed in from off-wafer memory (``cost.streaming``; one region of every kernel, ``opmodels.streaming``).
+
+Its decision is the batch per pass; which recomputation segments recompute so that the batch's stash
+fits follows from the table and the batch (``opmodels.streaming.recompute_choice``), so lowering the
+decision rebuilds the same streamed table. Its bound: every kernel on its fastest dataflow with its
+stash kept, SRAM ignored (``opmodels.streaming.lower_bound``); the plan is FEASIBLE against it unless
+the two meet."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wsealloc.budget import Deadline
+from wsealloc.cost import StreamedWork
+from wsealloc.cost.model import CostModelName
+from wsealloc.errors import InfeasibleError, SolverError
+from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.streaming import largest_batch, streaming_table
+from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
+from wsealloc.problem.objective import ObjectiveKind, ProvenBound
+from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
+from wsealloc.strategy.decision import Decision, StreamingDecision
+from wsealloc.strategy.modes import Mode, ShareMode
+from wsealloc.strategy.pipeline import check_trainable, refuse_seed_training, segments_line
+from wsealloc.strategy.regions import regions_lines
+from wsealloc.units import format_bytes
+
+if TYPE_CHECKING:
+    from wsealloc.plan.schema import Plan, SramRecord
+    from wsealloc.request import SolveRequest
+
+
+def refuse_streaming(request: SolveRequest) -> None:
+    """Refuse what weight streaming does not plan: it runs every kernel on the whole wafer in turn."""
+    flag = f"--mode {request.mode.value}"
+    if request.cost.train is not None and request.objective is not ObjectiveKind.THROUGHPUT:
+        raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
+    refuse_seed_training(request)
+    if request.objective is not ObjectiveKind.THROUGHPUT:
+        raise ValueError(f"{flag} plans samples per second: use --objective throughput")
+    if request.sharing.mode is not ShareMode.NONE:
+        raise ValueError(f"{flag}: streaming runs each kernel on the whole wafer; drop --share/--grid")
+    if request.wafers != 1:
+        raise ValueError(f"{flag} plans one wafer fed from off-wafer memory: drop --wafers")
+    if request.constraints is not None and request.constraints.rules:
+        raise ValueError(f"{flag}: a streamed kernel has the whole wafer; constraints apply to the layer pipeline")
+    if request.cost.model is not CostModelName.STANDARD:
+        raise ValueError(f"{flag} is costed with the standard model (use --cost-model standard)")
+    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is None:
+        raise ValueError(
+            f"{flag} needs the off-wafer bandwidth: {request.arch.name} has no cluster.offwafer_bytes_per_s "
+            "(--set cluster.offwafer_bytes_per_s=150e9: the 1.2 Tb/s of I/O a CS-2 is published with)"
+        )
+
+
+def streamed_part(costs: CostTable, batch: int, recompute: str) -> Part:
+    """The streamed table of ``costs`` for ``batch`` samples per pass as one part (unplaced), with its
+    bound; a batch whose stash does not fit is refused naming the largest that does."""
+    t0 = time.perf_counter()
+    units = streaming_table(costs, batch)
+    unit = units.kernels[0]
+    source = units.kgraph.ops.source
+    if not len(unit.frontier):
+        need = int(unit.table.sram.min())
+        fits = largest_batch(costs)
+        raise InfeasibleError(
+            f"{source}: streamed with {batch} sample(s) per pass, every kernel's stash and the largest "
+            f"kernel's buffers need {format_bytes(need)} per core, usable {format_bytes(units.arch.usable_sram_bytes)} "
+            f"with every segment --recompute {recompute} lets recompute; the largest batch that fits is {fits} "
+            "(--stream-batch)"
+        )
+    value = int(unit.frontier.latency[0])
+    bound = streamed_lower_bound(costs, batch)
+    if bound > value:
+        raise SolverError(f"{source}: the streamed plan ({value:,} cycles) is below its own lower bound ({bound:,})")
+    # one unit, one op model: the answer as it is (final), reported against the sound bound
+    proven = ProvenBound(
+        "stream", bound, (0,) if bound == value else None, start=(0,), final=True, wall_s=time.perf_counter() - t0
+    )
+    return Part(units, proven, wider=True, place=False)
+
+
+class WeightStreaming(Strategy):
+    """``--mode streaming``: every kernel in turn on the whole wafer (see the module docstring)."""
+
+    name = "streaming"
+    decision_type = StreamingDecision
+    kernels_must_fit = False  # a kernel too large for a rectangle of its own streams all the same
+
+    def applies(self, request: SolveRequest) -> bool:
+        return request.mode is Mode.STREAMING
+
+    def refuse(self, request: SolveRequest) -> None:
+        refuse_streaming(request)
+
+    def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        check_trainable(costs, request)
+        part = streamed_part(costs, request.stream_samples, _recompute_mode(costs))
+        decision = StreamingDecision(batch=request.stream_samples, reason="--mode streaming")
+        return Prepared(decision, (part,), part.table, costs)
+
+    def lower(self, decision: Decision, costs: CostTable) -> CostTable:
+        assert isinstance(decision, StreamingDecision)
+        return streaming_table(costs, decision.batch)
+
+    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
+        wrong = super().admits(request, decision, costs)
+        if wrong is None and isinstance(decision, StreamingDecision) and decision.batch != request.stream_samples:
+            return f"decision.batch is {decision.batch}, the request streams {request.stream_samples} sample(s) per pass"
+        return wrong
+
+    def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
+        return regions_lines(plan) + streaming_lines(plan, costs)
+
+    def region_sram_words(self, sram: SramRecord, costs: CostTable) -> str:
+        kept = "stash" if costs.options.train is not None else "KV cache"
+        return f"{kept} {sram.state:,}, streamed weights and activations passing {sram.buffers:,}"
+
+    def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
+        return [("layer pipeline (--mode pipelined)", {"mode": "pipelined"})]
+
+
+def _recompute_mode(costs: CostTable) -> str:
+    """The request's --recompute (what a streamed plan's recomputation may do)."""
+    return costs.options.train.recompute.value if costs.options.train is not None else "none"
+
+
+def streaming_lines(plan: Plan, costs: CostTable) -> list[str]:
+    """A streamed plan: the batch, the bandwidth, how many kernels the stream bounds, which recompute."""
+    if costs.members is None or not costs.kernels:
+        return []
+    arch = costs.arch
+    bw = arch.cluster.offwafer_bytes_per_s or 0.0
+    kernels = costs.members.kernels
+    works = [kc.work for kc in kernels if isinstance(kc.work, StreamedWork)]
+    recompute = sum(w.recompute for w in works)
+    segments = segments_line([w.inner for w in works], [w.recompute for w in works])
+    stream_bound = 0
+    turns = 2 if costs.options.train is not None else 1  # forward and backward each stream the weights
+    by_name = {kp.name: kp for kp in plan.kernels}
+    for kc in kernels:
+        w = kc.work
+        if isinstance(w, StreamedWork) and bw:
+            stream = int(np.ceil(w.weight_bytes / (bw / arch.clock_hz)))
+            stream_bound += by_name[kc.kernel.name].latency_cycles <= -(-stream * turns // w.batch)
+    what = "training" if costs.options.train is not None else "inference"
+    inner = replace(
+        costs.members, kernels=tuple(replace(kc, work=kc.work.inner) for kc in kernels if isinstance(kc.work, StreamedWork))
+    )
+    batch = works[0].batch if works else 1
+    return [
+        f"streaming ({what}): {batch} samples per pass, one kernel at a time on the whole wafer, weights "
+        f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
+        f"{stream_bound} of {len(works)} kernels bound by the stream, {segments} ({recompute} kernels) recompute; the largest "
+        f"batch that fits: {largest_batch(inner):,} samples per pass"
+    ]
