@@ -110,14 +110,15 @@ def settle(costs: CostTable, objective: Objective) -> tuple[CostTable, ProvenBou
 def wafer_part(costs: CostTable, objective: Objective) -> Part:
     """One wafer of a layer pipeline: its recomputation settled and its bound proven (once: the driver
     passes it on). A table no allocation fits raises :class:`InfeasibleError` naming its kernels."""
+    t0 = time.perf_counter()
     fixed, relaxed = settle(costs, objective)
     if relaxed is not None:
-        return Part(fixed, relaxed, wider=True)
+        return Part(fixed, replace(relaxed, wall_s=relaxed.wall_s + time.perf_counter() - t0), wider=True)
     problem = build_problem(fixed, objective=objective)
     bound = objective.exact_bound(problem)
     if bound.value is None:
         raise InfeasibleError(infeasibility_message(fixed, problem))
-    return Part(fixed, bound)
+    return Part(fixed, replace(bound, wall_s=bound.wall_s + time.perf_counter() - t0))  # the proof's time, in the plan's
 
 
 def pipeline_bound(costs: CostTable, objective: Objective) -> ProvenBound:
