@@ -26,7 +26,7 @@ from wsealloc.opmodels.recompute import fewest_cores
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.recompute import settle as settle_recompute
 from wsealloc.opmodels.recompute import stuck as recompute_stuck
-from wsealloc.opmodels.table import pipeline_shape
+from wsealloc.opmodels.table import check_each_kernel_fits, pipeline_shape
 from wsealloc.pipeline import over_wafers, with_options
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.allocation import area_budgets
@@ -85,8 +85,6 @@ def settle(costs: CostTable, objective: Objective) -> tuple[CostTable, ProvenBou
     fixed, choice = settle_recompute(costs)
     if choice is None:
         return fixed, None
-    from wsealloc.opmodels.table import check_each_kernel_fits
-
     check_each_kernel_fits(fixed)  # a kernel no way of its segment fits: named here
     if choice.exact and objective.aggregate is Aggregate.MAX and not area_budgets(costs):
         return fixed, None
@@ -138,7 +136,7 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
         return costs, None
     base = segment_length(pipeline_shape(costs.kgraph)[1])
     objective = objective_named(request.objective)
-    found: list[tuple[int, int, int, Part]] = []  # (bound, distance from L, length, part)
+    found: list[tuple[int, int, int, CostTable, Part]] = []  # (bound, distance from L, length, table, part)
     for length in segment_lengths(costs):
         options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
         # the default length is the table at hand (costed with about sqrt(D) already): only the record differs
@@ -148,17 +146,12 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
         except WseallocError:  # this length leaves a kernel no grid, or a rule no segment way
             continue
         assert part.bound is not None and part.bound.value is not None
-        found.append((part.bound.value, abs(length - base), length, part))
+        found.append((part.bound.value, abs(length - base), length, table, part))
     if not found:
         return costs, None  # no length fits: the default's own error says why
-    value, _, length, part = min(found, key=lambda f: f[:3])
+    _, _, length, table, part = min(found, key=lambda f: f[:3])
     tried = ", ".join(f"{f[2]}: {f[0]:,}" for f in sorted(found, key=lambda f: f[2]))
     say(f"recomputation segments of {length} stages (bounds by length: {tried} cycles)")
-    table = (
-        replace(costs, options=part.table.options)
-        if length == base
-        else with_options(costs, part.table.options, request.constraints)
-    )
     return table, part
 
 
