@@ -111,6 +111,7 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
         f"stages+{outcomes[0].plan.objective.solver}",
         wall,
         request,
+        [o.costs for o in outcomes],
     )
     exact = SolverResult("stages", Status.OPTIMAL, None, prepared.bound, prepared.bound, partition.wall_s)
     first = outcomes[0]

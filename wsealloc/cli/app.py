@@ -31,6 +31,7 @@ from wsealloc.frontend.kgraph import looks_like_kgraph
 from wsealloc.frontend.sources import KgraphSource, as_kgraph
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import build_costs
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.report.console import console as make_console
 from wsealloc.request import SolveRequest, check_outputs, kgraph_header
 
@@ -202,8 +203,12 @@ def solve(
         print_summary(outcome, console)
         if from_plan is not None:
             _print_moved(from_plan, outcome, console)
-        if outcome.partition is not None and request.wafer_count is None:
-            _print_wafer_sweep(outcome, console)
+        if (
+            outcome.partition is not None
+            and request.wafer_count is None
+            and outcome.plan.objective.kind is ObjectiveKind.THROUGHPUT
+        ):
+            _print_wafer_sweep(outcome, console)  # (the slowest stage against the wafer count: a throughput table)
         console.print(f"plan written to {output}" if output else "(add -o plan.json to save the plan)", highlight=False)
     if outcome.interrupted:
         raise Interrupted(

@@ -3,6 +3,9 @@ follow :mod:`wsealloc.plan.rules`, which the verifier applies to its own recompu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import numpy as np
 
 from wsealloc.cost import Dataflow, grid_costs
@@ -153,6 +156,19 @@ def _slowest(costs: CostTable, choice: tuple[int, ...] | None) -> int | None:
 def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...], requests: int) -> LlmRecord | None:
     """The LLM report of a plan (``plan.llm``: the rules there) from its units' records (kernels or
     regions, in the table's order) on ``costs``; None for a model without a KV cache."""
+    stage = [u.latency_cycles + u.comm_cycles for u in units]
+    path = rules.objective_value(ObjectiveKind.LATENCY, stage, kernel_preds(costs))
+    return llm_over_wafers([(costs, list(units))], path, max(stage, default=0), requests)
+
+
+def llm_over_wafers(
+    wafers: Sequence[tuple[CostTable, Sequence[KernelPlan]]], path: int, slowest: int, requests: int
+) -> LlmRecord | None:
+    """The LLM report of a plan over one or more wafers (each wafer's table and its units' records):
+    one pass takes ``path`` cycles (every wafer's token path and the links between them), a new pass
+    enters every ``slowest`` cycles; the largest context is the one at which the first wafer runs out
+    of SRAM, each wafer holding the caches of its own kernels (their share of the cache per token)."""
+    costs = wafers[0][0]
     base = costs.members if costs.members is not None else costs
     shape = cache_shape(base.kgraph.ops)
     if shape is None:
@@ -161,14 +177,17 @@ def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...
     # every request in flight keeps its own cache: one more token of context costs that many times
     kv_per_token = shape.elems_per_token * arch.dtype.bytes * costs.options.state_copies
     llm = LlmShape(shape.phase, shape.batch, shape.tokens, shape.context, kv_per_token)
-    stage = [u.latency_cycles + u.comm_cycles for u in units]
-    path = rules.objective_value(ObjectiveKind.LATENCY, stage, kernel_preds(costs))
-    slowest = max(stage, default=0)
-    weights = sum(int(kc.work.weight_bytes) for kc in base.kernels)
-    buffers = 0
-    for kc, u in zip(costs.kernels, units, strict=True):
-        g = grid_costs(kc.work, arch, costs.options, Dataflow(u.dataflow), np.array([u.grid[0]]), np.array([u.grid[1]]))
-        buffers += int(g.sram_parts().buffers[0]) * u.cores
+    held = [_held(table, units) for table, units in wafers]
+    state_total = sum(h[2] for h in held)
+    sram = arch.usable_sram_bytes * arch.total_cores
+    # each wafer's share of the cache per token (one wafer: all of it), rounded up: the context is not overstated
+    contexts = [
+        largest_context(
+            llm if len(held) == 1 else replace(llm, kv_bytes_per_token=-(-kv_per_token * state // state_total)), sram, w, b
+        )
+        for w, b, state in held
+        if state or len(held) == 1
+    ]
     per_request = tokens_per_s_per_request(llm, arch.clock_hz, path, slowest, requests)
     return LlmRecord(
         phase="decode" if llm.phase == "decode" else "prefill",
@@ -182,8 +201,21 @@ def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...
         tokens_per_s_per_request=per_request,
         aggregate_tokens_per_s=aggregate_tokens_per_s(llm, arch.clock_hz, path, slowest, requests),
         time_to_first_token_s=path / arch.clock_hz if llm.phase == "prefill" else None,
-        largest_context=largest_context(llm, arch.usable_sram_bytes * arch.total_cores, weights, buffers),
+        largest_context=min(contexts, default=0),
     )
+
+
+def _held(costs: CostTable, units: Sequence[KernelPlan]) -> tuple[int, int, int]:
+    """Bytes a wafer holds as planned: its kernels' weights, its units' buffers (per core x cores) and
+    its kernels' KV caches (resident state)."""
+    base = costs.members if costs.members is not None else costs
+    weights = sum(int(kc.work.weight_bytes) for kc in base.kernels)
+    state = sum(int(getattr(kc.work, "state_bytes", 0)) for kc in base.kernels)
+    buffers = 0
+    for kc, u in zip(costs.kernels, units, strict=True):
+        g = grid_costs(kc.work, costs.arch, costs.options, Dataflow(u.dataflow), np.array([u.grid[0]]), np.array([u.grid[1]]))
+        buffers += int(g.sram_parts().buffers[0]) * u.cores
+    return weights, buffers, state
 
 
 def kernel_preds(costs: CostTable) -> list[list[int]]:
@@ -298,16 +330,28 @@ def merge_stages(
     solver: str,
     wall_s: float,
     request: SolveRequest | None = None,
+    stage_tables: Sequence[CostTable] = (),
 ) -> Plan:
-    """One plan for a pipeline over several wafers: stage s runs kernels [cuts[s], cuts[s+1]) on wafer s."""
+    """One plan for a pipeline over several wafers: stage s runs kernels [cuts[s], cuts[s+1]) on wafer s
+    (``transfer``: cycles per sample at each cut of ``costs``' kernels). Its value is the slowest stage
+    (throughput, transfers included) or one token's time through every wafer and every link (latency:
+    ``rules.wafers_value``); regions keep their wafer. ``stage_tables`` (each wafer's table, as its plan
+    was solved on): the LLM record over the wafers."""
     arch = costs.arch
+    kind = request.objective if request is not None else ObjectiveKind.THROUGHPUT
     kernels: list[KernelPlan] = []
+    regions: list[RegionPlan] = []
     stages: list[StagePlan] = []
     worst_load, worst_kernel, worst_by, worst_sram = -1, "", BoundBy.COMPUTE, False
     base_worst: int | None = 0  # greedy allocation over the same stages (allocation only)
     placed_worst: int | None = 0  # the same, placed by the same construction (placed plans)
+    links = [int(transfer[c]) for c in cuts[1:-1]]
     for s, plan in enumerate(stage_plans):
-        kernels += [k.model_copy(update={"stage": s}) for k in plan.kernels]
+        offset = len(regions)
+        regions += [rg.model_copy(update={"index": rg.index + offset, "stage": s}) for rg in plan.regions]
+        kernels += [
+            k.model_copy(update={"stage": s, "region": k.region + offset if k.region is not None else None}) for k in plan.kernels
+        ]
         t_in, t_out = int(transfer[cuts[s]]), int(transfer[cuts[s + 1]])
         stages.append(
             StagePlan(
@@ -327,22 +371,25 @@ def merge_stages(
                 worst_sram = plan.objective.sram_limited  # the stage's own rule (smallest legal op model)
             else:
                 own_first = rules.receives_slowest_cut(t_in, t_out) == "first"
-                receiver = plan.kernels[0] if own_first else stage_plans[s + 1].kernels[0]
+                receiver = _units(plan)[0] if own_first else _units(stage_plans[s + 1])[0]  # a kernel, or a region
                 worst_kernel, worst_by, worst_sram = receiver.name, BoundBy.TRANSFER, False
         alloc_base, placed_base = plan.baseline.bottleneck_cycles, plan.baseline.placed_bottleneck_cycles
         base_worst = None if base_worst is None or alloc_base is None else max(base_worst, alloc_base, t_in, t_out)
         placed_worst = None if placed_worst is None or placed_base is None else max(placed_worst, placed_base, t_in, t_out)
-    # the multi-wafer bound is exact, so reaching it proves optimality whatever each stage reported
-    status = Status.OPTIMAL if rules.proven_optimal(worst_load, lower_bound) else Status.FEASIBLE
+    value = rules.wafers_value(kind, worst_load, [p.objective.value for p in stage_plans], links)
+    assert value is not None  # every wafer's plan has a value
+    # the multi-wafer bound holds over every cut, so reaching it proves optimality whatever each stage reported
+    status = Status.OPTIMAL if rules.proven_optimal(value, lower_bound) else Status.FEASIBLE
     bound = lower_bound
     placed = all(p.objective.placed for p in stage_plans)
     traffic = sum(p.objective.traffic_distance or 0.0 for p in stage_plans) if placed else None
     objective = Objective(
-        value_cycles=worst_load,
+        kind=kind,
+        value_cycles=value,
         bound_cycles=bound,
         bottleneck_cycles=worst_load,
-        lower_bound_cycles=bound,
-        gap=rules.gap(worst_load, bound),
+        lower_bound_cycles=bound if kind is ObjectiveKind.THROUGHPUT else None,
+        gap=rules.gap(value, bound),
         status=status,
         solver=solver,
         wall_s=round(wall_s, 4),
@@ -350,16 +397,27 @@ def merge_stages(
         bound_by=worst_by,
         sram_limited=worst_sram,
         throughput_samples_per_s=rules.throughput(arch.clock_hz, worst_load),
-        cores_used=sum(k.cores for k in kernels),
+        cores_used=sum(k.cores for k in kernels if k.region is None) + sum(rg.cores for rg in regions),
         placed=placed,
         traffic_distance=traffic,
         message=f"{len(stage_plans)} wafers, cuts before kernels {list(cuts[1:-1])}",
     )
     first = stage_plans[0]
-    if len(stage_plans) == 1:  # one wafer after all: its plan's LLM record holds (several: no transfer-aware record)
-        objective = objective.model_copy(
-            update={"llm": first.objective.llm, "tokens_per_s_per_request": first.objective.tokens_per_s_per_request}
+    paths = [p.objective.llm.token_path_cycles if p.objective.llm is not None else None for p in stage_plans]
+    if len(stage_plans) == 1:  # one wafer after all: its plan's LLM record holds
+        llm = first.objective.llm
+    elif stage_tables and None not in paths:  # one token's time through every wafer and link, passes every slowest stage
+        path = rules.wafers_value(ObjectiveKind.LATENCY, worst_load, paths, links)
+        assert path is not None
+        llm = llm_over_wafers(
+            [(t, _units(p)) for t, p in zip(stage_tables, stage_plans, strict=True)], path, worst_load, _requests(request)
         )
+    else:  # no KV cache: no token record
+        llm = None
+    if llm is not None:
+        objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
+    base_values = [p.baseline.value_cycles for p in stage_plans]
+    placed_values = [p.baseline.placed_value_cycles for p in stage_plans]
     return Plan(
         schema_=UNDECIDED,  # the driver records the decision (and the current schema) beside the request
         created_by=f"wsealloc {__version__}",
@@ -374,7 +432,39 @@ def merge_stages(
             cores_used=first.baseline.cores_used if len(stage_plans) == 1 else None,
             status=Status.FEASIBLE,
             placed_bottleneck_cycles=placed_worst if placed else None,
+            value_cycles=rules.wafers_value(kind, base_worst, base_values, links),
+            placed_value_cycles=rules.wafers_value(kind, placed_worst, placed_values, links) if placed else None,
         ),
         kernels=tuple(kernels),
         stages=tuple(stages),
+        regions=tuple(regions),
     )
+
+
+def _units(plan: Plan) -> list[KernelPlan]:
+    """A wafer plan's units as its table holds them: its regions (as unit records), else its kernels."""
+    if not plan.regions:
+        return list(plan.kernels)
+    by_region = {k.region: k for k in plan.kernels}
+    return [
+        KernelPlan(
+            name=rg.name,
+            type="region",
+            onnx_nodes=(),
+            cores=rg.cores,
+            grid=rg.grid,
+            dataflow=Dataflow.REGION.value,
+            latency_cycles=rg.latency_cycles,
+            compute_cycles=0,
+            noc_cycles=0,
+            sram_bytes_per_core=rg.sram_bytes_per_core,
+            comm_cycles=rg.comm_cycles,
+            placement=rg.placement,
+            stage=by_region[rg.index].stage if rg.index in by_region else rg.stage,
+        )
+        for rg in plan.regions
+    ]
+
+
+def _requests(request: SolveRequest | None) -> int:
+    return request.requests if request is not None else 1

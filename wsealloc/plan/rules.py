@@ -38,6 +38,19 @@ def objective_value(kind: ObjectiveKind, stage_cycles: Sequence[int], preds: Seq
     return max(stage_cycles, default=0)
 
 
+def wafers_value(
+    kind: ObjectiveKind, slowest: int | None, wafer_values: Sequence[int | None], links: Sequence[int]
+) -> int | None:
+    """The objective's value of a plan over several wafers: the slowest stage, transfers included
+    (throughput: ``slowest``), or one token's time through every wafer and across every link between
+    them (latency: each wafer's value plus each cut's transfer). None when a wafer's value is."""
+    if kind is not ObjectiveKind.LATENCY:
+        return slowest
+    if any(v is None for v in wafer_values):
+        return None
+    return sum(int(v) for v in wafer_values if v is not None) + sum(links)
+
+
 def bottleneck_index(stage_cycles: Sequence[int]) -> int:
     """The slowest kernel; among equals the first in the kernel order (deterministic)."""
     return max(range(len(stage_cycles)), key=lambda i: (stage_cycles[i], -i))

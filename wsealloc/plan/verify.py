@@ -39,7 +39,7 @@ from wsealloc.opmodels.enumerate import DATAFLOW_CODES, judge, on_grid
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
-from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_record
+from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_over_wafers, llm_record
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
 from wsealloc.plan.io import file_sha256, read_plan
@@ -229,8 +229,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         _check_stage_record(plan, st, check)
     _check_objective(plan, stages, table, check)
     _check_price(plan, constraints, table, len(stages), check)
-    if len(stages) == 1:
-        _check_llm(plan, stages[0].members, table, check)
+    _check_llm(plan, stages, table, check)
     fixed = table if plan.regions else _check_recompute(in_order, stages, table, check)
     _check_baseline(plan, stages, fixed, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
@@ -438,11 +437,37 @@ def _region_units(
     return units, tuple(records)
 
 
-def _check_llm(plan: Plan, units: tuple[KernelPlan, ...], table: CostTable, check: _Checks) -> None:
+def _wafers_value(kind: ObjectiveKind, stages: list[_Stage], table: CostTable, slowest: int, *, comm: bool) -> int:
+    """The objective's value of the plan's units, stage by stage (``rules.wafers_value``): the slowest
+    stage, or one token's path through every wafer and the transfers of its cuts; ``comm``: with the
+    communication placing added."""
+    values = [
+        rules.objective_value(
+            kind,
+            [k.latency_cycles + (k.comm_cycles if comm else 0) for k in st.members],
+            kernel_preds(table if len(stages) == 1 else table.subset(st.first, st.end)),
+        )
+        for st in stages
+    ]
+    if len(stages) == 1:
+        return values[0]
+    value = rules.wafers_value(kind, slowest, values, [st.transfer_in for st in stages[1:]])
+    assert value is not None
+    return value
+
+
+def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
     """An LLM plan's token rates and largest context, by the rules of ``plan.llm`` on the numbers
-    recomputed here (the units' stage times, the model's cache and weights)."""
+    recomputed here (the units' stage times, the model's cache and weights; over several wafers, the
+    token's path through every wafer and link, each wafer holding its own kernels' caches)."""
     requests = plan.request.requests if plan.request is not None else 1
-    expected = llm_record(table, list(units), requests)
+    if len(stages) == 1:
+        expected = llm_record(table, list(stages[0].members), requests)
+    else:  # one token's path through every wafer and link; a new pass every slowest stage
+        worst, _, _ = _slowest(stages, tuple(k for st in stages for k in st.members))
+        path = _wafers_value(ObjectiveKind.LATENCY, stages, table, worst, comm=True)
+        wafers = [(table.subset(st.first, st.end), list(st.members)) for st in stages]
+        expected = llm_over_wafers(wafers, path, worst, requests)
     got = plan.objective.llm
     if expected is None or got is None:
         check(
@@ -533,10 +558,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             obj.kind is plan.request.objective,
             f"objective.kind is {obj.kind.value}, its request asks for {plan.request.objective.value}",
         )
-    if len(stages) == 1:
-        value = rules.objective_value(obj.kind, [k.latency_cycles + k.comm_cycles for k in in_order], kernel_preds(table))
-    else:
-        value = worst  # several wafers: the stage cut is min-max only
+    value = _wafers_value(obj.kind, stages, table, worst, comm=True)
     check(
         obj.value_cycles == value, f"objective.value_cycles is {obj.value_cycles}, the {obj.kind.value} objective gives {value}"
     )
@@ -554,10 +576,11 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
         return
     what = "the bottleneck" if throughput else f"the {obj.kind.value} value"
     check(bound <= value, f"lower bound {bound} exceeds {what} {value}")
-    if not throughput and len(stages) == 1:
+    if not throughput:
         # a proof claim: no bound can exceed this very allocation's value without communication (the
-        # allocation-only optimum is at most it); a latency plan's bound is an allocation bound
-        alone = rules.objective_value(obj.kind, [k.latency_cycles for k in in_order], kernel_preds(table))
+        # allocation-only optimum is at most it); a latency plan's bound is an allocation bound (over
+        # several wafers, with the links its cuts pay)
+        alone = _wafers_value(obj.kind, stages, table, worst, comm=False)
         check(
             bound <= alone,
             f"bound {bound} exceeds the plan's own allocation ({alone:,} cycles without communication): not a proof",
@@ -590,8 +613,9 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
     kind = plan.objective.kind
     # no choice left (a fixed --grid, stacked columns: each region on its own grid): the baseline is that allocation
     fixed = table.runs is not None and all(len(kc.table.r) <= 1 for kc in table.kernels)
-    worst: int | None = 0
-    slowest = 0
+    values: list[int] = []
+    loads: list[int] = []
+    slowest_loads: list[int] = []
     cores, feasible = 0, True
     for st in stages:
         sub = table if len(stages) == 1 else table.subset(st.first, st.end)
@@ -600,17 +624,21 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
         choice = [0] * problem.n_kernels if fixed else greedy_choice(problem)
         objective, used = problem.evaluate(choice)
         feasible = problem.feasible(choice) or fixed
-        load = rules.stage_load(int(objective), st.transfer_in, st.transfer_out) if len(stages) > 1 else int(objective)
-        worst = max(worst or 0, load)
-        slowest = max(slowest, max(problem.latencies(choice), default=0))
+        slowest = max(problem.latencies(choice), default=0)
+        values.append(int(objective))
+        loads.append(rules.stage_load(int(objective), st.transfer_in, st.transfer_out) if len(stages) > 1 else int(objective))
+        slowest_loads.append(rules.stage_load(slowest, st.transfer_in, st.transfer_out) if len(stages) > 1 else slowest)
         cores += int(used)
+    links = [st.transfer_in for st in stages[1:]]
+    worst = values[0] if len(stages) == 1 else rules.wafers_value(kind, max(loads), values, links)
+    bottleneck = max(slowest_loads)
     check(
         base.value_cycles == worst,
         f"baseline.value_cycles is {base.value_cycles}, the {'fixed grid' if fixed else 'greedy rule'} gives {worst}",
     )
     check(
-        base.bottleneck_cycles == (worst if len(stages) > 1 else slowest),
-        f"baseline.bottleneck_cycles is {base.bottleneck_cycles}, the greedy rule gives {worst if len(stages) > 1 else slowest}",
+        base.bottleneck_cycles == bottleneck,
+        f"baseline.bottleneck_cycles is {base.bottleneck_cycles}, the greedy rule gives {bottleneck}",
     )
     if len(stages) == 1:
         check(base.cores_used == cores, f"baseline.cores_used is {base.cores_used}, the greedy rule uses {cores}")

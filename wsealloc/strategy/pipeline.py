@@ -136,7 +136,8 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
         return costs, None
     base = segment_length(pipeline_shape(costs.kgraph)[1])
     objective = objective_named(request.objective)
-    found: list[tuple[int, int, int, CostTable, Part]] = []  # (bound, distance from L, length, table, part)
+    tried: list[tuple[int, int]] = []  # (length, bound)
+    best: tuple[tuple[int, int, int], CostTable, Part] | None = None  # only the fastest so far is kept
     for length in segment_lengths(costs):
         options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
         # the default length is the table at hand (costed with about sqrt(D) already): only the record differs
@@ -146,12 +147,15 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
         except WseallocError:  # this length leaves a kernel no grid, or a rule no segment way
             continue
         assert part.bound is not None and part.bound.value is not None
-        found.append((part.bound.value, abs(length - base), length, table, part))
-    if not found:
+        tried.append((length, part.bound.value))
+        key = (part.bound.value, abs(length - base), length)  # the fastest, then the nearest to L
+        if best is None or key < best[0]:
+            best = (key, table, part)
+    if best is None:
         return costs, None  # no length fits: the default's own error says why
-    _, _, length, table, part = min(found, key=lambda f: f[:3])
-    tried = ", ".join(f"{f[2]}: {f[0]:,}" for f in sorted(found, key=lambda f: f[2]))
-    say(f"recomputation segments of {length} stages (bounds by length: {tried} cycles)")
+    (_, _, length), table, part = best
+    listed = ", ".join(f"{n}: {value:,}" for n, value in tried)
+    say(f"recomputation segments of {length} stages (bounds by length: {listed} cycles)")
     return table, part
 
 
@@ -229,11 +233,6 @@ class LayerPipeline(Strategy):
         return True  # the way every request runs unless it asks for another
 
     def refuse(self, request: SolveRequest) -> None:
-        if request.wafers != 1 and request.objective is not ObjectiveKind.THROUGHPUT:
-            raise ValueError(
-                f"--objective {request.objective.value} plans one wafer (the exact cut over wafers minimizes the slowest "
-                "stage): drop --wafers"
-            )
         if request.cost.train is not None and request.objective is not ObjectiveKind.THROUGHPUT:
             raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
         refuse_seed_training(request)
@@ -335,8 +334,8 @@ class LayerPipeline(Strategy):
         if wrong is not None or not isinstance(decision, PipelineDecision):
             return wrong
         count = request.wafer_count
-        if count is not None and decision.wafers != count:
-            return f"decision.wafers is {decision.wafers}, the request asks for {count}"
+        if count is not None and decision.wafers > count:  # (the exact cut may need fewer than it may use)
+            return f"decision.wafers is {decision.wafers}, the request allows {count}"
         train = request.cost.train
         if train is None or train.segment is not None or train.recompute is Recompute.NONE or decision.wafers != 1:
             given = train.segment if train is not None else None

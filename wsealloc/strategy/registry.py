@@ -19,6 +19,7 @@ from wsealloc.strategy.modes import Mode
 from wsealloc.strategy.pipeline import LayerPipeline
 from wsealloc.strategy.regions import FixedGrid, SharedRegions
 from wsealloc.strategy.streaming import WeightStreaming
+from wsealloc.strategy.wafers import LatencyOverWafers
 
 if TYPE_CHECKING:
     from wsealloc.request import SolveRequest
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 STRATEGIES: list[Strategy] = [
     WeightStreaming(),  # --mode streaming
     AutoMode(),  # --mode auto
+    LatencyOverWafers(),  # --objective latency --wafers N|auto
     FixedGrid(),  # --grid RxC
     SharedRegions(),  # --share auto
     LayerPipeline(),  # everything else

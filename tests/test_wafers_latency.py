@@ -1,0 +1,116 @@
+"""One token's time over several wafers (``strategy/wafers.py``): the cut, each wafer's regions, the
+link a token crosses at every cut, the bound over every cut, and verify replaying the decision."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import MODELS
+
+import wsealloc.api as ws
+from wsealloc.errors import PlanError, UsageError
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.sharing import build_sharing_problem
+from wsealloc.problem.stages import build_stage_problem, cut_bytes
+from wsealloc.request import build_request
+from wsealloc.solvers import Status
+from wsealloc.solvers.share import solve as share_solver
+from wsealloc.solvers.stages import solve as stage_solver
+from wsealloc.strategy.regions import FAMILY_BUDGET
+from wsealloc.strategy.wafers import WafersDecision, link_cycles
+
+DECODE = MODELS / "tiny" / "llm_decode.onnx"
+# 4,700 B of SRAM per core (604 usable): the tiny decode's weights and caches need two tiny wafers
+TWO = ["core.sram_bytes=4700"]
+OPTIONS: dict[str, object] = {"objective": "latency", "context": 16, "share": "auto", "sets": TWO}
+
+
+def _costs():  # type: ignore[no-untyped-def]
+    r = build_request(DECODE, "tiny", wafers="auto", **OPTIONS)  # type: ignore[arg-type]
+    return build_costs(r.onnx_model, r.machine, r.cost)
+
+
+def test_the_link_a_token_crosses_by_hand() -> None:
+    # before layers.1.gate_proj (kernel 26) two float16 vectors of the hidden size 64 cross: the normed
+    # activation and the residual stream, 2 x 64 x 2 = 256 B; the default link: 150 GB/s and 1 us at 1 GHz
+    costs = _costs()
+    names = [kc.kernel.name for kc in costs.kernels]
+    assert names[26] == "layers.1.gate_proj" and cut_bytes(costs)[26] == 256
+    per_byte = costs.arch.clock_hz / costs.arch.cluster.link_bytes_per_s
+    latency = math.ceil(costs.arch.cluster.link_latency_s * costs.arch.clock_hz)
+    assert latency == 1000 and link_cycles(costs)[26] == math.ceil(256 * per_byte) + latency == 1002
+
+
+def test_a_latency_plan_over_wafers_sums_every_wafer_and_link_and_verifies(tmp_path: Path) -> None:
+    out = ws.solve(DECODE, "tiny", wafers="auto", output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
+    plan = out.plan
+    decision = plan.decision
+    assert isinstance(decision, WafersDecision) and decision.wafers == 2 == len(plan.stages)
+    assert stage_solver(build_stage_problem(_costs()), None).wafers == 2  # auto: the fewest that hold it
+    links = link_cycles(_costs())
+    cut = decision.cuts[1]
+    assert plan.stages[1].transfer_cycles == int(links[cut])
+    # every region lies on one wafer, its kernels' stage is its wafer's
+    wafer_of = {k.name: k.stage for k in plan.kernels}
+    for rg in plan.regions:
+        assert {wafer_of[m] for m in rg.members} == {rg.stage}
+    # one pass: every wafer's token path (its regions in turn, communication included) and the link
+    per_wafer = [sum(rg.latency_cycles + rg.comm_cycles for rg in plan.regions if rg.stage == s) for s in range(2)]
+    assert plan.objective.value == sum(per_wafer) + int(links[cut])
+    llm = plan.objective.llm
+    assert llm is not None and llm.token_path_cycles == plan.objective.value
+    assert llm.tokens_per_s_per_request == pytest.approx(plan.arch.clock_hz / plan.objective.value)
+    bound = plan.objective.bound_cycles
+    assert bound is not None and bound <= plan.objective.value
+    report = verify_plan(tmp_path / "p.json")
+    assert report.ok, report.violations
+
+
+def test_the_bound_holds_over_every_cut_by_brute_force(tmp_path: Path) -> None:
+    # every two-wafer cut: each wafer's proven optimum of its regions (the sharing search on its own
+    # kernels) plus the link at the cut; the strategy's bound may exceed none of them
+    costs = _costs()
+    links = link_cycles(costs)
+    totals = []
+    for cut in range(1, len(costs.kernels)):
+        bounds = []
+        for a, b in ((0, cut), (cut, len(costs.kernels))):
+            sp = build_sharing_problem(costs.subset(a, b), family="stacked")
+            found = share_solver(sp)
+            bounds.append(found.bound if found.status is not Status.INFEASIBLE else None)
+        if None not in bounds:
+            totals.append(sum(b for b in bounds if b is not None) + int(links[cut]))
+    assert totals  # some cuts fit two wafers
+    out = ws.solve(DECODE, "tiny", wafers=2, place=False, **OPTIONS)  # type: ignore[arg-type]
+    bound = out.plan.objective.bound_cycles
+    assert bound is not None and bound <= min(totals) <= out.plan.objective.value
+    assert FAMILY_BUDGET["stacked"] == 1.0  # (the brute force charges the family's whole wafer, as the strategy)
+
+
+def test_a_tampered_cut_is_rejected(tmp_path: Path) -> None:
+    ws.solve(DECODE, "tiny", wafers="auto", place=False, output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
+    doc = json.loads((tmp_path / "p.json").read_text())
+    runs = doc["decision"]["runs"]
+    cut = doc["decision"]["cuts"][1]
+    # another run boundary as the cut: the plan's stages no longer are the decision's
+    other = next(a for a, _ in runs if a not in (0, cut))
+    doc["decision"]["cuts"][1] = other
+    (tmp_path / "q.json").write_text(json.dumps(doc))
+    bad = verify_plan(tmp_path / "q.json")
+    assert not bad.ok and any("decision.cuts" in v for v in bad.violations)
+    # a cut inside a region: refused when the plan is read, naming the field
+    doc["decision"]["cuts"][1] = runs[1][0] + 1 if runs[1][1] - runs[1][0] > 1 else runs[2][0] + 1
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    with pytest.raises(PlanError, match="decision"):
+        verify_plan(tmp_path / "r.json")
+
+
+def test_what_latency_over_wafers_refuses() -> None:
+    with pytest.raises(UsageError, match="--grid fixes regions on one wafer"):
+        build_request(DECODE, "tiny", objective="latency", wafers=2, grid="8x8", context=16)
+    with pytest.raises(UsageError, match="use --objective throughput"):
+        build_request(MODELS / "tiny" / "transformer.onnx", "tiny", objective="latency", wafers=2, train=True)

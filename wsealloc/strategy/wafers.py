@@ -1,0 +1,223 @@
+"""One token's time over several wafers (``--objective latency --wafers N|auto``, with ``--share auto``
+or ``none``): the kernels cut over wafers in dataflow order, each wafer holding its kernels' weights
+and the KV caches of every request in flight, each wafer's regions chosen as on one wafer; the token
+crosses every wafer boundary once, paying the link (its latency, and the bytes crossing the cut over
+the link's bandwidth: ``problem.stages.transfer_cycles``).
+
+The plan's time is the sum of every wafer's token path and of the transfers at its cuts. Its proof
+covers the cut too: with the W wafers' cores as one budget (every cut's wafers are within it: a
+relaxation of the cut), the sharing search (or, every kernel on its own rectangle, the latency
+objective's LP bound) proves a lower bound on the sum of the wafers' paths, and a token crosses W - 1
+distinct cuts, each at least the cheapest transfer. The cut itself packs the regions of that relaxed
+optimum onto the wafers in order (each wafer's cores within one wafer); when they do not pack into W
+wafers, the exact min-max cut of the kernels' fewest cores is taken. Each wafer's regions are then
+chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
+wafers whose kernels' smallest op models fit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from wsealloc.budget import Deadline, run_stoppable
+from wsealloc.errors import InfeasibleError, Interrupted, SolverError
+from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.regions import region_table
+from wsealloc.problem import build_problem
+from wsealloc.problem.objective import ObjectiveKind, objective_named
+from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes
+from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params, transfer_cycles
+from wsealloc.solvers import Status
+from wsealloc.solvers.share import solve as share_solver
+from wsealloc.solvers.stages import StagePartition
+from wsealloc.solvers.stages import solve as stage_solver
+from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
+from wsealloc.strategy.decision import Decision, Index
+from wsealloc.strategy.modes import Family, ShareMode, Side
+from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
+from wsealloc.strategy.regions import FAMILY_BUDGET, regions_lines, share_cores
+
+if TYPE_CHECKING:
+    from wsealloc.plan.schema import Plan
+    from wsealloc.request import SolveRequest
+
+RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
+
+
+class WafersDecision(Decision):
+    """The cut over wafers (``cuts``: kernel indices, wafer w holds [cuts[w], cuts[w+1])) and the
+    regions of every wafer (``runs`` in kernel indices, none crossing a cut; empty with ``--share
+    none``: every kernel on its own rectangle), each on its fixed grid (``grids``) or on one of
+    ``family``'s the allocation chose."""
+
+    strategy: Literal["wafers"] = "wafers"
+    wafers: Annotated[int, Field(strict=True, ge=1, le=2**16)]
+    cuts: tuple[Index, ...]
+    family: Family | None = None
+    runs: tuple[tuple[Index, Index], ...] = ()
+    grids: tuple[tuple[Side, Side], ...] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WafersDecision:
+        ordered = all(a < b for a, b in zip(self.cuts, self.cuts[1:], strict=False))
+        if len(self.cuts) != self.wafers + 1 or not self.cuts or self.cuts[0] != 0 or not ordered:
+            raise ValueError(f"decision.cuts {list(self.cuts)}: expected {self.wafers + 1} increasing kernel indices from 0")
+        if self.grids is not None and len(self.grids) != len(self.runs):
+            raise ValueError(f"decision.grids has {len(self.grids)} grids for {len(self.runs)} runs")
+        if self.runs:
+            starts = {a for a, _ in self.runs}
+            at = 0
+            for first, end in self.runs:
+                if first != at or end <= first:
+                    raise ValueError(f"decision.runs: [{first}, {end}) does not follow [.., {at}) (runs are consecutive)")
+                at = end
+            if at != self.cuts[-1] or any(c not in starts for c in self.cuts[:-1]):
+                raise ValueError("decision.runs: a region crosses a cut between wafers (each region lies on one wafer)")
+        return self
+
+    def stage_cuts(self, units: int) -> tuple[int, ...]:
+        if not self.runs:
+            return self.cuts
+        start = {a: i for i, (a, _) in enumerate(self.runs)}
+        return (*(start[c] for c in self.cuts[:-1]), len(self.runs))
+
+
+def link_cycles(costs: CostTable) -> np.ndarray:
+    """[n + 1] cycles one token's data takes over the link at each cut position (0 at both ends)."""
+    return transfer_cycles(cut_bytes(costs), *link_params(costs.arch))
+
+
+class LatencyOverWafers(Strategy):
+    """See the module docstring."""
+
+    name = "wafers"
+    decision_type = WafersDecision
+
+    def applies(self, request: SolveRequest) -> bool:
+        return request.objective is ObjectiveKind.LATENCY and request.wafers != 1
+
+    def refuse(self, request: SolveRequest) -> None:
+        if request.sharing.mode is ShareMode.GRID:
+            raise ValueError("--grid fixes regions on one wafer: drop --wafers, or use --share auto to choose them per wafer")
+        if request.cost.train is not None:
+            raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
+        if request.stream_batch is not None:
+            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
+        if request.constraints is not None and request.constraints.rules:
+            raise ValueError(
+                "--constraints with --objective latency over several wafers are not planned yet: plan one wafer, "
+                "or the throughput pipeline over wafers"
+            )
+
+    def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        objective = objective_named(request.objective)
+        sproblem = build_stage_problem(costs)
+        least = stage_solver(sproblem, None)  # the fewest wafers whose kernels' smallest op models fit
+        if least.status is not Status.OPTIMAL or least.objective is None:
+            raise InfeasibleError(stage_infeasibility(costs, sproblem, request.wafer_count, least.message))
+        count = request.wafer_count or least.wafers
+        if count < least.wafers:
+            raise InfeasibleError(
+                f"{costs.kgraph.ops.source}: its kernels need at least {least.wafers} {costs.arch.name} wafers, "
+                f"--wafers {count} is fewer; use --wafers auto to find the fewest"
+            )
+        family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
+        links = link_cycles(costs)
+        relaxed, packed = self._relaxed(costs, request, family, count, deadline)
+        # a plan on w wafers (least <= w <= count) takes at least the relaxed optimum on count wafers' cores
+        # (fewer cores cannot be faster) and crosses w - 1 >= least - 1 cuts, each at least the cheapest
+        cheapest = int(links[1:-1].min()) if len(links) > 2 else 0
+        bound = relaxed + (least.wafers - 1) * cheapest
+        balanced = stage_solver(sproblem, count) if packed is None or len(packed) - 1 > count else None
+        cuts = packed if balanced is None or balanced.objective is None else balanced.cuts
+        assert cuts is not None
+        say(
+            f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut "
+            f"({relaxed:,} on all {count} wafers' cores, {least.wafers - 1} link(s) of at least {cheapest:,})"
+        )
+        parts: list[Part] = []
+        runs: list[tuple[int, int]] = []
+        grids: list[tuple[int, int]] = []
+        for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            wafer = costs.subset(a, b)
+            if family is None:
+                parts.append(wafer_part(wafer, objective))
+                continue
+            share = deadline.share(1.0 / (len(cuts) - 1 - w))
+            units, proven, fixed = share_cores(wafer, request, family, share, say)
+            if proven is None or units.runs is None:
+                raise SolverError(
+                    f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
+                )
+            parts.append(Part(units, proven, wider=True))
+            runs += [(a + i, a + j) for i, j in units.runs]
+            grids += list(fixed) if fixed is not None else []
+        decision = WafersDecision(
+            wafers=len(cuts) - 1,
+            cuts=tuple(cuts),
+            family=family,
+            runs=tuple(runs),
+            grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
+        )
+        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), bound, least.wall_s)
+        return Prepared(decision, tuple(parts), costs, costs, partition, bound)
+
+    def _relaxed(
+        self, costs: CostTable, request: SolveRequest, family: Family | None, count: int, deadline: Deadline
+    ) -> tuple[int, tuple[int, ...] | None]:
+        """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
+        budget), and the cut that packs the relaxed regions onto wafers in order (None: none found)."""
+        total = costs.total_cores * count
+        if family is None:
+            problem = build_problem(costs, total_cores=total, objective=objective_named(ObjectiveKind.LATENCY))
+            proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem)
+            if proven.value is None:
+                raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
+            return proven.value, None
+        sp = build_sharing_problem(costs, family=family)
+        sp = replace(sp, total_cores=int(total * FAMILY_BUDGET[family]))
+        found = run_stoppable(lambda: share_solver(sp, deadline.share(RELAXED_SHARE)), deadline)
+        if found is None:
+            raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
+        if found.status is Status.INFEASIBLE or found.bound is None:
+            raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
+        charged = sp.cores()
+        cuts = [0]
+        held = 0
+        wafer = costs.total_cores * FAMILY_BUDGET[family]
+        for (first, _), g in zip(found.runs, found.grids, strict=True):
+            need = int(charged[g])
+            if held and held + need > wafer:  # this region starts the next wafer
+                cuts.append(first)
+                held = 0
+            held += need
+        cuts.append(len(costs.kernels))
+        return int(found.bound), (tuple(cuts) if found.runs else None)
+
+    def lower(self, decision: Decision, costs: CostTable) -> CostTable:
+        assert isinstance(decision, WafersDecision)
+        if not decision.runs:
+            return costs
+        if decision.grids is not None:
+            return region_table(costs, decision.runs, run_shapes=[np.array([g], dtype=np.int64) for g in decision.grids])
+        assert decision.family is not None
+        return region_table(costs, decision.runs, shapes=candidate_shapes(costs.arch, decision.family))
+
+    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
+        wrong = super().admits(request, decision, costs)
+        if wrong is not None or not isinstance(decision, WafersDecision):
+            return wrong
+        count = request.wafer_count
+        if count is not None and decision.wafers > count:
+            return f"decision.wafers is {decision.wafers}, the request allows {count}"
+        asked = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
+        if decision.family != asked:
+            return f"decision.family is {decision.family!r}, the request shares cores as {asked!r}"
+        return None
+
+    def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
+        return regions_lines(plan)
+
