@@ -118,6 +118,37 @@ def _exact_optimum(task: Task) -> int | None:
     return pipeline_by_cuts(build_stage_problem(costs), r.wafer_count)
 
 
+def test_smoke_suites_recorded_bounds_are_the_exact_optima() -> None:
+    # the default pytest's share of test_smoke_suite_passes (no solver runs): each instance's recorded best
+    # bound is its exact optimum computed without the solvers (tests/exhaustive.py), and no recorded
+    # objective is below it
+    suite = load_suite("smoke")
+    for inst, task in zip(suite.suite.instances, suite.tasks, strict=True):
+        assert inst.best is not None and inst.best.bound == _exact_optimum(task) <= inst.best.objective, task.name
+
+
+def test_bench_cli_writes_and_prints_the_result_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the default pytest's share of test_smoke_suite_passes: `wsealloc bench SUITE -j 2` on a one-instance
+    # suite (the attention block, gated on its optimum) passes, writes the CSV, JSON and Markdown tables
+    # and prints the Markdown one
+    suite = tmp_path / "one.yaml"
+    suite.write_text(
+        f"name: one\ninstances:\n- name: attention\n  model: {ROOT / 'models' / 'tiny' / 'attention.onnx'}\n"
+        "  arch: tiny\n  time_limit: 5\n  best: {objective: 661, bound: 661}\n"
+    )
+    assert main(["bench", str(suite), "--out", str(tmp_path / "out"), "-j", "2"]) == 0
+    rows = json.loads((tmp_path / "out" / "one.json").read_text())["results"]
+    assert [r["instance"] for r in rows] == ["attention"]
+    assert rows[0]["status"] == "OPTIMAL" and rows[0]["solver"] == rows[0]["bound"] == 661
+    csv_text = (tmp_path / "out" / "one.csv").read_text()
+    assert csv_text.startswith("instance,kernels,greedy,solver,bound,gap,status,wall_s,speedup,error\n")
+    assert len(csv_text.splitlines()) == len(rows) + 1
+    md = (tmp_path / "out" / "one.md").read_text()
+    assert md.startswith("| instance | kernels | greedy | solver | bound | gap | status | wall_s | speedup |")
+    assert md in capsys.readouterr().out  # the table is printed too
+
+
+@pytest.mark.slow  # the whole smoke suite end to end, a worker process per instance (12 s): run by .ci/run (pytest -m slow)
 def test_smoke_suite_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "smoke", "--out", str(tmp_path), "-j", "2"]) == 0
     rows = json.loads((tmp_path / "smoke.json").read_text())["results"]

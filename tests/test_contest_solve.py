@@ -173,6 +173,9 @@ def test_kgraph_options_that_do_not_apply_are_refused(capsys: pytest.CaptureFixt
     assert "--wafers must be 1" in capsys.readouterr().err
 
 
+# a 4 s solve of a shared instance held to a score: run by .ci/run (pytest -m slow); the default pytest
+# solves our own instance end to end (test_full_solve_of_our_own_instance)
+@pytest.mark.slow
 def test_quick_solve_of_a_shared_instance(tmp_path: Path) -> None:
     """One of the contest's own instances (read where it is, never copied): a legal solution, near
     its proven bound, better than the references measured here (shelf 8,768; contestant 11,850)."""

@@ -15,8 +15,8 @@ case ends one of three ways:
 Truncation, a second writer and a dangling read always corrupt: for them the oracle must agree.
 Each case runs in a forked child, so a hang (even inside C code) or a crash fails that case alone,
 named, and the run goes on. Cases are drawn from fixed seeds, so a failure reproduces; the test ids
-carry the number of cases. Most cases run ``inspect`` (import, kernels, costs); a handful run a
-quick ``solve --no-place``.
+carry the cases' numbers (the default pytest runs the first 12 of each kind, the slow group the other
+24). Most cases run ``inspect`` (import, kernels, costs); a handful run a quick ``solve --no-place``.
 
 Determinism: same inputs, seed, workers -> same plan.
 """
@@ -63,6 +63,9 @@ EXPECTED_CODES = frozenset(cls.exit_code for cls in EXPECTED)
 INTERNAL_ERROR = 70
 CASE_LIMIT_S = 20  # a case takes well under a second; a hang is anything far beyond
 CASES_PER_KIND = 36
+# The default pytest runs the first DEFAULT_CASES of each kind of test_fuzz_inspect, the slow group (.ci/run)
+# the rest: every case still runs in CI.
+DEFAULT_CASES = 12
 SOLVE_CASES = 10
 
 Mutation = Callable[[onnx.ModelProto, random.Random], str]
@@ -380,18 +383,21 @@ def _judge(result: Result, data: bytes, allow_unknown_ops: bool = False) -> tupl
     return "rejected", None
 
 
-def _check_kind(kind: str, count: int, command: list[str], tmp_path: Path, allow_unknown_ops: bool = False) -> None:
+def _check_kind(
+    kind: str, count: int, command: list[str], tmp_path: Path, allow_unknown_ops: bool = False, start: int = 0
+) -> None:
+    """Cases ``start`` .. ``start + count - 1`` of ``kind``."""
     failures = []
-    cases = [make_case(kind, index) for index in range(count)]
+    cases = [make_case(kind, index) for index in range(start, start + count)]
     runs = []
-    for index, (what, data) in enumerate(cases):
+    for index, (what, data) in enumerate(cases, start):
         if kind in ALWAYS_CORRUPT and onnx_rejects(data, allow_unknown_ops) is None:
             failures.append(f"{kind} #{index} ({what}): the mutation left a model ONNX's rules accept")
         path = tmp_path / f"{kind}-{index}.onnx"
         path.write_bytes(data)
         runs.append(lambda argv=[command[0], str(path), *command[1:]]: _cli(argv))
     outcomes: dict[str, int] = {}
-    for index, ((what, data), result) in enumerate(zip(cases, in_children(runs, CASE_LIMIT_S), strict=True)):
+    for index, ((what, data), result) in enumerate(zip(cases, in_children(runs, CASE_LIMIT_S), strict=True), start):
         outcome, problem = _judge(result, data, allow_unknown_ops)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if problem is not None:
@@ -404,11 +410,21 @@ KINDS = ("byte_flip", "truncate", *STRUCTURAL)
 INSPECT = ["inspect", "--arch", "wse2"]
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[f"{k}-{CASES_PER_KIND}cases" for k in KINDS])
-def test_fuzz_inspect(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS, ids=KINDS)
+@pytest.mark.parametrize(
+    "cases",
+    [
+        (0, DEFAULT_CASES),
+        # the other 24 cases of each kind (6 s in all): run by .ci/run (pytest -m slow)
+        pytest.param((DEFAULT_CASES, CASES_PER_KIND), marks=pytest.mark.slow),
+    ],
+    ids=[f"cases0-{DEFAULT_CASES - 1}", f"cases{DEFAULT_CASES}-{CASES_PER_KIND - 1}"],
+)
+def test_fuzz_inspect(kind: str, cases: tuple[int, int], tmp_path: Path) -> None:
     """Broken zoo models through import, kernels and costs: a clean error, or a result on a model
     ONNX's rules accept; never a crash, a hang, or a corrupt model accepted."""
-    _check_kind(kind, CASES_PER_KIND, INSPECT, tmp_path)
+    start, stop = cases
+    _check_kind(kind, stop - start, INSPECT, tmp_path, start=start)
 
 
 @pytest.mark.parametrize("kind", ["nonsense_op"], ids=[f"nonsense_op-allow-unknown-{CASES_PER_KIND // 3}cases"])

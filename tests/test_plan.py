@@ -217,7 +217,7 @@ def test_malformed_fields_name_the_field(plan_file: Path, tmp_path: Path, edit, 
 @pytest.fixture(scope="module")
 def placed_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("placed") / "placed.json"
-    solve(TRANSFORMER, "tiny", output=out, time_limit=3)
+    solve(TRANSFORMER, "tiny", output=out, time_limit=2)
     return out
 
 

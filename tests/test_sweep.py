@@ -110,6 +110,9 @@ def test_all_points_failing_is_an_error(
     assert "no point of the sweep produced a plan; core.sram_bytes=24KiB: ERROR: boom" in capsys.readouterr().err
 
 
+# six real points, a worker process each, and the plot (10 s): run by .ci/run (pytest -m slow); the default
+# pytest solves real sweep points in test_sweep_allows_unknown_ops (and tests/test_regions.py)
+@pytest.mark.slow
 def test_real_sweep_is_monotone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plot = tmp_path / "sweep.svg"
     code = main(

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, Result, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_zoo import decoder_macs, resnet50_macs, vit_b16_macs
@@ -164,15 +162,27 @@ def test_recomputation_trades_the_stash_for_the_forward_again() -> None:
     }
 
 
-def test_a_stash_too_large_without_recomputation_fits_with_it() -> None:
+@pytest.mark.parametrize(
+    ("model", "arch", "sets", "refused", "recomputes"),
+    [
+        # the tiny transformer with 16 KiB a core: keeping every stash, its kernels need 437 cores, 53 more than it has
+        ("tiny/transformer.onnx", "tiny", ["core.sram_bytes=16KiB"], "does not fit tiny", "l0.scores"),
+        # GPT-2 training solved twice (4 s): run by .ci/run (pytest -m slow); the tiny case above takes the same path
+        pytest.param("gpt2.onnx", "wse2", [], "node_matmul_1", "node_matmul_1", marks=pytest.mark.slow),
+    ],
+    ids=["tiny-16KiB", "gpt2"],
+)
+def test_a_stash_too_large_without_recomputation_fits_with_it(
+    model: str, arch: str, sets: list[str], refused: str, recomputes: str
+) -> None:
     # GPT-2 at 1024 tokens: the attention's context kernel keeps each sample's probabilities (12 x 1024 x
     # 1024 fp16) for ~200 samples in flight: no grid holds that; recomputing lets it fit
-    with pytest.raises(InfeasibleError, match="node_matmul_1"):
-        ws.solve(MODELS / "gpt2.onnx", "wse2", place=False, train=True, recompute="none")
-    out = ws.solve(MODELS / "gpt2.onnx", "wse2", place=False, train=True, recompute="auto")
+    with pytest.raises(InfeasibleError, match=refused):
+        ws.solve(MODELS / model, arch, place=False, train=True, recompute="none", sets=sets)
+    out = ws.solve(MODELS / model, arch, place=False, train=True, recompute="auto", sets=sets)
     assert out.plan.objective.status.value == "OPTIMAL"
     chosen = {k.name: k.dataflow for k in out.plan.kernels}
-    assert chosen["node_matmul_1"] == "train-recompute"
+    assert chosen[recomputes] == "train-recompute"
     assert "train" in chosen.values()  # the solver keeps the stash where it fits and is faster
 
 
@@ -238,14 +248,24 @@ def test_a_segment_half_recomputing_is_rejected_by_the_verifier(tmp_path: Path) 
     assert any("l0.qkv: keeps its stash, but the request says --recompute all" in v for v in violations)
 
 
-def test_llama_7b_does_not_train_as_a_layer_pipeline() -> None:
-    # its attention's stash does not fit any grid even recomputing (the checkpoint and the replay window)
-    with pytest.raises(InfeasibleError, match="fit no grid on wse2"):
-        ws.solve(MODELS / "llama-7b.onnx", "wse2", place=False, train=True)
+@pytest.mark.parametrize(
+    ("model", "arch", "sets"),
+    [
+        # the tiny transformer with 5 KiB a core: its feed-forward kernels' training memory fits no grid
+        ("tiny/transformer.onnx", "tiny", ["core.sram_bytes=5KiB"]),
+        # Llama-7B's training costed (3 s): run by .ci/run (pytest -m slow); the tiny case above takes the same path
+        pytest.param("llama-7b.onnx", "wse2", [], marks=pytest.mark.slow),
+    ],
+    ids=["tiny-5KiB", "llama-7b"],
+)
+def test_a_model_that_fits_no_grid_does_not_train_as_a_layer_pipeline(model: str, arch: str, sets: list[str]) -> None:
+    # Llama-7B's attention's stash does not fit any grid even recomputing (the checkpoint and the replay window)
+    with pytest.raises(InfeasibleError, match=f"fit no grid on {arch}"):
+        ws.solve(MODELS / model, arch, place=False, train=True, sets=sets)
 
 
 def test_a_placed_training_plan_verifies_and_the_colocated_rectangle_is_checked(tmp_path: Path) -> None:
-    out = ws.solve(TRANSFORMER, "tiny", train=True, time_limit=10, output=tmp_path / "p.json")
+    out = ws.solve(TRANSFORMER, "tiny", train=True, time_limit=2, output=tmp_path / "p.json")
     plan = out.plan
     assert plan.request is not None and plan.request.cost.train is not None
     assert all(k.dataflow in ("train", "train-recompute") and k.placement is not None for k in plan.kernels)
@@ -301,8 +321,8 @@ def costs_in_flight(name: str) -> int:
     return work.in_flight
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=120)
+def _cli(*args: str) -> Result:
+    return run(*args)  # in this process: no interpreter start-up for each of the three commands
 
 
 def test_inspect_train_shows_training_macs_and_each_op_models_memory_by_part() -> None:
@@ -371,13 +391,27 @@ def test_a_stream_bound_kernel_by_hand() -> None:
     assert int(g.latency[0]) == (33_280_000 + 66_560_000) // 8 == 12_480_000
 
 
-def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why() -> None:
-    out = ws.solve(MODELS / "llama-7b.onnx", "wse2", train=True, mode="auto", stream_batch=4)  # 4: the largest that fits
+@pytest.mark.parametrize(
+    ("model", "arch", "sets", "batch"),
+    [
+        # the tiny transformer with 5 KiB a core (its feed-forward kernels fit no grid), one sample a pass
+        ("tiny/transformer.onnx", "tiny", [BANDWIDTH, "core.sram_bytes=5KiB"], 1),
+        # Llama-7B's training costed and streamed (4 s): run by .ci/run (pytest -m slow); the tiny case above
+        # takes the same path
+        pytest.param("llama-7b.onnx", "wse2", [], 4, marks=pytest.mark.slow),  # 4: the largest that fits
+    ],
+    ids=["tiny-5KiB", "llama-7b"],
+)
+def test_auto_streams_what_does_not_fit_as_a_pipeline_and_says_why(model: str, arch: str, sets: list[str], batch: int) -> None:
+    out = ws.solve(MODELS / model, arch, train=True, mode="auto", stream_batch=batch, sets=sets)
     # the request stays as the user gave it (mode auto); the plan's decision records the strategy chosen and why
     assert out.plan.request is not None and out.plan.request.mode.value == "auto"
     assert out.plan.decision is not None and out.plan.decision.strategy == "streaming"
     assert out.plan.decision.reason.startswith("auto: the layer pipeline does not fit")
     assert "the layer pipeline does not fit" in out.plan.objective.message
+
+
+def test_auto_keeps_the_layer_pipeline_where_it_fits() -> None:
     small = ws.solve(TRANSFORMER, "tiny", train=True, mode="auto", sets=[BANDWIDTH], place=False)
     assert small.plan.request is not None and small.plan.request.mode.value == "auto"
     assert small.plan.decision is not None and small.plan.decision.strategy == "pipeline"
@@ -411,20 +445,32 @@ def test_what_streaming_refuses(options: dict[str, object], message: str) -> Non
         ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]
 
 
-def test_the_contests_conv_is_its_own_training_kernel() -> None:
+@pytest.mark.parametrize(
+    "model",
+    [
+        "convnet",  # tests/test_cost_ispd.py's conv net: two convs (the first reads the image), a pool, a Gemm
+        # ResNet-50 costed seven times by the contest's conv model (7 s): run by .ci/run (pytest -m slow);
+        # the conv net above takes the same path
+        pytest.param("resnet50", marks=pytest.mark.slow),
+    ],
+)
+def test_the_contests_conv_is_its_own_training_kernel(model: str, tmp_path: Path) -> None:
     # --train --cost-model ispd2020: a conv stays the contest's kernel (forward, backward and update
     # side by side already: no backward added), every other kernel trains by the standard rules
+    from test_cost_ispd import _conv_net
+
     from wsealloc.cost import IspdConvWork
 
+    path, arch = (MODELS / "resnet50.onnx", "wse2") if model == "resnet50" else (Path(_conv_net(tmp_path)), "tiny")
     options = CostOptions(model=CostModelName.ISPD2020, train=TrainingOptions())
-    costs = _costs(MODELS / "resnet50.onnx", "wse2", options, check=False)
+    costs = _costs(path, arch, options, check=False)
     kinds = {type(kc.work).__name__ for kc in costs.kernels}
     assert kinds == {"IspdConvWork", "TrainingWork"}
-    plain = _costs(MODELS / "resnet50.onnx", "wse2", CostOptions(model=CostModelName.ISPD2020), check=False)
+    plain = _costs(path, arch, CostOptions(model=CostModelName.ISPD2020), check=False)
     for kc, before in zip(costs.kernels, plain.kernels, strict=True):
         if isinstance(kc.work, IspdConvWork):
             assert kc.work == before.work and np.array_equal(kc.table.latency, before.table.latency)
-    out = ws.solve(MODELS / "resnet50.onnx", "wse2", train=True, cost="ispd2020", place=False)
+    out = ws.solve(path, arch, train=True, cost="ispd2020", place=False)
     assert out.plan.objective.status.value == "OPTIMAL"
     # the contest's convs are in no recomputation segment: the other kernels' segments count only them
     # (so --recompute all recomputes them all), and a conv's output is their checkpoint

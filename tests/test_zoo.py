@@ -4,7 +4,9 @@ architectures' definitions, never from the code under test."""
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 
 import onnx
 import pytest
@@ -83,12 +85,19 @@ CASES = {
 }
 
 
+@functools.cache
+def _wse2_summary(name: str) -> dict[str, Any]:
+    """``inspect``'s summary of a zoo model on wse2 (feasibility not checked), computed once for the
+    tests that read it (Llama-70B's costs take a second or two)."""
+    kgraph = load_kernels(OnnxSource(path=str(zoo(name)), dims=DIMS.get(name, {})))
+    costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
+    return inspect_json(costs)["summary"]
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_mac_counts(name: str) -> None:
     closed, published = CASES[name]
-    kgraph = load_kernels(OnnxSource(path=str(zoo(name)), dims=DIMS.get(name, {})))
-    costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
-    total = inspect_json(costs)["summary"]["total_macs"]
+    total = _wse2_summary(name)["total_macs"]
     assert abs(total - closed) / closed < 0.01, (total, closed)
     if published is not None:
         assert abs(total - published) / published < 0.01, (total, published)
@@ -104,9 +113,7 @@ def test_zoo_fits_wse2_and_every_node_is_covered(name: str) -> None:
 
 
 def test_llama_70b_does_not_fit_one_wafer() -> None:
-    kgraph = load_kernels(OnnxSource(path=str(zoo("llama-70b.onnx"))))
-    costs = build_cost_table(kgraph, load_arch("wse2"), CostOptions(), check_feasible=False)
-    summary = inspect_json(costs)["summary"]
+    summary = _wse2_summary("llama-70b.onnx")  # shared with test_mac_counts
     assert not summary["fits_one_wafer"] and summary["weight_bytes"] > load_arch("wse2").wafer_sram_bytes
 
 
