@@ -19,7 +19,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import MODELS, builders, run, zoo
-from test_zoo import decode_macs, decoder_macs
+from test_zoo import decode_macs, decoder_macs, matmul_macs_bound
 
 from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions
@@ -448,3 +448,30 @@ def test_command_as_cli(tmp_path: Path) -> None:
     ):
         out = run(*args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, (args, out.stderr)
+
+
+ENTRIES = {"llama-3.1-70b": (80, 8192, 28672), "llama-3.1-405b": (126, 16384, 53248)}
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_committed_entries_are_what_the_command_writes(name: str) -> None:
+    """models/llama-3.1-{70b,405b}-{decode,prefill}.onnx: the command's output from models/configs/
+    (the graph and the recorded config; the exporter line names the onnx version), small files."""
+    cfg = read_hf_config(CONFIGS / f"{name}.json")
+    for form in ("decode", "prefill"):
+        path = zoo(f"{name}-{form}.onnx")
+        committed = onnx.load(str(path), load_external_data=False)
+        written = llm_model(cfg, form, name, prompt=4096)  # type: ignore[arg-type]
+        assert committed.graph == written.graph, form
+        meta = {p.key: p.value for p in committed.metadata_props}
+        given = json.loads((CONFIGS / f"{name}.json").read_text())
+        given["dtype"] = given.pop("torch_dtype")  # the one spelling recorded
+        assert json.loads(meta["wsealloc.zoo.config"]) == given
+        assert path.stat().st_size < 2_000_000
+    # parameters: per layer Q, O (d x d), K, V (d x 1024), FFN 3 x d x f, 2 norms; embedding and LM head; final norm
+    layers, d, ffn = ENTRIES[name]
+    assert absent_bytes(committed) == 2 * (layers * (d * (2 * d + 2 * 1024) + 3 * d * ffn + 2 * d) + 2 * 128256 * d + d)
+    # MatMul MACs from ONNX's own shape inference (not wsealloc's front end; test_zoo.py costs them through it)
+    sizes = dict(layers=layers, d=d, ffn=ffn, vocab=128256, kv_dim=1024)
+    assert matmul_macs_bound(str(zoo(f"{name}-prefill.onnx")), {}) == (decoder_macs(layers, 4096, d, ffn, 128256, 3, 1024), 0)
+    assert matmul_macs_bound(str(zoo(f"{name}-decode.onnx")), BOUND) == (decode_macs(past=4096, **sizes), 0)
