@@ -186,9 +186,11 @@ def llm(
 
 
 if __name__ == "__main__":
+    import sys
     from pathlib import Path
 
     here = Path(__file__).parent
+    sys.path.insert(0, str(here.parents[1]))  # llm() writes with this checkout's wsealloc, installed or not
     save(mlp(), here / "mlp.onnx")
     save(mlp(batch="batch"), here / "mlp_dynamic.onnx")
     save(reshape_chain(seq=64), here / "attention.onnx")
