@@ -64,9 +64,21 @@ def vit_b16_macs() -> int:
 # LLMs with a KV cache (float16): prefill of a 4096-token prompt; decode step over a 4096-token past.
 LLAMA3_8B = dict(layers=32, d=4096, ffn=14336, vocab=128256, kv_dim=8 * 128)
 LLAMA2_13B = dict(layers=40, d=5120, ffn=13824, vocab=32000, kv_dim=40 * 128)
+# written by `wsealloc export-llm` from models/configs/ (bfloat16, as published)
+LLAMA31_70B = dict(layers=80, d=8192, ffn=28672, vocab=128256, kv_dim=8 * 128)
+LLAMA31_405B = dict(layers=126, d=16384, ffn=53248, vocab=128256, kv_dim=8 * 128)
 PAST = 4096
 DECODE_DIMS = {"batch_size": 1, "past_sequence_length": PAST}
-DIMS = {"llama3-8b-decode.onnx": DECODE_DIMS, "llama2-13b-decode.onnx": DECODE_DIMS}
+DIMS = {
+    name: DECODE_DIMS
+    for name in ("llama3-8b-decode.onnx", "llama2-13b-decode.onnx", "llama-3.1-70b-decode.onnx", "llama-3.1-405b-decode.onnx")
+}
+
+
+def prefill_macs(layers: int, d: int, ffn: int, vocab: int, kv_dim: int, prompt: int = 4096) -> int:
+    """A LLaMA prefill of ``prompt`` tokens (SiLU-gated FFN)."""
+    return decoder_macs(layers, prompt, d, ffn, vocab, 3, kv_dim=kv_dim)
+
 
 CASES = {
     # model: (closed form, the field's published figure)
@@ -82,6 +94,10 @@ CASES = {
     "llama3-8b-decode.onnx": (decode_macs(past=PAST, **LLAMA3_8B), None),
     "llama2-13b-prefill.onnx": (decoder_macs(40, 4096, 5120, 13824, 32000, 3), None),
     "llama2-13b-decode.onnx": (decode_macs(past=PAST, **LLAMA2_13B), None),
+    "llama-3.1-70b-prefill.onnx": (prefill_macs(**LLAMA31_70B), None),
+    "llama-3.1-70b-decode.onnx": (decode_macs(past=PAST, **LLAMA31_70B), None),
+    "llama-3.1-405b-prefill.onnx": (prefill_macs(**LLAMA31_405B), None),
+    "llama-3.1-405b-decode.onnx": (decode_macs(past=PAST, **LLAMA31_405B), None),
 }
 
 
@@ -143,16 +159,20 @@ def test_cpsat_pulp_bisect_agree_on_zoo(name: str) -> None:
 # counted from ONNX shape inference after binding the symbolic dims (independent of the front end).
 
 TINY = dict(layers=2, d=64, ffn=128, vocab=256, kv_dim=2 * 16)
+F16, BF16, I64 = onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT64
 LLMS = {
-    # file: (decode step?, layers, kv heads, head dim, vocab, prompt length or None)
-    "llama3-8b-prefill.onnx": (False, 32, 8, 128, 128256, 4096),
-    "llama3-8b-decode.onnx": (True, 32, 8, 128, 128256, None),
-    "llama2-13b-prefill.onnx": (False, 40, 40, 128, 32000, 4096),
-    "llama2-13b-decode.onnx": (True, 40, 40, 128, 32000, None),
-    "tiny/llm_prefill.onnx": (False, 2, 2, 16, 256, 16),
-    "tiny/llm_decode.onnx": (True, 2, 2, 16, 256, None),
+    # file: (decode step?, layers, kv heads, head dim, vocab, prompt length or None, dtype)
+    "llama3-8b-prefill.onnx": (False, 32, 8, 128, 128256, 4096, F16),
+    "llama3-8b-decode.onnx": (True, 32, 8, 128, 128256, None, F16),
+    "llama2-13b-prefill.onnx": (False, 40, 40, 128, 32000, 4096, F16),
+    "llama2-13b-decode.onnx": (True, 40, 40, 128, 32000, None, F16),
+    "llama-3.1-70b-prefill.onnx": (False, 80, 8, 128, 128256, 4096, BF16),
+    "llama-3.1-70b-decode.onnx": (True, 80, 8, 128, 128256, None, BF16),
+    "llama-3.1-405b-prefill.onnx": (False, 126, 8, 128, 128256, 4096, BF16),
+    "llama-3.1-405b-decode.onnx": (True, 126, 8, 128, 128256, None, BF16),
+    "tiny/llm_prefill.onnx": (False, 2, 2, 16, 256, 16, F16),
+    "tiny/llm_decode.onnx": (True, 2, 2, 16, 256, None, F16),
 }
-F16, I64 = onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64
 
 
 def _io(values: list[onnx.ValueInfoProto]) -> list[tuple[str, int, list[int | str]]]:
@@ -193,16 +213,16 @@ def matmul_macs_bound(path: str, sizes: dict[str, int]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", sorted(LLMS))
 def test_kv_cache_convention(name: str) -> None:
-    decode, layers, kv, hd, vocab, prompt = LLMS[name]
+    decode, layers, kv, hd, vocab, prompt, dtype = LLMS[name]
     model = onnx.load(str(zoo(name)), load_external_data=False)
     kvs = [(i, t) for i in range(layers) for t in ("key", "value")]
     batch: int | str = "batch_size" if decode else 1
     length: int | str = "past_sequence_length + 1" if decode else int(prompt or 0)
     want_in: list[tuple[str, int, list[int | str]]] = [("input_ids", I64, [batch, 1 if decode else length])]
     if decode:
-        want_in += [(f"past_key_values.{i}.{t}", F16, ["batch_size", kv, "past_sequence_length", hd]) for i, t in kvs]
-    want_out = [("logits", F16, [batch, 1 if decode else length, vocab])]
-    want_out += [(f"present.{i}.{t}", F16, [batch, kv, length, hd]) for i, t in kvs]
+        want_in += [(f"past_key_values.{i}.{t}", dtype, ["batch_size", kv, "past_sequence_length", hd]) for i, t in kvs]
+    want_out = [("logits", dtype, [batch, 1 if decode else length, vocab])]
+    want_out += [(f"present.{i}.{t}", dtype, [batch, kv, length, hd]) for i, t in kvs]
     assert _io(list(model.graph.input)) == want_in
     assert _io(list(model.graph.output)) == want_out
     if decode:  # each past is read once, by the Concat (sequence axis) that writes its present
@@ -211,9 +231,9 @@ def test_kv_cache_convention(name: str) -> None:
             assert len(readers) == 1 and readers[0].op_type == "Concat", (i, t, readers)
             axis = onnx.helper.get_attribute_value(readers[0].attribute[0])
             assert axis in (2, -2) and list(readers[0].output) == [f"present.{i}.{t}"]
-    # float16 weights; float32 only for small tensors (RoPE's inv_freq, RMSNorm's epsilon)
-    floats = {onnx.TensorProto.FLOAT, F16}
-    assert all(t.data_type == F16 or math.prod(t.dims) <= 64 for t in model.graph.initializer if t.data_type in floats)
+    # float16 (bfloat16) weights; float32 only for small tensors (RoPE's inv_freq, RMSNorm's epsilon)
+    floats = {onnx.TensorProto.FLOAT, F16, BF16}
+    assert all(t.data_type == dtype or math.prod(t.dims) <= 64 for t in model.graph.initializer if t.data_type in floats)
 
 
 @pytest.mark.parametrize(

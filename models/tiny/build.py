@@ -142,12 +142,10 @@ def transformer(layers: int = 2, d: int = 64, heads: int = 4, seq: int = 32, voc
 
 
 # --------------------------------------------------------------------------------------------------
-# LLaMA-style LLM, prefill and decode step with a KV cache (the twins of the zoo's llama3-8b-prefill /
-# llama3-8b-decode: same input and output names, layouts and symbolic dims; models/README.md, "KV
-# cache convention"). float16 throughout, RMSNorm computed in float32 as transformers does.
-
-F16 = TensorProto.FLOAT16
-BATCH, PAST, TOTAL = "batch_size", "past_sequence_length", "past_sequence_length + 1"
+# LLaMA-style LLM, prefill and decode step with a KV cache: the tiny twins of the zoo's llama3-8b-prefill /
+# llama3-8b-decode (same input and output names, layouts and symbolic dims; models/README.md, "KV cache
+# convention"), written by wsealloc's own LLaMA-family builder (wsealloc/frontend/decoder.py), which
+# `wsealloc export-llm` uses for any Hugging Face config.
 
 
 def llm(
@@ -162,210 +160,41 @@ def llm(
     theta: float = 500000.0,
     eps: float = 1e-5,
 ) -> onnx.ModelProto:
-    """A LLaMA decoder (LlamaForCausalLM with eager attention) built by hand, every weight float16 zeros.
+    """A LLaMA decoder (LlamaForCausalLM with eager attention, float16, untied LM head), weightless: its
+    weight matrices reference the absent ``llm_decode.weights`` / ``llm_prefill.weights``.
 
     Prefill (``decode=False``): ``input_ids`` int64 [1, seq] -> ``logits`` [1, seq, vocab] and, per layer
-    i, ``present.{i}.key`` / ``present.{i}.value`` [1, kv_heads, seq, head_dim] (the cache the prompt
-    writes: the keys after RoPE, the values).
-    Decode step (``decode=True``): ``input_ids`` [batch_size, 1] and ``past_key_values.{i}.key`` /
-    ``.value`` [batch_size, kv_heads, past_sequence_length, head_dim] -> ``logits`` [batch_size, 1, vocab]
-    and ``present.{i}.*`` [batch_size, kv_heads, past_sequence_length + 1, head_dim]: each present is
-    ``Concat(past, new, axis=2)``; the new token's position is the past length (read with ``Shape``).
-
-    Per layer: RMSNorm, Q/K/V MatMuls, RoPE (rotate-half) on Q and K, the KV cache, GQA repeat of K and
-    V (Unsqueeze -> Expand -> Reshape to ``heads``), MatMul Q K^T, scale, causal mask Add (from the
-    query and key positions, LessOrEqual -> Where), Softmax (in float32), MatMul with V, O proj,
-    residual Add, RMSNorm, SiLU-gated FFN (gate, Sigmoid, Mul, up, Mul, down), residual Add; then a
-    final RMSNorm and the untied LM head. Weights are stored [in, out] (no Transpose before a MatMul).
+    i, ``present.{i}.key`` / ``present.{i}.value`` [1, kv_heads, seq, head_dim]. Decode step
+    (``decode=True``): ``input_ids`` [batch_size, 1] and ``past_key_values.{i}.*`` [batch_size, kv_heads,
+    past_sequence_length, head_dim] -> ``logits`` and ``present.{i}.*`` one token longer. The graph is
+    described in ``wsealloc.frontend.decoder``.
 
     MatMul MACs per sequence, ``T`` new tokens over ``K`` keys (prefill: T = K = seq; decode: T = 1,
     K = S + 1 for a past of S): per layer T*d*(2*d + 2*kv_heads*head_dim) + 3*T*d*ffn + 2*T*K*d, plus
     the LM head T*d*vocab. Defaults: prefill 1,507,328; decode 90,368 + 256*S (1,138,944 at S = 4096).
     """
+    from wsealloc.frontend.decoder import DecoderSpec, build_decoder
+
     if d % heads or heads % kv_heads:
         raise ValueError("heads must divide d and kv_heads must divide heads")
-    hd = d // heads
-    rep = heads // kv_heads
-    tokens: int | str = 1 if decode else seq
-    batch: int | str = BATCH if decode else 1
-    nodes: list[onnx.NodeProto] = []
-    inits: list[onnx.TensorProto] = []
-
-    def init(name: str, array: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def w(name: str, *shape: int) -> str:
-        return init(name, np.zeros(shape, dtype=np.float16))
-
-    def ints(name: str, values: list[int]) -> str:
-        return init(name, np.array(values, dtype=np.int64))
-
-    def node(op: str, inputs: list[str], output: str, **attrs: object) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
-
-    # shared constants
-    ints("axes_last", [-1])
-    ints("axes_0", [0])
-    ints("axes_1", [1])
-    ints("axes_2", [2])
-    ints("q_shape", [0, 0, heads, hd])  # 0: copy batch / tokens from the input
-    ints("kv_shape", [0, 0, kv_heads, hd])
-    ints("rep_shape", [1, 1, rep, 1, 1])  # Expand: broadcast the new axis to ``rep`` copies
-    ints("gqa_shape", [0, heads, -1, hd])  # -1: the key count
-    ints("merge_shape", [0, 0, d])
-    init("two", np.array(2.0, dtype=np.float32))
-    init("eps", np.array(eps, dtype=np.float32))
-    init("scale", np.array(hd**-0.5, dtype=np.float16))
-    init("zero_f16", np.array(0.0, dtype=np.float16))
-    init("min_f16", np.array(np.finfo(np.float16).min, dtype=np.float16))
-    init("inv_freq", (1.0 / theta ** (np.arange(0, hd, 2, dtype=np.float32) / hd)).astype(np.float32))
-
-    # positions of the new tokens (``qpos``) and of every key (``kpos``)
-    if decode:
-        node("Shape", ["past_key_values.0.key"], "past_len", start=2, end=3)  # [1] = S
-        qpos = "past_len"
-        init("zero_i64", np.array(0, dtype=np.int64))
-        init("one_i64", np.array(1, dtype=np.int64))
-        node("Squeeze", ["past_len", "axes_0"], "past_len_scalar")
-        node("Add", ["past_len_scalar", "one_i64"], "total_len")  # S + 1
-        kpos = node("Range", ["zero_i64", "total_len", "one_i64"], "key_positions")  # [S + 1]
-    else:
-        qpos = kpos = ints("positions", list(range(seq)))
-    # RoPE tables [T, head_dim]: angle = position * inv_freq, duplicated across the two halves
-    node("Cast", [qpos], "qpos_f", to=TensorProto.FLOAT)
-    node("Unsqueeze", ["qpos_f", "axes_1"], "qpos_col")
-    node("Mul", ["qpos_col", "inv_freq"], "freqs")
-    node("Concat", ["freqs", "freqs"], "angles", axis=-1)
-    node("Cos", ["angles"], "cos_f")
-    node("Sin", ["angles"], "sin_f")
-    node("Cast", ["cos_f"], "cos", to=F16)
-    node("Cast", ["sin_f"], "sin", to=F16)
-    # causal mask [T, K]: 0 where key position <= query position, the float16 minimum elsewhere
-    node("Unsqueeze", [qpos, "axes_1"], "qpos_ints_col")
-    node("Unsqueeze", [kpos, "axes_0"], "kpos_row")
-    node("LessOrEqual", ["kpos_row", "qpos_ints_col"], "visible")
-    node("Where", ["visible", "zero_f16", "min_f16"], "causal_mask")
-
-    def rms_norm(x: str, weight: str, out: str) -> str:
-        w(weight, d)
-        node("Cast", [x], f"{out}.f32", to=TensorProto.FLOAT)
-        node("Pow", [f"{out}.f32", "two"], f"{out}.sq")
-        node("ReduceMean", [f"{out}.sq", "axes_last"], f"{out}.ms", keepdims=1)
-        node("Add", [f"{out}.ms", "eps"], f"{out}.ms_eps")
-        node("Sqrt", [f"{out}.ms_eps"], f"{out}.rms")
-        node("Reciprocal", [f"{out}.rms"], f"{out}.inv_rms")
-        node("Mul", [f"{out}.f32", f"{out}.inv_rms"], f"{out}.normed")
-        node("Cast", [f"{out}.normed"], f"{out}.f16", to=F16)
-        return node("Mul", [f"{out}.f16", weight], out)
-
-    def rope(x: str, out: str) -> str:
-        nodes.append(helper.make_node("Split", [x], [f"{out}.x1", f"{out}.x2"], name=f"{out}.halves", axis=-1, num_outputs=2))
-        node("Neg", [f"{out}.x2"], f"{out}.neg_x2")
-        node("Concat", [f"{out}.neg_x2", f"{out}.x1"], f"{out}.rotated", axis=-1)
-        node("Mul", [x, "cos"], f"{out}.x_cos")
-        node("Mul", [f"{out}.rotated", "sin"], f"{out}.rot_sin")
-        return node("Add", [f"{out}.x_cos", f"{out}.rot_sin"], out)
-
-    def heads_first(x: str, shape: str, out: str) -> str:
-        node("Reshape", [x, shape], f"{out}.split")  # [B, T, h, hd]
-        return node("Transpose", [f"{out}.split"], out, perm=[0, 2, 1, 3])  # [B, h, T, hd]
-
-    def repeat_kv(x: str, out: str) -> str:
-        node("Unsqueeze", [x, "axes_2"], f"{out}.unsq")  # [B, kv, 1, K, hd]
-        node("Expand", [f"{out}.unsq", "rep_shape"], f"{out}.expanded")  # [B, kv, rep, K, hd]
-        return node("Reshape", [f"{out}.expanded", "gqa_shape"], out)  # [B, heads, K, hd]
-
-    w("embed_tokens", vocab, d)
-    x = node("Gather", ["embed_tokens", "input_ids"], "embeddings", axis=0)  # [B, T, d]
-    for i in range(layers):
-        p = f"layers.{i}"
-        h = rms_norm(x, f"{p}.input_layernorm.weight", f"{p}.input_norm")
-        for t, width in (("q", d), ("k", kv_heads * hd), ("v", kv_heads * hd)):
-            w(f"{p}.{t}_proj.weight", d, width)
-            node("MatMul", [h, f"{p}.{t}_proj.weight"], f"{p}.{t}_proj")
-        q = rope(heads_first(f"{p}.q_proj", "q_shape", f"{p}.q"), f"{p}.q_rope")
-        new_k = heads_first(f"{p}.k_proj", "kv_shape", f"{p}.k")
-        new_v = heads_first(f"{p}.v_proj", "kv_shape", f"{p}.v")
-        if decode:
-            rope(new_k, f"{p}.k_rope")
-            k = node("Concat", [f"past_key_values.{i}.key", f"{p}.k_rope"], f"present.{i}.key", axis=2)
-            v = node("Concat", [f"past_key_values.{i}.value", new_v], f"present.{i}.value", axis=2)
-        else:
-            k = rope(new_k, f"present.{i}.key")
-            v = node("Identity", [new_v], f"present.{i}.value")
-        k_all, v_all = repeat_kv(k, f"{p}.k_heads"), repeat_kv(v, f"{p}.v_heads")
-        node("Transpose", [k_all], f"{p}.k_t", perm=[0, 1, 3, 2])  # [B, heads, hd, K]
-        node("MatMul", [q, f"{p}.k_t"], f"{p}.scores")  # [B, heads, T, K]
-        node("Mul", [f"{p}.scores", "scale"], f"{p}.scaled")
-        node("Add", [f"{p}.scaled", "causal_mask"], f"{p}.masked")
-        node("Cast", [f"{p}.masked"], f"{p}.masked_f32", to=TensorProto.FLOAT)
-        node("Softmax", [f"{p}.masked_f32"], f"{p}.probs_f32", axis=-1)
-        node("Cast", [f"{p}.probs_f32"], f"{p}.probs", to=F16)
-        node("MatMul", [f"{p}.probs", v_all], f"{p}.context")  # [B, heads, T, hd]
-        node("Transpose", [f"{p}.context"], f"{p}.context_t", perm=[0, 2, 1, 3])
-        node("Reshape", [f"{p}.context_t", "merge_shape"], f"{p}.attn")  # [B, T, d]
-        w(f"{p}.o_proj.weight", d, d)
-        node("MatMul", [f"{p}.attn", f"{p}.o_proj.weight"], f"{p}.o_proj")
-        r = node("Add", [x, f"{p}.o_proj"], f"{p}.residual1")
-        m = rms_norm(r, f"{p}.post_attention_layernorm.weight", f"{p}.post_norm")
-        w(f"{p}.gate_proj.weight", d, ffn)
-        w(f"{p}.up_proj.weight", d, ffn)
-        w(f"{p}.down_proj.weight", ffn, d)
-        node("MatMul", [m, f"{p}.gate_proj.weight"], f"{p}.gate_proj")
-        node("Sigmoid", [f"{p}.gate_proj"], f"{p}.gate_sigmoid")
-        node("Mul", [f"{p}.gate_proj", f"{p}.gate_sigmoid"], f"{p}.silu")
-        node("MatMul", [m, f"{p}.up_proj.weight"], f"{p}.up_proj")
-        node("Mul", [f"{p}.silu", f"{p}.up_proj"], f"{p}.gated")
-        node("MatMul", [f"{p}.gated", f"{p}.down_proj.weight"], f"{p}.down_proj")
-        x = node("Add", [r, f"{p}.down_proj"], f"{p}.residual2")
-    hf = rms_norm(x, "norm.weight", "final_norm")
-    w("lm_head.weight", d, vocab)
-    node("MatMul", [hf, "lm_head.weight"], "logits")
-
-    length: int | str = TOTAL if decode else seq
-    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, tokens])]
-    outputs = [helper.make_tensor_value_info("logits", F16, [batch, tokens, vocab])]
-    for i in range(layers):
-        for t in ("key", "value"):
-            if decode:
-                inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{t}", F16, [batch, kv_heads, PAST, hd]))
-            outputs.append(helper.make_tensor_value_info(f"present.{i}.{t}", F16, [batch, kv_heads, length, hd]))
-    # As the exporter does, declare the key positions' length: ONNX shape inference cannot size a Range
-    # from a computed limit, so without it the mask would stay unsized even with the dims bound.
-    value_info = [helper.make_tensor_value_info("key_positions", TensorProto.INT64, [TOTAL])] if decode else []
-    model = _model(nodes, inputs, outputs, inits, opset=20, value_info=value_info)
-    model.ir_version = 10
-    return model
-
-
-def weightless(model: onnx.ModelProto, stem: str) -> onnx.ModelProto:
-    """``model`` under the zoo's weightless convention (models/export.py, the one implementation):
-    initializers with more than 64 elements become references into the absent ``<stem>.weights``."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    export = sys.modules.get("wsealloc_zoo_export")
-    if export is None:
-        spec = importlib.util.spec_from_file_location("wsealloc_zoo_export", Path(__file__).resolve().parents[1] / "export.py")
-        assert spec is not None and spec.loader is not None
-        export = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = export  # its dataclasses look their module up
-        spec.loader.exec_module(export)  # pure Python and onnx at import time (torch only inside functions)
-    export.apply_weightless_convention(model, f"{stem}.weights")
-    return model
+    spec = DecoderSpec(
+        layers=layers, hidden=d, heads=heads, kv_heads=kv_heads, head_dim=d // heads, ffn=ffn, vocab=vocab,
+        dtype="float16", rope_theta=theta, eps=eps,
+    )  # fmt: skip
+    form = "decode" if decode else "prefill"
+    return build_decoder(spec, form, seq, f"llm_{form}.weights")
 
 
 if __name__ == "__main__":
+    import sys
     from pathlib import Path
 
     here = Path(__file__).parent
+    sys.path.insert(0, str(here.parents[1]))  # llm() writes with this checkout's wsealloc, installed or not
     save(mlp(), here / "mlp.onnx")
     save(mlp(batch="batch"), here / "mlp_dynamic.onnx")
     save(reshape_chain(seq=64), here / "attention.onnx")
     save(transformer(), here / "transformer.onnx")
-    save(weightless(llm(decode=False), "llm_prefill"), here / "llm_prefill.onnx")
-    save(weightless(llm(decode=True), "llm_decode"), here / "llm_decode.onnx")
+    save(llm(decode=False), here / "llm_prefill.onnx")
+    save(llm(decode=True), here / "llm_decode.onnx")
     print("wrote", ", ".join(p.name for p in sorted(here.glob("*.onnx"))))

@@ -1,5 +1,6 @@
 """The ``wsealloc`` command group: ``inspect``, ``solve``, ``verify``, ``arch`` here; ``compare`` in
-``cli/reports.py``; ``bench`` and ``sweep`` in ``cli/bench.py``; :func:`build_cli` assembles them.
+``cli/reports.py``; ``bench`` and ``sweep`` in ``cli/bench.py``; ``export-llm`` in ``cli/llm.py``;
+:func:`build_cli` assembles them.
 
 Errors: one line on stderr (``wsealloc: error: ...``) and a non-zero exit code; ``--debug`` shows
 the traceback instead.
@@ -446,6 +447,7 @@ def build_cli() -> click.Group:
     """The ``wsealloc`` command group with every command (built on call: importing this module
     registers nothing)."""
     from wsealloc.cli.bench import bench, sweep
+    from wsealloc.cli.llm import export_llm_command
     from wsealloc.cli.reports import compare
 
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -454,7 +456,7 @@ def build_cli() -> click.Group:
     def cli(debug: bool) -> None:
         """Allocate the cores of a wafer-scale engine to the operators of an ONNX model."""
 
-    for command in (inspect, solve, verify, arch, compare, bench, sweep):
+    for command in (inspect, solve, verify, arch, compare, bench, sweep, export_llm_command):
         cli.add_command(command)
     return cli
 
