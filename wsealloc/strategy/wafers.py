@@ -90,6 +90,20 @@ def link_cycles(costs: CostTable) -> np.ndarray:
     return transfer_cycles(cut_bytes(costs), *link_params(costs.arch))
 
 
+def resident_cut(costs: CostTable, count: int) -> tuple[int, ...] | None:
+    """The cut giving every wafer an even share of the kernels' resident bytes (weights and KV caches):
+    a token's time on a wafer grows steeply as its SRAM fills (fewer, fuller regions), so a cut that
+    balances the SRAM balances the wafers' paths. None when a wafer of it would not fit its kernels."""
+    held = np.array([kc.work.weight_bytes + int(getattr(kc.work, "state_bytes", 0)) for kc in costs.kernels], dtype=float)
+    total = np.concatenate(([0.0], np.cumsum(held)))
+    inner = [int(np.searchsorted(total, total[-1] * k / count)) for k in range(1, count)]
+    cuts = (0, *sorted(set(inner) - {0, len(held)}), len(held))
+    capacity = costs.arch.usable_sram_bytes * costs.total_cores
+    if len(cuts) != count + 1 or any(total[b] - total[a] > capacity for a, b in zip(cuts[:-1], cuts[1:], strict=True)):
+        return None
+    return cuts
+
+
 class LatencyOverWafers(Strategy):
     """See the module docstring."""
 
@@ -131,9 +145,10 @@ class LatencyOverWafers(Strategy):
         # (fewer cores cannot be faster) and crosses w - 1 >= least - 1 cuts, each at least the cheapest
         cheapest = int(links[1:-1].min()) if len(links) > 2 else 0
         bound = relaxed + (least.wafers - 1) * cheapest
-        balanced = stage_solver(sproblem, count) if packed is None or len(packed) - 1 > count else None
-        cuts = packed if balanced is None or balanced.objective is None else balanced.cuts
-        assert cuts is not None
+        if packed is not None and len(packed) - 1 <= count:
+            cuts = packed
+        else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
+            cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         say(
             f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut "
             f"({relaxed:,} on all {count} wafers' cores, {least.wafers - 1} link(s) of at least {cheapest:,})"
