@@ -146,3 +146,20 @@ def test_wse2_measured_is_the_machine_waferllm_ran() -> None:
     assert tuned.execution is not None and tuned.execution.issue_cycles == 10
     out = run("arch", "list")
     assert out.returncode == 0 and "wse2-measured" in out.stdout and "745,500" in out.stdout
+
+
+def test_wse3_measured_carries_the_wse2_fit_onto_the_published_wse3() -> None:
+    """The published WSE-3 figures (900k cores as 84 dies of 64 x 168, 48 KiB, 8-wide fp16 SIMD) with
+    every execution cost of wse2-measured carried over, none fitted to a WSE-3 rate; each said so."""
+    a, b, w3 = load_arch("wse3-measured"), load_arch("wse2-measured"), load_arch("wse3")
+    assert (a.rows, a.cols, a.total_cores) == (w3.rows, w3.cols, 903_168)
+    assert (a.core.sram_bytes, a.core.macs_per_cycle) == (48 * 1024, 8) == (w3.core.sram_bytes, w3.core.macs_per_cycle)
+    assert a.execution == b.execution and a.clock_hz == b.clock_hz
+    assert (a.dtype.bytes, a.dtype.accum_bytes, a.noc.link_bytes_per_cycle) == (
+        b.dtype.bytes,
+        b.dtype.accum_bytes,
+        b.noc.link_bytes_per_cycle,
+    )
+    said = " ".join(a.sources)
+    for carried in ("issue_cycles 8, step_cycles 140, collective_cycles 144", "Clock: not published", "link_bytes_per_cycle 2"):
+        assert carried in said

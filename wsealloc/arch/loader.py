@@ -20,7 +20,7 @@ from wsealloc.arch.schema import Arch
 from wsealloc.errors import ArchError, UsageError
 from wsealloc.yamlload import DuplicateKeyError, load_yaml
 
-PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3", "wse2-measured")
+PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3", "wse2-measured", "wse3-measured")
 
 
 def _preset_text(name: str) -> str:

@@ -74,6 +74,10 @@ class BenchRow:
     # contest instances (.kgraph): the score's parts (``solver`` is the largest kernel time, ``bound`` its bound)
     wirelength: float | None = None
     score: float | None = None
+    # LLM exports (a serving frontier's points): tokens/s per request and in all, and the wafers used
+    tokens_per_s_per_request: float | None = None
+    aggregate_tokens_per_s: float | None = None
+    wafers: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -85,6 +89,8 @@ class BenchRow:
         data = asdict(self)
         if self.score is None and self.wirelength is None:
             del data["score"], data["wirelength"]
+        if self.tokens_per_s_per_request is None:  # (suites of non-LLM models keep their columns)
+            del data["tokens_per_s_per_request"], data["aggregate_tokens_per_s"], data["wafers"]
         return data
 
     @property
@@ -132,6 +138,9 @@ def run_instance(task: Task) -> BenchRow:
         speedup=None if h.speedup is None else round(h.speedup, 4),
         wirelength=h.wirelength,
         score=h.score,
+        tokens_per_s_per_request=h.tokens_per_s_per_request,
+        aggregate_tokens_per_s=h.aggregate_tokens_per_s,
+        wafers=h.wafers if h.tokens_per_s_per_request is not None else None,
     )
 
 

@@ -19,6 +19,7 @@ from wsealloc.bench.runner import BenchRow
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.cli.options import (
     debug_option,
+    model_options,
     objective_sweep_options,
     solver_settings_options,
     sweep_model_options,
@@ -228,3 +229,95 @@ def sweep(
         raise SweepError(
             f"no point of the sweep produced a plan; {', '.join(result.points[0].sets)}: {first.status}: {first.error}"
         )
+
+
+def _counts(text: str, option: str) -> list[int]:
+    """``1,2,4`` as positive integers (a frontier's axis), naming the option when one is not."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected whole numbers separated by commas, e.g. {option} 1,2,4") from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{option} {text!r}: expected positive whole numbers, e.g. {option} 1,2,4")
+    return values
+
+
+@click.command()
+@model_options
+@solver_settings_options("Seconds for each point's whole solve.")
+@click.option(
+    "--wafers", "wafer_counts", default="1", show_default=True, metavar="W1,W2,...", help="Wafer counts (one line each)."
+)
+@click.option(
+    "--requests",
+    "request_counts",
+    default="auto",
+    show_default=True,
+    metavar="N1,N2,...|auto",
+    help="Requests in flight; auto: 1, 2, 4, ... up to the most whose caches fit at --context.",
+)
+@click.option("--place", is_flag=True, help="Place every point too (slower; the rates then include communication).")
+@_jobs_option(os.cpu_count() or 1)
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="bench-results",
+    show_default=True,
+    help="Folder for frontier-MODEL-ARCH.{csv,json,md,png,svg,html}.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the frontier as JSON instead of a table.")
+@with_request
+def frontier(
+    request: SolveRequest,
+    model: str,
+    arch: str | None,
+    wafer_counts: str,
+    request_counts: str,
+    jobs: int,
+    scheduler: str | None,
+    out_dir: str,
+    as_json: bool,
+) -> None:
+    """The serving frontier of an LLM export: tokens/s per request against tokens/s in all, over requests
+    in flight and wafer counts, every point a proven plan (one token's time, --objective latency)."""
+    from wsealloc.bench.frontier import frontier as run_frontier
+    from wsealloc.plan.io import write_atomic
+
+    wafers = _counts(wafer_counts, "--wafers")
+    counts = None if request_counts.strip() == "auto" else _counts(request_counts, "--requests")
+    if jobs < 1:
+        raise UsageError(f"-j {jobs}: expected at least 1 worker")
+    out = _prepare_out(out_dir)
+    arch_name = "wse2" if arch is None else arch
+    stem = f"frontier-{Path(model).stem}-{Path(arch_name).stem}"
+    total = len(wafers) * (len(set(counts)) if counts is not None else 1)
+    with _progress(total, "frontier") as advance:
+        result = run_frontier(request, wafers, counts, jobs=jobs, scheduler=scheduler, on_done=advance)
+    write_atomic(out / f"{stem}.csv", result.to_csv())
+    write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
+    write_atomic(out / f"{stem}.md", result.to_markdown())
+    write_atomic(out / f"{stem}.png", result.plot("png"))
+    write_atomic(out / f"{stem}.svg", result.plot("svg"))
+    write_atomic(out / f"{stem}.html", result.to_html())
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    else:
+        table = Table(title=f"serving frontier of {model} on {arch_name}, context {result.context:,}")
+        for col in ("wafers", "requests", "tokens/s per request", "tokens/s in all", "frontier", "status"):
+            table.add_column(col, justify="right")
+        for p in result.points:
+            table.add_row(
+                str(p.wafers),
+                str(p.requests),
+                "-" if p.tokens_per_s_per_request is None else f"{p.tokens_per_s_per_request:,.1f}",
+                "-" if p.aggregate_tokens_per_s is None else f"{p.aggregate_tokens_per_s:,.1f}",
+                "yes" if p.on_frontier else "",
+                p.status if not p.error else f"{p.status}: {p.error[:60]}{'...' if len(p.error) > 60 else ''}",
+            )
+        console = make_console()
+        console.print(table)
+        console.print(f"results written to {out / stem}.{{csv,json,md,png,svg,html}}", highlight=False)
+    if all(p.tokens_per_s_per_request is None for p in result.points):
+        first = result.points[0]
+        raise SweepError(f"no point of the frontier produced a plan; requests={first.requests}: {first.status}: {first.error}")

@@ -21,6 +21,10 @@ class Headline:
     baseline: int | None = None  # the greedy baseline's value (placed, for placed plans)
     wirelength: float | None = None  # the contest's
     score: float | None = None  # the contest's
+    # LLM exports: one request's tokens per second and every request's, on how many wafers
+    tokens_per_s_per_request: float | None = None
+    aggregate_tokens_per_s: float | None = None
+    wafers: int = 1
 
     @property
     def speedup(self) -> float | None:

@@ -310,4 +310,15 @@ class Plan(_Doc):
         """The objective's value, bound, gap, status and the greedy baseline (placed when placed)."""
         obj, base = self.objective, self.baseline
         baseline = base.placed_value_cycles if obj.placed and base.placed_value_cycles else base.value_cycles
-        return Headline(len(self.kernels), obj.value, obj.bound_cycles, obj.gap, obj.status, baseline)
+        llm = obj.llm
+        return Headline(
+            len(self.kernels),
+            obj.value,
+            obj.bound_cycles,
+            obj.gap,
+            obj.status,
+            baseline,
+            tokens_per_s_per_request=llm.tokens_per_s_per_request if llm is not None else None,
+            aggregate_tokens_per_s=llm.aggregate_tokens_per_s if llm is not None else None,
+            wafers=len(self.stages),
+        )

@@ -1,0 +1,73 @@
+"""The serving frontier (``wsealloc frontier``, ``bench/frontier.py``): points by hand, the frontier
+marked, and the command end to end on the tiny decode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import MODELS, run
+
+from wsealloc.bench.frontier import FrontierPoint, mark_frontier, point_request, powers_up_to
+from wsealloc.cli import build_cli
+from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.request import build_request
+
+DECODE = MODELS / "tiny" / "llm_decode.onnx"
+
+
+def _p(requests: int, per: float | None, total: float | None) -> FrontierPoint:
+    return FrontierPoint(requests, 1, per, total, "FEASIBLE" if per else "ERROR", None, None)
+
+
+def test_the_frontier_is_the_points_no_other_beats_on_both_rates() -> None:
+    points = [_p(1, 100.0, 100.0), _p(2, 90.0, 180.0), _p(4, 40.0, 160.0), _p(8, 30.0, 180.0), _p(16, None, None)]
+    marked = mark_frontier(points)
+    # 4 requests is beaten by 2 (faster for each and in all); 8 by 2 (as many in all, slower each)
+    assert [p.on_frontier for p in marked] == [True, True, False, False, False]
+
+
+def test_request_counts_are_powers_of_two_up_to_the_most_that_fit() -> None:
+    assert powers_up_to(1) == [1]
+    assert powers_up_to(8) == [1, 2, 4, 8]
+    assert powers_up_to(301) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 301]
+
+
+def test_a_point_asks_for_one_tokens_time_with_every_cache_resident() -> None:
+    base = build_request(DECODE, "tiny", context=16)
+    point = point_request(base, 4, 2)
+    assert point.objective is ObjectiveKind.LATENCY and point.requests == 4 and point.wafers == 2
+    assert point.cost.state_copies == 4  # every request in flight keeps its cache
+    assert base.requests == 1  # the base request is left as it was
+
+
+def test_the_command_writes_the_table_and_the_picture(tmp_path: Path) -> None:
+    out = tmp_path / "fr"
+    args = [
+        "frontier", str(DECODE), "--arch", "tiny", "--context", "16", "--wafers", "1",
+        "--requests", "1,4", "--time-limit", "10", "-j", "1", "--out", str(out), "--json",
+    ]  # fmt: skip
+    result = CliRunner().invoke(build_cli(), args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output[result.output.index("{") :])
+    points = doc["points"]
+    assert [(p["requests"], p["wafers"]) for p in points] == [(1, 1), (4, 1)]
+    one, four = points
+    # four requests in flight: each gets at most what one alone gets, all together at least as much
+    assert four["tokens_per_s_per_request"] <= one["tokens_per_s_per_request"]
+    assert four["aggregate_tokens_per_s"] >= one["aggregate_tokens_per_s"]
+    assert any(p["on_frontier"] for p in points)
+    for suffix in ("csv", "json", "md", "png", "svg", "html"):
+        assert (out / f"frontier-llm_decode-tiny.{suffix}").stat().st_size > 0
+    assert "<svg" in (out / "frontier-llm_decode-tiny.html").read_text()
+
+
+def test_bad_counts_are_refused_naming_the_option() -> None:
+    result = run("frontier", str(DECODE), "--arch", "tiny", "--context", "16", "--requests", "0,x")
+    assert result.returncode == 2 and "--requests '0,x'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_without_a_cache_has_no_frontier() -> None:
+    result = run("frontier", str(MODELS / "tiny" / "attention.onnx"), "--arch", "tiny", "--requests", "1")
+    assert result.returncode == 2 and "give --context" in result.stderr
