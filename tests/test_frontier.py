@@ -39,6 +39,7 @@ def test_a_point_asks_for_one_tokens_time_with_every_cache_resident() -> None:
     point = point_request(base, 4, 2)
     assert point.objective is ObjectiveKind.LATENCY and point.requests == 4 and point.wafers == 2
     assert point.cost.state_copies == 4  # every request in flight keeps its cache
+    assert point.sharing.mode.value == "auto"  # regions chosen for one token's time, as solve's latency default
     assert base.requests == 1  # the base request is left as it was
 
 

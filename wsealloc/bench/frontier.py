@@ -25,7 +25,7 @@ from typing import Any
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.errors import UsageError
 from wsealloc.problem.objective import ObjectiveKind
-from wsealloc.request import SolveRequest
+from wsealloc.request import ShareMode, SolveRequest
 
 MAX_POINTS = 64  # requests x wafers: a frontier is a picture, not a search
 
@@ -187,10 +187,13 @@ def mark_frontier(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
 
 def point_request(base: SolveRequest, requests: int, wafers: int) -> SolveRequest:
     """The base request for one point: one token's time with ``requests`` caches resident on ``wafers``
-    wafers (validated again: a point may ask what the base's other options refuse)."""
+    wafers, kernels sharing cores in regions unless the base fixes a grid (validated again: a point may
+    ask what the base's other options refuse)."""
     doc = json.loads(base.to_json())
     doc.update({"objective": ObjectiveKind.LATENCY.value, "requests": requests, "wafers": wafers})
     doc["cost"]["state_copies"] = requests  # every sequence in flight keeps its cache
+    if base.sharing.mode is ShareMode.NONE:  # one token's time: kernels share cores in regions (as solve's latency default)
+        doc["sharing"] = {**doc["sharing"], "mode": ShareMode.AUTO.value}
     return SolveRequest.from_json(json.dumps(doc))
 
 
