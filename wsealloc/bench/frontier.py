@@ -35,7 +35,7 @@ class FrontierPoint:
     """One plan of the frontier: its requests in flight and wafers, its rates, its proof."""
 
     requests: int
-    wafers: int
+    wafers: int  # at most this many (a plan may use fewer: the cut that packs its regions)
     tokens_per_s_per_request: float | None
     aggregate_tokens_per_s: float | None
     status: str
@@ -43,6 +43,7 @@ class FrontierPoint:
     wall_s: float | None
     error: str = ""
     on_frontier: bool = False
+    wafers_used: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Frontier:
         return [
             {
                 "wafers": p.wafers,
+                "used": p.wafers_used,
                 "requests": p.requests,
                 "tokens/s per request": None if p.tokens_per_s_per_request is None else round(p.tokens_per_s_per_request, 1),
                 "tokens/s in all": None if p.aggregate_tokens_per_s is None else round(p.aggregate_tokens_per_s, 1),
@@ -120,7 +122,7 @@ class Frontier:
                     [p.tokens_per_s_per_request or 0.0 for p in series],
                     [p.aggregate_tokens_per_s or 0.0 for p in series],
                     marker="o",
-                    label=f"{wafers} wafer{'s' if wafers > 1 else ''}",
+                    label=f"at most {wafers} wafer{'s' if wafers > 1 else ''}",
                 )
                 for p in series:
                     ax.annotate(str(p.requests), (p.tokens_per_s_per_request or 0.0, p.aggregate_tokens_per_s or 0.0), fontsize=6)
@@ -208,13 +210,14 @@ def powers_up_to(most: int) -> list[int]:
 def _point(row: BenchRow, requests: int, wafers: int) -> FrontierPoint:
     return FrontierPoint(
         requests,
-        row.wafers or wafers,
+        wafers,
         row.tokens_per_s_per_request,
         row.aggregate_tokens_per_s,
         row.status,
         row.gap,
         row.wall_s,
         row.error,
+        wafers_used=row.wafers,
     )
 
 

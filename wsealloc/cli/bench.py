@@ -304,11 +304,12 @@ def frontier(
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
         table = Table(title=f"serving frontier of {model} on {arch_name}, context {result.context:,}")
-        for col in ("wafers", "requests", "tokens/s per request", "tokens/s in all", "frontier", "status"):
+        for col in ("wafers", "used", "requests", "tokens/s per request", "tokens/s in all", "frontier", "status"):
             table.add_column(col, justify="right")
         for p in result.points:
             table.add_row(
                 str(p.wafers),
+                "-" if p.wafers_used is None else str(p.wafers_used),
                 str(p.requests),
                 "-" if p.tokens_per_s_per_request is None else f"{p.tokens_per_s_per_request:,.1f}",
                 "-" if p.aggregate_tokens_per_s is None else f"{p.aggregate_tokens_per_s:,.1f}",
