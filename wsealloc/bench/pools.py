@@ -84,6 +84,9 @@ class PoolRow:
     decode_status: str
     decode_gap: float | None
     best: bool = False
+    # the two plans' LLM records (``plan.objective.llm``) every number above is computed from
+    prefill_llm: dict[str, Any] | None = None
+    decode_llm: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,7 @@ def _row(
             why = "prefill" if pps <= dps else "decode"
     return PoolRow(
         p, d, n, shared, ttft, handover, tpot, pps, dps, rps, feasible, why,
-        prefill.status, prefill.gap, decode.status, decode.gap,
+        prefill.status, prefill.gap, decode.status, decode.gap, False, prefill.llm, decode.llm,
     )  # fmt: skip
 
 
