@@ -78,6 +78,9 @@ class BenchRow:
     tokens_per_s_per_request: float | None = None
     aggregate_tokens_per_s: float | None = None
     wafers: int | None = None
+    # LLM exports: the plan's whole LLM record (``plan.objective.llm`` as plain data: the pass and the
+    # slowest stage in cycles, the cache bytes per token, the time to first token; prefill/decode pools)
+    llm: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,6 +94,8 @@ class BenchRow:
             del data["score"], data["wirelength"]
         if self.tokens_per_s_per_request is None:  # (suites of non-LLM models keep their columns)
             del data["tokens_per_s_per_request"], data["aggregate_tokens_per_s"], data["wafers"]
+        if self.llm is None:
+            del data["llm"]
         return data
 
     @property
@@ -126,6 +131,7 @@ def run_instance(task: Task) -> BenchRow:
     except WseallocError as exc:
         return failed_row(task.name, "ERROR", str(exc), round(time.perf_counter() - start, 2))
     h = out.plan.headline()  # every plan document reports the same headline
+    llm = getattr(getattr(out.plan, "objective", None), "llm", None)  # (contest plans have none)
     return BenchRow(
         instance=task.name,
         kernels=h.kernels,
@@ -141,6 +147,7 @@ def run_instance(task: Task) -> BenchRow:
         tokens_per_s_per_request=h.tokens_per_s_per_request,
         aggregate_tokens_per_s=h.aggregate_tokens_per_s,
         wafers=h.wafers if h.tokens_per_s_per_request is not None else None,
+        llm=None if llm is None else llm.model_dump(mode="json"),
     )
 
 

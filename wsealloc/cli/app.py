@@ -446,7 +446,7 @@ def _warn_unknown_ops(request: SolveRequest, costs: CostTable) -> None:
 def build_cli() -> click.Group:
     """The ``wsealloc`` command group with every command (built on call: importing this module
     registers nothing)."""
-    from wsealloc.cli.bench import bench, frontier, sweep
+    from wsealloc.cli.bench import bench, frontier, pools, sweep
     from wsealloc.cli.llm import export_llm_command
     from wsealloc.cli.reports import compare
 
@@ -456,7 +456,7 @@ def build_cli() -> click.Group:
     def cli(debug: bool) -> None:
         """Allocate the cores of a wafer-scale engine to the operators of an ONNX model."""
 
-    for command in (inspect, solve, verify, arch, compare, bench, sweep, frontier, export_llm_command):
+    for command in (inspect, solve, verify, arch, compare, bench, sweep, frontier, pools, export_llm_command):
         cli.add_command(command)
     return cli
 

@@ -322,3 +322,92 @@ def frontier(
     if all(p.tokens_per_s_per_request is None for p in result.points):
         first = result.points[0]
         raise SweepError(f"no point of the frontier produced a plan; requests={first.requests}: {first.status}: {first.error}")
+
+
+@click.command()
+@model_options
+@click.argument("prefill", metavar="PREFILL.onnx", type=click.Path(dir_okay=False))
+@solver_settings_options("Seconds for each plan's whole solve.")
+@click.option("--cluster", "cluster", required=True, type=int, metavar="W", help="Wafers in the cluster (at least 2).")
+@click.option(
+    "--prompt",
+    default=None,
+    type=int,
+    metavar="T",
+    help="Prompt tokens: the prefill export's own (input_ids [1, T]); given, it must equal that.",
+)
+@click.option("--output", "output_tokens", required=True, type=int, metavar="O", help="Output tokens per request.")
+@click.option("--ttft", required=True, type=float, metavar="S", help="Limit on the time to first token, seconds.")
+@click.option("--tpot", required=True, type=float, metavar="S", help="Limit on the time per output token, seconds.")
+@click.option(
+    "--requests",
+    "request_counts",
+    default="auto",
+    show_default=True,
+    metavar="N1,N2,...|auto",
+    help="Decode requests in flight; auto: 1, 2, 4, ... up to the most whose caches fit on the cluster.",
+)
+@_jobs_option(os.cpu_count() or 1)
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@click.option("--out", "out_dir", default="bench-results", show_default=True, help="Folder for pools-DECODE-ARCH.{csv,json,md}.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON instead of a table.")
+@with_request
+def pools(
+    request: SolveRequest,
+    model: str,
+    arch: str | None,
+    prefill: str,
+    cluster: int,
+    prompt: int | None,
+    output_tokens: int,
+    ttft: float,
+    tpot: float,
+    request_counts: str,
+    jobs: int,
+    scheduler: str | None,
+    out_dir: str,
+    as_json: bool,
+) -> None:
+    """Prefill and decode on separate wafers: how many of --cluster wafers serve PREFILL.onnx's prompts and
+    how many decode MODEL's tokens, for the most requests/s within --ttft and --tpot, every number from a
+    proven plan; beside both phases sharing every wafer."""
+    from wsealloc.bench.pools import Workload
+    from wsealloc.bench.pools import pools as run_pools
+    from wsealloc.errors import InfeasibleError
+    from wsealloc.plan.io import write_atomic
+
+    counts = None if request_counts.strip() == "auto" else _counts(request_counts, "--requests")
+    if jobs < 1:
+        raise UsageError(f"-j {jobs}: expected at least 1 worker")
+    if prompt is not None and prompt < 1:
+        raise UsageError(f"--prompt {prompt}: expected at least 1 token")
+    if not Path(prefill).is_file():
+        raise UsageError(f"PREFILL.onnx {prefill}: no such file; give the prefill export beside the decode one")
+    out = _prepare_out(out_dir)
+    arch_name = "wse2" if arch is None else arch
+    stem = f"pools-{Path(model).stem}-{Path(arch_name).stem}"
+    work = Workload(output_tokens, ttft, tpot, prompt)
+    with _progress(cluster * (1 + (len(set(counts)) if counts else 1)), "pools") as advance:
+        result = run_pools(request, prefill, cluster, work, counts, jobs=jobs, scheduler=scheduler, on_done=advance)
+    write_atomic(out / f"{stem}.csv", result.to_csv())
+    write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
+    write_atomic(out / f"{stem}.md", result.to_markdown())
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1))
+    else:
+        rows = result.table()
+        table = Table(title=f"prefill and decode pools of {cluster} {arch_name} wafers: {model} + {prefill}")
+        for col in rows[0]:
+            table.add_column(col, justify="right")
+        for r in rows:
+            table.add_row(*("-" if v is None else str(v) for v in r.values()))
+        console = make_console()
+        console.print(table)
+        for line in result.summary():
+            console.print(line, highlight=False)
+        console.print(f"results written to {out / stem}.{{csv,json,md}}", highlight=False)
+    if result.best() is None:
+        raise InfeasibleError(
+            f"no split of {cluster} wafers meets the limits (--ttft {ttft:g} s, --tpot {tpot:g} s): "
+            "see the table for which limit each split exceeds; relax a limit or add wafers"
+        )

@@ -235,4 +235,3 @@ class LatencyOverWafers(Strategy):
 
     def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
         return regions_lines(plan)
-
