@@ -65,6 +65,7 @@ def test_the_best_split_is_the_brute_force_best_of_the_table(three: Pools) -> No
     assert "no split" not in three.to_markdown()
 
 
+@pytest.mark.slow  # the command end to end with its worker processes (5 s): run by .ci/run (pytest -m slow)
 def test_limits_no_split_meets_exit_as_infeasible(tmp_path: Path) -> None:
     result = run(
         "pools", str(DECODE), str(PREFILL), "--arch", "tiny", "--cluster", "2", "--output", "8",
