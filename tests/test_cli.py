@@ -108,7 +108,8 @@ def test_group_without_subcommand_shows_help() -> None:
 
 def test_unknown_command_lists_commands() -> None:
     out = run("slove")
-    assert out.returncode == 2 and "choose one of: arch, bench, compare, export-llm, frontier, inspect, pools, solve, sweep, verify" in out.stderr
+    commands = "arch, bench, compare, export-llm, frontier, inspect, pools, solve, sweep, verify"
+    assert out.returncode == 2 and f"choose one of: {commands}" in out.stderr
 
 
 def test_debug_on_a_command_without_it_is_a_usage_error() -> None:
