@@ -134,8 +134,30 @@ def _op_changed(tmp: Path, model: str, node: str, op_type: str) -> str:
     return save(m, tmp / f"{node}_{op_type}.onnx")
 
 
+def _nested(tmp: Path, name: str, head: str, tail: str = "", depth: int = 20_000) -> str:
+    """A YAML file whose value after ``head`` is a list nested ``depth`` deep (PyYAML's composer recursed
+    once per level: a RecursionError, exit 70)."""
+    return _write(tmp, name, head + "[" * depth + "1" + "]" * depth + "\n" + tail)
+
+
+def _aliases(levels: int) -> str:
+    """A list holding a list of ten values, then ``levels - 1`` lists of ten aliases of the one before: a
+    few hundred bytes standing for 10^levels values (a "billion laughs" at 9 levels)."""
+    lists = ["&a0 [" + ", ".join(["x"] * 10) + "]"]
+    lists += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(lists) + "]"
+
+
+def _alias_rules(tmp: Path, levels: int, kind: str) -> str:
+    """A keep-out area or a grid rule's kernels given as :func:`_aliases` (messages quoted the value)."""
+    value = _aliases(levels)
+    rule = f"- keep-out: {value}\n" if kind == "keep-out" else f"- grid: {value}\n  shape: 2x2\n"
+    return _write(tmp, f"alias{levels}-{kind}.yaml", rule)
+
+
 Case = tuple[str, Callable[[Path], list[str]], str]
 ATTN = str(TINY / "attention.onnx")
+MLP = str(TINY / "mlp.onnx")
 CASES: list[Case] = [
     ("missing path", lambda t: ["inspect", str(t / "nope.onnx")], "no such file"),
     ("a directory", lambda t: ["inspect", str(t)], "is a directory"),
@@ -302,6 +324,41 @@ CASES: list[Case] = [
         lambda t: ["bench", _suite_with_duplicate(t), "--out", str(t / "out")],
         "line 6: key 'arch' is given twice (first on line 5)",
     ),
+    (
+        "constraints nested 20,000 deep",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _nested(t, "deep.yaml", "- grid: ")],
+        "deep.yaml: line 1: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "arch YAML nested 20,000 deep",
+        lambda t: ["inspect", ATTN, "--arch", _nested(t, "deep-arch.yaml", "name: deep\ncore: ")],
+        "deep-arch.yaml: line 2: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "suite nested 20,000 deep",
+        lambda t: ["bench", _nested(t, "deep-suite.yaml", "name: deep\ninstances: "), "--out", str(t / "out")],
+        "deep-suite.yaml: line 2: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "aliases of aliases: 100 million values as a keep-out",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _alias_rules(t, 8, "keep-out")],
+        "line 1: alias *a2 stands for 1,111 values; the aliases of this file would expand to more than 10,000 values",
+    ),
+    (
+        "aliases of aliases: 100,000 values as a grid rule's kernels",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _alias_rules(t, 5, "grid")],
+        "would expand to more than 10,000 values in all",
+    ),
+    (
+        "a recursive alias",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "rec.yaml", "- keep-out: &a {rows: *a}\n")],
+        "rec.yaml: line 1: alias *a is inside the value it names (a recursive alias)",
+    ),
+    (
+        "a 1,000-value area quoted as an excerpt",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "big.yaml", f"- keep-out: {list(range(1000))}\n")],
+        "keep-out takes an area {rows: [FIRST, LAST], cols: [FIRST, LAST]}, got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]",
+    ),
     ("unknown preset", lambda t: ["inspect", ATTN, "--arch", "wse9"], "presets: tiny, wse2, wse3"),
     ("bad --dim", lambda t: ["inspect", ATTN, "--dim", "seq:5"], "NAME=VALUE"),
     ("bad --dim value", lambda t: ["inspect", ATTN, "--dim", "seq=-5"], "positive"),
@@ -326,6 +383,7 @@ def test_bad_input(
     assert len(err) == 1 and err[0].startswith("wsealloc: error: "), err
     assert needle in err[0], err[0]
     assert "Traceback" not in err[0] and elapsed < 20
+    assert len(err[0]) <= 1200, f"a {len(err[0]):,}-character line"  # values are quoted as excerpts
 
 
 def test_absent_external_data_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,7 +30,7 @@ from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.cost.model import Optimizer, Recompute
-from wsealloc.errors import UsageError, WseallocError, choices_message
+from wsealloc.errors import UsageError, WseallocError, choices_message, excerpt
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
 from wsealloc.frontend.sources import (
@@ -481,6 +481,6 @@ def _first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "union[")))
     message = str(err["msg"]).removeprefix("Value error, ")
     value = err.get("input")
-    shown = f" {value!r}" if not isinstance(value, (dict, list, BaseModel)) else ""
+    shown = f" {excerpt(value)}" if not isinstance(value, (dict, list, BaseModel)) else ""
     head = f"{_OPTION_NAMES.get(where, where)}{shown}"
     return f"{head}: {message}" if head else message  # a whole-request rule names its options itself

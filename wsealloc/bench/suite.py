@@ -33,7 +33,7 @@ from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError
 from wsealloc.request import SolveRequest, build_request
-from wsealloc.yamlload import load_yaml
+from wsealloc.yamlload import StrictYamlError, load_yaml
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -228,6 +228,8 @@ def read_suite(spec: str) -> Suite:
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:
         data = load_yaml(path.read_text(), str(path))
+    except StrictYamlError as exc:
+        raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from wsealloc.constraints.schema import KINDS, Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together
 from wsealloc.cost.model import Dataflow
-from wsealloc.errors import ConstraintError
-from wsealloc.yamlload import DuplicateKeyError, load_yaml
+from wsealloc.errors import ConstraintError, excerpt
+from wsealloc.yamlload import StrictYamlError, load_yaml_node
 
 # the fields each kind takes beside its kind key
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -54,9 +54,8 @@ def read_constraints(path: str | Path) -> Constraints:
 def parse_constraints(text: str, label: str, sha256: str = "") -> Constraints:
     """Parse the text of a constraints file (``label`` names it in messages)."""
     try:
-        data = load_yaml(text, label)
-        node = yaml.compose(text)
-    except DuplicateKeyError as exc:
+        data, node = load_yaml_node(text, label)
+    except StrictYamlError as exc:
         raise ConstraintError(str(exc)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -80,7 +79,7 @@ def _rule(entry: Any, line: int, label: str) -> Any:
     """One entry as a validated rule."""
     where = f"{label} line {line}"
     if not isinstance(entry, Mapping):
-        raise ConstraintError(f"{where}: expected a mapping such as 'grid: NAME' with its fields, got {entry!r}")
+        raise ConstraintError(f"{where}: expected a mapping such as 'grid: NAME' with its fields, got {excerpt(entry)}")
     kinds = [k for k in KINDS if k in entry]
     if len(kinds) != 1:
         found = f"both {kinds[0]!r} and {kinds[1]!r}" if len(kinds) > 1 else f"none of {', '.join(KINDS)}"
@@ -97,7 +96,7 @@ def _rule(entry: Any, line: int, label: str) -> Any:
             data["area"] = _area(value, where, "keep-out")
         elif kind == "cut":
             if not isinstance(value, (str, int)) or isinstance(value, bool):
-                raise ConstraintError(f"{where}: cut takes the kernel the pipeline is cut after (a name), got {value!r}")
+                raise ConstraintError(f"{where}: cut takes the kernel the pipeline is cut after (a name), got {excerpt(value)}")
             data["after"] = value
             if "must" in entry:
                 data["must"] = entry["must"]
@@ -141,12 +140,12 @@ def _selector(value: Any, where: str) -> dict[str, Any]:
         if "range" in value:
             span = value["range"]
             if not isinstance(span, list) or len(span) != 2:
-                raise ConstraintError(f"{where}: range takes [FIRST, LAST] kernels (names or positions), got {span!r}")
+                raise ConstraintError(f"{where}: range takes [FIRST, LAST] kernels (names or positions), got {excerpt(span)}")
             out["range"] = tuple(span)
         return out
     raise ConstraintError(
         f"{where}: expected the kernels a rule applies to: a name or glob ('node_addmm_*'), a list of them, "
-        f"{{op: MatMul}} or {{range: [FIRST, LAST]}}; got {value!r}"
+        f"{{op: MatMul}} or {{range: [FIRST, LAST]}}; got {excerpt(value)}"
     )
 
 
@@ -157,12 +156,12 @@ def _strings(value: Any, where: str, key: str) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise ConstraintError(f"{where}: {key} takes a string or a list of strings, got {value!r}")
+    raise ConstraintError(f"{where}: {key} takes a string or a list of strings, got {excerpt(value)}")
 
 
 def _area(value: Any, where: str, what: str) -> Any:
     if not isinstance(value, Mapping):
-        raise ConstraintError(f"{where}: {what} takes an area {{rows: [FIRST, LAST], cols: [FIRST, LAST]}}, got {value!r}")
+        raise ConstraintError(f"{where}: {what} takes an area {{rows: [FIRST, LAST], cols: [FIRST, LAST]}}, got {excerpt(value)}")
     return dict(value)
 
 
@@ -172,7 +171,7 @@ def _field(kind: str, name: str, value: Any, where: str) -> Any:
         if isinstance(value, str):
             parts = value.lower().replace(" ", "").split("x")
             if len(parts) != 2 or not all(p.isdigit() for p in parts):
-                raise ConstraintError(f"{where}: shape takes RxC (rows x cols, e.g. 24x32), got {value!r}")
+                raise ConstraintError(f"{where}: shape takes RxC (rows x cols, e.g. 24x32), got {excerpt(value)}")
             return (int(parts[0]), int(parts[1]))
         return value
     if name in ("rows", "cols", "cores"):
@@ -180,12 +179,12 @@ def _field(kind: str, name: str, value: Any, where: str) -> Any:
             return {"min": value, "max": value}
         if isinstance(value, list) and len(value) == 2:
             return {"min": value[0], "max": value[1]}
-        raise ConstraintError(f"{where}: {name} takes [MIN, MAX] (null for an open end) or one number, got {value!r}")
+        raise ConstraintError(f"{where}: {name} takes [MIN, MAX] (null for an open end) or one number, got {excerpt(value)}")
     if name == "dataflow":
         key = str(value).lower().replace("-", "_")
         if key not in DATAFLOWS:
             raise ConstraintError(
-                f"{where}: unknown dataflow {value!r}; choose one of: {', '.join(d.name.lower() for d in Dataflow)}"
+                f"{where}: unknown dataflow {excerpt(value)}; choose one of: {', '.join(d.name.lower() for d in Dataflow)}"
             )
         return DATAFLOWS[key]
     if name == "within":
