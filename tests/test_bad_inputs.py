@@ -3,6 +3,10 @@ non-zero exit code, no traceback, within seconds. (A model with absent external 
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +92,27 @@ def _bad_attribute(tmp: Path) -> str:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     g = helper.make_graph([node], "g", [x], [y], initializer=[w])
     return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp / "attr.onnx")
+
+
+def _positions(tmp: Path) -> str:
+    """x [seq, 64] plus its positions (Range over seq, as LLM exports compute key positions), then a
+    MatMul: every size follows from seq, and the positions are a 1-D integer tensor of seq elements."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    ints = {"zero": 0, "one": 1, "axis1": [1]}
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), k) for k, v in ints.items()]
+    inits.append(numpy_helper.from_array(np.ones((64, 64), dtype=np.float32), "w"))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+        helper.make_node("Range", ["zero", "n", "one"], ["pos"], name="positions"),
+        helper.make_node("Unsqueeze", ["pos", "axis1"], ["pos2"], name="unsq"),
+        helper.make_node("Cast", ["pos2"], ["posf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "posf"], ["h"], name="add"),
+        helper.make_node("MatMul", ["h", "w"], ["y"], name="proj"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp / "positions.onnx")
 
 
 def _arch_with(tmp: Path, name: str, extra: str) -> str:
@@ -233,7 +258,8 @@ CASES: list[Case] = [
     (
         "tensor beyond any wafer",
         lambda t: ["inspect", _absurd(t, 10**9, "beyond.onnx"), "--arch", "wse2"],
-        "tensor 'x' of 'huge' (MatMul) has shape [1000000000, 1000000000] (3,552.7 PiB), beyond any wafer",
+        "the model's input sizes would need 3,552.7 PiB for the inputs of one pass (the largest: input 'x' "
+        "[1000000000, 1000000000], 3,552.7 PiB), more than 1,024 wafers of wse2 hold (40.9 TiB of SRAM)",
     ),
     (
         "input dim 2^40",
@@ -384,6 +410,68 @@ def test_bad_input(
     assert needle in err[0], err[0]
     assert "Traceback" not in err[0] and elapsed < 20
     assert len(err[0]) <= 1200, f"a {len(err[0]):,}-character line"  # values are quoted as excerpts
+
+
+MEMORY_LIMIT = 3 * 2**30  # address space of the child: a size sized anyway runs out of it in seconds
+
+
+def _limited_cli(argv: list[str]) -> tuple[int, str]:
+    """``wsealloc ARGV`` in a child process limited to ``MEMORY_LIMIT`` of address space and 120 s:
+    (exit code, stderr). A run that sizes what it should refuse ends in MemoryError, never in 24 GB."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "wsealloc.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,  # noqa: PLW1509 - the child sets its own limit before exec
+        cwd=ROOT,
+        env=env,
+    )
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (  # the key positions over 10^9 tokens grew past 24 GB in ONNX's data propagation
+            ["models/tiny/llm_decode.onnx", "--arch", "tiny", "--objective", "latency", "--context", "1000000000"],
+            2,
+            "llm_decode.onnx: --context 1000000000 would need 238.4 GiB for the inputs of one pass (the KV cache: "
+            "238.4 GiB in 4 input(s) like past_key_values.0.key [1, 2, 1000000000, 16]), more than 1,024 wafers of tiny "
+            "hold (16.5 GiB of SRAM)",
+        ),
+        (
+            ["models/tiny/llm_decode.onnx", "--arch", "tiny", "--objective", "latency", "--context", "2147483647"],
+            2,
+            "--context 2147483647 would need 512.0 GiB for the inputs of one pass (the KV cache: 512.0 GiB",
+        ),
+        (
+            ["POSITIONS", "--arch", "tiny", "--input-shape", "x=2147483647x64", "--no-place"],
+            2,
+            "positions.onnx: --input-shape x=2147483647x64 would need 512.0 GiB for the inputs of one pass (the "
+            "largest: input 'x' [2147483647, 64], 512.0 GiB), more than 1,024 wafers of tiny hold",
+        ),
+        # within what 1,024 wafers of wse2 hold: imported without materializing the positions (no data
+        # propagation above 2^20, no Range folded into 2^31 values), then refused by the cost model
+        (["POSITIONS", "--arch", "wse2", "--input-shape", "x=2147483647x64", "--no-place"], 3, "fit no grid on wse2"),
+        (
+            ["models/tiny/llm_decode.onnx", "--arch", "wse2", "--objective", "latency", "--context", "1000000000"],
+            3,
+            "fit no grid on wse2",
+        ),
+    ],
+    ids=["context-1e9", "context-2^31-1", "input-shape-tiny", "input-shape-wse2", "context-1e9-wse2"],
+)
+def test_absurd_sizes_are_refused_before_they_are_sized(tmp_path: Path, args: list[str], code: int, needle: str) -> None:
+    argv = ["solve", *(_positions(tmp_path) if a == "POSITIONS" else a for a in args)]
+    got, err = _limited_cli(argv)
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and needle in lines[0], (got, err[-600:])
 
 
 def test_absent_external_data_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import MAX_WAFERS
 from wsealloc.constraints import Constraints
 from wsealloc.cost import CostOptions
 from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
+from wsealloc.frontend.importer import MemoryLimit
 from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.ir import OpGraph
@@ -75,16 +77,23 @@ def graph_work(graph: OpGraph) -> int:
     return sum(w.macs + w.vector_ops for w in (op_work(node, graph, allow_unknown=True) for node in graph.nodes))
 
 
-def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
+def load_kernels(source: OnnxSource | SyntheticSource, arch: Arch | None = None) -> KernelGraph:
     """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
-    group it into kernels."""
-    dims = {**cache_dims(source.onnx_path(), source.context, source.batch), **source.dims}  # --dim wins
+    group it into kernels. With ``arch``, the inputs of one pass must fit the SRAM of the largest
+    cluster of it a plan may use (``MAX_WAFERS`` wafers), checked before any tensor is sized."""
+    cache = cache_dims(source.onnx_path(), source.context, source.batch)
+    dims = {**{name: value for name, (value, _) in cache.items()}, **source.dims}  # --dim wins
+    memory = None
+    if arch is not None:
+        memory = MemoryLimit(arch.wafer_sram_bytes * MAX_WAFERS, f"{MAX_WAFERS:,} wafers of {arch.name}")
     graph = import_onnx(
         source.onnx_path(),
         dims,
         weights_as_inputs=source.weights_as_inputs,
         input_shapes=source.input_shapes,
         weigh=graph_work,
+        memory=memory,
+        origins={name: option for name, (_, option) in cache.items() if name not in source.dims},
     )
     return build_kernels(mark_state(graph), fuse=source.fuse)
 
@@ -99,7 +108,7 @@ def build_costs(
 ) -> CostTable:
     """Model source + resolved arch -> cost table, with the user's ``constraints`` applied to its
     op-model tables (``opmodels.constrain``; the table before them is kept as ``unconstrained``)."""
-    costs = build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)
+    costs = build_cost_table(load_kernels(source, arch), arch, options, check_feasible=check_feasible)
     return apply_constraints(costs, constraints) if constraints is not None else costs
 
 
