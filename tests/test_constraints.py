@@ -498,6 +498,61 @@ def test_verify_rejects_a_plan_that_breaks_a_rule_with_its_line(placed_plan: Pat
     assert "c.yaml line" in hits[0]
 
 
+def _tamper_rules(path: Path, tmp_path: Path, change) -> Path:  # noqa: ANN001
+    """The plan with its recorded rules (``request.constraints.rules``) changed by ``change``."""
+    doc = json.loads(path.read_text())
+    change(doc["request"]["constraints"]["rules"])
+    out = tmp_path / "rules.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _widen_keep_out(rules: list[dict]) -> None:  # the keep-out of rows 0-3 over every column: under embed's corner
+    next(r for r in rules if r["kind"] == "keep-out")["area"]["cols"] = None
+
+
+def _grid_no_wafer_holds(rules: list[dict]) -> None:
+    select = {"names": ["l0.ln1"], "ops": [], "range": None}
+    rules.append({"line": 99, "source": "", "kind": "grid", "select": select, "shape": [100, 100]})
+
+
+def _pin_off_the_wafer(rules: list[dict]) -> None:
+    next(r for r in rules if r["kind"] == "place" and r["at"])["at"] = [100, 100]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            _widen_keep_out,
+            ("embed: the recorded rules leave it no legal op model (", "c.yaml line 8: keeps rows 0-3, all cols out): the plan"),
+        ),
+        (
+            _grid_no_wafer_holds,
+            ("l0.ln1: the recorded rules leave it no legal op model (", "c.yaml line 99: pins l0.ln1 to 100 x 100)"),
+        ),
+        (_pin_off_the_wafer, ("request.constraints: ", "c.yaml line 2 places embed at row 100, col 100, beyond the 16x24 wafer")),
+    ],
+    ids=["keep-out-under-a-pin", "grid-100x100", "pin-off-the-wafer"],
+)
+def test_verify_reports_recorded_rules_that_leave_a_kernel_nothing(
+    placed_plan: Path,
+    tmp_path: Path,
+    change,  # noqa: ANN001
+    expected: tuple[str, str],
+) -> None:
+    """Rules of the plan's own request that leave a kernel no legal op model (the greedy baseline's
+    recomputation had nothing to choose: an IndexError, exit 70) or cannot be resolved on the wafer
+    (an error of the solve, exit 2 or 3) are violations of the plan, exit 4."""
+    tampered = _tamper_rules(placed_plan, tmp_path, change)
+    report = verify_plan(tampered)
+    assert any(all(part in v for part in expected) for v in report.violations), report.violations
+    from conftest import run
+
+    result = run("verify", str(tampered))
+    assert result.returncode == 4 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 # ---------------------------------------------------------------- plans as constraints
 
 
