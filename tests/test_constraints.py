@@ -460,6 +460,42 @@ def test_cut_and_together_shape_the_pipeline_over_wafers(tmp_path: Path) -> None
     assert verify_plan(tmp_path / "p.json").ok
 
 
+def test_pins_and_areas_on_different_wafers_never_conflict(tmp_path: Path) -> None:
+    """Each wafer has its own [0, 0]: corners a cut puts on different wafers do not overlap, and an area
+    is the area of each wafer (before, a false conflict, exit 3, and a plan verify rejected)."""
+    text = "- cut: l0.fc2\n- place: embed\n  at: [0, 0]\n- place: l1.ln1\n  at: [0, 0]\n"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=10, output=tmp_path / "p.json")
+    placed = {k.name: (k.stage, k.placement) for k in out.plan.kernels}
+    assert placed["embed"] == (0, (0, 0)) and placed["l1.ln1"] == (1, (0, 0))
+    assert verify_plan(tmp_path / "p.json").ok
+    # an area of 8 cores for a kernel of each wafer: each takes up to all 8 of its own wafer's
+    area = "- cut: l0.fc2\n- place: [l0.fc2, l1.qkv]\n  within: {rows: [8, 9], cols: [0, 3]}\n"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, area), wafers=2, time_limit=10, output=tmp_path / "a.json")
+    cores = {k.name: k.cores for k in out.plan.kernels}
+    report = verify_plan(tmp_path / "a.json")
+    assert report.ok, (cores["l0.fc2"], cores["l1.qkv"], report.violations)
+
+
+def test_from_plan_of_a_verified_plan_over_wafers_solves(tmp_path: Path) -> None:
+    """Its kernels on different wafers share corners; its cuts are pinned with them, so they stay apart."""
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import constraints_from_plan, moved
+
+    ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, output=tmp_path / "p.json")
+    assert verify_plan(tmp_path / "p.json").ok
+    again = ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, constraints=constraints_from_plan(tmp_path / "p.json"))
+    assert moved(read_plan(tmp_path / "p.json"), again.plan) == []
+
+
+def test_overlapping_pins_the_pipeline_cut_puts_on_one_wafer_conflict(tmp_path: Path) -> None:
+    # nothing parts them but the cut the solvers take: the conflict says so, and what would part them
+    text = "- place: embed\n  at: [0, 0]\n- place: l0.ln1\n  at: [0, 0]\n"
+    with pytest.raises(
+        ConflictError, match="on the wafer the pipeline's cut puts both on \\(a cut rule between them parts them\\)"
+    ):
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=10)
+
+
 # ---------------------------------------------------------------- verify: tampered plans
 
 

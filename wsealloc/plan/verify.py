@@ -219,11 +219,13 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     if constraints is not None and constraints.rules:  # every rule of the user's, from the rule itself (a root cause)
         check_constraints(plan, constraints, kgraph.kernels, arch.rows, arch.cols, check)
         for budget in area_budgets(table):
-            used = sum(in_order[k].cores for k in budget.kernels)
-            check(
-                used <= budget.cores,
-                f"the kernels kept within {budget.label} use {used:,} cores, the area has {budget.cores:,} free",
-            )
+            for st in stages:  # each wafer has the area: the kernels on one wafer share it
+                used = sum(in_order[k].cores for k in budget.kernels if st.first <= k < st.end)
+                on = f" on wafer {st.index}" if len(stages) > 1 else ""
+                check(
+                    used <= budget.cores,
+                    f"the kernels kept within {budget.label} use {used:,} cores{on}, the area has {budget.cores:,} free",
+                )
     for st in stages:
         before = len(check.bad)
         _check_placement(st.members, arch, check)
