@@ -385,6 +385,43 @@ CASES: list[Case] = [
         lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "big.yaml", f"- keep-out: {list(range(1000))}\n")],
         "keep-out takes an area {rows: [FIRST, LAST], cols: [FIRST, LAST]}, got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]",
     ),
+    # messages speak the user's words: the option typed, the rule as written, digits as shown
+    ("--requests 0", lambda t: ["solve", MLP, "--arch", "tiny", "--requests", "0"], "error: --requests 0: Input should be"),
+    (
+        "--recompute-segment 0",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--train", "--recompute-segment", "0"],
+        "error: --recompute-segment 0: Input should be",
+    ),
+    (
+        "--train-batch 0",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--train", "--train-batch", "0"],
+        "error: --train-batch 0: Input should be",
+    ),
+    (
+        "shape 0x8 (YAML's hexadecimal 8)",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "s.yaml", "- grid: fc1\n  shape: 0x8\n")],
+        "s.yaml line 1: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got '0x8'",
+    ),
+    (
+        "shape with a superscript digit",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "s2.yaml", "- grid: fc1\n  shape: ²x8\n")],
+        "s2.yaml line 1: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got '²x8'",
+    ),
+    (
+        "--input-shape in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "mlp_dynamic.onnx"), "--arch", "tiny", "--input-shape", "x=٣x64"],
+        "--input-shape 'x=٣x64': '٣x64' is not a list of sizes; write them in ASCII digits",
+    ),
+    (
+        "--dim in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "mlp_dynamic.onnx"), "--arch", "tiny", "--dim", "batch=٣"],
+        "--dim 'batch=٣': '٣' is not an integer in ASCII digits",
+    ),
+    (
+        "--context in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "llm_decode.onnx"), "--arch", "tiny", "--context", "٣"],
+        "Invalid value for '--context': '٣' is not an integer in ASCII digits",
+    ),
     ("unknown preset", lambda t: ["inspect", ATTN, "--arch", "wse9"], "presets: tiny, wse2, wse3"),
     ("bad --dim", lambda t: ["inspect", ATTN, "--dim", "seq:5"], "NAME=VALUE"),
     ("bad --dim value", lambda t: ["inspect", ATTN, "--dim", "seq=-5"], "positive"),

@@ -630,6 +630,23 @@ def test_cli_conflict_is_one_line_with_exit_code_3(tmp_path: Path) -> None:
     assert "c.yaml line 1 bounds l0.fc1: rows 16; line 3 keeps rows 7-7, all cols out: together they" in lines[0]
 
 
+def test_the_summary_says_what_the_rules_held(tmp_path: Path) -> None:
+    """With --no-place the grids and cores the rules allow hold, but no corner or keep-out was applied on
+    a wafer: the summary says so (before: "honoured by the baseline and every solver")."""
+    from conftest import run
+
+    rules = _rules(tmp_path, "- place: embed\n  at: [0, 0]\n- keep-out: {rows: [0, 3], cols: [16, 23]}\n")
+    args = ("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(rules), "--time-limit", "10")
+    unplaced = run(*args, "--no-place")
+    assert unplaced.returncode == 0, unplaced.stderr
+    assert (
+        "honoured by the baseline and every solver in the grids and cores they allow; the positions of the keep-out "
+        "and place rules are not (--no-place: nothing was placed)"
+    ) in " ".join(unplaced.stdout.split())
+    placed = run(*args)
+    assert "cores kept out), honoured by the baseline and every solver; price" in " ".join(placed.stdout.split())
+
+
 def test_cli_from_plan_says_what_moved(placed_plan: Path, tmp_path: Path) -> None:
     from conftest import run
 

@@ -21,6 +21,7 @@ from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
 from wsealloc.opmodels.constrain import apply as apply_constraints
 from wsealloc.opmodels.table import with_link_stages
+from wsealloc.units import ascii_int
 
 
 def parse_dims(options: Sequence[str]) -> dict[str, int]:
@@ -32,9 +33,9 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
         if not sep or not name or not value.strip():
             raise UsageError(f"--dim {opt!r}: expected NAME=VALUE, e.g. --dim seq=1024")
         try:
-            number = int(value.strip().replace("_", ""))
+            number = ascii_int(value.strip().replace("_", ""))
         except ValueError:
-            raise UsageError(f"--dim {opt!r}: {value.strip()!r} is not an integer") from None
+            raise UsageError(f"--dim {opt!r}: {value.strip()!r} is not an integer in ASCII digits") from None
         if number <= 0:
             raise UsageError(f"--dim {opt!r}: dims must be positive integers")
         if name in dims and dims[name] != number:
@@ -54,10 +55,10 @@ def parse_input_shapes(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
             raise UsageError(f"--input-shape {opt!r}: expected NAME=SIZES, e.g. --input-shape x=1x3x48x320")
         parts = text.strip().lower().replace(",", "x").split("x")
         try:
-            shape = tuple(int(p.strip().replace("_", "")) for p in parts)
+            shape = tuple(ascii_int(p.strip().replace("_", "")) for p in parts)
         except ValueError:
             raise UsageError(
-                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them as 1x3x48x320"
+                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them in ASCII digits, as 1x3x48x320"
             ) from None
         if any(v <= 0 for v in shape):
             raise UsageError(

@@ -45,6 +45,7 @@ from wsealloc.frontend.sources import (
 from wsealloc.pipeline import parse_input_shapes
 from wsealloc.problem.objective import ALL_BACKENDS, OBJECTIVES, ObjectiveKind
 from wsealloc.strategy.modes import Mode, ShareMode, Sharing
+from wsealloc.units import ascii_int
 
 # the user's words for a way to run a model live with the strategies (``strategy.modes``); re-exported
 __all__ = ["Mode", "RequestOptions", "ShareMode", "Sharing", "SolveRequest", "build_request", "check_outputs", "parse_grid"]
@@ -80,7 +81,7 @@ def parse_grid(text: str) -> tuple[int, int]:
     """``--grid 420x420`` (or ``420``, a square) as (rows, cols)."""
     parts = str(text).lower().replace(",", "x").split("x")
     try:
-        sides = [int(p.strip()) for p in parts]
+        sides = [ascii_int(p.strip()) for p in parts]
     except ValueError:
         raise UsageError(f"--grid {text!r}: expected RxC, e.g. --grid 420x420") from None
     if len(sides) == 1:
@@ -430,7 +431,7 @@ def kgraph_header(arch: str | Path | Arch | None, sets: Sequence[str]) -> dict[s
         if not sep or key not in HEADER_INTS:
             raise UsageError(f"--set {option!r}: a .kgraph header field is one of {', '.join(HEADER_INTS)}, e.g. --set wlength=4")
         try:
-            header[key] = int(value.strip().replace("_", ""))
+            header[key] = ascii_int(value.strip().replace("_", ""))
         except ValueError:
             raise UsageError(f"--set {option!r}: {value.strip()!r} is not a whole number") from None
     return header
@@ -463,6 +464,11 @@ _OPTION_NAMES = {
     "wafers": "--wafers",
     "objective": "--objective",
     "requests": "--requests",
+    "cost.state_copies": "--requests",  # every sequence in flight keeps its KV cache (build_request)
+    "cost.train.batch": "--train-batch",
+    "cost.train.segment": "--recompute-segment",
+    "stream_batch": "--stream-batch",
+    "mode": "--mode",
     "sharing": "--share",
     "sharing.grid": "--grid",
     "model.context": "--context",

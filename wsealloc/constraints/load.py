@@ -68,15 +68,16 @@ def parse_constraints(text: str, label: str, sha256: str = "") -> Constraints:
             f"{label}: expected a list of rules (each '- grid: ...', '- place: ...', '- keep-out: ...', "
             "'- together: ...' or '- cut: ...'); see docs/constraints.md"
         )
-    rules = [_rule(entry, item.start_mark.line + 1, label) for entry, item in zip(data, node.value, strict=True)]
+    rules = [_rule(entry, item, label) for entry, item in zip(data, node.value, strict=True)]
     try:
         return Constraints(source=label, sha256=sha256, rules=tuple(rules))
     except ValidationError as exc:  # the rules were validated one by one; this is the whole file
         raise ConstraintError(f"{label}: {exc.errors()[0]['msg']}") from exc
 
 
-def _rule(entry: Any, line: int, label: str) -> Any:
-    """One entry as a validated rule."""
+def _rule(entry: Any, item: yaml.Node, label: str) -> Any:
+    """One entry (``item``: its node) as a validated rule."""
+    line = item.start_mark.line + 1
     where = f"{label} line {line}"
     if not isinstance(entry, Mapping):
         raise ConstraintError(f"{where}: expected a mapping such as 'grid: NAME' with its fields, got {excerpt(entry)}")
@@ -102,9 +103,10 @@ def _rule(entry: Any, line: int, label: str) -> Any:
                 data["must"] = entry["must"]
         else:
             data["select"] = _selector(value, where)
+            written = _written(item)
             for name in FIELDS[kind]:
                 if name in entry:
-                    data[name] = _field(kind, name, entry[name], where)
+                    data[name] = _field(kind, name, entry[name], where, written.get(name))
         models: dict[str, type[GridRule | PlaceRule | KeepOut | Together | CutRule]] = {
             "grid": GridRule,
             "place": PlaceRule,
@@ -165,15 +167,29 @@ def _area(value: Any, where: str, what: str) -> Any:
     return dict(value)
 
 
-def _field(kind: str, name: str, value: Any, where: str) -> Any:
-    """A field of a grid, place or together rule, in the schema's form."""
-    if name == "shape":
-        if isinstance(value, str):
-            parts = value.lower().replace(" ", "").split("x")
-            if len(parts) != 2 or not all(p.isdigit() for p in parts):
-                raise ConstraintError(f"{where}: shape takes RxC (rows x cols, e.g. 24x32), got {excerpt(value)}")
+def _written(item: yaml.Node) -> dict[Any, str]:
+    """The text of each scalar field of an entry as the file writes it: YAML reads ``0x8`` as the
+    hexadecimal integer 8, and ``shape: 0x8`` means rows 0, cols 8."""
+    if not isinstance(item, yaml.MappingNode):
+        return {}
+    return {key.value: value.value for key, value in item.value if isinstance(value, yaml.ScalarNode)}
+
+
+def _field(kind: str, name: str, value: Any, where: str, written: str | None = None) -> Any:
+    """A field of a grid, place or together rule, in the schema's form (``written``: the field's text in
+    the file, for a scalar)."""
+    if name == "shape":  # "RxC" as written (sizes in ASCII digits), or [R, C]
+        text = written if written is not None else value if isinstance(value, str) else None
+        parts = text.lower().replace(" ", "").split("x") if text is not None else []
+        if len(parts) == 2 and all(p.isascii() and p.isdigit() and int(p) >= 1 for p in parts):
             return (int(parts[0]), int(parts[1]))
-        return value
+        sides = value if text is None and isinstance(value, list) else []
+        if len(sides) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sides):
+            return tuple(sides)
+        shown = excerpt(text if text is not None else value)
+        raise ConstraintError(f"{where}: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got {shown}")
+    if name == "at" and not (isinstance(value, list) and len(value) == 2):
+        raise ConstraintError(f"{where}: at takes [ROW, COL] (the kernel's top-left core, e.g. [0, 0]), got {excerpt(value)}")
     if name in ("rows", "cols", "cores"):
         if isinstance(value, int) and not isinstance(value, bool):
             return {"min": value, "max": value}
