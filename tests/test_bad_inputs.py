@@ -422,6 +422,16 @@ CASES: list[Case] = [
         lambda t: ["solve", str(TINY / "llm_decode.onnx"), "--arch", "tiny", "--context", "٣"],
         "Invalid value for '--context': '٣' is not an integer in ASCII digits",
     ),
+    (
+        "an arch field named with 100,000 characters",
+        lambda t: [
+            "inspect",
+            ATTN,
+            "--arch",
+            _arch_with(t, "long.yaml", f"? {'z' * 100_000}\n: 1\n"),
+        ],  # an explicit key: any length
+        "long.yaml: unknown field 'zzzzzzzzzz",
+    ),
     ("unknown preset", lambda t: ["inspect", ATTN, "--arch", "wse9"], "presets: tiny, wse2, wse3"),
     ("bad --dim", lambda t: ["inspect", ATTN, "--dim", "seq:5"], "NAME=VALUE"),
     ("bad --dim value", lambda t: ["inspect", ATTN, "--dim", "seq=-5"], "positive"),

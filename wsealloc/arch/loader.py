@@ -116,9 +116,9 @@ def _describe(err: Any, data: Any) -> str:
         known = _known_fields(Arch, loc)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else (f"; known fields here: {', '.join(known)}" if known else "")
-        return f"unknown field {field!r}{hint}"
+        return f"unknown field {excerpt(field)}{hint}"
     if kind == "missing":
-        return f"missing required field {field!r}"
+        return f"missing required field {excerpt(field)}"
     value = err.get("input")
     msg = str(err["msg"]).removeprefix("Value error, ")
     if isinstance(value, (dict, list)):
