@@ -422,6 +422,16 @@ CASES: list[Case] = [
         lambda t: ["solve", str(TINY / "llm_decode.onnx"), "--arch", "tiny", "--context", "٣"],
         "Invalid value for '--context': '٣' is not an integer in ASCII digits",
     ),
+    (  # Python converts at most 4,300 digits: PyYAML's ValueError was an internal error
+        "a 5,000-digit number in a constraints file",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "n.yaml", f"- grid: fc1\n  rows: {'1' * 5000}\n")],
+        "n.yaml: line 2: a number of 5,000 characters; no field takes one that long",
+    ),
+    (
+        "a 5,000-digit --set value",
+        lambda t: ["inspect", ATTN, "--arch", "tiny", "--set", f"core.sram_bytes={'1' * 5000}"],
+        "--set core.sram_bytes: line 1: a number of 5,000 characters",
+    ),
     (
         "an arch field named with 100,000 characters",
         lambda t: [

@@ -13,7 +13,9 @@ files come from users and suites travel between machines:
   laughs"): every consumer then walks, validates or prints the expanded value (an error message
   quoting it ran for minutes). The values the aliases of one document add, each counted expanded, are
   limited to :data:`MAX_ALIAS_VALUES`; an alias inside the value it names (a recursive alias) and
-  aliases nesting the document deeper than :data:`MAX_DEPTH` are refused too.
+  aliases nesting the document deeper than :data:`MAX_DEPTH` are refused too;
+* an integer longer than Python converts (4,300 digits) is refused at its line (a ``ValueError``
+  from PyYAML's constructor before).
 
 Everything else is ``yaml.safe_load`` (same types, same ``yaml.YAMLError`` with its line and column
 for syntax errors). Refusals are :class:`StrictYamlError`, which callers re-raise as their own type.
@@ -25,7 +27,7 @@ from typing import Any
 
 import yaml
 from yaml.events import AliasEvent
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from wsealloc.errors import WseallocError
 
@@ -124,6 +126,17 @@ class _StrictLoader(yaml.SafeLoader):
             found = self._measured[id(node)] = (values, levels)
         return found
 
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        """An integer; one too long for Python to convert (over 4,300 digits: a ``ValueError``, an
+        internal error before) is refused at its line."""
+        try:
+            return int(super().construct_yaml_int(node))
+        except ValueError:
+            raise StrictYamlError(
+                f"{self.label}: line {node.start_mark.line + 1}: a number of {len(str(node.value)):,} characters; "
+                "no field takes one that long"
+            ) from None
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         # merge keys (`<<: *base`) are resolved by flatten_mapping first: an explicit key that
         # overrides a merged one is the documented YAML idiom, not a duplicate, so only the
@@ -148,6 +161,9 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def load_yaml_node(text: str, label: str) -> tuple[Any, Node | None]:

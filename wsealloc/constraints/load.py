@@ -172,7 +172,11 @@ def _written(item: yaml.Node) -> dict[Any, str]:
     hexadecimal integer 8, and ``shape: 0x8`` means rows 0, cols 8."""
     if not isinstance(item, yaml.MappingNode):
         return {}
-    return {key.value: value.value for key, value in item.value if isinstance(value, yaml.ScalarNode)}
+    return {
+        key.value: value.value
+        for key, value in item.value
+        if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+    }
 
 
 def _field(kind: str, name: str, value: Any, where: str, written: str | None = None) -> Any:
@@ -181,7 +185,7 @@ def _field(kind: str, name: str, value: Any, where: str, written: str | None = N
     if name == "shape":  # "RxC" as written (sizes in ASCII digits), or [R, C]
         text = written if written is not None else value if isinstance(value, str) else None
         parts = text.lower().replace(" ", "").split("x") if text is not None else []
-        if len(parts) == 2 and all(p.isascii() and p.isdigit() and int(p) >= 1 for p in parts):
+        if len(parts) == 2 and all(p.isascii() and p.isdigit() and len(p) <= 15 and int(p) >= 1 for p in parts):
             return (int(parts[0]), int(parts[1]))
         sides = value if text is None and isinstance(value, list) else []
         if len(sides) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sides):
