@@ -135,6 +135,37 @@ def test_strict_yaml_keeps_merge_keys() -> None:
         load_yaml("base: &b {x: 1}\nd:\n  <<: *b\n  x: 2\n  x: 3\n", "t")
 
 
+def test_strict_yaml_bounds_nesting_and_aliases() -> None:
+    from wsealloc.yamlload import MAX_ALIAS_VALUES, MAX_DEPTH, StrictYamlError, load_yaml, load_yaml_node
+
+    # 64 levels read; the 65th is refused at its line, long before Python's recursion limit
+    assert load_yaml("a:\n  " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1), "t") == {"a": _nest(MAX_DEPTH - 2)}
+    with pytest.raises(StrictYamlError, match="t: line 2: lists and mappings nested more than 64 levels deep"):
+        load_yaml("a:\n  " + "[" * MAX_DEPTH + "]" * MAX_DEPTH, "t")
+    # aliases share a section as before; what they add, expanded, is bounded (10 x 1,000 values fit, 11 do not)
+    section = "s: &s [" + ", ".join(["1"] * (MAX_ALIAS_VALUES // 10 - 1)) + "]\n"
+    assert len(load_yaml(section + "t: [" + ", ".join(["*s"] * 10) + "]\n", "t")["t"]) == 10
+    with pytest.raises(StrictYamlError, match="t: line 2: alias \\*s stands for 1,000 values"):
+        load_yaml(section + "t: [" + ", ".join(["*s"] * 11) + "]\n", "t")
+    # aliases nesting the document too deep once expanded, and an alias inside its own value
+    deep = "d: &d " + "[" * 40 + "]" * 40 + "\ne: [[[[[[[[[[[[[[[[[[[[[[[[[[[[*d]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n"
+    with pytest.raises(StrictYamlError, match="line 2: alias \\*d nests lists and mappings more than 64 levels deep"):
+        load_yaml(deep, "t")
+    with pytest.raises(StrictYamlError, match="line 1: alias \\*r is inside the value it names"):
+        load_yaml("r: &r {again: *r}\n", "t")
+    # the composed node comes with the data (constraints report lines from it); an empty document is None
+    data, node = load_yaml_node("- 1\n- 2\n", "t")
+    assert data == [1, 2] and node is not None and node.value[1].start_mark.line == 1
+    assert load_yaml_node("", "t") == (None, None)
+
+
+def _nest(levels: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def test_wse2_measured_is_the_machine_waferllm_ran() -> None:
     """750 x 994 usable cores, 48 KiB, 1.1 GHz, fp16 with fp16 partial sums, the calibrated execution."""
     a = load_arch("wse2-measured")

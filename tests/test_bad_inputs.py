@@ -3,6 +3,10 @@ non-zero exit code, no traceback, within seconds. (A model with absent external 
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +94,27 @@ def _bad_attribute(tmp: Path) -> str:
     return save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp / "attr.onnx")
 
 
+def _positions(tmp: Path) -> str:
+    """x [seq, 64] plus its positions (Range over seq, as LLM exports compute key positions), then a
+    MatMul: every size follows from seq, and the positions are a 1-D integer tensor of seq elements."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    ints = {"zero": 0, "one": 1, "axis1": [1]}
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), k) for k, v in ints.items()]
+    inits.append(numpy_helper.from_array(np.ones((64, 64), dtype=np.float32), "w"))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+        helper.make_node("Range", ["zero", "n", "one"], ["pos"], name="positions"),
+        helper.make_node("Unsqueeze", ["pos", "axis1"], ["pos2"], name="unsq"),
+        helper.make_node("Cast", ["pos2"], ["posf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "posf"], ["h"], name="add"),
+        helper.make_node("MatMul", ["h", "w"], ["y"], name="proj"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp / "positions.onnx")
+
+
 def _arch_with(tmp: Path, name: str, extra: str) -> str:
     """The tiny preset with ``extra`` lines appended (a second ``sram_bytes:``, a second ``noc:``)."""
     text = (ROOT / "wsealloc" / "arch" / "presets" / "tiny.yaml").read_text()
@@ -134,8 +159,30 @@ def _op_changed(tmp: Path, model: str, node: str, op_type: str) -> str:
     return save(m, tmp / f"{node}_{op_type}.onnx")
 
 
+def _nested(tmp: Path, name: str, head: str, tail: str = "", depth: int = 20_000) -> str:
+    """A YAML file whose value after ``head`` is a list nested ``depth`` deep (PyYAML's composer recursed
+    once per level: a RecursionError, exit 70)."""
+    return _write(tmp, name, head + "[" * depth + "1" + "]" * depth + "\n" + tail)
+
+
+def _aliases(levels: int) -> str:
+    """A list holding a list of ten values, then ``levels - 1`` lists of ten aliases of the one before: a
+    few hundred bytes standing for 10^levels values (a "billion laughs" at 9 levels)."""
+    lists = ["&a0 [" + ", ".join(["x"] * 10) + "]"]
+    lists += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(lists) + "]"
+
+
+def _alias_rules(tmp: Path, levels: int, kind: str) -> str:
+    """A keep-out area or a grid rule's kernels given as :func:`_aliases` (messages quoted the value)."""
+    value = _aliases(levels)
+    rule = f"- keep-out: {value}\n" if kind == "keep-out" else f"- grid: {value}\n  shape: 2x2\n"
+    return _write(tmp, f"alias{levels}-{kind}.yaml", rule)
+
+
 Case = tuple[str, Callable[[Path], list[str]], str]
 ATTN = str(TINY / "attention.onnx")
+MLP = str(TINY / "mlp.onnx")
 CASES: list[Case] = [
     ("missing path", lambda t: ["inspect", str(t / "nope.onnx")], "no such file"),
     ("a directory", lambda t: ["inspect", str(t)], "is a directory"),
@@ -211,7 +258,8 @@ CASES: list[Case] = [
     (
         "tensor beyond any wafer",
         lambda t: ["inspect", _absurd(t, 10**9, "beyond.onnx"), "--arch", "wse2"],
-        "tensor 'x' of 'huge' (MatMul) has shape [1000000000, 1000000000] (3,552.7 PiB), beyond any wafer",
+        "the model's input sizes would need 3,552.7 PiB for the inputs of one pass (the largest: input 'x' "
+        "[1000000000, 1000000000], 3,552.7 PiB), more than 1,024 wafers of wse2 hold (40.9 TiB of SRAM)",
     ),
     (
         "input dim 2^40",
@@ -302,6 +350,98 @@ CASES: list[Case] = [
         lambda t: ["bench", _suite_with_duplicate(t), "--out", str(t / "out")],
         "line 6: key 'arch' is given twice (first on line 5)",
     ),
+    (
+        "constraints nested 20,000 deep",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _nested(t, "deep.yaml", "- grid: ")],
+        "deep.yaml: line 1: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "arch YAML nested 20,000 deep",
+        lambda t: ["inspect", ATTN, "--arch", _nested(t, "deep-arch.yaml", "name: deep\ncore: ")],
+        "deep-arch.yaml: line 2: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "suite nested 20,000 deep",
+        lambda t: ["bench", _nested(t, "deep-suite.yaml", "name: deep\ninstances: "), "--out", str(t / "out")],
+        "deep-suite.yaml: line 2: lists and mappings nested more than 64 levels deep",
+    ),
+    (
+        "aliases of aliases: 100 million values as a keep-out",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _alias_rules(t, 8, "keep-out")],
+        "line 1: alias *a2 stands for 1,111 values; the aliases of this file would expand to more than 10,000 values",
+    ),
+    (
+        "aliases of aliases: 100,000 values as a grid rule's kernels",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _alias_rules(t, 5, "grid")],
+        "would expand to more than 10,000 values in all",
+    ),
+    (
+        "a recursive alias",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "rec.yaml", "- keep-out: &a {rows: *a}\n")],
+        "rec.yaml: line 1: alias *a is inside the value it names (a recursive alias)",
+    ),
+    (
+        "a 1,000-value area quoted as an excerpt",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "big.yaml", f"- keep-out: {list(range(1000))}\n")],
+        "keep-out takes an area {rows: [FIRST, LAST], cols: [FIRST, LAST]}, got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]",
+    ),
+    # messages speak the user's words: the option typed, the rule as written, digits as shown
+    ("--requests 0", lambda t: ["solve", MLP, "--arch", "tiny", "--requests", "0"], "error: --requests 0: Input should be"),
+    (
+        "--recompute-segment 0",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--train", "--recompute-segment", "0"],
+        "error: --recompute-segment 0: Input should be",
+    ),
+    (
+        "--train-batch 0",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--train", "--train-batch", "0"],
+        "error: --train-batch 0: Input should be",
+    ),
+    (
+        "shape 0x8 (YAML's hexadecimal 8)",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "s.yaml", "- grid: fc1\n  shape: 0x8\n")],
+        "s.yaml line 1: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got '0x8'",
+    ),
+    (
+        "shape with a superscript digit",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "s2.yaml", "- grid: fc1\n  shape: ²x8\n")],
+        "s2.yaml line 1: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got '²x8'",
+    ),
+    (
+        "--input-shape in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "mlp_dynamic.onnx"), "--arch", "tiny", "--input-shape", "x=٣x64"],
+        "--input-shape 'x=٣x64': '٣x64' is not a list of sizes; write them in ASCII digits",
+    ),
+    (
+        "--dim in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "mlp_dynamic.onnx"), "--arch", "tiny", "--dim", "batch=٣"],
+        "--dim 'batch=٣': '٣' is not an integer in ASCII digits",
+    ),
+    (
+        "--context in Arabic-Indic digits",
+        lambda t: ["solve", str(TINY / "llm_decode.onnx"), "--arch", "tiny", "--context", "٣"],
+        "Invalid value for '--context': '٣' is not an integer in ASCII digits",
+    ),
+    (  # Python converts at most 4,300 digits: PyYAML's ValueError was an internal error
+        "a 5,000-digit number in a constraints file",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--constraints", _write(t, "n.yaml", f"- grid: fc1\n  rows: {'1' * 5000}\n")],
+        "n.yaml: line 2: a number of 5,000 characters; no field takes one that long",
+    ),
+    (
+        "a 5,000-digit --set value",
+        lambda t: ["inspect", ATTN, "--arch", "tiny", "--set", f"core.sram_bytes={'1' * 5000}"],
+        "--set core.sram_bytes: line 1: a number of 5,000 characters",
+    ),
+    (
+        "an arch field named with 100,000 characters",
+        lambda t: [
+            "inspect",
+            ATTN,
+            "--arch",
+            _arch_with(t, "long.yaml", f"? {'z' * 100_000}\n: 1\n"),
+        ],  # an explicit key: any length
+        "long.yaml: unknown field 'zzzzzzzzzz",
+    ),
     ("unknown preset", lambda t: ["inspect", ATTN, "--arch", "wse9"], "presets: tiny, wse2, wse3"),
     ("bad --dim", lambda t: ["inspect", ATTN, "--dim", "seq:5"], "NAME=VALUE"),
     ("bad --dim value", lambda t: ["inspect", ATTN, "--dim", "seq=-5"], "positive"),
@@ -326,6 +466,69 @@ def test_bad_input(
     assert len(err) == 1 and err[0].startswith("wsealloc: error: "), err
     assert needle in err[0], err[0]
     assert "Traceback" not in err[0] and elapsed < 20
+    assert len(err[0]) <= 1200, f"a {len(err[0]):,}-character line"  # values are quoted as excerpts
+
+
+MEMORY_LIMIT = 3 * 2**30  # address space of the child: a size sized anyway runs out of it in seconds
+
+
+def _limited_cli(argv: list[str]) -> tuple[int, str]:
+    """``wsealloc ARGV`` in a child process limited to ``MEMORY_LIMIT`` of address space and 120 s:
+    (exit code, stderr). A run that sizes what it should refuse ends in MemoryError, never in 24 GB."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "wsealloc.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,  # noqa: PLW1509 - the child sets its own limit before exec
+        cwd=ROOT,
+        env=env,
+    )
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (  # the key positions over 10^9 tokens grew past 24 GB in ONNX's data propagation
+            ["models/tiny/llm_decode.onnx", "--arch", "tiny", "--objective", "latency", "--context", "1000000000"],
+            2,
+            "llm_decode.onnx: --context 1000000000 would need 238.4 GiB for the inputs of one pass (the KV cache: "
+            "238.4 GiB in 4 input(s) like past_key_values.0.key [1, 2, 1000000000, 16]), more than 1,024 wafers of tiny "
+            "hold (16.5 GiB of SRAM)",
+        ),
+        (
+            ["models/tiny/llm_decode.onnx", "--arch", "tiny", "--objective", "latency", "--context", "2147483647"],
+            2,
+            "--context 2147483647 would need 512.0 GiB for the inputs of one pass (the KV cache: 512.0 GiB",
+        ),
+        (
+            ["POSITIONS", "--arch", "tiny", "--input-shape", "x=2147483647x64", "--no-place"],
+            2,
+            "positions.onnx: --input-shape x=2147483647x64 would need 512.0 GiB for the inputs of one pass (the "
+            "largest: input 'x' [2147483647, 64], 512.0 GiB), more than 1,024 wafers of tiny hold",
+        ),
+        # within what 1,024 wafers of wse2 hold: imported without materializing the positions (no data
+        # propagation above 2^20, no Range folded into 2^31 values), then refused by the cost model
+        (["POSITIONS", "--arch", "wse2", "--input-shape", "x=2147483647x64", "--no-place"], 3, "fit no grid on wse2"),
+        (
+            ["models/tiny/llm_decode.onnx", "--arch", "wse2", "--objective", "latency", "--context", "1000000000"],
+            3,
+            "fit no grid on wse2",
+        ),
+    ],
+    ids=["context-1e9", "context-2^31-1", "input-shape-tiny", "input-shape-wse2", "context-1e9-wse2"],
+)
+def test_absurd_sizes_are_refused_before_they_are_sized(tmp_path: Path, args: list[str], code: int, needle: str) -> None:
+    argv = ["solve", *(_positions(tmp_path) if a == "POSITIONS" else a for a in args)]
+    got, err = _limited_cli(argv)
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1 and needle in lines[0], (got, err[-600:])
 
 
 def test_absent_external_data_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

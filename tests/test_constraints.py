@@ -470,6 +470,42 @@ def test_cut_and_together_shape_the_pipeline_over_wafers(tmp_path: Path) -> None
     assert verify_plan(tmp_path / "p.json").ok
 
 
+def test_pins_and_areas_on_different_wafers_never_conflict(tmp_path: Path) -> None:
+    """Each wafer has its own [0, 0]: corners a cut puts on different wafers do not overlap, and an area
+    is the area of each wafer (before, a false conflict, exit 3, and a plan verify rejected)."""
+    text = "- cut: l0.fc2\n- place: embed\n  at: [0, 0]\n- place: l1.ln1\n  at: [0, 0]\n"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=10, output=tmp_path / "p.json")
+    placed = {k.name: (k.stage, k.placement) for k in out.plan.kernels}
+    assert placed["embed"] == (0, (0, 0)) and placed["l1.ln1"] == (1, (0, 0))
+    assert verify_plan(tmp_path / "p.json").ok
+    # an area of 8 cores for a kernel of each wafer: each takes up to all 8 of its own wafer's
+    area = "- cut: l0.fc2\n- place: [l0.fc2, l1.qkv]\n  within: {rows: [8, 9], cols: [0, 3]}\n"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, area), wafers=2, time_limit=10, output=tmp_path / "a.json")
+    cores = {k.name: k.cores for k in out.plan.kernels}
+    report = verify_plan(tmp_path / "a.json")
+    assert report.ok, (cores["l0.fc2"], cores["l1.qkv"], report.violations)
+
+
+def test_from_plan_of_a_verified_plan_over_wafers_solves(tmp_path: Path) -> None:
+    """Its kernels on different wafers share corners; its cuts are pinned with them, so they stay apart."""
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import constraints_from_plan, moved
+
+    ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, output=tmp_path / "p.json")
+    assert verify_plan(tmp_path / "p.json").ok
+    again = ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, constraints=constraints_from_plan(tmp_path / "p.json"))
+    assert moved(read_plan(tmp_path / "p.json"), again.plan) == []
+
+
+def test_overlapping_pins_the_pipeline_cut_puts_on_one_wafer_conflict(tmp_path: Path) -> None:
+    # nothing parts them but the cut the solvers take: the conflict says so, and what would part them
+    text = "- place: embed\n  at: [0, 0]\n- place: l0.ln1\n  at: [0, 0]\n"
+    with pytest.raises(
+        ConflictError, match="on the wafer the pipeline's cut puts both on \\(a cut rule between them parts them\\)"
+    ):
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=10)
+
+
 # ---------------------------------------------------------------- verify: tampered plans
 
 
@@ -506,6 +542,61 @@ def test_verify_rejects_a_plan_that_breaks_a_rule_with_its_line(placed_plan: Pat
     hits = [v for v in report.violations if expected in v]
     assert hits, report.violations[:5]
     assert "c.yaml line" in hits[0]
+
+
+def _tamper_rules(path: Path, tmp_path: Path, change) -> Path:  # noqa: ANN001
+    """The plan with its recorded rules (``request.constraints.rules``) changed by ``change``."""
+    doc = json.loads(path.read_text())
+    change(doc["request"]["constraints"]["rules"])
+    out = tmp_path / "rules.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _widen_keep_out(rules: list[dict]) -> None:  # the keep-out of rows 0-3 over every column: under embed's corner
+    next(r for r in rules if r["kind"] == "keep-out")["area"]["cols"] = None
+
+
+def _grid_no_wafer_holds(rules: list[dict]) -> None:
+    select = {"names": ["l0.ln1"], "ops": [], "range": None}
+    rules.append({"line": 99, "source": "", "kind": "grid", "select": select, "shape": [100, 100]})
+
+
+def _pin_off_the_wafer(rules: list[dict]) -> None:
+    next(r for r in rules if r["kind"] == "place" and r["at"])["at"] = [100, 100]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            _widen_keep_out,
+            ("embed: the recorded rules leave it no legal op model (", "c.yaml line 8: keeps rows 0-3, all cols out): the plan"),
+        ),
+        (
+            _grid_no_wafer_holds,
+            ("l0.ln1: the recorded rules leave it no legal op model (", "c.yaml line 99: pins l0.ln1 to 100 x 100)"),
+        ),
+        (_pin_off_the_wafer, ("request.constraints: ", "c.yaml line 2 places embed at row 100, col 100, beyond the 16x24 wafer")),
+    ],
+    ids=["keep-out-under-a-pin", "grid-100x100", "pin-off-the-wafer"],
+)
+def test_verify_reports_recorded_rules_that_leave_a_kernel_nothing(
+    placed_plan: Path,
+    tmp_path: Path,
+    change,  # noqa: ANN001
+    expected: tuple[str, str],
+) -> None:
+    """Rules of the plan's own request that leave a kernel no legal op model (the greedy baseline's
+    recomputation had nothing to choose: an IndexError, exit 70) or cannot be resolved on the wafer
+    (an error of the solve, exit 2 or 3) are violations of the plan, exit 4."""
+    tampered = _tamper_rules(placed_plan, tmp_path, change)
+    report = verify_plan(tampered)
+    assert any(all(part in v for part in expected) for v in report.violations), report.violations
+    from conftest import run
+
+    result = run("verify", str(tampered))
+    assert result.returncode == 4 and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 # ---------------------------------------------------------------- plans as constraints
@@ -547,6 +638,23 @@ def test_cli_conflict_is_one_line_with_exit_code_3(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert "c.yaml line 1 bounds l0.fc1: rows 16; line 3 keeps rows 7-7, all cols out: together they" in lines[0]
+
+
+def test_the_summary_says_what_the_rules_held(tmp_path: Path) -> None:
+    """With --no-place the grids and cores the rules allow hold, but no corner or keep-out was applied on
+    a wafer: the summary says so (before: "honoured by the baseline and every solver")."""
+    from conftest import run
+
+    rules = _rules(tmp_path, "- place: embed\n  at: [0, 0]\n- keep-out: {rows: [0, 3], cols: [16, 23]}\n")
+    args = ("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(rules), "--time-limit", "10")
+    unplaced = run(*args, "--no-place")
+    assert unplaced.returncode == 0, unplaced.stderr
+    assert (
+        "honoured by the baseline and every solver in the grids and cores they allow; the positions of the keep-out "
+        "and place rules are not (--no-place: nothing was placed)"
+    ) in " ".join(unplaced.stdout.split())
+    placed = run(*args)
+    assert "cores kept out), honoured by the baseline and every solver; price" in " ".join(placed.stdout.split())
 
 
 def test_cli_from_plan_says_what_moved(placed_plan: Path, tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Structural fuzzing of the zoo's own models, and determinism.
 
 Every case breaks one zoo model in one way (byte flips, truncation, a node losing an input, two
-nodes writing one tensor, a node reading a tensor nobody writes, dims 0/-1/2^40 in graph inputs and
+nodes writing one tensor, a node reading a tensor nobody writes, dims 0/-1/2^31-1/2^40 in graph inputs and
 value_info, nonsense or empty op types, attributes of the wrong type) and runs the CLI on it. Each
 case ends one of three ways:
 
@@ -14,9 +14,11 @@ case ends one of three ways:
 
 Truncation, a second writer and a dangling read always corrupt: for them the oracle must agree.
 Each case runs in a forked child, so a hang (even inside C code) or a crash fails that case alone,
-named, and the run goes on. Cases are drawn from fixed seeds, so a failure reproduces; the test ids
-carry the cases' numbers (the default pytest runs the first 12 of each kind, the slow group the other
-24). Most cases run ``inspect`` (import, kernels, costs); a handful run a quick ``solve --no-place``.
+named, and the run goes on; a child has ``CASE_MEMORY`` of address space more than pytest's, so a case
+that would blow up memory fails alone too (MemoryError). Cases are drawn from fixed seeds, so a failure
+reproduces; the test ids carry the cases' numbers (the default pytest runs the first 12 of each kind,
+the slow group the other 24). Most cases run ``inspect`` (import, kernels, costs); a handful run a
+quick ``solve --no-place``.
 
 Determinism: same inputs, seed, workers -> same plan.
 """
@@ -27,6 +29,7 @@ import io
 import json
 import os
 import random
+import resource
 import selectors
 import signal
 import string
@@ -62,6 +65,7 @@ EXPECTED = (ModelLoadError, ShapeError, UnsupportedOpError, InfeasibleError, Usa
 EXPECTED_CODES = frozenset(cls.exit_code for cls in EXPECTED)
 INTERNAL_ERROR = 70
 CASE_LIMIT_S = 20  # a case takes well under a second; a hang is anything far beyond
+CASE_MEMORY = 4 * 2**30  # address space a case may add: a few hundred MB is what one takes
 CASES_PER_KIND = 36
 # The default pytest runs the first DEFAULT_CASES of each kind of test_fuzz_inspect, the slow group (.ci/run)
 # the rest: every case still runs in CI.
@@ -111,7 +115,8 @@ def _read_unwritten(model: onnx.ModelProto, rng: random.Random) -> str:
 
 
 def _bad_dim(model: onnx.ModelProto, rng: random.Random) -> str:
-    value = rng.choice((0, -1, 2**40))
+    # 2^31 - 1: the largest size --dim accepts; sized by shape inference it once took tens of GB
+    value = rng.choice((0, -1, 2**31 - 1, 2**40))
     infos = [vi for vi in model.graph.input if vi.type.tensor_type.shape.dim]
     infos += [vi for vi in model.graph.value_info if vi.type.tensor_type.shape.dim]
     vi = infos[0] if rng.random() < 0.4 else rng.choice(infos)  # the data input often: every shape follows from it
@@ -313,6 +318,15 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data) :]
 
 
+def _limit_memory() -> None:
+    """Cap this (child) process's address space at what it has plus ``CASE_MEMORY``: a case that sizes
+    what it should refuse ends in MemoryError instead of taking the machine's memory."""
+    with open("/proc/self/status") as status:
+        size = next((int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:")), None)
+    if size is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (size + CASE_MEMORY, size + CASE_MEMORY))
+
+
 def _child(runs: list[Callable[[], tuple[int, str]]], limit_s: float) -> list[Result]:
     """Results of the leading ``runs`` in one forked child, up to and including the first that fails."""
     read_fd, write_fd = os.pipe()
@@ -320,6 +334,7 @@ def _child(runs: list[Callable[[], tuple[int, str]]], limit_s: float) -> list[Re
     if pid == 0:  # the child: one JSON line per run, and it never returns into pytest
         try:
             os.close(read_fd)
+            _limit_memory()
             for run in runs:
                 try:
                     line = list(run())

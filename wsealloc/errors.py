@@ -7,6 +7,9 @@ with ``err.exit_code``; tracebacks are shown only with ``--debug``.
 
 from __future__ import annotations
 
+import itertools
+import reprlib
+
 
 class WseallocError(Exception):
     """Base class: a problem the user can fix, reported on one line."""
@@ -92,6 +95,48 @@ class Interrupted(WseallocError):
     """The user interrupted a run (SIGINT/SIGTERM); the best result so far was saved."""
 
     exit_code = 130
+
+
+# How much of a user's value a message quotes: a value read from a file can be any size (a list of a
+# million entries, a megabyte string), and the message must stay one readable line.
+EXCERPT_CHARS = 80
+
+
+class _Excerpt(reprlib.Repr):
+    """``reprlib`` limits (a few items per level, three levels), dicts in their own order as ``repr``
+    shows them (``reprlib`` sorts their keys)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = 10
+        self.maxdict = 6
+        self.maxstring = self.maxother = self.maxlong = EXCERPT_CHARS
+
+    def repr_dict(self, x: dict[object, object], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in itertools.islice(x.items(), self.maxdict)]
+        if len(x) > self.maxdict:
+            pieces.append("...")
+        return "{" + ", ".join(pieces) + "}"
+
+
+_EXCERPT = _Excerpt()
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """``repr(value)`` as a message quotes a user's value: at most ``limit`` characters, ``...`` where it
+    was cut. Built by ``reprlib``, which looks at a few items of each level only, so a huge or deeply
+    nested value costs no more to quote than a small one."""
+    return shorten(_EXCERPT.repr(value), limit)
+
+
+def shorten(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` (a name the user gave, shown without quotes) cut to ``limit`` characters, ``...`` where it was cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def choices_message(kind: str, name: str, choices: list[str] | tuple[str, ...]) -> str:

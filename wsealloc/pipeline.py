@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import MAX_WAFERS
 from wsealloc.constraints import Constraints
 from wsealloc.cost import CostOptions
 from wsealloc.cost.ops import op_work
 from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
+from wsealloc.frontend.importer import MemoryLimit
 from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.ir import OpGraph
@@ -19,6 +21,7 @@ from wsealloc.graph.state import mark_state
 from wsealloc.opmodels import CostTable, build_cost_table
 from wsealloc.opmodels.constrain import apply as apply_constraints
 from wsealloc.opmodels.table import with_link_stages
+from wsealloc.units import ascii_int
 
 
 def parse_dims(options: Sequence[str]) -> dict[str, int]:
@@ -30,9 +33,9 @@ def parse_dims(options: Sequence[str]) -> dict[str, int]:
         if not sep or not name or not value.strip():
             raise UsageError(f"--dim {opt!r}: expected NAME=VALUE, e.g. --dim seq=1024")
         try:
-            number = int(value.strip().replace("_", ""))
+            number = ascii_int(value.strip().replace("_", ""))
         except ValueError:
-            raise UsageError(f"--dim {opt!r}: {value.strip()!r} is not an integer") from None
+            raise UsageError(f"--dim {opt!r}: {value.strip()!r} is not an integer in ASCII digits") from None
         if number <= 0:
             raise UsageError(f"--dim {opt!r}: dims must be positive integers")
         if name in dims and dims[name] != number:
@@ -52,10 +55,10 @@ def parse_input_shapes(options: Sequence[str]) -> dict[str, tuple[int, ...]]:
             raise UsageError(f"--input-shape {opt!r}: expected NAME=SIZES, e.g. --input-shape x=1x3x48x320")
         parts = text.strip().lower().replace(",", "x").split("x")
         try:
-            shape = tuple(int(p.strip().replace("_", "")) for p in parts)
+            shape = tuple(ascii_int(p.strip().replace("_", "")) for p in parts)
         except ValueError:
             raise UsageError(
-                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them as 1x3x48x320"
+                f"--input-shape {opt!r}: {text.strip()!r} is not a list of sizes; write them in ASCII digits, as 1x3x48x320"
             ) from None
         if any(v <= 0 for v in shape):
             raise UsageError(
@@ -75,16 +78,23 @@ def graph_work(graph: OpGraph) -> int:
     return sum(w.macs + w.vector_ops for w in (op_work(node, graph, allow_unknown=True) for node in graph.nodes))
 
 
-def load_kernels(source: OnnxSource | SyntheticSource) -> KernelGraph:
+def load_kernels(source: OnnxSource | SyntheticSource, arch: Arch | None = None) -> KernelGraph:
     """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
-    group it into kernels."""
-    dims = {**cache_dims(source.onnx_path(), source.context, source.batch), **source.dims}  # --dim wins
+    group it into kernels. With ``arch``, the inputs of one pass must fit the SRAM of the largest
+    cluster of it a plan may use (``MAX_WAFERS`` wafers), checked before any tensor is sized."""
+    cache = cache_dims(source.onnx_path(), source.context, source.batch)
+    dims = {**{name: value for name, (value, _) in cache.items()}, **source.dims}  # --dim wins
+    memory = None
+    if arch is not None:
+        memory = MemoryLimit(arch.wafer_sram_bytes * MAX_WAFERS, f"{MAX_WAFERS:,} wafers of {arch.name}")
     graph = import_onnx(
         source.onnx_path(),
         dims,
         weights_as_inputs=source.weights_as_inputs,
         input_shapes=source.input_shapes,
         weigh=graph_work,
+        memory=memory,
+        origins={name: option for name, (_, option) in cache.items() if name not in source.dims},
     )
     return build_kernels(mark_state(graph), fuse=source.fuse)
 
@@ -99,7 +109,7 @@ def build_costs(
 ) -> CostTable:
     """Model source + resolved arch -> cost table, with the user's ``constraints`` applied to its
     op-model tables (``opmodels.constrain``; the table before them is kept as ``unconstrained``)."""
-    costs = build_cost_table(load_kernels(source), arch, options, check_feasible=check_feasible)
+    costs = build_cost_table(load_kernels(source, arch), arch, options, check_feasible=check_feasible)
     return apply_constraints(costs, constraints) if constraints is not None else costs
 
 

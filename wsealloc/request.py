@@ -30,7 +30,7 @@ from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
 from wsealloc.cost.model import Optimizer, Recompute
-from wsealloc.errors import UsageError, WseallocError, choices_message
+from wsealloc.errors import UsageError, WseallocError, choices_message, excerpt
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
 from wsealloc.frontend.sources import (
@@ -45,6 +45,7 @@ from wsealloc.frontend.sources import (
 from wsealloc.pipeline import parse_input_shapes
 from wsealloc.problem.objective import ALL_BACKENDS, OBJECTIVES, ObjectiveKind
 from wsealloc.strategy.modes import Mode, ShareMode, Sharing
+from wsealloc.units import ascii_int
 
 # the user's words for a way to run a model live with the strategies (``strategy.modes``); re-exported
 __all__ = ["Mode", "RequestOptions", "ShareMode", "Sharing", "SolveRequest", "build_request", "check_outputs", "parse_grid"]
@@ -80,13 +81,13 @@ def parse_grid(text: str) -> tuple[int, int]:
     """``--grid 420x420`` (or ``420``, a square) as (rows, cols)."""
     parts = str(text).lower().replace(",", "x").split("x")
     try:
-        sides = [int(p.strip()) for p in parts]
+        sides = [ascii_int(p.strip()) for p in parts]
     except ValueError:
-        raise UsageError(f"--grid {text!r}: expected RxC, e.g. --grid 420x420") from None
+        raise UsageError(f"--grid {excerpt(text)}: expected RxC, e.g. --grid 420x420") from None
     if len(sides) == 1:
         sides = sides * 2
     if len(sides) != 2 or min(sides) < 1:
-        raise UsageError(f"--grid {text!r}: expected RxC with positive sides, e.g. --grid 420x420")
+        raise UsageError(f"--grid {excerpt(text)}: expected RxC with positive sides, e.g. --grid 420x420")
     return sides[0], sides[1]
 
 
@@ -233,7 +234,7 @@ def build_request(
     if not isinstance(dims, Mapping) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in dims.items()
     ):
-        raise UsageError(f"dims {dims!r}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
+        raise UsageError(f"dims {excerpt(dims)}: expected a mapping of dim names to positive integers, e.g. {{'batch': 8}}")
     shapes = _input_shapes(opts.get("input_shapes") or {})
     fuse = bool(opts.get("fuse", True))
     if isinstance(model, (str, Path)):
@@ -246,7 +247,7 @@ def build_request(
     elif as_kgraph(model) is not None:
         source = model
     else:
-        raise UsageError(f"model {model!r}: expected a file path, synthetic:KIND:N or a model source")
+        raise UsageError(f"model {excerpt(model)}: expected a file path, synthetic:KIND:N or a model source")
     llm = {key: opts[key] for key in ("context", "batch") if opts.get(key) is not None}
     if llm:
         onnx_source = as_onnx(source)
@@ -258,7 +259,7 @@ def build_request(
             raise UsageError(f"{_first_error(exc)}") from exc
     sets = opts.get("sets") or ()
     if isinstance(sets, str) or not isinstance(sets, Sequence):
-        raise UsageError(f"sets {sets!r}: expected a list of FIELD=VALUE strings, e.g. ['core.sram_bytes=96KiB']")
+        raise UsageError(f"sets {excerpt(sets)}: expected a list of FIELD=VALUE strings, e.g. ['core.sram_bytes=96KiB']")
     if isinstance(arch, (str, Path)) and base is not None and str(arch).endswith((".yaml", ".yml")):
         arch = base / arch if not Path(arch).is_absolute() else arch
     wafers = opts.get("wafers", 1)  # None: the arch's cluster.wafers (the CLI's default)
@@ -365,7 +366,7 @@ def _constraints(value: object, base: Path | None) -> Constraints | None:
     if isinstance(value, (str, Path)):
         path = Path(value)
         return read_constraints(base / path if base is not None and not path.is_absolute() else path)
-    raise UsageError(f"constraints {value!r}: expected the path of a constraints YAML (docs/constraints.md)")
+    raise UsageError(f"constraints {excerpt(value)}: expected the path of a constraints YAML (docs/constraints.md)")
 
 
 def _sharing(opts: Mapping[str, object]) -> dict[str, object]:
@@ -390,7 +391,7 @@ def _input_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
     integers, or the command line's ``"1x3x48x320"``)."""
     example = "e.g. {'x': [1, 3, 48, 320]}"
     if not isinstance(shapes, Mapping):
-        raise UsageError(f"input_shapes {shapes!r}: expected a mapping of input names to shapes, {example}")
+        raise UsageError(f"input_shapes {excerpt(shapes)}: expected a mapping of input names to shapes, {example}")
     out: dict[str, tuple[int, ...]] = {}
     for name, shape in shapes.items():
         if isinstance(shape, str):
@@ -402,7 +403,7 @@ def _input_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
             or not isinstance(shape, Sequence)
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
         ):
-            raise UsageError(f"input_shapes {name!r}: {shape!r} is not a list of sizes, {example}")
+            raise UsageError(f"input_shapes {excerpt(name)}: {excerpt(shape)} is not a list of sizes, {example}")
         out[name] = tuple(int(v) for v in shape)
     return out
 
@@ -430,7 +431,7 @@ def kgraph_header(arch: str | Path | Arch | None, sets: Sequence[str]) -> dict[s
         if not sep or key not in HEADER_INTS:
             raise UsageError(f"--set {option!r}: a .kgraph header field is one of {', '.join(HEADER_INTS)}, e.g. --set wlength=4")
         try:
-            header[key] = int(value.strip().replace("_", ""))
+            header[key] = ascii_int(value.strip().replace("_", ""))
         except ValueError:
             raise UsageError(f"--set {option!r}: {value.strip()!r} is not a whole number") from None
     return header
@@ -463,6 +464,11 @@ _OPTION_NAMES = {
     "wafers": "--wafers",
     "objective": "--objective",
     "requests": "--requests",
+    "cost.state_copies": "--requests",  # every sequence in flight keeps its KV cache (build_request)
+    "cost.train.batch": "--train-batch",
+    "cost.train.segment": "--recompute-segment",
+    "stream_batch": "--stream-batch",
+    "mode": "--mode",
     "sharing": "--share",
     "sharing.grid": "--grid",
     "model.context": "--context",
@@ -481,6 +487,6 @@ def _first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "union[")))
     message = str(err["msg"]).removeprefix("Value error, ")
     value = err.get("input")
-    shown = f" {value!r}" if not isinstance(value, (dict, list, BaseModel)) else ""
+    shown = f" {excerpt(value)}" if not isinstance(value, (dict, list, BaseModel)) else ""
     head = f"{_OPTION_NAMES.get(where, where)}{shown}"
     return f"{head}: {message}" if head else message  # a whole-request rule names its options itself

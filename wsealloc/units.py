@@ -23,6 +23,16 @@ _HZ_UNITS = {"": 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 _NUM = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
+def ascii_int(text: str) -> int:
+    """``text`` as an integer written in ASCII digits (an optional sign and ``_`` between digits, as in
+    Python source); ``ValueError`` otherwise. ``int()`` alone reads any script's digits (``int('٣')``
+    is 3), so ``--input-shape x=٣x64`` was planned as 3x64: a size is accepted in the digits every
+    message and plan writes it back in."""
+    if not text.isascii():
+        raise ValueError(f"{text!r} is not written in ASCII digits")
+    return int(text)
+
+
 def parse_bytes(value: object) -> int:
     """Parse a byte quantity: an int, or a string such as ``48KiB``, ``45GB``, ``4096``.
 

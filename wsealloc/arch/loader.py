@@ -17,8 +17,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from wsealloc.arch.schema import Arch
-from wsealloc.errors import ArchError, UsageError
-from wsealloc.yamlload import DuplicateKeyError, load_yaml
+from wsealloc.errors import ArchError, UsageError, excerpt
+from wsealloc.yamlload import StrictYamlError, load_yaml
 
 PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3", "wse2-measured", "wse3-measured")
 
@@ -38,7 +38,7 @@ def _read_yaml(spec: str) -> tuple[str, Any]:
         label = f"preset {spec}"
         try:
             return label, load_yaml(_preset_text(spec), label)
-        except DuplicateKeyError as exc:
+        except StrictYamlError as exc:
             raise ArchError(str(exc)) from exc
     path = Path(spec)
     looks_like_path = path.suffix in (".yaml", ".yml") or "/" in spec or path.exists()
@@ -56,7 +56,7 @@ def _read_yaml(spec: str) -> tuple[str, Any]:
         raise ArchError(f"{spec}: cannot read architecture file ({exc.__class__.__name__}: {exc})") from exc
     try:
         data = load_yaml(text, spec)
-    except DuplicateKeyError as exc:
+    except StrictYamlError as exc:
         raise ArchError(str(exc)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -75,7 +75,7 @@ def parse_set_option(option: str) -> tuple[tuple[str, ...], Any]:
         raise UsageError(f"--set {option!r}: expected FIELD=VALUE with a dotted field, e.g. noc.link_bytes_per_cycle=8")
     try:
         value = load_yaml(raw, f"--set {key}")
-    except DuplicateKeyError as exc:
+    except StrictYamlError as exc:
         raise UsageError(str(exc)) from exc
     except yaml.YAMLError:
         value = raw
@@ -116,15 +116,15 @@ def _describe(err: Any, data: Any) -> str:
         known = _known_fields(Arch, loc)
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else (f"; known fields here: {', '.join(known)}" if known else "")
-        return f"unknown field {field!r}{hint}"
+        return f"unknown field {excerpt(field)}{hint}"
     if kind == "missing":
-        return f"missing required field {field!r}"
+        return f"missing required field {excerpt(field)}"
     value = err.get("input")
     msg = str(err["msg"]).removeprefix("Value error, ")
     if isinstance(value, (dict, list)):
         # A whole-section check (e.g. reserve vs SRAM): the message already names the values.
         return f"{field}: {msg}"
-    return f"{field}: {value!r}: {msg}"
+    return f"{field}: {excerpt(value)}: {msg}"
 
 
 def load_arch(spec: str | Path | Arch, overrides: Sequence[str] = ()) -> Arch:

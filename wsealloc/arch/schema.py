@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from wsealloc.errors import excerpt
 from wsealloc.units import parse_bytes, parse_hz
 
 # Upper bounds are generous (far beyond any real machine) and keep every derived number (cycles,
@@ -147,11 +148,15 @@ class Execution(_Frozen):
     tree: ReductionTree = ReductionTree.TWO_LEVEL
 
 
+# The most wafers a plan may use (``--wafers``, ``cluster.wafers``; ``auto`` finds the fewest up to it).
+MAX_WAFERS = 1024
+
+
 def wafer_count(value: object) -> int | str:
     """A number of wafers, 1 to 1024, or ``auto`` (one message instead of one per union member)."""
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024):
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WAFERS):
         return value
-    raise ValueError(f"expected a number of wafers (1 to 1024) or 'auto', got {value!r}")
+    raise ValueError(f"expected a number of wafers (1 to {MAX_WAFERS}) or 'auto', got {excerpt(value)}")
 
 
 class Cluster(_Frozen):

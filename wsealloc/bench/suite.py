@@ -31,9 +31,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
-from wsealloc.errors import UsageError, WseallocError
+from wsealloc.errors import UsageError, WseallocError, excerpt
 from wsealloc.request import SolveRequest, build_request
-from wsealloc.yamlload import load_yaml
+from wsealloc.yamlload import StrictYamlError, load_yaml
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "instances"
 
@@ -54,7 +54,9 @@ class Best(_Frozen):
 # A suite's name becomes the file name of its results: no path separators, not "." or "..".
 def _file_name(name: str) -> str:
     if not name or name in (".", "..") or any(ch in name for ch in "/\\\0") or len(name) > 200:
-        raise ValueError(f"{name!r} is not usable as a file name (no '/' or '\\', not '.' or '..', at most 200 characters)")
+        raise ValueError(
+            f"{excerpt(name)} is not usable as a file name (no '/' or '\\', not '.' or '..', at most 200 characters)"
+        )
     return name
 
 
@@ -187,7 +189,7 @@ def folder_suite(folder: Path, best: Path, time_limit: float, time_cap: float | 
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else ""
         option = {"time_limit": "--time-limit", "time_cap": "--time-cap"}.get(field, field)
-        raise UsageError(f"{option} {err.get('input')!r}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        raise UsageError(f"{option} {excerpt(err.get('input'))}: {str(err['msg']).removeprefix('Value error, ')}") from None
     suite = Suite(name=_folder_name(folder), description=f"contest instances in {folder}", instances=instances)
     tasks = tuple(inst.task(folder) for inst in instances)
     return SuiteFile(suite, best, tasks, prior)
@@ -228,6 +230,8 @@ def read_suite(spec: str) -> Suite:
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
     try:
         data = load_yaml(path.read_text(), str(path))
+    except StrictYamlError as exc:
+        raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
@@ -246,7 +250,7 @@ def read_suite(spec: str) -> Suite:
     seen: set[str] = set()
     for i, inst in enumerate(suite.instances):
         if inst.name in seen:
-            raise UsageError(f"{path}: instances.{i}.name: {inst.name!r} is used twice; instance names must be unique")
+            raise UsageError(f"{path}: instances.{i}.name: {excerpt(inst.name)} is used twice; instance names must be unique")
         seen.add(inst.name)
     return suite
 

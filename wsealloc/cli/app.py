@@ -26,7 +26,7 @@ from rich.console import Console
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.budget import StopHook
-from wsealloc.cli.options import debug_option, model_options, solver_options, with_request
+from wsealloc.cli.options import ASCII_FLOAT, debug_option, model_options, solver_options, with_request
 from wsealloc.errors import InputShapeError, Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
 from wsealloc.frontend.kgraph import looks_like_kgraph
 from wsealloc.frontend.sources import KgraphSource, as_kgraph
@@ -129,7 +129,7 @@ def _inspect_contest(source: KgraphSource, as_json: bool, kernel_name: str | Non
 @click.option(
     "--time-cap",
     default=None,
-    type=float,
+    type=ASCII_FLOAT,
     help="A .kgraph instance: keep the largest kernel time within this multiple of the proven lower bound (e.g. 1.05); "
     "the score is minimized within it [default: the score alone].",
 )

@@ -18,6 +18,8 @@ from rich.table import Table
 from wsealloc.bench.runner import BenchRow
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.cli.options import (
+    ASCII_FLOAT,
+    ASCII_INT,
     debug_option,
     model_options,
     objective_sweep_options,
@@ -76,7 +78,7 @@ def _prepare_out(out_dir: str | Path) -> Path:
 
 def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return click.option(
-        "-j", "--jobs", default=default, show_default=True, type=int, help="Instances run in parallel (one process each)."
+        "-j", "--jobs", default=default, show_default=True, type=ASCII_INT, help="Instances run in parallel (one process each)."
     )
 
 
@@ -89,11 +91,11 @@ def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., 
 @click.option(
     "--time-limit",
     default=None,
-    type=float,
+    type=ASCII_FLOAT,
     help=f"A folder of .kgraph instances: each instance's time limit [default: {DEFAULT_TIME_LIMIT_S:g}] "
     "(a YAML suite sets its own).",
 )
-@click.option("--time-cap", default=None, type=float, help="A folder of .kgraph instances: see solve --time-cap.")
+@click.option("--time-cap", default=None, type=ASCII_FLOAT, help="A folder of .kgraph instances: see solve --time-cap.")
 @click.option(
     "--best",
     "best_file",

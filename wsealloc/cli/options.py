@@ -24,8 +24,44 @@ from wsealloc.pipeline import parse_dims, parse_input_shapes
 from wsealloc.plan.pins import constraints_from_plan
 from wsealloc.request import build_request
 from wsealloc.solvers import solver_names
+from wsealloc.units import ascii_int
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AsciiInt(click.ParamType):
+    """An integer option written in ASCII digits: click's ``int`` reads any script's digits (``--context ٣``
+    is 3), which no message or plan would write back as the user typed it."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return ascii_int(str(value).strip())
+        except ValueError:
+            self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+
+
+class AsciiFloat(click.ParamType):
+    """A number option written in ASCII (``float`` reads any script's digits too)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            if not text.isascii():
+                raise ValueError(text)
+            return float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+
+
+ASCII_INT, ASCII_FLOAT = AsciiInt(), AsciiFloat()
 
 
 def _apply(fn: F, decorators: list[Callable[[F], F]]) -> F:
@@ -97,7 +133,7 @@ def _costing_options(fn: F) -> F:
                 "--train-batch",
                 default=1,
                 show_default=True,
-                type=int,
+                type=ASCII_INT,
                 help="With --train: samples per weight update (1: every sample, as pipelined backpropagation).",
             ),
             click.option(
@@ -110,7 +146,7 @@ def _costing_options(fn: F) -> F:
             click.option(
                 "--recompute-segment",
                 default=None,
-                type=int,
+                type=ASCII_INT,
                 help="With --train: pipeline stages per recomputation segment (default: about sqrt(D), and a solve "
                 "on one wafer tries a few lengths around it and keeps the fastest).",
             ),
@@ -124,20 +160,20 @@ def _costing_options(fn: F) -> F:
             click.option(
                 "--stream-batch",
                 default=None,
-                type=int,
+                type=ASCII_INT,
                 help="Samples per streamed pass (default: --train-batch when training, else 1).",
             ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(
                 "--context",
-                type=int,
+                type=ASCII_INT,
                 default=None,
                 metavar="S",
                 help="An LLM decode export's past length: binds its KV-cache inputs' past dim (tokens already decoded).",
             ),
             click.option(
                 "--batch",
-                type=int,
+                type=ASCII_INT,
                 default=None,
                 metavar="B",
                 help="Requests decoded together: binds an LLM export's batch dim (tokens and KV caches).",
@@ -166,7 +202,7 @@ def sweep_model_options(fn: F) -> F:
 
 def time_limit_option(help_text: str) -> Callable[[F], F]:
     """``--time-limit`` with the one default of every command."""
-    return click.option("--time-limit", default=DEFAULT_TIME_LIMIT_S, show_default=True, type=float, help=help_text)
+    return click.option("--time-limit", default=DEFAULT_TIME_LIMIT_S, show_default=True, type=ASCII_FLOAT, help=help_text)
 
 
 def solver_settings_options(time_limit_help: str) -> Callable[[F], F]:
@@ -178,8 +214,10 @@ def solver_settings_options(time_limit_help: str) -> Callable[[F], F]:
             [
                 click.option("--solver", default="cpsat", show_default=True, help=", ".join(solver_names()) + "."),
                 time_limit_option(time_limit_help),
-                click.option("--workers", default=1, show_default=True, type=int, help="Solver threads (1 is reproducible)."),
-                click.option("--seed", default=0, show_default=True, type=int, help="Solver random seed."),
+                click.option(
+                    "--workers", default=1, show_default=True, type=ASCII_INT, help="Solver threads (1 is reproducible)."
+                ),
+                click.option("--seed", default=0, show_default=True, type=ASCII_INT, help="Solver random seed."),
             ],
         )
 
@@ -255,7 +293,7 @@ def objective_options() -> list[Callable[[Any], Any]]:
             "--requests",
             default=1,
             show_default=True,
-            type=int,
+            type=ASCII_INT,
             help="Sequences in flight, interleaved through the kernels: aggregate tokens/s from latency and the slowest stage.",
         ),
     ]

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from wsealloc.constraints.schema import KINDS, Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together
 from wsealloc.cost.model import Dataflow
-from wsealloc.errors import ConstraintError
-from wsealloc.yamlload import DuplicateKeyError, load_yaml
+from wsealloc.errors import ConstraintError, excerpt
+from wsealloc.yamlload import StrictYamlError, load_yaml_node
 
 # the fields each kind takes beside its kind key
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -54,9 +54,8 @@ def read_constraints(path: str | Path) -> Constraints:
 def parse_constraints(text: str, label: str, sha256: str = "") -> Constraints:
     """Parse the text of a constraints file (``label`` names it in messages)."""
     try:
-        data = load_yaml(text, label)
-        node = yaml.compose(text)
-    except DuplicateKeyError as exc:
+        data, node = load_yaml_node(text, label)
+    except StrictYamlError as exc:
         raise ConstraintError(str(exc)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -69,18 +68,19 @@ def parse_constraints(text: str, label: str, sha256: str = "") -> Constraints:
             f"{label}: expected a list of rules (each '- grid: ...', '- place: ...', '- keep-out: ...', "
             "'- together: ...' or '- cut: ...'); see docs/constraints.md"
         )
-    rules = [_rule(entry, item.start_mark.line + 1, label) for entry, item in zip(data, node.value, strict=True)]
+    rules = [_rule(entry, item, label) for entry, item in zip(data, node.value, strict=True)]
     try:
         return Constraints(source=label, sha256=sha256, rules=tuple(rules))
     except ValidationError as exc:  # the rules were validated one by one; this is the whole file
         raise ConstraintError(f"{label}: {exc.errors()[0]['msg']}") from exc
 
 
-def _rule(entry: Any, line: int, label: str) -> Any:
-    """One entry as a validated rule."""
+def _rule(entry: Any, item: yaml.Node, label: str) -> Any:
+    """One entry (``item``: its node) as a validated rule."""
+    line = item.start_mark.line + 1
     where = f"{label} line {line}"
     if not isinstance(entry, Mapping):
-        raise ConstraintError(f"{where}: expected a mapping such as 'grid: NAME' with its fields, got {entry!r}")
+        raise ConstraintError(f"{where}: expected a mapping such as 'grid: NAME' with its fields, got {excerpt(entry)}")
     kinds = [k for k in KINDS if k in entry]
     if len(kinds) != 1:
         found = f"both {kinds[0]!r} and {kinds[1]!r}" if len(kinds) > 1 else f"none of {', '.join(KINDS)}"
@@ -97,15 +97,16 @@ def _rule(entry: Any, line: int, label: str) -> Any:
             data["area"] = _area(value, where, "keep-out")
         elif kind == "cut":
             if not isinstance(value, (str, int)) or isinstance(value, bool):
-                raise ConstraintError(f"{where}: cut takes the kernel the pipeline is cut after (a name), got {value!r}")
+                raise ConstraintError(f"{where}: cut takes the kernel the pipeline is cut after (a name), got {excerpt(value)}")
             data["after"] = value
             if "must" in entry:
                 data["must"] = entry["must"]
         else:
             data["select"] = _selector(value, where)
+            written = _written(item)
             for name in FIELDS[kind]:
                 if name in entry:
-                    data[name] = _field(kind, name, entry[name], where)
+                    data[name] = _field(kind, name, entry[name], where, written.get(name))
         models: dict[str, type[GridRule | PlaceRule | KeepOut | Together | CutRule]] = {
             "grid": GridRule,
             "place": PlaceRule,
@@ -141,12 +142,12 @@ def _selector(value: Any, where: str) -> dict[str, Any]:
         if "range" in value:
             span = value["range"]
             if not isinstance(span, list) or len(span) != 2:
-                raise ConstraintError(f"{where}: range takes [FIRST, LAST] kernels (names or positions), got {span!r}")
+                raise ConstraintError(f"{where}: range takes [FIRST, LAST] kernels (names or positions), got {excerpt(span)}")
             out["range"] = tuple(span)
         return out
     raise ConstraintError(
         f"{where}: expected the kernels a rule applies to: a name or glob ('node_addmm_*'), a list of them, "
-        f"{{op: MatMul}} or {{range: [FIRST, LAST]}}; got {value!r}"
+        f"{{op: MatMul}} or {{range: [FIRST, LAST]}}; got {excerpt(value)}"
     )
 
 
@@ -157,35 +158,53 @@ def _strings(value: Any, where: str, key: str) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise ConstraintError(f"{where}: {key} takes a string or a list of strings, got {value!r}")
+    raise ConstraintError(f"{where}: {key} takes a string or a list of strings, got {excerpt(value)}")
 
 
 def _area(value: Any, where: str, what: str) -> Any:
     if not isinstance(value, Mapping):
-        raise ConstraintError(f"{where}: {what} takes an area {{rows: [FIRST, LAST], cols: [FIRST, LAST]}}, got {value!r}")
+        raise ConstraintError(f"{where}: {what} takes an area {{rows: [FIRST, LAST], cols: [FIRST, LAST]}}, got {excerpt(value)}")
     return dict(value)
 
 
-def _field(kind: str, name: str, value: Any, where: str) -> Any:
-    """A field of a grid, place or together rule, in the schema's form."""
-    if name == "shape":
-        if isinstance(value, str):
-            parts = value.lower().replace(" ", "").split("x")
-            if len(parts) != 2 or not all(p.isdigit() for p in parts):
-                raise ConstraintError(f"{where}: shape takes RxC (rows x cols, e.g. 24x32), got {value!r}")
+def _written(item: yaml.Node) -> dict[Any, str]:
+    """The text of each scalar field of an entry as the file writes it: YAML reads ``0x8`` as the
+    hexadecimal integer 8, and ``shape: 0x8`` means rows 0, cols 8."""
+    if not isinstance(item, yaml.MappingNode):
+        return {}
+    return {
+        key.value: value.value
+        for key, value in item.value
+        if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+    }
+
+
+def _field(kind: str, name: str, value: Any, where: str, written: str | None = None) -> Any:
+    """A field of a grid, place or together rule, in the schema's form (``written``: the field's text in
+    the file, for a scalar)."""
+    if name == "shape":  # "RxC" as written (sizes in ASCII digits), or [R, C]
+        text = written if written is not None else value if isinstance(value, str) else None
+        parts = text.lower().replace(" ", "").split("x") if text is not None else []
+        if len(parts) == 2 and all(p.isascii() and p.isdigit() and len(p) <= 15 and int(p) >= 1 for p in parts):
             return (int(parts[0]), int(parts[1]))
-        return value
+        sides = value if text is None and isinstance(value, list) else []
+        if len(sides) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sides):
+            return tuple(sides)
+        shown = excerpt(text if text is not None else value)
+        raise ConstraintError(f"{where}: shape takes RxC (rows x cols, each at least 1, e.g. 24x32), got {shown}")
+    if name == "at" and not (isinstance(value, list) and len(value) == 2):
+        raise ConstraintError(f"{where}: at takes [ROW, COL] (the kernel's top-left core, e.g. [0, 0]), got {excerpt(value)}")
     if name in ("rows", "cols", "cores"):
         if isinstance(value, int) and not isinstance(value, bool):
             return {"min": value, "max": value}
         if isinstance(value, list) and len(value) == 2:
             return {"min": value[0], "max": value[1]}
-        raise ConstraintError(f"{where}: {name} takes [MIN, MAX] (null for an open end) or one number, got {value!r}")
+        raise ConstraintError(f"{where}: {name} takes [MIN, MAX] (null for an open end) or one number, got {excerpt(value)}")
     if name == "dataflow":
         key = str(value).lower().replace("-", "_")
         if key not in DATAFLOWS:
             raise ConstraintError(
-                f"{where}: unknown dataflow {value!r}; choose one of: {', '.join(d.name.lower() for d in Dataflow)}"
+                f"{where}: unknown dataflow {excerpt(value)}; choose one of: {', '.join(d.name.lower() for d in Dataflow)}"
             )
         return DATAFLOWS[key]
     if name == "within":

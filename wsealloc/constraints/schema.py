@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wsealloc.cost.model import Dataflow
+from wsealloc.errors import shorten
 
 Index = Annotated[int, Field(strict=True, ge=0, le=2**24)]
 Count = Annotated[int, Field(strict=True, ge=1, le=2**48)]
@@ -60,14 +61,15 @@ class Selector(_Frozen):
         return self
 
     def text(self) -> str:
-        """How the selection reads in a message."""
+        """How the selection reads in a message (each name or op as much of it as a message quotes)."""
         parts = []
         if self.names:
-            parts.append(", ".join(self.names) if len(self.names) <= 3 else f"{', '.join(self.names[:3])}, ...")
+            names = [shorten(n) for n in self.names[:3]]
+            parts.append(", ".join(names) if len(self.names) <= 3 else f"{', '.join(names)}, ...")
         if self.ops:
-            parts.append(f"op {'/'.join(self.ops)}")
+            parts.append(f"op {'/'.join(shorten(op) for op in self.ops[:3])}{'/...' if len(self.ops) > 3 else ''}")
         if self.range is not None:
-            parts.append(f"{self.range[0]}..{self.range[1]}")
+            parts.append(f"{shorten(str(self.range[0]))}..{shorten(str(self.range[1]))}")
         return " ".join(parts)
 
 
@@ -221,7 +223,7 @@ class CutRule(_Rule):
 
     def text(self) -> str:
         """What the rule says, for messages."""
-        return f"{'cuts' if self.must else 'forbids a cut'} after {self.after}"
+        return f"{'cuts' if self.must else 'forbids a cut'} after {shorten(str(self.after))}"
 
 
 Rule = Annotated[GridRule | PlaceRule | KeepOut | Together | CutRule, Field(discriminator="kind")]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from wsealloc.constraints.schema import Constraints, CutRule, KeepOut, Rule, Selector
-from wsealloc.errors import ConstraintError
+from wsealloc.errors import ConstraintError, excerpt
 from wsealloc.graph.kernels import Kernel
 
 
@@ -25,7 +25,7 @@ def _position(ref: str | int, names: Sequence[str], where: str, what: str) -> in
         return names.index(ref)
     close = difflib.get_close_matches(ref, names, n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise ConstraintError(f"{where}: {what} {ref!r} is not a kernel of the model{hint}; `wsealloc inspect` lists them")
+    raise ConstraintError(f"{where}: {what} {excerpt(ref)} is not a kernel of the model{hint}; `wsealloc inspect` lists them")
 
 
 def select(selector: Selector, kernels: Sequence[Kernel], where: str) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ only when their result stays small (shape data, not weights).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -116,6 +117,34 @@ def constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
             return np.array(a.f, dtype=np.float32)
         if a.name == "value_floats":
             return np.array(list(a.floats), dtype=np.float32)
+    return None
+
+
+def _values(arg: np.ndarray | None) -> list[int]:
+    return [int(v) for v in np.asarray(arg).reshape(-1)]
+
+
+def predicted_elements(node: onnx.NodeProto, args: list[np.ndarray | None]) -> int | None:
+    """How many elements ``node``'s output would have, for the ops whose output size an input's *values*
+    set (Range, ConstantOfShape, Expand, Tile); None for other ops, or when the inputs do not say.
+
+    Asked before evaluating: ``small_enough`` looks at a result, and a Range over a 10^9-token
+    context (an LLM's key positions) allocated 8 GB before it could refuse it."""
+    try:
+        if node.op_type == "Range" and len(args) >= 3:
+            start, limit, delta = (float(np.asarray(a).reshape(-1)[0]) for a in args[:3])
+            return max(0, math.ceil((limit - start) / delta)) if delta else None
+        if node.op_type == "ConstantOfShape" and args:
+            return math.prod(_values(args[0]))
+        if node.op_type == "Expand" and len(args) >= 2 and args[0] is not None:
+            shape, target = list(np.asarray(args[0]).shape), _values(args[1])
+            rank = max(len(shape), len(target))
+            shape, target = [1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target
+            return math.prod(max(a, b) for a, b in zip(shape, target, strict=True))
+        if node.op_type == "Tile" and len(args) >= 2 and args[0] is not None:
+            return math.prod(np.asarray(args[0]).shape) * math.prod(_values(args[1]))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
     return None
 
 

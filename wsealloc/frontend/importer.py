@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +34,9 @@ from wsealloc.frontend.control import (
     unroll_loop,
     unroll_scan,
 )
-from wsealloc.frontend.fold import constant_node_value, evaluate, small_enough
-from wsealloc.frontend.load import load_model
+from wsealloc.frontend.fold import constant_node_value, evaluate, predicted_elements, small_enough
+from wsealloc.frontend.llm import CACHE_INPUT
+from wsealloc.frontend.load import SMALL_CONSTANT_ELEMENTS, load_model
 from wsealloc.frontend.normalize import rewrite_sequences
 from wsealloc.frontend.schema import check_nodes
 from wsealloc.frontend.topo import node_label, sorted_nodes
@@ -86,6 +87,20 @@ MAX_DIM = 2**31
 # wafer (WSE-3, 41 GiB), and far beyond any multi-wafer plan; a bigger tensor is a corrupt or
 # mistyped shape (an image width of 2^40), refused with its size instead of planned as nonsense.
 MAX_TENSOR_BYTES = 2**50
+# ONNX's data propagation (shape inference following the values of 1-D integer tensors) keeps every
+# element of a tensor it follows, about 140 bytes each: key positions over a context of 10^9 tokens
+# grew past 24 GB. Shape subgraphs are folded here anyway (``fold_round``), so when an input has a dim
+# above this, inference runs without it.
+DATA_PROP_MAX_DIM = 2**20
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The most memory any plan of a model could hold (the pipeline gives the SRAM of the largest
+    cluster of the arch), and how a message names that machine."""
+
+    bytes: int
+    machine: str  # "1,024 wafers of tiny"
 
 
 _UNNAMED = ("", "?")
@@ -174,6 +189,8 @@ class _Importer:
         weights_as_inputs: bool | None,
         input_shapes: Mapping[str, tuple[int, ...]] | None = None,
         weigh: Callable[[OpGraph], int] | None = None,
+        memory: MemoryLimit | None = None,
+        origins: Mapping[str, str] | None = None,
     ):
         self.model = model
         self.source = source
@@ -192,6 +209,9 @@ class _Importer:
         self.values: dict[str, np.ndarray] = {}
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.strict_failed = False  # some strict shape inference pass failed (see infer)
+        self.memory = memory
+        self.origins = dict(origins or {})  # dim name -> the option that bound it ("--context 4096")
+        self.data_prop = True  # ONNX's data propagation (off for inputs with dims above DATA_PROP_MAX_DIM)
 
     # -- checks ------------------------------------------------------------------------------
     def check_opset(self) -> None:
@@ -333,6 +353,48 @@ class _Importer:
             if dims is not None and not _known(dims):
                 out.type.tensor_type.ClearField("shape")
 
+    def size_inputs(self, data_inputs: list[onnx.ValueInfoProto], declared: Mapping[str, list[int | str | None] | None]) -> None:
+        """Size the inputs of one pass, now that their dims are bound, before any other tensor is sized.
+
+        Their bytes (a decode export's KV cache among them) must fit ``memory``, the most any plan
+        could hold; if not, the error names the options that sized them (``--context``, ``--batch``,
+        ``--dim``, ``--input-shape``: ``declared`` has the dims as the file gave them) and the bytes they
+        would need. Every later size follows from these: refusing here is what keeps an absurd
+        ``--context`` from being sized by shape inference and folding (which ran out of memory). With
+        a dim above ``DATA_PROP_MAX_DIM`` inference runs without ONNX's data propagation."""
+        sized: list[tuple[onnx.ValueInfoProto, list[int], int]] = []
+        for vi in data_inputs:
+            shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            info = _elem_info(vi.type.tensor_type.elem_type)  # None: named where the tensor is read
+            sized.append((vi, shape, math.prod(shape) * (info[0] if info else 1)))
+        self.data_prop = all(d <= DATA_PROP_MAX_DIM for _, shape, _ in sized for d in shape)
+        total = sum(size for _, _, size in sized)
+        if self.memory is None or total <= self.memory.bytes:
+            return
+        sized.sort(key=lambda item: -item[2])
+        options = list(dict.fromkeys(o for vi, shape, _ in sized for o in self._sized_by(vi.name, declared.get(vi.name), shape)))
+        caches = [item for item in sized if CACHE_INPUT.search(item[0].name) and len(item[1]) >= 3]
+        vi, shape, size = caches[0] if caches else sized[0]
+        what = (
+            f"the KV cache: {_big_bytes(sum(s for _, _, s in caches))} in {len(caches)} input(s) like {vi.name} {shape}"
+            if caches
+            else f"the largest: input {vi.name!r} {shape}, {_big_bytes(size)}"
+        )
+        by = ", ".join(options[:3]) if options else "the model's input sizes"
+        raise ShapeError(
+            f"{self.source}: {by} would need {_big_bytes(total)} for the inputs of one pass ({what}), more than "
+            f"{self.memory.machine} hold ({_big_bytes(self.memory.bytes)} of SRAM); no plan could hold them: "
+            + ("give smaller sizes" if options else "check the exported shapes")
+        )
+
+    def _sized_by(self, name: str, declared: list[int | str | None] | None, shape: list[int]) -> list[str]:
+        """The options that set input ``name``'s sizes: its ``--input-shape``, or the ``--context``,
+        ``--batch`` or ``--dim`` that bound its named dims."""
+        if name in self.input_shapes:
+            return [f"--input-shape {name}={'x'.join(map(str, shape))}"]
+        named = [d for d in declared or [] if isinstance(d, str)]
+        return [self.origins.get(d, f"--dim {d}={self.dims[d]}") for d in named if d in self.dims or d in self.origins]
+
     def _unbound(
         self, data_inputs: list[onnx.ValueInfoProto], what: str, *, bound: Mapping[str, int] | None = None, named: bool = False
     ) -> InputShapeError:
@@ -446,9 +508,10 @@ class _Importer:
         """ONNX shape inference with data propagation; an allocation that fails inside it is a ShapeError.
 
         ONNX allocates what a node's attributes ask for before checking them (a Split with
-        ``num_outputs`` 2^40 ends in ``std::bad_alloc``, seen by the fuzzer)."""
+        ``num_outputs`` 2^40 ends in ``std::bad_alloc``, seen by the fuzzer). Data propagation is off
+        when an input has a dim above ``DATA_PROP_MAX_DIM`` (see there)."""
         try:
-            return onnx.shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict, data_prop=True)
+            return onnx.shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict, data_prop=self.data_prop)
         except MemoryError as exc:
             raise ShapeError(
                 f"{self.source}: ONNX shape inference ran out of memory: some size in the model is absurd (an attribute "
@@ -523,6 +586,9 @@ class _Importer:
         if not all(not name or name in self.values for name in node.input):
             return None
         args: list[np.ndarray | None] = [self.values[n] if n else None for n in node.input]
+        size = predicted_elements(node, args)
+        if size is not None and size > SMALL_CONSTANT_ELEMENTS:
+            return None  # not shape data (the result would be refused by small_enough after allocating it)
         try:
             return evaluate(node, args, self.opset)
         except Exception:  # noqa: BLE001 - an op we cannot evaluate stays in the graph; shapes decide later
@@ -546,7 +612,9 @@ class _Importer:
         data_inputs, params = self.classify_inputs()
         if not data_inputs:
             raise ModelLoadError(f"{self.source}: the graph has no data inputs (every input looks like a parameter)")
+        declared = {vi.name: _dims_of(vi) for vi in data_inputs}
         self.bind_dims(data_inputs, self.apply_input_shapes())
+        self.size_inputs(data_inputs, declared)
         self.order = [out for node in nodes for out in node.output]
         self.known_values()
         return self.finish(nodes, self.infer(), data_inputs, params)
@@ -910,6 +978,8 @@ def import_onnx(
     weights_as_inputs: bool | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     weigh: Callable[[OpGraph], int] | None = None,
+    memory: MemoryLimit | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> OpGraph:
     """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
 
@@ -918,8 +988,10 @@ def import_onnx(
     graph's work where an ``If`` condition is known only at run time (the costlier branch is kept; the
     pipeline passes MACs + vector ops; default: elements written). ``weights_as_inputs``: None detects
     parameters listed as graph inputs without data (older exporters), True treats every static
-    input as a parameter, False none.
+    input as a parameter, False none. ``memory``: the most the inputs of one pass may need (None: no
+    limit), checked as soon as their dims are bound; ``origins`` names the option that bound a dim
+    where it is not a ``--dim`` (``{"past_sequence_length": "--context 4096"}``) for that message.
     """
     source = str(path)
     model = load_model(path)
-    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes, weigh).run()
+    return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes, weigh, memory, origins).run()

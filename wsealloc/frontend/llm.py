@@ -28,16 +28,18 @@ def _dims(vi: onnx.ValueInfoProto) -> list[str | int | None]:
     return out
 
 
-def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict[str, int]:
-    """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in the model at ``path``."""
+def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict[str, tuple[int, str]]:
+    """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in the model at ``path``: each
+    dim's value and the option that bound it (``--context 4096``), for messages about the sizes."""
     if context is None and batch is None:
         return {}
     implicit = batch is None  # --context alone: one request (the cache's batch dim is bound to 1 too)
+    batch_option = f"--context {context}" if batch is None else f"--batch {batch}"
     batch = 1 if batch is None else batch
     model = onnx.load(str(path), load_external_data=False)
     inits = {t.name for t in model.graph.initializer}
     caches = [vi for vi in model.graph.input if vi.name not in inits and CACHE_INPUT.search(vi.name) and len(_dims(vi)) >= 3]
-    bound: dict[str, int] = {}
+    bound: dict[str, tuple[int, str]] = {}
     if context is not None:
         names = {d for vi in caches if isinstance(d := _dims(vi)[-2], str) and d}
         if not names:
@@ -46,7 +48,7 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
                 "(a decode export's past_key_values.*: [batch, heads, past, head_dim]); "
                 "for a prefill export give the prompt length with --input-shape or --dim"
             )
-        bound.update({name: context for name in names})
+        bound.update({name: (context, f"--context {context}") for name in names})
     if batch is not None:
         firsts = [_dims(vi)[0] for vi in caches] + [
             _dims(vi)[0] for vi in model.graph.input if vi.name not in inits and not CACHE_INPUT.search(vi.name) and _dims(vi)
@@ -57,5 +59,5 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
                 f"--batch {batch}: {path} has no input whose batch dim (dim 0) is named; "
                 "give the batch with --input-shape NAME=BxSEQ"
             )
-        bound.update({name: batch for name in names})
+        bound.update({name: (batch, batch_option) for name in names})
     return bound

@@ -31,7 +31,7 @@ from wsealloc.constraints import Constraints
 from wsealloc.cost import CostOptions, Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.cost.model import Recompute, TrainingWork
-from wsealloc.errors import PlanError, VerificationError
+from wsealloc.errors import ConflictError, ConstraintError, PlanError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, KernelCosts, Reason
@@ -172,7 +172,11 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
             check(lowered == options, f"cost differs from request.cost under the decision: {_differ(options, lowered)}")
         else:  # versions 1-2 wrote the decision back into the request
             check(plan.request.cost == options, "request.cost differs from cost: the plan does not answer its own request")
-    table = build_costs(source, arch, options, check_feasible=False, constraints=constraints)
+    try:
+        table = build_costs(source, arch, options, check_feasible=False, constraints=constraints)
+    except (ConstraintError, ConflictError) as exc:  # rules that cannot even be resolved on this model and wafer
+        check(False, f"request.constraints: {exc}")
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
     if plan.request is not None:
         wrong = strategy_for(plan.request).admits(plan.request, decision, table)
         check(wrong is None, f"{wrong}: the decision does not answer the request")
@@ -215,11 +219,13 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     if constraints is not None and constraints.rules:  # every rule of the user's, from the rule itself (a root cause)
         check_constraints(plan, constraints, kgraph.kernels, arch.rows, arch.cols, check)
         for budget in area_budgets(table):
-            used = sum(in_order[k].cores for k in budget.kernels)
-            check(
-                used <= budget.cores,
-                f"the kernels kept within {budget.label} use {used:,} cores, the area has {budget.cores:,} free",
-            )
+            for st in stages:  # each wafer has the area: the kernels on one wafer share it
+                used = sum(in_order[k].cores for k in budget.kernels if st.first <= k < st.end)
+                on = f" on wafer {st.index}" if len(stages) > 1 else ""
+                check(
+                    used <= budget.cores,
+                    f"the kernels kept within {budget.label} use {used:,} cores{on}, the area has {budget.cores:,} free",
+                )
     for st in stages:
         before = len(check.bad)
         _check_placement(st.members, arch, check)
@@ -231,7 +237,9 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     _check_price(plan, constraints, table, len(stages), check)
     _check_llm(plan, stages, table, check)
     fixed = table if plan.regions else _check_recompute(in_order, stages, table, check)
-    _check_baseline(plan, stages, fixed, check)
+    starved = _no_op_model(fixed)
+    if check(starved is None, f"{starved}: the plan does not answer its request"):
+        _check_baseline(plan, stages, fixed, check)  # the greedy rule picks an op model for every kernel
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
 
 
@@ -337,6 +345,23 @@ def _check_price(plan: Plan, constraints: Constraints | None, table: CostTable, 
             f"objective.constraints.unconstrained_bound_cycles is {record.unconstrained_bound_cycles}, the optimum "
             f"without the constraints is {free}",
         )
+
+
+def _no_op_model(table: CostTable) -> str | None:
+    """The first kernel left without a legal op model, with the recorded rules that exclude its op models
+    (``c.yaml line 4: keeps rows 0-15, all cols out``); None when every kernel has one. A plan's own
+    rules can do this (a keep-out widened under a pinned kernel, a grid no wafer holds appended to
+    ``request.constraints``): then there is no baseline to recompute, and the plan answers nothing."""
+    for kc in table.kernels:
+        if len(kc.frontier):
+            continue
+        applied, numbers = table.applied, kc.table.rule
+        found = sorted({int(n) for n in numbers[numbers > 0]}) if numbers is not None else []
+        if applied is None or not found:
+            return f"{kc.kernel.name}: no legal op model on the {table.arch.rows}x{table.arch.cols} wafer"
+        rules = "; ".join(f"{applied.where(n - 1)}: {applied.rule(n - 1).text()}" for n in found[:3])
+        return f"{kc.kernel.name}: the recorded rules leave it no legal op model ({rules}{'; ...' if len(found) > 3 else ''})"
+    return None
 
 
 def _constraint_line(kc: KernelCosts, table: CostTable, dataflow: Dataflow, r: int, c: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from wsealloc.api import SolveOutcome
+from wsealloc.constraints import Together, TogetherHow
 from wsealloc.opmodels import CostTable
 from wsealloc.plan.decision import strategy_of
 from wsealloc.plan.schema import KernelPlan, Plan
@@ -116,9 +117,25 @@ def constraints_line(out: SolveOutcome) -> str | None:
             f"price {price:+.2%}: proven bound {bound:,} cycles with them, {record.unconstrained_bound_cycles:,} without "
             f"({free} without them)"
         )
+    return f"constraints: {record.rules} rule(s) from {record.source} ({counted}{kept}), {_what_holds(out)}; {cost}"
+
+
+def _what_holds(out: SolveOutcome) -> str:
+    """What the rules held in this plan. Every rule is folded into the op models the baseline and every
+    solver choose among (grids, cores, cuts); where rules put rectangles (``place``, ``keep-out``,
+    ``together: touch``) holds only for a placed plan: with ``--no-place`` nothing was put anywhere."""
+    request = out.plan.request
+    assert request is not None and request.constraints is not None
+    rules = request.constraints.rules
+    touch = any(isinstance(rule, Together) and rule.how is TogetherHow.TOUCH for rule in rules)
+    where = sorted({rule.kind for rule in rules if rule.kind in ("place", "keep-out")}) + (["together: touch"] if touch else [])
+    if out.plan.objective.placed or not where:
+        return "honoured by the baseline and every solver"
+    named = " and ".join(where) if len(where) <= 2 else f"{', '.join(where[:-1])} and {where[-1]}"
+    why = "--no-place: nothing was placed" if not request.place else "the plan is not placed"
     return (
-        f"constraints: {record.rules} rule(s) from {record.source} ({counted}{kept}), honoured by the baseline and "
-        f"every solver; {cost}"
+        f"honoured by the baseline and every solver in the grids and cores they allow; the positions of the {named} "
+        f"rules are not ({why})"
     )
 
 

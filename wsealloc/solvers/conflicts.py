@@ -4,9 +4,9 @@ The test (``infeasibility``) is what the solvers themselves would meet, checked 
 rules give, strongest cause first:
 
 1. a kernel left without a legal op model (its op-model table: the one legality point);
-2. two kernels pinned to corners where every allowed rectangle of one covers the other's corner
-   (or both kernels' allowed rectangles overlap whatever they choose); a group to keep side by side
-   whose members are all pinned where no grids they may take make their rectangles touch;
+2. two kernels on one wafer pinned to corners where every allowed rectangle of one covers the other's
+   corner (or both kernels' allowed rectangles overlap whatever they choose); a group to keep side by
+   side whose members are all pinned where no grids they may take make their rectangles touch;
 3. the kernels kept within an area need more cores than the area has free;
 4. the kernels need more cores on their smallest allowed op models than the wafers have, keep-outs
    subtracted (one wafer: a sum; several: the exact stage cut with the cut rules, ``solvers.stages``).
@@ -15,6 +15,10 @@ Each test is exact for what it states (an allocation that fails one cannot be pl
 fail it, *deletion filtering* finds an irreducible subset: drop each rule in turn and keep it out if
 the rest still fail (a rule whose removal makes the rest pass is part of the conflict). The message
 names every rule of the subset by file and line and says what they leave impossible.
+
+Over several wafers each wafer has its own cores at the same coordinates, so corners (test 2) and
+areas (test 3) only compete between kernels on one wafer (``_Wafers``): pins on different wafers never
+conflict.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from wsealloc.errors import ConflictError
 from wsealloc.opmodels import CostTable, OpModelTable, Reason
 from wsealloc.opmodels.constrain import apply
 from wsealloc.problem.allocation import build_problem
-from wsealloc.problem.stages import build_stage_problem
+from wsealloc.problem.stages import build_stage_problem, cut_rules
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.stages import solve as stage_solve
 
@@ -60,6 +64,55 @@ def _corner_cover(costs: CostTable, a: int, b: int) -> str | None:
     if apart:
         return None
     return f"leave {ka.kernel.name} at [{ya}, {xa}] and {kb.kernel.name} at [{yb}, {xb}] overlapping whatever grids they take"
+
+
+class _Wafers:
+    """Which kernels share a wafer in the plan the solvers make. Each wafer has its own cores at the same
+    coordinates, so corners and areas only compete between kernels on one wafer: one wafer holds them
+    all; the user's rules may fix it (a ``cut`` rule between two kernels parts them; no cut allowed
+    between them, ``cut ... must: false`` or a ``together`` group, keeps them together); else the
+    pipeline's cut decides, the exact stage partition it takes first (``solvers.stages``, computed
+    once, when asked)."""
+
+    def __init__(self, costs: CostTable, wafers: int | None) -> None:
+        self.costs, self.wafers = costs, wafers
+        self.rules = cut_rules(costs) if wafers != 1 else None
+        self._cuts: tuple[int, ...] | None = None
+
+    def fixed(self, a: int, b: int) -> bool | None:
+        """Whether kernels ``a`` and ``b`` (positions in dataflow order) share a wafer in every plan
+        (True), in none (False), or as the pipeline's cut decides (None)."""
+        if self.wafers == 1:
+            return True
+        lo, hi = sorted((a, b))
+        if self.rules is not None:
+            allowed, required = self.rules
+            if required[lo + 1 : hi + 1].any():
+                return False
+            if not allowed[lo + 1 : hi + 1].any():
+                return True
+        return None
+
+    def together(self, a: int, b: int) -> bool:
+        """Whether kernels ``a`` and ``b`` are on one wafer in the plan the solvers make."""
+        fixed = self.fixed(a, b)
+        if fixed is not None:
+            return fixed
+        if self._cuts is None:
+            partition = stage_solve(build_stage_problem(self.costs), self.wafers)  # no partition: test 4 says why
+            self._cuts = partition.cuts if partition.status is Status.OPTIMAL else tuple(range(len(self.costs.kernels) + 1))
+        lo, hi = sorted((a, b))
+        return not any(lo < cut <= hi for cut in self._cuts)
+
+    def runs(self, kernels: list[int]) -> list[list[int]]:
+        """``kernels`` (in dataflow order) as the groups that share a wafer."""
+        out: list[list[int]] = []
+        for k in kernels:
+            if out and self.together(out[-1][0], k):
+                out[-1].append(k)
+            else:
+                out.append([k])
+        return out
 
 
 def _can_touch(costs: CostTable, a: int, b: int, corners: dict[str, tuple[int, int]]) -> bool:
@@ -114,13 +167,17 @@ def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) ->
         if len(kc.frontier) == 0:
             return Infeasible(f"leave {kc.kernel.name} no legal op model ({_why_none(kc.table)})")
     index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
-    # 2. pinned kernels that overlap whatever they choose
+    on = _Wafers(costs, wafers)
+    # 2. pinned kernels on one wafer that overlap whatever they choose
     pinned = [index[name] for name, _, _ in applied.pins if name in index] if applied is not None else []
     for i, a in enumerate(pinned):
         for b in pinned[i + 1 :]:
             found = _corner_cover(costs, a, b)
-            if found:
-                return Infeasible(found)
+            if found and on.together(a, b):
+                cut = (
+                    "" if on.fixed(a, b) else " on the wafer the pipeline's cut puts both on (a cut rule between them parts them)"
+                )
+                return Infeasible(found + cut)
     # 2b. a group to keep side by side whose corners are all fixed too far apart
     for _, group in applied.touch_groups if applied is not None else ():
         apart = _touch_apart(costs, group)
@@ -131,7 +188,12 @@ def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) ->
     fences = applied.fences if applied is not None else ()
     obstacles = applied.obstacles if applied is not None else ()
     for _, _, area in fences:
-        inside = [kc for kc in costs.kernels if any(n == kc.kernel.name and contains(area, box) for n, _, box in fences)]
+        within = [
+            k for k, kc in enumerate(costs.kernels) if any(n == kc.kernel.name and contains(area, box) for n, _, box in fences)
+        ]
+        # each wafer has the area: the kernels of one wafer compete for it
+        crowded = max(on.runs(within), key=lambda run: sum(costs.kernels[k].min_cores for k in run), default=[])
+        inside = [costs.kernels[k] for k in crowded]
         need = sum(kc.min_cores for kc in inside)
         free = free_cores(area, obstacles)
         if need > free:
