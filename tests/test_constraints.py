@@ -474,13 +474,13 @@ def test_pins_and_areas_on_different_wafers_never_conflict(tmp_path: Path) -> No
     """Each wafer has its own [0, 0]: corners a cut puts on different wafers do not overlap, and an area
     is the area of each wafer (before, a false conflict, exit 3, and a plan verify rejected)."""
     text = "- cut: l0.fc2\n- place: embed\n  at: [0, 0]\n- place: l1.ln1\n  at: [0, 0]\n"
-    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=10, output=tmp_path / "p.json")
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), wafers=2, time_limit=3, output=tmp_path / "p.json")
     placed = {k.name: (k.stage, k.placement) for k in out.plan.kernels}
     assert placed["embed"] == (0, (0, 0)) and placed["l1.ln1"] == (1, (0, 0))
     assert verify_plan(tmp_path / "p.json").ok
     # an area of 8 cores for a kernel of each wafer: each takes up to all 8 of its own wafer's
     area = "- cut: l0.fc2\n- place: [l0.fc2, l1.qkv]\n  within: {rows: [8, 9], cols: [0, 3]}\n"
-    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, area), wafers=2, time_limit=10, output=tmp_path / "a.json")
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, area), wafers=2, time_limit=3, output=tmp_path / "a.json")
     cores = {k.name: k.cores for k in out.plan.kernels}
     report = verify_plan(tmp_path / "a.json")
     assert report.ok, (cores["l0.fc2"], cores["l1.qkv"], report.violations)
@@ -491,9 +491,9 @@ def test_from_plan_of_a_verified_plan_over_wafers_solves(tmp_path: Path) -> None
     from wsealloc.plan.io import read_plan
     from wsealloc.plan.pins import constraints_from_plan, moved
 
-    ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, output=tmp_path / "p.json")
+    ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=3, output=tmp_path / "p.json")
     assert verify_plan(tmp_path / "p.json").ok
-    again = ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=10, constraints=constraints_from_plan(tmp_path / "p.json"))
+    again = ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=3, constraints=constraints_from_plan(tmp_path / "p.json"))
     assert moved(read_plan(tmp_path / "p.json"), again.plan) == []
 
 
@@ -646,7 +646,7 @@ def test_the_summary_says_what_the_rules_held(tmp_path: Path) -> None:
     from conftest import run
 
     rules = _rules(tmp_path, "- place: embed\n  at: [0, 0]\n- keep-out: {rows: [0, 3], cols: [16, 23]}\n")
-    args = ("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(rules), "--time-limit", "10")
+    args = ("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(rules), "--time-limit", "3")
     unplaced = run(*args, "--no-place")
     assert unplaced.returncode == 0, unplaced.stderr
     assert (

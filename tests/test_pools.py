@@ -21,7 +21,7 @@ WORK = Workload(output=8, ttft_s=1e-3, tpot_s=1e-3)
 @pytest.fixture(scope="module")
 def three() -> Pools:
     """3 tiny wafers, 1 or 2 decode requests in flight (8 distinct plans, 2 worker processes)."""
-    request = build_request(str(DECODE), "tiny", time_limit=10)
+    request = build_request(str(DECODE), "tiny", time_limit=4)
     return pools(request, str(PREFILL), 3, WORK, [1, 2], jobs=2)
 
 
