@@ -470,6 +470,7 @@ def test_cut_and_together_shape_the_pipeline_over_wafers(tmp_path: Path) -> None
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.slow  # two-wafer solves placed (3-4 s): run by .ci/run (pytest -m slow)
 def test_pins_and_areas_on_different_wafers_never_conflict(tmp_path: Path) -> None:
     """Each wafer has its own [0, 0]: corners a cut puts on different wafers do not overlap, and an area
     is the area of each wafer (before, a false conflict, exit 3, and a plan verify rejected)."""
@@ -486,6 +487,7 @@ def test_pins_and_areas_on_different_wafers_never_conflict(tmp_path: Path) -> No
     assert report.ok, (cores["l0.fc2"], cores["l1.qkv"], report.violations)
 
 
+@pytest.mark.slow  # two-wafer solves placed (3-4 s): run by .ci/run (pytest -m slow)
 def test_from_plan_of_a_verified_plan_over_wafers_solves(tmp_path: Path) -> None:
     """Its kernels on different wafers share corners; its cuts are pinned with them, so they stay apart."""
     from wsealloc.plan.io import read_plan

@@ -25,6 +25,7 @@ def three() -> Pools:
     return pools(request, str(PREFILL), 3, WORK, [1, 2], jobs=2)
 
 
+@pytest.mark.slow  # 8 plans in worker processes (9 s, shared with the next test): run by .ci/run (pytest -m slow)
 def test_one_split_by_hand_from_its_plans(three: Pools) -> None:
     assert three.prompt == 16  # the prefill export's own input_ids [1, 16]
     row = next(r for r in three.rows if not r.shared and r.prefill_wafers == 1 and r.requests == 2)
@@ -50,6 +51,7 @@ def test_one_split_by_hand_from_its_plans(three: Pools) -> None:
     )
 
 
+@pytest.mark.slow  # shares the 8 plans above: run by .ci/run (pytest -m slow)
 def test_the_best_split_is_the_brute_force_best_of_the_table(three: Pools) -> None:
     splits = [r for r in three.rows if not r.shared]
     assert sorted((r.prefill_wafers, r.decode_wafers, r.requests) for r in splits) == [

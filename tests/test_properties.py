@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -114,15 +115,26 @@ def test_placed_plans_verify(tmp_path: Path, model: onnx.ModelProto, sets: list[
     assert report.ok, report.violations
 
 
-@SETTINGS
-@given(random_models(), random_archs())
-def test_backends_agree(tmp_path: Path, model: onnx.ModelProto, sets: list[str]) -> None:
+def _backends_agree(tmp_path: Path, model: onnx.ModelProto, sets: list[str]) -> None:
     costs = build_costs(OnnxSource(path=str(_save(model, tmp_path))), load_arch("tiny", sets), CostOptions())
     problem = build_problem(costs)
     exact = get_solver("bisect")(problem, SolveOptions())
     for name in ("cpsat", "pulp"):
         r = get_solver(name)(problem, SolveOptions(deadline=Deadline.after(30)))  # no hint, no bound: proven on its own
         assert (r.status, r.objective) == (Status.OPTIMAL, exact.objective), name
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(random_models(), random_archs())
+def test_backends_agree(tmp_path: Path, model: onnx.ModelProto, sets: list[str]) -> None:
+    _backends_agree(tmp_path, model, sets)  # (every PuLP call is a CBC process: 12 cases here, 40 in the slow group)
+
+
+@pytest.mark.slow  # 40 cases, a CBC process each (up to 11 s): run by .ci/run (pytest -m slow)
+@SETTINGS
+@given(random_models(), random_archs())
+def test_backends_agree_on_more_cases(tmp_path: Path, model: onnx.ModelProto, sets: list[str]) -> None:
+    _backends_agree(tmp_path, model, sets)
 
 
 def _optimum(path: Path, arch: Arch) -> int:

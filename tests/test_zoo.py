@@ -110,7 +110,14 @@ def _wse2_summary(name: str) -> dict[str, Any]:
     return inspect_json(costs)["summary"]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+def _sized(names: list[str]) -> list[object]:
+    """The zoo's largest models (70B and 405B: seconds each to read and cost) as slow cases: run by
+    .ci/run (pytest -m slow); the default group keeps every smaller model, which takes the same path."""
+    big = ("70b", "405b")
+    return [pytest.param(n, marks=pytest.mark.slow) if any(b in n for b in big) else n for n in names]
+
+
+@pytest.mark.parametrize("name", _sized(sorted(CASES)))
 def test_mac_counts(name: str) -> None:
     closed, published = CASES[name]
     total = _wse2_summary(name)["total_macs"]
@@ -211,7 +218,7 @@ def matmul_macs_bound(path: str, sizes: dict[str, int]) -> tuple[int, int]:
     return macs, unknown
 
 
-@pytest.mark.parametrize("name", sorted(LLMS))
+@pytest.mark.parametrize("name", _sized(sorted(LLMS)))
 def test_kv_cache_convention(name: str) -> None:
     decode, layers, kv, hd, vocab, prompt, dtype = LLMS[name]
     model = onnx.load(str(zoo(name)), load_external_data=False)
