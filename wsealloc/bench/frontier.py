@@ -14,7 +14,6 @@ most wafers (its largest context over the context asked, each request holding on
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from wsealloc.bench.runner import BenchRow, Task, run_all
+from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import UsageError
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import ShareMode, SolveRequest
@@ -86,23 +86,12 @@ class Frontier:
 
     def to_csv(self) -> str:
         """The table as CSV."""
-        rows = self.table()
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
+        return csv_text(self.table())
 
     def to_markdown(self) -> str:
         """The table as Markdown."""
         rows = self.table()
-        cols = list(rows[0])
-        out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        out += [
-            "| " + " | ".join("" if r[c] is None else f"{r[c]:,}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |"
-            for r in rows
-        ]
-        return "\n".join(out) + "\n"
+        return "\n".join(markdown_lines(rows, list(rows[0]), lambda v: f"{v:,}" if isinstance(v, float) else str(v))) + "\n"
 
     def plot(self, fmt: str = "png") -> bytes:
         """Aggregate tokens/s against tokens/s per request, one line per wafer count, the frontier drawn."""

@@ -36,8 +36,6 @@ cluster), identical requests once:
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -45,6 +43,7 @@ from typing import Any
 
 from wsealloc.bench.frontier import _largest_context, point_request, powers_up_to
 from wsealloc.bench.runner import BenchRow, Task, run_all
+from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import UsageError
 from wsealloc.request import SolveRequest
 
@@ -153,19 +152,12 @@ class Pools:
 
     def to_csv(self) -> str:
         """The table as CSV."""
-        rows = self.table()
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
+        return csv_text(self.table())
 
     def to_markdown(self) -> str:
         """The table as Markdown, the choice and the comparison under it."""
         rows = self.table()
-        cols = list(rows[0])
-        out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        out += ["| " + " | ".join("" if r[c] is None else str(r[c]) for c in cols) + " |" for r in rows]
+        out = markdown_lines(rows, list(rows[0]))
         return "\n".join(out) + "\n\n" + "\n".join(self.summary()) + "\n"
 
     def summary(self) -> list[str]:

@@ -9,7 +9,6 @@ square as ``R``; no direction: a larger grid is not a better machine for decode)
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from typing_extensions import Unpack
 from wsealloc.arch import Arch, load_arch
 from wsealloc.arch.loader import parse_set_option
 from wsealloc.bench.runner import BenchRow, Task, run_all
+from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import ModelLoadError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.pipeline import build_costs
@@ -204,19 +204,12 @@ class Sweep:
 
     def to_csv(self) -> str:
         """The table as CSV."""
-        rows = self.table()
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
+        return csv_text(self.table())
 
     def to_markdown(self) -> str:
         """The table as Markdown, followed by the warnings."""
         rows = self.table()
-        cols = [c for c in rows[0] if c != "error"]
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        lines += ["| " + " | ".join("" if r[c] is None else str(r[c]) for c in cols) + " |" for r in rows]
+        lines = markdown_lines(rows, [c for c in rows[0] if c != "error"])
         lines += [f"\nWARNING: {w}" for w in self.warnings]
         return "\n".join(lines) + "\n"
 
