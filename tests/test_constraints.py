@@ -721,3 +721,27 @@ def test_the_readme_example_prices_the_hand_tuned_grid(tmp_path: Path) -> None:
     assert o.constraints.price(o.bound_cycles) == pytest.approx(50_368 / 43_402 - 1)
     assert not o.sram_limited  # the rule, not SRAM, keeps node_addmm_2 on 64 x 192
     assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_conflict_among_a_thousand_harmless_rules_is_found_by_halves(tmp_path: Path) -> None:
+    # 1,000 rules that allow every grid (issue 36: deletion filtering tested each rule against all the
+    # others, 19 s here; by halves about 2 x 2 log2(1000) subsets) around two pins that overlap
+    harmless = "".join("- grid: l0.qkv\n  cores: [1, 384]\n" for _ in range(1000))
+    text = "- place: embed\n  at: [0, 0]\n" + harmless + "- place: l0.ln1\n  at: [0, 0]\n"
+    from wsealloc.budget import Deadline, StopHook
+    from wsealloc.errors import Interrupted
+    from wsealloc.pipeline import build_costs
+    from wsealloc.request import build_request
+    from wsealloc.solvers.conflicts import explain
+
+    request = build_request(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), place=False)
+    costs = build_costs(request.onnx_model, request.machine, request.cost, constraints=request.constraints)
+    message = explain(costs, 1)
+    assert message is not None and "c.yaml line 1 places embed" in message and "line 2003" in message, message
+    assert len(re.findall(r"\bline \d", message)) == 2  # none of the harmless rules named
+    out_of_time = explain(costs, 1, deadline=Deadline.after(0.0))
+    assert out_of_time is not None and "the time limit ended the search for the smallest subset" in out_of_time
+    stop = StopHook()
+    stop.stop()
+    with pytest.raises(Interrupted):
+        explain(costs, 1, deadline=Deadline.after(60, stop))
