@@ -90,6 +90,13 @@ def link_cycles(costs: CostTable) -> np.ndarray:
     return transfer_cycles(cut_bytes(costs), *link_params(costs.arch))
 
 
+def fewest_by_sram(costs: CostTable) -> int:
+    """The fewest wafers any plan needs: its weights and KV caches live somewhere, and a wafer holds at
+    most its usable SRAM (a lower bound whatever regions share cores)."""
+    held = sum(kc.work.weight_bytes + int(getattr(kc.work, "state_bytes", 0)) for kc in costs.kernels)
+    return max(1, -(-int(held) // (costs.arch.usable_sram_bytes * costs.total_cores)))
+
+
 def resident_cut(costs: CostTable, count: int) -> tuple[int, ...] | None:
     """The cut giving every wafer an even share of the kernels' resident bytes (weights and KV caches):
     a token's time on a wafer grows steeply as its SRAM fills (fewer, fuller regions), so a cut that
@@ -141,17 +148,20 @@ class LatencyOverWafers(Strategy):
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         links = link_cycles(costs)
         relaxed, packed = self._relaxed(costs, request, family, count, deadline)
-        # a plan on w wafers (least <= w <= count) takes at least the relaxed optimum on count wafers' cores
-        # (fewer cores cannot be faster) and crosses w - 1 >= least - 1 cuts, each at least the cheapest
+        # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
+        # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
+        # wafers its kernels' smallest op models need (each kernel on its own rectangle) or, when kernels
+        # share regions, the wafers whose SRAM its weights and caches fill
+        fewest = least.wafers if family is None else fewest_by_sram(costs)
         cheapest = int(links[1:-1].min()) if len(links) > 2 else 0
-        bound = relaxed + (least.wafers - 1) * cheapest
+        bound = relaxed + (fewest - 1) * cheapest
         if packed is not None and len(packed) - 1 <= count:
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         say(
             f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut "
-            f"({relaxed:,} on all {count} wafers' cores, {least.wafers - 1} link(s) of at least {cheapest:,})"
+            f"({relaxed:,} on all {count} wafers' cores, {fewest - 1} link(s) of at least {cheapest:,})"
         )
         parts: list[Part] = []
         runs: list[tuple[int, int]] = []
