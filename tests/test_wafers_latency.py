@@ -116,11 +116,19 @@ def test_what_latency_over_wafers_refuses() -> None:
         build_request(MODELS / "tiny" / "transformer.onnx", "tiny", objective="latency", wafers=2, train=True)
 
 
-def test_a_plan_on_fewer_wafers_than_allowed_keeps_a_sound_bound(tmp_path: Path) -> None:
-    # the tiny decode fits one tiny wafer: --wafers 2 may use one (its regions pack there, no link to
-    # pay), so the bound counts only the links the fewest wafers holding its weights and caches cross
-    out = ws.solve(DECODE, "tiny", objective="latency", context=16, share="auto", wafers=2, place=False, output=tmp_path / "p.json")
-    plan = out.plan
-    assert len(plan.stages) == 1 and plan.objective.bound_cycles is not None
-    assert plan.objective.bound_cycles <= plan.objective.value
+@pytest.mark.parametrize("wafers", [2, 3])
+def test_a_plan_on_as_many_wafers_as_it_likes_keeps_a_sound_bound(tmp_path: Path, wafers: int) -> None:
+    # the tiny decode fits one tiny wafer: --wafers N lets a plan use any count up to N, so the bound
+    # counts only the links of the fewest wafers its weights and caches need (one here: no link)
+    from wsealloc.strategy.wafers import fewest_by_sram
+
+    r = build_request(DECODE, "tiny", objective="latency", context=16, wafers=wafers)
+    costs = build_costs(r.onnx_model, r.machine, r.cost)
+    held = sum(kc.work.weight_bytes + kc.work.state_bytes for kc in costs.kernels)  # type: ignore[attr-defined]
+    assert held <= costs.arch.usable_sram_bytes * costs.total_cores and fewest_by_sram(costs) == 1
+    out = ws.solve(
+        DECODE, "tiny", objective="latency", context=16, share="auto", wafers=wafers, place=False, output=tmp_path / "p.json"
+    )
+    bound, value = out.plan.objective.bound_cycles, out.plan.objective.value
+    assert bound is not None and bound <= value and len(out.plan.stages) <= wafers
     assert verify_plan(tmp_path / "p.json").ok
