@@ -82,11 +82,20 @@ def _jobs_option(default: int) -> Callable[[Callable[..., None]], Callable[..., 
     )
 
 
+def _runner_options(default_jobs: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``-j`` and ``--scheduler``: where a command's solves run (worker processes, or a Dask cluster)."""
+    scheduler = click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+
+    def decorate(fn: Callable[..., None]) -> Callable[..., None]:
+        return _jobs_option(default_jobs)(scheduler(fn))
+
+    return decorate
+
+
 @click.command()
 @click.argument("suite")
 @click.option("--out", "out_dir", default="bench-results", show_default=True, help="Folder for CSV, JSON and Markdown results.")
-@_jobs_option(1)
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@_runner_options(1)
 @click.option("--update-best", is_flag=True, help="Record results better than the suite's best-known values.")
 @click.option(
     "--time-limit",
@@ -161,8 +170,7 @@ def bench(
 @solver_settings_options("Seconds for each point's whole solve.")
 @objective_sweep_options
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
-@_jobs_option(os.cpu_count() or 1)
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@_runner_options(os.cpu_count() or 1)
 @click.option(
     "--out",
     "out_dir",
@@ -259,8 +267,7 @@ def _counts(text: str, option: str) -> list[int]:
     help="Requests in flight; auto: 1, 2, 4, ... up to the most whose caches fit at --context.",
 )
 @click.option("--place", is_flag=True, help="Place every point too (slower; the rates then include communication).")
-@_jobs_option(os.cpu_count() or 1)
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@_runner_options(os.cpu_count() or 1)
 @click.option(
     "--out",
     "out_dir",
@@ -349,8 +356,7 @@ def frontier(
     metavar="N1,N2,...|auto",
     help="Decode requests in flight; auto: 1, 2, 4, ... up to the most whose caches fit on the cluster.",
 )
-@_jobs_option(os.cpu_count() or 1)
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT", help="Run on this Dask distributed cluster.")
+@_runner_options(os.cpu_count() or 1)
 @click.option("--out", "out_dir", default="bench-results", show_default=True, help="Folder for pools-DECODE-ARCH.{csv,json,md}.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON instead of a table.")
 @with_request

@@ -441,29 +441,30 @@ def merge_stages(
     )
 
 
+def region_unit(rg: RegionPlan, compute: int = 0, noc: int = 0, stream: int | None = None) -> KernelPlan:
+    """A region as the unit record its table holds (its grid, time, SRAM and place; the compute and NoC
+    parts of its time where the caller recomputed them)."""
+    return KernelPlan(
+        name=rg.name,
+        type="region",
+        onnx_nodes=(),
+        cores=rg.cores,
+        grid=rg.grid,
+        dataflow=Dataflow.REGION.value,
+        latency_cycles=rg.latency_cycles,
+        compute_cycles=compute,
+        noc_cycles=noc,
+        sram_bytes_per_core=rg.sram_bytes_per_core,
+        comm_cycles=rg.comm_cycles,
+        placement=rg.placement,
+        stage=rg.stage,
+        stream_cycles=stream,
+    )
+
+
 def _units(plan: Plan) -> list[KernelPlan]:
     """A wafer plan's units as its table holds them: its regions (as unit records), else its kernels."""
-    if not plan.regions:
-        return list(plan.kernels)
-    by_region = {k.region: k for k in plan.kernels}
-    return [
-        KernelPlan(
-            name=rg.name,
-            type="region",
-            onnx_nodes=(),
-            cores=rg.cores,
-            grid=rg.grid,
-            dataflow=Dataflow.REGION.value,
-            latency_cycles=rg.latency_cycles,
-            compute_cycles=0,
-            noc_cycles=0,
-            sram_bytes_per_core=rg.sram_bytes_per_core,
-            comm_cycles=rg.comm_cycles,
-            placement=rg.placement,
-            stage=by_region[rg.index].stage if rg.index in by_region else rg.stage,
-        )
-        for rg in plan.regions
-    ]
+    return [region_unit(rg) for rg in plan.regions] if plan.regions else list(plan.kernels)
 
 
 def _requests(request: SolveRequest | None) -> int:

@@ -39,7 +39,7 @@ from wsealloc.opmodels.enumerate import DATAFLOW_CODES, judge, on_grid
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.pipeline import build_costs
 from wsealloc.plan import rules
-from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_over_wafers, llm_record
+from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_over_wafers, llm_record, region_unit
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
 from wsealloc.plan.io import file_sha256, read_plan
@@ -439,24 +439,8 @@ def _region_units(
             else ""
         )
         check(reason is Reason.LEGAL, f"region {rg.name}: {r}x{c} is not legal: {reason.label}{need}")
-        records.append(
-            KernelPlan(
-                name=rg.name,
-                type="region",
-                onnx_nodes=(),
-                cores=rg.cores,
-                grid=rg.grid,
-                dataflow=Dataflow.REGION.value,
-                latency_cycles=rg.latency_cycles,
-                compute_cycles=int(g.compute_cycles[0]),
-                noc_cycles=int(g.noc_cycles[0]),
-                sram_bytes_per_core=rg.sram_bytes_per_core,
-                comm_cycles=rg.comm_cycles,
-                placement=rg.placement,
-                stage=rg.stage,
-                stream_cycles=int(g.stream_cycles[0]) if g.stream_cycles is not None else None,
-            )
-        )
+        stream = int(g.stream_cycles[0]) if g.stream_cycles is not None else None
+        records.append(region_unit(rg, int(g.compute_cycles[0]), int(g.noc_cycles[0]), stream))
     if any(len(kc.frontier) == 0 for kc in units.kernels):
         return None  # a region no grid of its family holds: the violations above say which; nothing later is meaningful
     return units, tuple(records)

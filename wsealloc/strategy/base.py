@@ -20,6 +20,7 @@ A new way to run a model is one module with a subclass of :class:`Strategy` and 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -90,7 +91,7 @@ class Prepared:
     state: Any = field(default=None, compare=False)
 
 
-class Strategy:
+class Strategy(ABC):
     """Base class of every way to run a model (see the module docstring). Subclasses set ``name`` and
     ``decision_type`` and override what their way needs; the defaults are those of a strategy that
     keeps every kernel on its own rectangle of one table."""
@@ -104,17 +105,18 @@ class Strategy:
     # the strategy chooses which kernels share a region (the user's 'together: how: region' groups apply)
     chooses_regions: ClassVar[bool] = False
 
+    @abstractmethod
     def applies(self, request: SolveRequest) -> bool:
         """Whether ``request`` asks for this way (the registry takes the first that applies)."""
-        raise NotImplementedError
 
     def refuse(self, request: SolveRequest) -> None:
         """Raise ``ValueError`` with the user's words for what this way cannot plan (checked when the
         request is validated, before any work)."""
+        return None  # by default a way refuses nothing
 
+    @abstractmethod
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         """The decision for ``costs`` and the parts the solvers get, each bound proven."""
-        raise NotImplementedError
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
