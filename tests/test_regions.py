@@ -109,6 +109,22 @@ def test_sharing_search_equals_brute_force(seed: int) -> None:
         assert found.latency == best
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_windows_by_binary_search_equal_testing_every_start(seed: int) -> None:
+    """The sparse-table binary search finds every run's first fitting start exactly as testing every
+    start does, kernels that cannot be laid on a grid and stacked columns included."""
+    rng = np.random.default_rng(seed)
+    n, g_count = int(rng.integers(1, 50)), int(rng.integers(1, 6))
+    lat = np.where(rng.random((n, g_count)) < 0.1, INF, rng.integers(1, 100, (n, g_count))).astype(np.int64)
+    resident = rng.integers(0, 50, (n, g_count)).astype(np.float64) * rng.random((n, g_count))
+    buffers = rng.integers(0, 50, (n, g_count)).astype(np.float64)
+    pieces = rng.integers(1, 4, g_count) if seed % 2 else np.zeros(0, dtype=np.int64)
+    shapes = np.ones((g_count, 2), dtype=np.int64)
+    usable = int(rng.integers(10, 300))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, usable, 10, pieces, 1)
+    assert np.array_equal(sp.windows(), sp.windows_by_testing())
+
+
 def test_grid_packs_runs_by_sram(costs) -> None:  # type: ignore[no-untyped-def]
     sp = build_sharing_problem(costs, np.array([[2, 2]]))
     runs = pack_runs(costs, 2, 2)

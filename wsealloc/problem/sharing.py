@@ -31,6 +31,7 @@ SIDE_RATIO = 1.03  # consecutive candidate sides differ by at most 3%
 STACK = 4  # the "stacked" family: columns of at most this many regions, one above the other
 ASPECTS = (1.0, 4 / 3, 3 / 4)
 INF = np.iinfo(np.int64).max // 8
+WINDOW_CELLS = 4_000_000  # sparse-table cells per chunk of grids (32 MB of float64)
 
 
 def candidate_shapes(arch: Arch, family: str = "squares") -> np.ndarray:
@@ -89,7 +90,56 @@ class SharingProblem:
     def windows(self) -> np.ndarray:
         """[G, n + 1]: for every grid g and run end j, the first start i of a run [i, j) that fits (the
         fitting starts are i in [first, j): resident sums and buffer maxima only grow with the run;
-        ``j`` when none fits)."""
+        ``j`` when none fits).
+
+        The condition is monotone in i (floating-point sums and maxima of non-negative terms too), so
+        every (g, j) is a binary search at once, a buffer maximum over [i, j) read from a sparse table:
+        O(G n log n) time and memory per chunk of grids, instead of the O(G n^2) of testing every i."""
+        n, g_count = self.latency.shape
+        out = np.empty((g_count, n + 1), dtype=np.int64)
+        out[:, 0] = 0
+        ends = np.arange(1, n + 1)
+        levels = max(1, int(n).bit_length())
+        chunk = max(1, WINDOW_CELLS // max(1, n * levels))
+        for g0 in range(0, g_count, chunk):
+            gs = slice(g0, min(g_count, g0 + chunk))
+            resident = np.zeros((gs.stop - gs.start, n + 1))
+            resident[:, 1:] = np.cumsum(self.resident[:, gs].T, axis=1)
+            bad = np.zeros((gs.stop - gs.start, n + 1), dtype=np.int64)
+            bad[:, 1:] = np.cumsum(self.latency[:, gs].T >= INF, axis=1)
+            table = [self.buffers[:, gs].T.copy()]  # table[k][:, i]: max of buffers[i : i + 2**k]
+            for k in range(1, levels):
+                prev, half = table[-1], 1 << (k - 1)
+                nxt = prev.copy()
+                nxt[:, : n - half] = np.maximum(prev[:, : n - half], prev[:, half:])
+                table.append(nxt)
+            stacked = np.stack(table)  # [levels, chunk, n]
+            rows = np.arange(gs.stop - gs.start)[:, None]
+            lo = np.zeros((gs.stop - gs.start, n), dtype=np.int64)
+            hi = np.broadcast_to(ends, lo.shape).copy()  # the answer lies in [lo, hi]; hi = j: none fits
+            for _ in range(levels + 1):
+                active = lo < hi
+                if not active.any():
+                    break
+                mid = np.minimum((lo + hi) // 2, ends[None, :] - 1)  # settled entries: any start, unused
+                width = np.maximum(ends[None, :] - mid, 1)
+                k = np.frexp(width)[1].astype(np.int64) - 1  # floor(log2(width)), exact for integers
+                top = np.maximum(stacked[k, rows, mid], stacked[k, rows, ends[None, :] - (1 << k)])
+                need = resident[:, 1:] - np.take_along_axis(resident, mid, 1)  # run [mid, j): resident bytes
+                clean = bad[:, 1:] == np.take_along_axis(bad, mid, 1)  # and no kernel that cannot be laid there
+                fits = (need + top <= self.usable_sram) & clean
+                hi = np.where(active & fits, mid, hi)
+                lo = np.where(active & ~fits, mid + 1, lo)
+            out[gs, 1:] = lo
+        for g in range(g_count):  # a column of k regions: k runs back to back, each as long as fits
+            if self.pieces.size and self.pieces[g] > 1:
+                single = out[g].copy()
+                for _ in range(int(self.pieces[g]) - 1):
+                    out[g] = single[out[g]]
+        return out
+
+    def windows_by_testing(self) -> np.ndarray:
+        """``windows`` by testing every start (O(G n^2)): the reference the tests hold it to."""
         n, g_count = self.latency.shape
         out = np.empty((g_count, n + 1), dtype=np.int64)
         idx = np.arange(n)
@@ -100,11 +150,10 @@ class SharingProblem:
             peak = np.maximum.accumulate(np.where(later, self.buffers[:, g][None, :], 0.0), axis=1)  # [i, j-1]
             need = resident[None, 1:] - resident[:-1, None] + peak  # [i, j-1]: run [i, j)
             fits = later & (need <= self.usable_sram) & (bad[None, 1:] == bad[:-1, None])
-            # the first fitting start of every end (starts fit from it on: the condition is monotone)
             first = np.where(fits.any(axis=0), fits.argmax(axis=0), np.arange(1, n + 1))
             out[g, 0] = 0
             out[g, 1:] = first
-        for g in range(g_count):  # a column of k regions: k runs back to back, each as long as fits
+        for g in range(g_count):
             if self.pieces.size and self.pieces[g] > 1:
                 single = out[g].copy()
                 for _ in range(int(self.pieces[g]) - 1):
