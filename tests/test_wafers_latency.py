@@ -70,9 +70,9 @@ def test_a_latency_plan_over_wafers_sums_every_wafer_and_link_and_verifies(tmp_p
     assert report.ok, report.violations
 
 
-def test_the_bound_holds_over_every_cut_by_brute_force(tmp_path: Path) -> None:
+def test_the_cut_is_optimal_over_every_cut_by_brute_force(tmp_path: Path) -> None:
     # every two-wafer cut: each wafer's proven optimum of its regions (the sharing search on its own
-    # kernels) plus the link at the cut; the strategy's bound may exceed none of them
+    # kernels) plus the link at the cut; the strategy's bound may exceed none of them, its plan is the least
     costs = _costs()
     links = link_cycles(costs)
     totals = []
@@ -81,13 +81,16 @@ def test_the_bound_holds_over_every_cut_by_brute_force(tmp_path: Path) -> None:
         for a, b in ((0, cut), (cut, len(costs.kernels))):
             sp = build_sharing_problem(costs.subset(a, b), family="stacked")
             found = share_solver(sp)
-            bounds.append(found.bound if found.status is not Status.INFEASIBLE else None)
+            assert found.status in (Status.OPTIMAL, Status.INFEASIBLE)
+            bounds.append(found.latency if found.status is Status.OPTIMAL else None)
         if None not in bounds:
             totals.append(sum(b for b in bounds if b is not None) + int(links[cut]))
     assert totals  # some cuts fit two wafers
     out = ws.solve(DECODE, "tiny", wafers=2, place=False, **OPTIONS)  # type: ignore[arg-type]
     bound = out.plan.objective.bound_cycles
     assert bound is not None and bound <= min(totals) <= out.plan.objective.value
+    # the exact cut search (solvers.share_wafers): the cut and both wafers' regions proven optimal at once
+    assert out.plan.objective.status is Status.OPTIMAL and bound == min(totals) == out.plan.objective.value
     assert FAMILY_BUDGET["stacked"] == 1.0  # (the brute force charges the family's whole wafer, as the strategy)
 
 

@@ -10,8 +10,12 @@ relaxation of the cut), the sharing search (or, every kernel on its own rectangl
 objective's LP bound) proves a lower bound on the sum of the wafers' paths, and a token crosses W - 1
 distinct cuts, each at least the cheapest transfer. The cut itself packs the regions of that relaxed
 optimum onto the wafers in order (each wafer's cores within one wafer); when they do not pack into W
-wafers, the exact min-max cut of the kernels' fewest cores is taken. Each wafer's regions are then
-chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
+wafers, the exact min-max cut of the kernels' fewest cores is taken. Where the problem is small
+enough (``EXACT_CELLS``), ``solvers.share_wafers`` then searches every cut and every wafer's regions at
+once in its share of the time: its optimum replaces the cut (and its value is the bound), or the
+bound it proved so far raises ours. Each wafer's regions are then chosen by the sharing search on the
+wafer's own kernels (a proof per wafer: the restriction of an optimum over every cut to one wafer is
+that wafer's optimum, so the plan is the exact search's). ``auto``: the fewest
 wafers whose kernels' smallest op models fit."""
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes
 from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
 from wsealloc.solvers.share import solve as share_solver
+from wsealloc.solvers.share_wafers import WaferSharing
+from wsealloc.solvers.share_wafers import solve as wafer_sharing
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
@@ -45,6 +51,9 @@ if TYPE_CHECKING:
     from wsealloc.request import SolveRequest
 
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
+EXACT_SHARE = 0.35  # of what remains: the exact search over every cut and every wafer's regions
+EXACT_CELLS = 2_000_000  # wafers x grids x kernels the exact search holds (Llama-3.1-70B on 4 wafers, 3.1 M, is beyond: its
+# cut search does not close in a minute, see docs/benchmarks.md)
 
 
 class WafersDecision(Decision):
@@ -159,6 +168,12 @@ class LatencyOverWafers(Strategy):
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
+        if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
+            exact = self._exact(costs, family, links, count, deadline, say)
+            if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
+                cuts, bound = exact.cuts, exact.latency
+            elif exact is not None and exact.bound is not None:
+                bound = max(bound, exact.bound)
         say(
             f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut "
             f"({relaxed:,} on all {count} wafers' cores, {fewest - 1} link(s) of at least {cheapest:,})"
@@ -189,6 +204,23 @@ class LatencyOverWafers(Strategy):
         )
         partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), bound, least.wall_s)
         return Prepared(decision, tuple(parts), costs, costs, partition, bound)
+
+    def _exact(
+        self, costs: CostTable, family: Family, links: np.ndarray, count: int, deadline: Deadline, say: Progress
+    ) -> WaferSharing | None:
+        """The least-time cut and regions over every cut (``solvers.share_wafers``), or the bound it
+        proved in its share of the time; None when the problem is too large for it (its dynamic
+        program holds wafers x grids x kernels numbers) or a signal stopped it."""
+        sp = build_sharing_problem(costs, family=family)
+        sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
+        cells = count * sp.shapes.shape[0] * (sp.n_kernels + 1)
+        if cells > EXACT_CELLS:
+            say(f"wafers: {count} wafers x {sp.shapes.shape[0]} grids x {sp.n_kernels} kernels is beyond the exact cut search")
+            return None
+        found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE)), deadline)
+        if found is not None:
+            say(f"wafers: {found.status.value}, bound {found.bound or 0:,} cycles ({found.wall_s:.1f} s); {found.message}")
+        return found
 
     def _relaxed(
         self, costs: CostTable, request: SolveRequest, family: Family | None, count: int, deadline: Deadline
