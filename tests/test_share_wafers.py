@@ -49,8 +49,9 @@ def _brute(sp: SharingProblem, links: np.ndarray, wafers: int) -> int | None:
     return best
 
 
+@pytest.mark.parametrize("method", ["segments", "wafers"])
 @pytest.mark.parametrize("seed", range(16))
-def test_wafers_sharing_equals_brute_force(seed: int) -> None:
+def test_wafers_sharing_equals_brute_force(seed: int, method: str) -> None:
     rng = np.random.default_rng(seed)
     n, g_count, wafers = int(rng.integers(2, 7)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
     shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 5, size=g_count)}))
@@ -61,7 +62,7 @@ def test_wafers_sharing_equals_brute_force(seed: int) -> None:
     sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
     links = np.concatenate(([0], rng.integers(1, 25, size=n - 1), [0])).astype(np.int64)
     best = _brute(sp, links, wafers)
-    found = solve(sp, links, wafers, Deadline.after(30))
+    found = solve(sp, links, wafers, Deadline.after(30), method=method)
     if best is None:
         assert found.status is Status.INFEASIBLE
         return
@@ -74,3 +75,32 @@ def test_wafers_sharing_equals_brute_force(seed: int) -> None:
         runs, grids = found.wafer_runs(w)
         assert sum(int(cores[g]) for g in grids) <= total
         assert runs[0][0] == 0 and runs[-1][1] == found.cuts[w + 1] - found.cuts[w]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_identical_layers_share_their_bounds_and_stay_exact(seed: int) -> None:
+    """A head, three identical two-kernel layers and a tail (the shape of a decoder): the bounds per
+    segment are computed once per phase of the repeating layers, and the plan is still the least."""
+    rng = np.random.default_rng(100 + seed)
+    g_count = int(rng.integers(1, 3))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 4, size=g_count)}))
+    g_count = len(shapes)
+    kinds = [rng.integers(5, 60, size=g_count) for _ in range(4)]  # head, layer kernel a, b, tail
+    order = [0, 1, 2, 1, 2, 1, 2, 3]
+    lat = np.array([kinds[k] for k in order], dtype=np.int64)
+    res_kinds = [rng.integers(1, 25, size=g_count).astype(np.float64) for _ in range(4)]
+    resident = np.array([res_kinds[k] for k in order])
+    buffers = np.zeros_like(resident)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).max()), int((shapes[:, 0] ** 2).sum()) * 2 + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(len(order))), shapes, lat, resident, buffers, 50, total)
+    links = np.concatenate(([0], rng.integers(1, 25, size=len(order) - 1), [0])).astype(np.int64)
+    from wsealloc.solvers.share_wafers import _zone
+
+    zone = _zone(sp)
+    assert zone.period == 2 and zone.start <= 1 and zone.end >= 7  # the layers repeat
+    best = _brute(sp, links, 3)
+    found = solve(sp, links, 3, Deadline.after(30), method="segments")
+    if best is None:
+        assert found.status is Status.INFEASIBLE
+        return
+    assert found.status is Status.OPTIMAL and found.latency == best == found.bound

@@ -45,6 +45,7 @@ class SharingResult:
     bound: int | None
     wall_s: float
     message: str = ""
+    price: float = 0.0  # the Lagrangian price of a core behind the bound (0: the budget did not bind)
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,7 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
         closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)), windows)
         if closed is not None:
-            return replace(closed, wall_s=time.perf_counter() - start)
+            return replace(closed, wall_s=time.perf_counter() - start, price=best_lam)
     wall = time.perf_counter() - start
     if best is None:  # no price made a plan fit, or the time ran out first: nothing is proven
         return SharingResult(
@@ -393,4 +394,5 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         min(proven, best.latency),
         wall,
         f"{len(best.runs)} regions; the core budget binds (Lagrangian price of a core bisected)",
+        best_lam,
     )

@@ -397,13 +397,313 @@ def _best_prices(
     return best
 
 
+# ---------------------------------------------------------------------------------------------------
+# Bounds per segment: the method for long sequences of identical layers (LLM decoders)
+# ---------------------------------------------------------------------------------------------------
+
+MAX_CELLS = 8_000_000  # wafers x grids x kernels the program over wafers holds (without repeating layers)
+MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
+PRICES = 10  # prices of a core per segment bound
+
+
+@dataclass(frozen=True)
+class _Zone:
+    """Kernels [start, end) repeat with period ``period`` (their rows of the problem are equal), so a
+    run's program from kernel a inside the zone is the program from ``start + (a - start) % period``."""
+
+    start: int
+    end: int
+    period: int
+
+    def sweeps(self, n: int) -> int:
+        """Programs the segment bounds need: every start outside the zone, one per phase, every end after it."""
+        return self.start + self.period + 2 * (n - self.end)
+
+
+def _zone(sp: SharingProblem) -> _Zone:
+    """The longest stretch of kernels that repeats (the fewest programs; none: every start its own)."""
+    n = sp.n_kernels
+    exact = [np.ascontiguousarray(a, dtype=np.float64).view(np.int64) for a in (sp.resident, sp.buffers)]
+    rows = np.concatenate([sp.latency, *exact], axis=1)  # equal rows: equal kernels on every grid
+    _, ids = np.unique(rows, axis=0, return_inverse=True)
+    ids = ids.ravel()
+    best = _Zone(n, n, 0)
+    for period in range(1, min(n // 2, 256) + 1):
+        same = np.concatenate(([False], ids[:-period] == ids[period:], [False])).astype(np.int8)
+        edges = np.flatnonzero(np.diff(same))  # runs of equal rows: [edges[2k], edges[2k + 1])
+        if not edges.size:
+            continue
+        lengths = edges[1::2] - edges[::2]
+        k = int(np.argmax(lengths))
+        zone = _Zone(int(edges[2 * k]), int(edges[2 * k + 1]) + period, period)
+        if zone.sweeps(n) < best.sweeps(n):
+            best = zone
+    return best
+
+
+def _longest_segment(sp: SharingProblem) -> int:
+    """The most consecutive kernels one wafer can hold: their bytes (each kernel's fewest over the
+    grids it can be laid on) within the wafer's usable SRAM."""
+    n = sp.n_kernels
+    cells = (sp.shapes[:, 0] * sp.shapes[:, 1]).astype(np.float64)
+    held = np.where(sp.latency < INF, sp.resident * cells[None, :], np.inf).min(axis=1)
+    total = np.concatenate(([0.0], np.cumsum(np.minimum(held, float(sp.usable_sram) * sp.total_cores + 1))))
+    ends = np.searchsorted(total, total[:-1] + float(sp.usable_sram) * sp.total_cores, side="right") - 1
+    return max(1, int((ends - np.arange(n)).max()))
+
+
+def _segment_values(sp: SharingProblem, lams: np.ndarray, span: int, zone: _Zone) -> np.ndarray:
+    """[n + 1, span + 1, m]: the Lagrangian value of every segment [a, a + l) as one wafer's kernels at
+    every price (``lams``): a lower bound on that wafer's least time, whatever the cut around it. One
+    program a start (prices as its "wafers", no cuts), shared by the starts of one phase of ``zone``."""
+    n, m = sp.n_kernels, lams.shape[0]
+    out = np.full((n + 1, span + 1, m), np.inf)
+    credit = lams * sp.total_cores
+    no_cut = np.full(n + 1, np.inf)
+
+    def program(part: SharingProblem) -> np.ndarray:
+        price = lams[:, None] * part.cores().astype(np.float64)[None, :]
+        swept = _sweep(part, price, credit, no_cut[: part.n_kernels + 1], part.windows(), forward=False)
+        return (swept.ended - credit[:, None]).T  # [length + 1, m]
+
+    def piece(a: int, b: int) -> SharingProblem:
+        return replace(sp, names=sp.names[a:b], latency=sp.latency[a:b], resident=sp.resident[a:b], buffers=sp.buffers[a:b])
+
+    for a in range(n):  # starts before the zone (every start, without one)
+        if zone.start <= a < zone.end:
+            continue
+        values = program(piece(a, min(n, a + span)))
+        out[a, : values.shape[0]] = values
+    for phase in range(zone.period):  # each phase of the zone, copied to its starts (segments within the zone)
+        first = zone.start + phase
+        if first >= zone.end:
+            break
+        values = program(piece(first, min(zone.end, first + span)))
+        for a in range(first, zone.end, zone.period):
+            length = min(values.shape[0], zone.end - a + 1)
+            out[a, :length] = values[:length]
+    for b in range(zone.end + 1, n + 1) if zone.period else ():  # segments of the zone's starts ending after it
+        a0 = max(zone.start, b - span)
+        if a0 >= b:
+            continue
+        values = program(_reversed(piece(a0, b)))  # values[l]: the segment [b - l, b)
+        for length in range(1, b - a0 + 1):
+            out[b - length, length] = values[length]
+    return out
+
+
+def _strong_labels(
+    sp: SharingProblem,
+    links: np.ndarray,
+    wafers: int,
+    windows: np.ndarray,
+    lams: np.ndarray,
+    heads: np.ndarray,
+    fresh_rest: np.ndarray,
+    upper: int,
+    deadline: Deadline,
+) -> list[tuple[int, int, int, int]] | None:
+    """The least-time plan within ``upper``: Pareto labels (time, cores on the current wafer) per
+    (kernel boundary j, wafer w), every run (i, j, g) from a boundary with labels tried, pruned by the
+    bound on the rest: ``max over prices (price * cores used + heads[j, w])`` to go on on wafer w
+    (the wafer's remaining segment at every price, then the best cut, each later wafer's segment
+    bound), or a cut at j (``links[j] + fresh_rest[w + 1, j]``). Returns the runs (i, j, g, w) ([]:
+    none within ``upper``), None when time runs out."""
+    n = sp.n_kernels
+    budget = sp.total_cores
+    prefix = _prefix(sp)
+    cores = sp.cores().astype(np.int64)
+    big = np.iinfo(np.int64).max
+    states = wafers * (n + 1)
+    size = np.zeros(states, dtype=np.int64)
+    offset = np.zeros(states, dtype=np.int64)
+    least = np.full(states, big)  # the fastest label of a state
+    fewest = np.full(states, big)  # the fewest cores of a state's labels
+    ended_best = np.full(states, -1, dtype=np.int64)
+    lat_parts, core_parts = [np.zeros(1, dtype=np.int64)], [np.zeros(1, dtype=np.int64)]
+    start_parts, grid_parts, prev_parts = [np.array([-1])], [np.array([-1])], [np.array([-1])]
+    size[0], least[0], fewest[0] = 1, 0, 0
+    all_lat, all_cores = lat_parts[0], core_parts[0]
+    total = 1
+    cut_rest = np.full((wafers, n + 1), np.inf)
+    if wafers > 1:
+        cut_rest[:-1, 1:n] = links[None, 1:n] + fresh_rest[1:wafers, 1:n]
+
+    def rest_on(j: int, w: int, used: np.ndarray) -> np.ndarray:
+        if j == n:
+            return np.zeros(used.shape[0])
+        return np.max(lams[None, :] * used[:, None] + heads[j, w][None, :], axis=1)
+
+    g_all = np.arange(cores.size)
+    for j in range(1, n + 1):
+        if deadline.expired():
+            return None
+        first = windows[:, j]
+        open_g = g_all[first < j]
+        counts = j - first[open_g]
+        pair_g = np.repeat(open_g, counts)
+        pair_i = np.repeat(first[open_g], counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        pair_lat = prefix[pair_g, j] - prefix[pair_g, pair_i]
+        for w in range(wafers):
+            s = j * wafers + w
+            offset[s] = total
+            from_state = pair_i * wafers + w
+            live = size[from_state] > 0
+            pi, pg, pl, fs = pair_i[live], pair_g[live], pair_lat[live], from_state[live]
+            la = co = st = gr = pr = np.zeros(0, dtype=np.int64)
+            if pi.size:
+                lo_lat, lo_cores = least[fs] + pl, fewest[fs] + cores[pg]
+                room = lo_cores <= budget
+                left = np.minimum(rest_on(j, w, lo_cores.astype(np.float64)), cut_rest[w, j])
+                ok = room & (lo_lat + np.ceil(left - 1e-6) <= upper)
+                pi, pg, pl, fs = pi[ok], pg[ok], pl[ok], fs[ok]
+            if pi.size:
+                lengths = size[fs]
+                firsts = np.repeat(offset[fs] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+                idx = firsts + np.arange(int(lengths.sum()), dtype=np.int64)
+                la = all_lat[idx] + np.repeat(pl, lengths)
+                co = all_cores[idx] + np.repeat(cores[pg], lengths)
+                st, gr, pr = np.repeat(pi, lengths), np.repeat(pg, lengths), idx
+                left = np.minimum(rest_on(j, w, co.astype(np.float64)), cut_rest[w, j])
+                keep = (co <= budget) & (la + np.ceil(left - 1e-6) <= upper)
+                la, co, st, gr, pr = la[keep], co[keep], st[keep], gr[keep], pr[keep]
+            if w > 0 and 0 < j < n and ended_best[s - 1] >= 0:  # a cut in front of kernel j opens wafer w
+                k = int(ended_best[s - 1])
+                fresh = int(all_lat[k]) + int(links[j])
+                if fresh + np.ceil(rest_on(j, w, np.zeros(1))[0] - 1e-6) <= upper:
+                    la, co = np.append(la, fresh), np.append(co, 0)
+                    st, gr, pr = np.append(st, -1), np.append(gr, -1), np.append(pr, k)
+            if la.size:
+                order = np.lexsort((la, co))
+                la, co, st, gr, pr = la[order], co[order], st[order], gr[order], pr[order]
+                before = np.minimum.accumulate(np.concatenate(([big], la[:-1])))
+                front = la < before
+                la, co, st, gr, pr = la[front], co[front], st[front], gr[front], pr[front]
+                least[s], fewest[s] = int(la.min()), int(co.min())
+                ended = np.flatnonzero(gr >= 0)
+                if ended.size:
+                    ended_best[s] = total + int(ended[np.argmin(la[ended])])
+            size[s] = la.size
+            total += la.size
+            lat_parts.append(la)
+            core_parts.append(co)
+            start_parts.append(st)
+            grid_parts.append(gr)
+            prev_parts.append(pr)
+            if la.size:
+                all_lat = np.concatenate((all_lat, la))
+                all_cores = np.concatenate((all_cores, co))
+    finals = [int(ended_best[n * wafers + w]) for w in range(wafers) if ended_best[n * wafers + w] >= 0]
+    if not finals or min(int(all_lat[k]) for k in finals) > upper:
+        return []
+    starts, grids, prevs = np.concatenate(start_parts), np.concatenate(grid_parts), np.concatenate(prev_parts)
+    state_of = np.repeat(np.arange(states), size)  # the state of every flat label
+    k = min(finals, key=lambda t: int(all_lat[t]))
+    chosen: list[tuple[int, int, int, int]] = []
+    while k > 0:
+        if grids[k] >= 0:
+            s = int(state_of[k])
+            chosen.append((int(starts[k]), s // wafers, int(grids[k]), s % wafers))
+        k = int(prevs[k])
+    return chosen[::-1]
+
+
+def _segment_solve(
+    sp: SharingProblem,
+    links: np.ndarray,
+    wafers: int,
+    deadline: Deadline,
+    windows: np.ndarray,
+    zone: _Zone,
+    price: float,
+    known: WaferSharing | None,
+    start: float,
+) -> WaferSharing:
+    """The exact search with bounds per segment (see ``_strong_labels``): every segment's Lagrangian
+    value at ``PRICES`` prices around ``price`` (the price of a core when all wafers' cores are one
+    budget) and 0, the best of them a lower bound on that wafer's time; a dynamic program over the
+    cuts with those bounds is the bound over every cut (``fresh_rest[0, 0]``)."""
+    n = sp.n_kernels
+    span = _longest_segment(sp)
+    scale = price if price > 0 else 1.0 / max(1, sp.total_cores)
+    lams = np.concatenate(([0.0], scale * np.geomspace(0.3, 3.0, PRICES - 1)))
+    values = _segment_values(sp, lams, span, zone)  # [n + 1, span + 1, m]
+    segment = values.max(axis=2)  # the best price per segment
+    # fresh_rest[w, a]: the least bound of the plan's rest from a fresh wafer w at kernel a
+    fresh_rest = np.full((wafers + 1, n + 1), np.inf)
+    heads = np.full((n + 1, wafers, lams.size), np.inf)
+    a = np.arange(n + 1)[:, None]
+    lengths = np.arange(span + 1)[None, :]
+    ends = a + lengths  # [n + 1, span + 1]
+    inside = (lengths >= 1) & (ends <= n)
+    ends = np.minimum(ends, n)
+    for w in range(wafers - 1, -1, -1):
+        tail = np.where(np.arange(n + 1) == n, 0.0, links.astype(np.float64) + fresh_rest[w + 1])  # after a segment ending at b
+        tail[n] = 0.0
+        after = np.where(inside, tail[ends], np.inf)  # [n + 1, span + 1]
+        fresh_rest[w] = np.min(segment + after, axis=1)
+        heads[:, w] = np.min(values + after[:, :, None], axis=1)
+    if not np.isfinite(fresh_rest[0, 0]):
+        return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
+                            f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
+    bound = int(np.ceil(float(fresh_rest[0, 0]) - 1e-6 * max(1.0, float(fresh_rest[0, 0]))))
+    upper = known.latency if known is not None else None
+    if known is not None and upper is not None and upper <= bound:
+        return replace(known, status=Status.OPTIMAL, bound=upper, wall_s=time.perf_counter() - start)
+    ceiling = int(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + int(links.sum())
+    slack = FIRST_SLACK / 2  # (bounds per segment are tighter: the optimum is nearer)
+    while not deadline.expired():
+        trial = min(int(np.ceil(bound * (1 + slack))) + 1, ceiling if upper is None else upper)
+        found = _strong_labels(sp, links, wafers, windows, lams, heads, fresh_rest, trial, deadline)
+        if found is None:
+            break
+        if found:
+            plan = _plan(Status.OPTIMAL, found, sp, links, trial, start, "")
+            return replace(
+                plan,
+                bound=plan.latency,
+                message=f"{len(found)} regions on {len(plan.cuts) - 1} wafer(s); the least time over every cut and "
+                f"region within the wafers' budgets (a bound per segment at {lams.size} prices, then Pareto labels: exact)",
+            )
+        bound = trial + 1
+        if known is not None and upper is not None and trial >= upper:
+            return replace(known, status=Status.OPTIMAL, bound=upper, wall_s=time.perf_counter() - start,
+                           message="no plan beats the one found first")  # fmt: skip
+        if known is None and trial >= ceiling:
+            return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
+                                f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
+        slack *= 2
+    if known is None:
+        return WaferSharing(Status.UNKNOWN, (), (), (), None, bound, time.perf_counter() - start,
+                            "no plan over the wafers was found in time")  # fmt: skip
+    status = Status.OPTIMAL if upper is not None and upper <= bound else Status.FEASIBLE
+    return replace(known, status=status, bound=min(bound, upper or bound), wall_s=time.perf_counter() - start,
+                   message="the time ran out: the plan found first, the bound proven so far")  # fmt: skip
+
+
 def solve(
-    sp: SharingProblem, links: np.ndarray, wafers: int, deadline: Deadline, known: WaferSharing | None = None
+    sp: SharingProblem,
+    links: np.ndarray,
+    wafers: int,
+    deadline: Deadline,
+    known: WaferSharing | None = None,
+    price: float = 0.0,
+    method: str = "auto",
 ) -> WaferSharing:
     """The least-time cut and regions over at most ``wafers`` wafers (see the module docstring);
-    ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out)."""
+    ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out); ``price``:
+    the price of a core when every wafer's cores are one budget (``solvers.share``), around which the
+    bounds per segment are taken; ``method``: ``segments`` (bounds per segment: sequences of
+    identical layers), ``wafers`` (one price per wafer) or ``auto`` (segments when they need at most
+    ``MAX_SWEEPS`` programs)."""
     start = time.perf_counter()
     windows = sp.windows()
+    zone = _zone(sp)
+    if method == "segments" or (method == "auto" and zone.sweeps(sp.n_kernels) <= MAX_SWEEPS):
+        return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
+    if method == "auto" and wafers * sp.shapes.shape[0] * (sp.n_kernels + 1) > MAX_CELLS:
+        message = f"{wafers} wafers x {sp.shapes.shape[0]} grids x {sp.n_kernels} kernels without repeating layers is beyond it"
+        return known if known is not None else WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, message)
     dual = _best_prices(sp, wafers, links, windows, deadline, known.latency if known is not None else None)
     if not np.isfinite(dual.value):
         return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,

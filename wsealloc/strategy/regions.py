@@ -23,6 +23,7 @@ from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_nam
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes, grid_allowed
 from wsealloc.solvers import Status
+from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, RegionsDecision
@@ -84,11 +85,13 @@ def share_cores(
     deadline: Deadline,
     say: Progress = quiet,
     known_bound: int | None = None,
+    given: SharingResult | None = None,
 ) -> tuple[CostTable, ProvenBound | None, tuple[tuple[int, int], ...] | None]:
     """The table of regions ``solvers.share`` proves best for a token's time among ``family``'s region
     grids, its proven bound (the least of it and ``known_bound``, another family's, when a solve fell
     back) and each region's fixed grid (stacked columns; None: the allocation chooses among the
-    family's). No regions found in time: the kernel table, no bound."""
+    family's). No regions found in time: the kernel table, no bound. ``given``: runs and grids a search
+    over several wafers already proved (this table's kernels, no user groups): only made a table."""
     if request.objective is not ObjectiveKind.LATENCY:
         raise UsageError(
             "--share auto chooses regions for one token's time: add --objective latency "
@@ -100,7 +103,7 @@ def share_cores(
     kernel_sp = sp
     sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
-    found = run_stoppable(lambda: share_solver(sp, share), deadline)
+    found = given if given is not None else run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
     if found.status is Status.INFEASIBLE:

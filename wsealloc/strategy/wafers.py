@@ -10,12 +10,14 @@ relaxation of the cut), the sharing search (or, every kernel on its own rectangl
 objective's LP bound) proves a lower bound on the sum of the wafers' paths, and a token crosses W - 1
 distinct cuts, each at least the cheapest transfer. The cut itself packs the regions of that relaxed
 optimum onto the wafers in order (each wafer's cores within one wafer); when they do not pack into W
-wafers, the exact min-max cut of the kernels' fewest cores is taken. Where the problem is small
-enough (``EXACT_CELLS``), ``solvers.share_wafers`` then searches every cut and every wafer's regions at
-once in its share of the time: its optimum replaces the cut (and its value is the bound), or the
-bound it proved so far raises ours. Each wafer's regions are then chosen by the sharing search on the
-wafer's own kernels (a proof per wafer: the restriction of an optimum over every cut to one wafer is
-that wafer's optimum, so the plan is the exact search's). ``auto``: the fewest
+wafers, the exact min-max cut of the kernels' fewest cores is taken.
+
+``solvers.share_wafers`` then searches every cut and every wafer's regions at once in its share of
+the time (with bounds per segment where layers repeat: Llama-3.1-70B over four wafers is proven
+optimal in about 20 s). Its optimum is the plan: the cut, and on each wafer its part of the optimum
+(the restriction of an optimum over every cut to one wafer is that wafer's optimum), the bound its
+value. When time runs out first, the bound it proved raises ours, and each wafer's regions are
+chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
 wafers whose kernels' smallest op models fit."""
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
 from wsealloc.problem import build_problem
 from wsealloc.problem.objective import ObjectiveKind, objective_named
-from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes
+from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes
 from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
+from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share_wafers import WaferSharing
 from wsealloc.solvers.share_wafers import solve as wafer_sharing
@@ -51,9 +54,7 @@ if TYPE_CHECKING:
     from wsealloc.request import SolveRequest
 
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
-EXACT_SHARE = 0.35  # of what remains: the exact search over every cut and every wafer's regions
-EXACT_CELLS = 2_000_000  # wafers x grids x kernels the exact search holds (Llama-3.1-70B on 4 wafers, 3.1 M, is beyond: its
-# cut search does not close in a minute, see docs/benchmarks.md)
+EXACT_SHARE = 0.5  # of what remains: the exact search over every cut and every wafer's regions
 
 
 class WafersDecision(Decision):
@@ -156,7 +157,7 @@ class LatencyOverWafers(Strategy):
             )
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         links = link_cycles(costs)
-        relaxed, packed = self._relaxed(costs, request, family, count, deadline)
+        relaxed, packed, price = self._relaxed(costs, request, family, count, deadline)
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
         # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
         # wafers its kernels' smallest op models need (each kernel on its own rectangle) or, when kernels
@@ -168,16 +169,20 @@ class LatencyOverWafers(Strategy):
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
+        exact = None
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
-            exact = self._exact(costs, family, links, count, deadline, say)
+            exact, sharing = self._exact(costs, family, links, count, price, deadline, say)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
-            elif exact is not None and exact.bound is not None:
-                bound = max(bound, exact.bound)
-        say(
-            f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut "
-            f"({relaxed:,} on all {count} wafers' cores, {fewest - 1} link(s) of at least {cheapest:,})"
+            else:
+                bound = max(bound, exact.bound or 0) if exact is not None else bound
+                exact = None
+        how = (
+            "the exact search's optimum"
+            if exact is not None
+            else f"at least {relaxed:,} on all {count} wafers' cores and {fewest - 1} link(s) of {cheapest:,}"
         )
+        say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         parts: list[Part] = []
         runs: list[tuple[int, int]] = []
         grids: list[tuple[int, int]] = []
@@ -187,7 +192,13 @@ class LatencyOverWafers(Strategy):
                 parts.append(wafer_part(wafer, objective))
                 continue
             share = deadline.share(1.0 / (len(cuts) - 1 - w))
-            units, proven, fixed = share_cores(wafer, request, family, share, say)
+            given = None
+            if exact is not None:  # each wafer's part of the optimum over every cut is that wafer's optimum
+                runs_w, grids_w = exact.wafer_runs(w)
+                spent = sum(int(sharing.latency[a + i : a + j, g].sum()) for (i, j), g in zip(runs_w, grids_w, strict=True))
+                used = sum(int(sharing.cores()[g]) for g in grids_w)
+                given = SharingResult(Status.OPTIMAL, runs_w, grids_w, spent, used, spent, exact.wall_s, "the exact cut search's")
+            units, proven, fixed = share_cores(wafer, request, family, share, say, given=given)
             if proven is None or units.runs is None:
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
@@ -206,34 +217,30 @@ class LatencyOverWafers(Strategy):
         return Prepared(decision, tuple(parts), costs, costs, partition, bound)
 
     def _exact(
-        self, costs: CostTable, family: Family, links: np.ndarray, count: int, deadline: Deadline, say: Progress
-    ) -> WaferSharing | None:
+        self, costs: CostTable, family: Family, links: np.ndarray, count: int, price: float, deadline: Deadline, say: Progress
+    ) -> tuple[WaferSharing | None, SharingProblem]:
         """The least-time cut and regions over every cut (``solvers.share_wafers``), or the bound it
-        proved in its share of the time; None when the problem is too large for it (its dynamic
-        program holds wafers x grids x kernels numbers) or a signal stopped it."""
+        proved in its share of the time (None when a signal stopped it), and the problem it solved."""
         sp = build_sharing_problem(costs, family=family)
         sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
-        cells = count * sp.shapes.shape[0] * (sp.n_kernels + 1)
-        if cells > EXACT_CELLS:
-            say(f"wafers: {count} wafers x {sp.shapes.shape[0]} grids x {sp.n_kernels} kernels is beyond the exact cut search")
-            return None
-        found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE)), deadline)
+        found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE), price=price), deadline)
         if found is not None:
             say(f"wafers: {found.status.value}, bound {found.bound or 0:,} cycles ({found.wall_s:.1f} s); {found.message}")
-        return found
+        return found, sp
 
     def _relaxed(
         self, costs: CostTable, request: SolveRequest, family: Family | None, count: int, deadline: Deadline
-    ) -> tuple[int, tuple[int, ...] | None]:
+    ) -> tuple[int, tuple[int, ...] | None, float]:
         """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
-        budget), and the cut that packs the relaxed regions onto wafers in order (None: none found)."""
+        budget), the cut that packs the relaxed regions onto wafers in order (None: none found) and the
+        price of a core behind the bound (0 without regions)."""
         total = costs.total_cores * count
         if family is None:
             problem = build_problem(costs, total_cores=total, objective=objective_named(ObjectiveKind.LATENCY))
             proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem)
             if proven.value is None:
                 raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
-            return proven.value, None
+            return proven.value, None, 0.0
         sp = build_sharing_problem(costs, family=family)
         sp = replace(sp, total_cores=int(total * FAMILY_BUDGET[family]))
         found = run_stoppable(lambda: share_solver(sp, deadline.share(RELAXED_SHARE)), deadline)
@@ -252,7 +259,7 @@ class LatencyOverWafers(Strategy):
                 held = 0
             held += need
         cuts.append(len(costs.kernels))
-        return int(found.bound), (tuple(cuts) if found.runs else None)
+        return int(found.bound), (tuple(cuts) if found.runs else None), found.price
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
