@@ -4,25 +4,30 @@ each run's grid, minimizing one token's time: every run's latency and, at every 
 cycles (``links[j]``: the bytes crossing in front of kernel j over the link's bandwidth, plus its
 latency). Each wafer's runs take at most ``sp.total_cores`` cores (``problem.sharing``).
 
-The proof has three steps, each exact or a valid bound:
+Two methods, both exact (a plan proven least, or the bound proven when time runs out):
 
-1. **Lagrangian dual.** Pricing a core of wafer w at ``lam[w]`` and crediting the wafer its ``C``
-   cores, a plan is worth ``sum(latency + lam[w] * cores) + sum(links) - sum(lam[w] * C)``, never more
-   than its time when every wafer's runs fit its C cores. The least such worth over *every* cut and
-   partition is a dynamic program over (kernel boundary j, wafer w) (``_sweep``), so it is a lower
-   bound on the optimum. Each wafer has its own price (the wafer holding the embeddings or the head
-   is fuller than the others: one price for all leaves a gap ten times wider on Llama-3.1-70B), each
-   bisected on its wafer's surplus of cores in the relaxed plan, the best prices kept.
-2. **Reduced-cost fixing.** The same program run backwards gives, for every run (i, j, g) on wafer
-   w, the least worth of any plan through it; a run (or a cut) whose least worth exceeds a known
-   upper bound ``U`` is in no plan better than U.
-3. **Labels.** The least-time path over the runs and cuts that remain, each wafer's cores a resource
-   that resets at a cut: Pareto labels (time, cores used on the current wafer) per (j, w), pruned by
-   the Lagrangian bound on the rest. Exact: it finds the best plan within U, or shows none is.
+**Bounds per segment** (``method="segments"``, used when the kernels' rows repeat: decoders). Any
+segment [a, b) of kernels laid on one wafer takes at least its Lagrangian value at any price of a
+core, ``min over partitions of sum(latency + lam * cores) - lam * C`` (``_segment_values``, the best of
+``PRICES`` prices around the price of the relaxed problem); a program over the cuts with those
+values is a bound over every cut (``fresh_rest``), and Pareto labels (time, cores used on the current
+wafer) per (kernel boundary j, wafer w), every run tried from every boundary with labels, pruned by
+the same values (``heads``: the rest of the current wafer at each price, then the best cut), find
+the least plan within a limit U (``_strong_labels``). The values need one program per start of a
+segment, but a start's program depends only on the kernels after it: where the rows repeat with a
+period (``_zone``), the starts of one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
 
-U starts just above the dual bound and widens until a plan is found (a round that finds none proves
-the optimum above its U: the bound rises), up to the caller's known plan. Without the per-wafer
-budgets (one wafer, or cores to spare) step 1's plan is already the optimum.
+**One price per wafer** (``method="wafers"``, any sequence). Pricing a core of wafer w at ``lam[w]``
+and crediting the wafer its ``C`` cores, a plan is worth ``sum(latency + lam[w] * cores) + sum(links)
+- sum(lam[w] * C)``, never more than its time when every wafer's runs fit its C cores; the least
+worth over every cut and partition is a program over (kernel boundary j, wafer w) (``_sweep``),
+the prices searched (one for all, bisected; then per wafer by subgradient steps). Run backwards it
+gives every run's least worth through it, so runs and cuts above U are fixed out; Pareto labels over
+the rest find the least plan within U. On Llama-3.1-70B this bound stays 0.36% under the optimum (the
+relaxed plan moves its cut to the cheapest wafer), too loose for the labels: hence the first method.
+
+In both, U starts just above the bound and widens until a plan is found (a round that finds none
+proves the optimum above its U: the bound rises), up to the caller's known plan.
 """
 
 from __future__ import annotations
@@ -404,6 +409,7 @@ def _best_prices(
 MAX_CELLS = 8_000_000  # wafers x grids x kernels the program over wafers holds (without repeating layers)
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
+SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
 
 
 @dataclass(frozen=True)
@@ -672,7 +678,7 @@ def _segment_solve(
         if known is None and trial >= ceiling:
             return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
                                 f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
-        slack *= 2
+        slack *= SLACK_GROWTH
     if known is None:
         return WaferSharing(Status.UNKNOWN, (), (), (), None, bound, time.perf_counter() - start,
                             "no plan over the wafers was found in time")  # fmt: skip

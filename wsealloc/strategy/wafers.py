@@ -197,7 +197,7 @@ class LatencyOverWafers(Strategy):
                 runs_w, grids_w = exact.wafer_runs(w)
                 spent = sum(int(sharing.latency[a + i : a + j, g].sum()) for (i, j), g in zip(runs_w, grids_w, strict=True))
                 used = sum(int(sharing.cores()[g]) for g in grids_w)
-                given = SharingResult(Status.OPTIMAL, runs_w, grids_w, spent, used, spent, exact.wall_s, "the exact cut search's")
+                given = SharingResult(Status.OPTIMAL, runs_w, grids_w, spent, used, spent, 0.0, "the exact cut search's")
             units, proven, fixed = share_cores(wafer, request, family, share, say, given=given)
             if proven is None or units.runs is None:
                 raise SolverError(
@@ -213,7 +213,8 @@ class LatencyOverWafers(Strategy):
             runs=tuple(runs),
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
         )
-        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), bound, least.wall_s)
+        searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
+        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), bound, searched)
         return Prepared(decision, tuple(parts), costs, costs, partition, bound)
 
     def _exact(
