@@ -249,11 +249,26 @@ def _placed(
         message = "no layout" if placement is None else placement.message
         raise NoLayoutError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
-            f"({message}); reduce defects, allow die crossings, or plan with --no-place"
+            f"({message}){_touch_groups_named(costs)}; reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def _touch_groups_named(costs: CostTable) -> str:
+    """The user's ``together: touch`` groups with pinned members, by file and line, for a placement that
+    found no layout: a group whose pins lie apart must be joined by its free members, which the layout
+    may not manage (the conflict test proves what cannot be; this names what was not found)."""
+    applied = costs.applied
+    if applied is None:
+        return ""
+    pinned = {name for name, _, _ in applied.pins}
+    groups = [(i, g) for i, g in applied.touch_groups if sum(name in pinned for name in g) >= 2]
+    if not groups:
+        return ""
+    named = "; ".join(f"{applied.where(i)} keeps {', '.join(g)} side by side" for i, g in groups)
+    return f"; no layout found joins the pinned members of {named}: move a pin or drop the rule"
 
 
 def _fixed(
