@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from wsealloc.budget import Deadline, run_stoppable
-from wsealloc.errors import NoLayoutError, SolverError
+from wsealloc.errors import Interrupted, NoLayoutError, SolverError
 from wsealloc.opmodels import CostTable
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
@@ -78,12 +79,17 @@ def drive(
 ) -> SolveOutcome:
     """Solve ``costs`` the way ``strategy`` decides (see the module docstring)."""
     say = progress or (lambda message: None)
-    prepared = strategy.decide(costs, request, deadline, say)
+    # the strategy's searches (conflicts, segments, sharing, the stage cut) in a worker thread, as every
+    # phase: a signal ends the decision within STOP_GRACE_S even where a search does not watch the deadline
+    decided = run_stoppable(lambda: strategy.decide(costs, request, deadline, say), deadline)
+    if decided is None:
+        raise Interrupted(f"interrupted while deciding how to run {request.model.label}; nothing was solved")
+    prepared = decided
     while True:
         try:
             return _annotated(solve_prepared(prepared, request, deadline, say), prepared)
         except NoLayoutError:
-            again = strategy.retry(costs, request, prepared, deadline, say)
+            again = run_stoppable(partial(strategy.retry, costs, request, prepared, deadline, say), deadline)
             if again is None or deadline.stopped:
                 raise
             prepared = again
