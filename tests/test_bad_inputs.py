@@ -180,6 +180,10 @@ def _alias_rules(tmp: Path, levels: int, kind: str) -> str:
     return _write(tmp, f"alias{levels}-{kind}.yaml", rule)
 
 
+def _deep_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
 Case = tuple[str, Callable[[Path], list[str]], str]
 ATTN = str(TINY / "attention.onnx")
 MLP = str(TINY / "mlp.onnx")
@@ -450,6 +454,21 @@ CASES: list[Case] = [
     ("unknown solver", lambda t: ["solve", ATTN, "--arch", "tiny", "--solver", "gurobi"], "choose one of"),
     ("bad --wafers", lambda t: ["solve", ATTN, "--arch", "tiny", "--wafers", "many"], "--wafers"),
     ("plan not JSON", lambda t: ["verify", _write(t, "p.json", "{ truncated")], "not valid JSON"),
+    (  # Python's JSON reader recursed once per level: a RecursionError, exit 70 (found by tests/fuzz_inputs.py)
+        "plan nested 100,000 deep",
+        lambda t: ["verify", _write(t, "deep.json", _deep_json(100_000))],
+        "deep.json: JSON nested too deep for a plan",
+    ),
+    (
+        "--from-plan nested 100,000 deep",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--from-plan", _write(t, "deep.json", '{"a": ' + _deep_json(100_000) + "}")],
+        "deep.json: JSON nested too deep for a plan",
+    ),
+    (
+        "config.json nested 100,000 deep",
+        lambda t: ["export-llm", _write(t, "config.json", '{"model_type": ' + _deep_json(100_000) + "}"), "--out", str(t)],
+        "config.json: JSON nested too deep for a config",
+    ),
 ]
 
 

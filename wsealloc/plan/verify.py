@@ -871,7 +871,7 @@ def plan_schema(path: Path) -> str | None:
     """The ``schema`` of a plan file, or None when it cannot be read (``read_plan`` then says why)."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     return data.get("schema") if isinstance(data, dict) else None
 
