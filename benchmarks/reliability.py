@@ -47,10 +47,14 @@ def _issue_cases(time_limit: str) -> list[Case]:
     """The issue's cases the corpora do not hold (they are slow: the benchmark runs them, the tests
     run smaller ones)."""
     harmless = "".join(f"- grid: l{i % 2}.fc1\n  cores: [1, {384 - i % 7}]\n" for i in range(10_000))
-    keep_out = "- keep-out: {rows: [0, 14], cols: [0, 23]}\n"
+    keep_out = "- keep-out: {rows: [0, 15], cols: [0, 22]}\n"
     pins = "- place: embed\n  at: [0, 0]\n- place: lm_head\n  at: [0, 0]\n"
     solve = ("solve", TRANSFORMER, "--arch", "tiny", "--time-limit", time_limit, "--constraints", "@c.yaml")
+    few = "".join(f"- grid: l{i % 2}.fc1\n  cores: [1, {384 - i % 7}]\n" for i in range(1_000))
     return [
+        Case(
+            "issue", 30, "1,000 harmless grid rules and a keep-out leaving 16 cores", solve, {"c.yaml": (few + keep_out).encode()}
+        ),
         Case(
             "issue",
             3,

@@ -151,7 +151,7 @@ CONSTRAINT_SEEDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("a 5,000-digit number", f"- grid: l0.fc1\n  rows: {'1' * 5000}\n", ()),
     ("shape 0x8 (YAML hexadecimal)", "- grid: l0.fc1\n  shape: 0x8\n", ()),
     ("shape with a superscript digit", "- grid: l0.fc1\n  shape: ²x8\n", ()),
-    ("200 harmless rules and a keep-out leaving 16 cores", _harmless(200) + "- keep-out: {rows: [0, 14], cols: [0, 23]}\n", ()),
+    ("200 harmless rules and a keep-out leaving 16 cores", _harmless(200) + "- keep-out: {rows: [0, 15], cols: [0, 22]}\n", ()),
     (
         "a touch group pinned at opposite corners",
         "- place: embed\n  at: [0, 0]\n- place: lm_head\n  at: [15, 23]\n- together: [embed, l0.ln1, lm_head]\n  how: touch\n",
