@@ -180,6 +180,26 @@ def _alias_rules(tmp: Path, levels: int, kind: str) -> str:
     return _write(tmp, f"alias{levels}-{kind}.yaml", rule)
 
 
+def _plan_edited(tmp: Path, edit: Callable[[dict], object]) -> str:  # type: ignore[type-arg]
+    """A plan of the tiny MLP (allocation only) edited as JSON by ``edit``."""
+    import json
+
+    from wsealloc.api import solve
+
+    solve(MLP, "tiny", place=False, output=tmp / "plan.json")
+    doc = json.loads((tmp / "plan.json").read_text())
+    edit(doc)
+    return _write(tmp, "edited.json", json.dumps(doc))
+
+
+def _unknown_dataflow(doc: dict) -> None:  # type: ignore[type-arg]
+    doc["kernels"][0]["dataflow"] = "$"
+
+
+def _deep_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
 Case = tuple[str, Callable[[Path], list[str]], str]
 ATTN = str(TINY / "attention.onnx")
 MLP = str(TINY / "mlp.onnx")
@@ -450,6 +470,32 @@ CASES: list[Case] = [
     ("unknown solver", lambda t: ["solve", ATTN, "--arch", "tiny", "--solver", "gurobi"], "choose one of"),
     ("bad --wafers", lambda t: ["solve", ATTN, "--arch", "tiny", "--wafers", "many"], "--wafers"),
     ("plan not JSON", lambda t: ["verify", _write(t, "p.json", "{ truncated")], "not valid JSON"),
+    (  # the value was quoted whole: a 5,082-character line (found by tests/fuzz_inputs.py)
+        "--batch of 5,000 characters",
+        lambda t: ["solve", str(TINY / "llm_decode.onnx"), "--arch", "tiny", "--batch", "S" * 5000],
+        "Invalid value for '--batch': 'SSSSSSSSSS",
+    ),
+    ("an option named with 5,000 characters", lambda t: ["solve", MLP, "--arch", "tiny", "--" + "z" * 5000], "characters cut"),
+    (  # Dataflow('x') raised a ValueError: an internal error (found by tests/fuzz_inputs.py)
+        "--from-plan with an unknown dataflow",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--from-plan", _plan_edited(t, _unknown_dataflow)],
+        "edited.json: kernel fc1: dataflow '$' is not one of ws, os",
+    ),
+    (  # Python's JSON reader recursed once per level: a RecursionError, exit 70 (found by tests/fuzz_inputs.py)
+        "plan nested 100,000 deep",
+        lambda t: ["verify", _write(t, "deep.json", _deep_json(100_000))],
+        "deep.json: JSON nested too deep for a plan",
+    ),
+    (
+        "--from-plan nested 100,000 deep",
+        lambda t: ["solve", MLP, "--arch", "tiny", "--from-plan", _write(t, "deep.json", '{"a": ' + _deep_json(100_000) + "}")],
+        "deep.json: JSON nested too deep for a plan",
+    ),
+    (
+        "config.json nested 100,000 deep",
+        lambda t: ["export-llm", _write(t, "config.json", '{"model_type": ' + _deep_json(100_000) + "}"), "--out", str(t)],
+        "config.json: JSON nested too deep for a config",
+    ),
 ]
 
 

@@ -68,8 +68,11 @@ def test_stop_latency_script_loads_and_names_existing_models() -> None:
     """benchmarks/stop_latency.py keeps the 2 s stop target the slow tests check only with a margin: it
     must still load, and the models it signals must exist (running it takes a minute: not here)."""
     script = _script("stop_latency")
-    for args, marker, wait_s in script.CASES.values():
-        assert (ROOT / args[0]).is_file() and marker and wait_s > 0
+    for case in script.CASES.values():
+        model = case.args[0]
+        assert (model == "CHAIN" or (ROOT / model).is_file()) and case.marker and case.wait_s > 0
+        assert "RULES" not in case.args or case.args[case.args.index("RULES") - 1] == "--constraints"
+    assert {name for name, _ in script.RUNS} == set(script.CASES)
 
 
 def test_waferllm_rows_on_the_tiny_decoder() -> None:
@@ -110,3 +113,27 @@ def test_waferllm_rows_on_the_tiny_decoder() -> None:
     kv = bench.kv_capacity(decode, arch, options, 8)
     free = arch.usable_sram_bytes * arch.total_cores - kv["weights_bytes"] - kv["buffers_per_core"] * arch.total_cores
     assert kv["tokens"] == free // decode.kv_bytes_per_token > 0
+
+
+def test_reliability_script_counts_each_outcome(tmp_path: Path) -> None:
+    """benchmarks/reliability.py in a small mode: a clean error, an accepted run and a hang (a case
+    killed after 0.01 s), each in its own capped process, counted as the issue's targets say."""
+    from fuzz_inputs import Case, corpus
+
+    script = _script("reliability")
+    error = corpus("options", 0, 1)[0]  # --context 1000000000: refused before anything is sized
+    fine = Case("issue", 0, "arch list", ("arch", "list"))
+    runs = script.run_all([error, fine], workers=2, kill_after=60, memory=4 * script.GIB)
+    assert [r.code for r in runs] == [2, 0] and all(r.problem is None for r in runs), runs
+    assert all(0 < r.rss_bytes < 4 * script.GIB for r in runs)
+    hung = script.run_all([fine], workers=1, kill_after=0.01, memory=4 * script.GIB)
+    counts = script.tally(runs + hung, 5.0, 4 * script.GIB)
+    assert counts == {
+        "cases": 3,
+        "hangs": 1,
+        "internal errors": 0,
+        "above 20 s": 0,
+        "above 4 GiB resident": 0,
+        "clean errors": 1,
+        "accepted": 1,
+    }

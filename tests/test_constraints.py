@@ -427,6 +427,12 @@ CONFLICTS = [
         ["c.yaml line 1", "line 3", "line 6", "line 8"],
         "no grids they may take put their rectangles side by side",
     ),
+    (  # 12. a touch group pinned at opposite corners whose free member is too small to join them (issue 37)
+        "- place: embed\n  at: [0, 0]\n- place: lm_head\n  at: [15, 23]\n- grid: [embed, lm_head]\n  shape: 1x1\n"
+        "- grid: l0.ln1\n  cores: [1, 4]\n- grid: l0.qkv\n  cores: [1, 4]\n- together: [embed, l0.ln1, lm_head]\n  how: touch\n",
+        ["c.yaml line 1", "line 3", "line 5", "line 7", "line 11"],
+        "14 rows between them that no grid the pinned members may take covers, and its free members (l0.ln1) span at most 4 rows",
+    ),
 ]
 
 
@@ -442,6 +448,19 @@ def test_conflicts_name_a_small_subset_by_line(tmp_path: Path, text: str, lines:
     named = len(re.findall(r"\bline \d", message))
     assert named == len(lines), message  # nothing beyond the conflicting rules (the unrelated ones are not named)
     assert info.value.exit_code == 3
+
+
+def test_a_touch_group_no_layout_joins_names_its_line(tmp_path: Path) -> None:
+    """Issue 37: pins at opposite corners joined by a free member that could take a grid reaching both
+    (no conflict is proven), but the placement finds no such layout: exit 3 naming the touch rule's line,
+    not a bare "no placement fits"."""
+    from conftest import run
+
+    text = "- place: embed\n  at: [0, 0]\n- place: lm_head\n  at: [15, 23]\n- together: [embed, l0.ln1, lm_head]\n  how: touch\n"
+    done = run("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(_rules(tmp_path, text)), "--time-limit", "5")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3 and len(lines) == 1, done.stderr
+    assert "no layout found joins the pinned members of " in lines[0] and "c.yaml line 5 keeps embed, l0.ln1, lm_head" in lines[0]
 
 
 def test_cut_rules_that_overfill_a_wafer_are_explained(tmp_path: Path) -> None:

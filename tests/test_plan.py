@@ -74,7 +74,7 @@ def test_a_version_1_plan_still_verifies(plan_file: Path, tmp_path: Path) -> Non
     min-max plans and verify as before; the same plan with a tampered bottleneck still fails."""
     doc = json.loads(plan_file.read_text())
     doc["schema"] = "wsealloc.plan/1"
-    del doc["request"]
+    del doc["request"], doc["decision"]  # version 1 recorded neither
     for key in ("kind", "value_cycles", "bound_cycles"):
         del doc["objective"][key]
     old = tmp_path / "v1.json"

@@ -170,6 +170,60 @@ def test_older_plans_still_verify_and_a_current_one_needs_its_decision(tmp_path:
     assert not bad.ok and "a wsealloc.plan/3 plan records its decision; it has none" in bad.violations
 
 
+def test_a_schema_version_that_does_not_match_the_content_is_rejected_naming_the_field(tmp_path: Path) -> None:
+    """Issue 36, case 8: a version-2 latency plan relabelled ``wsealloc.plan/1`` was accepted (version 1
+    knew no request, no objective but throughput); a current plan relabelled ``/2`` keeps a decision
+    version 2 never wrote."""
+    ws.solve(DECODE, "tiny", objective="latency", context=16, place=False, output=tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    v2 = {**doc, "schema": "wsealloc.plan/2"}
+    del v2["decision"]
+    (tmp_path / "v2.json").write_text(json.dumps(v2))
+    assert verify_plan(tmp_path / "v2.json").ok
+    (tmp_path / "v1.json").write_text(json.dumps({**v2, "schema": "wsealloc.plan/1"}))
+    bad = verify_plan(tmp_path / "v1.json")
+    assert not bad.ok
+    assert "schema: 'wsealloc.plan/1' plans have no request, regions, objective.kind 'latency'" in bad.violations[0]
+    (tmp_path / "v3as2.json").write_text(json.dumps({**doc, "schema": "wsealloc.plan/2"}))
+    bad = verify_plan(tmp_path / "v3as2.json")
+    assert not bad.ok and "schema: 'wsealloc.plan/2' plans have no decision" in bad.violations[0]
+
+
+def test_a_stop_request_ends_the_segment_search(tmp_path: Path) -> None:
+    """Issue 36, deliverable 2: the recomputation segment search watched no deadline (a SIGTERM during
+    GPT-2's search was answered 3.4 s later by an abort, exit -6): a stop request now ends it."""
+    from wsealloc.budget import StopHook
+    from wsealloc.errors import Interrupted
+
+    stop = StopHook()
+    stop.stop()  # a signal came before the search began: the (sub-second) front end still completes
+    with pytest.raises(Interrupted, match="interrupted while choosing the recomputation segments"):
+        ws.solve(TRANSFORMER, "tiny", train=True, place=False, stop=stop)
+
+
+def test_a_decision_that_ignores_a_stop_request_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any strategy's search runs stoppable: one that never looks at the deadline is abandoned within
+    the stop grace of a signal (Interrupted), not waited for."""
+    import threading
+    import time
+
+    from wsealloc.budget import STOP_GRACE_S, StopHook
+    from wsealloc.errors import Interrupted
+    from wsealloc.strategy.pipeline import LayerPipeline
+
+    def deaf(self, costs, request, deadline, say=quiet):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+        time.sleep(30)
+        raise AssertionError("not abandoned")
+
+    monkeypatch.setattr(LayerPipeline, "decide", deaf)
+    stop = StopHook()
+    threading.Timer(0.5, stop.stop).start()
+    start = time.perf_counter()
+    with pytest.raises(Interrupted, match="interrupted while deciding how to run"):
+        ws.solve(TRANSFORMER, "tiny", place=False, stop=stop)
+    assert time.perf_counter() - start < 0.5 + STOP_GRACE_S + 1.5
+
+
 def test_each_bound_is_proven_once_per_table(monkeypatch: pytest.MonkeyPatch) -> None:
     # a training solve on one wafer tries each segment length's table once; the chosen table's bound is
     # passed to the backends and the plan, never proven again

@@ -68,6 +68,8 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     """An ONNX (or generated ONNX) model: the front half, then the way of running the request asks for
     (``strategy.strategy_for``), driven to a plan (``driver.drive``)."""
     strategy = strategy_for(request)
+    if progress is not None:
+        progress(f"reading {request.model.label}")
     costs = run_stoppable(
         lambda: build_costs(
             request.onnx_model,

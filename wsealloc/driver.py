@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
 from wsealloc.budget import Deadline, run_stoppable
-from wsealloc.errors import NoLayoutError, SolverError
+from wsealloc.errors import Interrupted, NoLayoutError, SolverError
 from wsealloc.opmodels import CostTable
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
@@ -78,12 +79,17 @@ def drive(
 ) -> SolveOutcome:
     """Solve ``costs`` the way ``strategy`` decides (see the module docstring)."""
     say = progress or (lambda message: None)
-    prepared = strategy.decide(costs, request, deadline, say)
+    # the strategy's searches (conflicts, segments, sharing, the stage cut) in a worker thread, as every
+    # phase: a signal ends the decision within STOP_GRACE_S even where a search does not watch the deadline
+    decided = run_stoppable(lambda: strategy.decide(costs, request, deadline, say), deadline)
+    if decided is None:
+        raise Interrupted(f"interrupted while deciding how to run {request.model.label}; nothing was solved")
+    prepared = decided
     while True:
         try:
             return _annotated(solve_prepared(prepared, request, deadline, say), prepared)
         except NoLayoutError:
-            again = strategy.retry(costs, request, prepared, deadline, say)
+            again = run_stoppable(partial(strategy.retry, costs, request, prepared, deadline, say), deadline)
             if again is None or deadline.stopped:
                 raise
             prepared = again
@@ -249,11 +255,26 @@ def _placed(
         message = "no layout" if placement is None else placement.message
         raise NoLayoutError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
-            f"({message}); reduce defects, allow die crossings, or plan with --no-place"
+            f"({message}){_touch_groups_named(costs)}; reduce defects, allow die crossings, or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def _touch_groups_named(costs: CostTable) -> str:
+    """The user's ``together: touch`` groups with pinned members, by file and line, for a placement that
+    found no layout: a group whose pins lie apart must be joined by its free members, which the layout
+    may not manage (the conflict test proves what cannot be; this names what was not found)."""
+    applied = costs.applied
+    if applied is None:
+        return ""
+    pinned = {name for name, _, _ in applied.pins}
+    groups = [(i, g) for i, g in applied.touch_groups if sum(name in pinned for name in g) >= 2]
+    if not groups:
+        return ""
+    named = "; ".join(f"{applied.where(i)} keeps {', '.join(g)} side by side" for i, g in groups)
+    return f"; no layout found joins the pinned members of {named}: move a pin or drop the rule"
 
 
 def _fixed(

@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     except WseallocError as err:
         if debug:
             traceback.print_exc()
-        click.echo(f"wsealloc: error: {err}", err=True)
+        click.echo(f"wsealloc: error: {_bounded(str(err))}", err=True)
         return err.exit_code
     except _NO_ARGS_IS_HELP as err:
         # a group without its subcommand (``wsealloc``, ``wsealloc arch``): show its help as click would
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         # command-line mistakes are never bugs: one line, even with --debug
         message = " ".join(err.format_message().split())
         choices = _command_choices(err)
-        click.echo(f"wsealloc: error: {message.rstrip('.') if choices else message}{choices}", err=True)
+        click.echo(f"wsealloc: error: {_bounded(message.rstrip('.') if choices else message)}{choices}", err=True)
         return err.exit_code
     except KeyboardInterrupt:
         click.echo("wsealloc: interrupted", err=True)
@@ -498,9 +498,26 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - the CLI contract: one line, no traceback without --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"wsealloc: internal error: {err.__class__.__name__}: {err} (rerun with --debug and report it)", err=True)
+        what = _bounded(f"{err.__class__.__name__}: {err}")
+        click.echo(f"wsealloc: internal error: {what} (rerun with --debug and report it)", err=True)
         return 70
     return 0
+
+
+# An error line longer than this is cut in its middle (its head names the file or option, its tail the fix):
+# messages quote users' values as excerpts (errors.excerpt), and this keeps the promise where one does not.
+LONGEST_MESSAGE = 1000
+
+
+def _bounded(message: str) -> str:
+    """``message`` on one line of at most ``LONGEST_MESSAGE`` characters (the middle cut, and said so)."""
+    if "\n" in message:
+        message = " ".join(message.split())
+    if len(message) <= LONGEST_MESSAGE:
+        return message
+    cut = len(message) - LONGEST_MESSAGE + 40
+    head = (LONGEST_MESSAGE - 40) * 2 // 3
+    return f"{message[:head]} ... ({cut:,} characters cut) ... {message[head + cut :]}"
 
 
 def _command_choices(err: click.ClickException) -> str:

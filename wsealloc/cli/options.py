@@ -19,7 +19,7 @@ import click
 from wsealloc.arch import PRESETS
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
-from wsealloc.errors import UsageError
+from wsealloc.errors import UsageError, excerpt
 from wsealloc.pipeline import parse_dims, parse_input_shapes
 from wsealloc.plan.pins import constraints_from_plan
 from wsealloc.request import build_request
@@ -41,7 +41,7 @@ class AsciiInt(click.ParamType):
         try:
             return ascii_int(str(value).strip())
         except ValueError:
-            self.fail(f"{value!r} is not an integer in ASCII digits", param, ctx)
+            self.fail(f"{excerpt(value)} is not an integer in ASCII digits", param, ctx)
 
 
 class AsciiFloat(click.ParamType):
@@ -58,7 +58,7 @@ class AsciiFloat(click.ParamType):
                 raise ValueError(text)
             return float(text)
         except ValueError:
-            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+            self.fail(f"{excerpt(value)} is not a number in ASCII digits", param, ctx)
 
 
 ASCII_INT, ASCII_FLOAT = AsciiInt(), AsciiFloat()

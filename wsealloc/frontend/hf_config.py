@@ -387,6 +387,8 @@ def read_hf_config(path: str | Path) -> HfConfig:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ModelLoadError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:  # Python's JSON reader recurses once per level
+        raise ModelLoadError(f"{p}: JSON nested too deep for a config (about 1,000 levels or more)") from None
     return parse_hf_config(data, str(p))
 
 

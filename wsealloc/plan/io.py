@@ -25,6 +25,8 @@ def read_plan(path: str | Path) -> Plan:
         raise PlanError(f"{p}: cannot read ({exc})") from exc
     except json.JSONDecodeError as exc:
         raise PlanError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg}); was the file truncated?") from exc
+    except RecursionError:  # Python's JSON reader recurses once per level: no plan nests so deep
+        raise PlanError(f"{p}: JSON nested too deep for a plan (arrays or objects nested about 1,000 levels or more)") from None
     if not isinstance(data, dict) or data.get("schema") not in SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise PlanError(f"{p}: not a {SCHEMA} plan (schema: {found!r})")

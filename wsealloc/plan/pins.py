@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wsealloc.constraints import Constraints, CutRule, GridRule, PlaceRule, Selector
 from wsealloc.cost import Dataflow
-from wsealloc.errors import ConstraintError
+from wsealloc.errors import ConstraintError, PlanError, excerpt
 from wsealloc.plan.io import read_plan
 from wsealloc.plan.schema import Plan
 
@@ -39,7 +39,12 @@ def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constra
     for k in kept:
         source = f"{label} ({k.name})"
         select = Selector(names=(k.name,))
-        rules.append(GridRule(source=source, select=select, shape=k.grid, dataflow=Dataflow(k.dataflow)))
+        try:
+            dataflow = Dataflow(k.dataflow)
+        except ValueError:
+            known = ", ".join(d.value for d in Dataflow)
+            raise PlanError(f"{label}: kernel {k.name}: dataflow {excerpt(k.dataflow)} is not one of {known}") from None
+        rules.append(GridRule(source=source, select=select, shape=k.grid, dataflow=dataflow))
         if k.placement is not None:
             rules.append(PlaceRule(source=source, select=select, at=k.placement))
     if len(plan.stages) > 1:

@@ -161,6 +161,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     constraints = plan.request.constraints if plan.request is not None else None
     # what the way of running it decided: recorded (version 3), or read off the plan (versions 1 and 2)
     check(plan.schema_ != SCHEMA or plan.decision is not None, f"a {SCHEMA} plan records its decision; it has none")
+    for disagreement in _schema_disagrees(plan):
+        check(False, disagreement)
     decision = decision_of(plan)
     try:
         strategy = strategy_named(decision.strategy)
@@ -839,11 +841,36 @@ def _check_placement(members: tuple[KernelPlan, ...], arch: Arch, check: _Checks
         window[window < 0] = idx
 
 
+def _schema_disagrees(plan: Plan) -> list[str]:
+    """What the plan holds that its ``schema`` version never wrote (a newer plan relabelled older: read
+    by the older version's rules, its newer fields would go unchecked). Version 1 recorded no request,
+    decision, regions, LLM record nor an objective other than throughput; version 2 no decision (a plan
+    of a cost table built by hand, ``api.solve_costs``, is written as version 2 without a request)."""
+    version = plan.schema_
+    if version == SCHEMA:
+        return []
+    held = []
+    if plan.decision is not None:
+        held.append("decision")
+    if version == "wsealloc.plan/1":
+        if plan.request is not None:
+            held.append("request")
+        if plan.regions:
+            held.append("regions")
+        if plan.objective.kind is not ObjectiveKind.THROUGHPUT:
+            held.append(f"objective.kind {plan.objective.kind.value!r}")
+        if plan.objective.llm is not None or plan.objective.tokens_per_s_per_request is not None:
+            held.append("objective.llm")
+    if not held:
+        return []
+    return [f"schema: {version!r} plans have no {', '.join(held)}; this plan does: its schema version does not match its content"]
+
+
 def plan_schema(path: Path) -> str | None:
     """The ``schema`` of a plan file, or None when it cannot be read (``read_plan`` then says why)."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     return data.get("schema") if isinstance(data, dict) else None
 

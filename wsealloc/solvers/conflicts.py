@@ -6,7 +6,9 @@ rules give, strongest cause first:
 1. a kernel left without a legal op model (its op-model table: the one legality point);
 2. two kernels on one wafer pinned to corners where every allowed rectangle of one covers the other's
    corner (or both kernels' allowed rectangles overlap whatever they choose); a group to keep side by
-   side whose members are all pinned where no grids they may take make their rectangles touch;
+   side whose members are all pinned where no grids they may take make their rectangles touch, or
+   whose pinned members leave more rows (or columns) between them than the tallest (widest) allowed
+   grids of its members could cover;
 3. the kernels kept within an area need more cores than the area has free;
 4. the kernels need more cores on their smallest allowed op models than the wafers have, keep-outs
    subtracted (one wafer: a sum; several: the exact stage cut with the cut rules, ``solvers.stages``).
@@ -158,6 +160,51 @@ def _touch_apart(costs: CostTable, group: tuple[str, ...]) -> str | None:
     )
 
 
+def _touch_unreachable(costs: CostTable, group: tuple[str, ...]) -> str | None:
+    """A ``together: touch`` group whose pinned members are too far apart for its free members to join
+    them (None: they may). The test relaxes the geometry to the rows and the columns alone: a group of
+    rectangles joined side by side covers every row between its topmost and its bottommost corner (and
+    every column between its leftmost and its rightmost); the pinned members cover at most the rows
+    their tallest allowed grids reach from their corners, and the free members at most the sum of their
+    tallest allowed grids' rows wherever they go. Rows (or columns) that neither can cover prove that no
+    layout joins the group, whatever else the rules and the placement do."""
+    applied = costs.applied
+    assert applied is not None
+    corners = {name: at for name, _, at in applied.pins}
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    members = [n for n in group if n in index]
+    pinned = [n for n in members if n in corners]
+    if len(pinned) < 2:
+        return None
+    free = [n for n in members if n not in corners]
+    arch = costs.arch
+
+    def reach(name: str, axis: int) -> int:  # the most rows (axis 0) or columns (1) an allowed grid spans
+        table = costs.kernels[index[name]].table
+        legal = table.legal()
+        sides = table.r if axis == 0 else table.c
+        return int(sides[legal].max()) if legal.any() else 0
+
+    for axis, label, size in ((0, "rows", arch.rows), (1, "columns", arch.cols)):
+        first = min(pinned, key=lambda n: corners[n][axis])
+        last = max(pinned, key=lambda n: corners[n][axis])
+        lo, hi = corners[first][axis], corners[last][axis]
+        covered = np.zeros(max(size, hi + 1), dtype=bool)
+        for name in pinned:
+            start = corners[name][axis]
+            covered[start : start + reach(name, axis)] = True
+        gap = int((~covered[lo : hi + 1]).sum())
+        span = sum(reach(name, axis) for name in free)
+        if gap > span:
+            names = ", ".join(free[:3]) + (", ..." if len(free) > 3 else "")
+            joiners = f"its free members ({names}) span at most {span:,} {label} in all" if free else "it has no free member"
+            return (
+                f"keep {first} at {list(corners[first])} and {last} at {list(corners[last])} in one group side by side: "
+                f"{gap:,} {label} between them that no grid the pinned members may take covers, and {joiners}"
+            )
+    return None
+
+
 def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) -> Infeasible | None:
     """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None.
     ``shared``: kernels share regions of cores in time (``--share``), so their cores do not add up
@@ -181,7 +228,7 @@ def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) ->
                 return Infeasible(found + cut)
     # 2b. a group to keep side by side whose corners are all fixed too far apart
     for _, group in applied.touch_groups if applied is not None else ():
-        apart = _touch_apart(costs, group)
+        apart = _touch_apart(costs, group) or _touch_unreachable(costs, group)
         if apart:
             return Infeasible(apart)
     # 3. areas too small for the kernels kept within them

@@ -65,6 +65,7 @@ class Constrained(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         if costs.applied is not None:  # a conflict is explained before any solver runs
+            say(f"constraints: testing {len(costs.applied.constraints.rules):,} rules for conflicts")
             check_conflicts(costs, request.wafer_count, shared=self.shares_cores, deadline=deadline)
         return self._priced(request, self.inner.decide(costs, request, deadline, say))
 

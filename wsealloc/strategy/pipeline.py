@@ -20,7 +20,7 @@ from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions, Dataflow, TrainingWork, grid_costs
 from wsealloc.cost.model import CostModelName, Recompute
 from wsealloc.cost.training import segment_length
-from wsealloc.errors import ConflictError, InfeasibleError, UsageError, WseallocError
+from wsealloc.errors import ConflictError, InfeasibleError, Interrupted, UsageError, WseallocError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.recompute import fewest_cores
 from wsealloc.opmodels.recompute import fix as fix_recompute
@@ -126,11 +126,15 @@ def pipeline_bound(costs: CostTable, objective: Objective) -> ProvenBound:
     return relaxed or objective.exact_bound(build_problem(fixed, objective=objective))
 
 
-def search_segments(costs: CostTable, request: SolveRequest, say: Progress = quiet) -> tuple[CostTable, Part | None]:
+def search_segments(
+    costs: CostTable, request: SolveRequest, say: Progress = quiet, deadline: Deadline | None = None
+) -> tuple[CostTable, Part | None]:
     """A training pipeline on one wafer whose recomputation segments are not fixed
     (``--recompute-segment``): the table costed with segments of L x ``SEGMENT_FACTORS`` stages (L about
     sqrt(D)), the one whose proven optimum (over every choice of recomputing segments) is the fastest,
-    with its part (its bound proven once, here). Anything else: the table as it is, and no part yet."""
+    with its part (its bound proven once, here). Anything else: the table as it is, and no part yet.
+    ``deadline``: a stop request ends the search (:class:`Interrupted`); when its time is up the fastest
+    length tried so far is kept (the lengths are tried nearest to L first)."""
     train = request.cost.train
     if train is None or train.segment is not None or train.recompute is Recompute.NONE:
         return costs, None
@@ -138,7 +142,15 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
     objective = objective_named(request.objective)
     tried: list[tuple[int, int]] = []  # (length, bound)
     best: tuple[tuple[int, int, int], CostTable, Part] | None = None  # only the fastest so far is kept
-    for length in segment_lengths(costs):
+    lengths = sorted(segment_lengths(costs), key=lambda n: (abs(n - base), n))
+    say(f"recomputation segments: trying lengths {', '.join(map(str, sorted(lengths)))}")
+    for length in lengths:
+        if deadline is not None and deadline.stopped:
+            raise Interrupted(
+                f"interrupted while choosing the recomputation segments of {request.model.label}; nothing was solved"
+            )
+        if deadline is not None and best is not None and deadline.expired():
+            break  # the time is up: the fastest length so far
         options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
         # the default length is the table at hand (costed with about sqrt(D) already): only the record differs
         table = replace(costs, options=options) if length == base else with_options(costs, options, request.constraints)
@@ -154,7 +166,7 @@ def search_segments(costs: CostTable, request: SolveRequest, say: Progress = qui
     if best is None:
         return costs, None  # no length fits: the default's own error says why
     (_, _, length), table, part = best
-    listed = ", ".join(f"{n}: {value:,}" for n, value in tried)
+    listed = ", ".join(f"{n}: {value:,}" for n, value in sorted(tried))
     say(f"recomputation segments of {length} stages (bounds by length: {listed} cycles)")
     return table, part
 
@@ -243,7 +255,7 @@ class LayerPipeline(Strategy):
         check_trainable(costs, request)
         objective = objective_named(request.objective)
         if request.wafer_count == 1:
-            table, part = search_segments(costs, request, say)
+            table, part = search_segments(costs, request, say, deadline)
             part = part or wafer_part(table, objective)
             decision = PipelineDecision(wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table))
             return Prepared(decision, (part,), part.table, table)

@@ -102,6 +102,7 @@ def share_cores(
     groups = region_spans(costs)
     kernel_sp = sp
     sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
+    say(f"sharing: choosing regions of {sp.n_kernels:,} units on {family} grids")
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
     found = given if given is not None else run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
