@@ -158,7 +158,9 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
     stash = np.ceil(streamed_stash_bytes(work) * batch / cores) if training else np.zeros(r.size)
     state = parts.state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
-    ratio = (forward + backward + replay) / np.maximum(forward, 1)
+    # micro-batching: a global batch is ``passes`` passes of ``batch`` samples (the last one padded)
+    passes, samples = work.passes, work.samples
+    ratio = (forward + backward + replay) / np.maximum(forward, 1) * (passes * batch / samples)
     return GridCosts(
         rows=g.rows,
         cols=g.cols,
@@ -166,8 +168,8 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
         compute_cycles=g.compute_cycles * ratio / batch,
         noc_cycles=g.noc_cycles * ratio / batch,
         sram_bytes=streamed.total,
-        latency=np.minimum(-(-turn // batch), 2**62).astype(np.int64),
+        latency=np.minimum(-(-(turn * passes) // samples), 2**62).astype(np.int64),
         waste=g.waste,
         parts=streamed,
-        stream_cycles=np.full(r.size, -(-streamed_cycles // batch), dtype=np.int64),
+        stream_cycles=np.full(r.size, -(-(streamed_cycles * passes) // samples), dtype=np.int64),
     )
