@@ -164,3 +164,41 @@ def test_over_two_wafers_the_fill_and_drain_cross_each_boundary_both_ways() -> N
     cut = over_wafers(costs, (0, 10, len(costs.kernels)))
     works = [kc.work for kc in cut.kernels if isinstance(kc.work, TrainingWork)]
     assert {w.fill_drain for w in works} == {2 * (stages - 1) + 2}
+
+
+@pytest.mark.parametrize("arch", ["tiny", "wse2-measured"])
+def test_the_work_floor_is_below_every_micro_batchs_proven_optimum(arch: str) -> None:
+    # the bound that skips and ends the search (strategy.pipeline.micro_batch_floor), on the streaming
+    # model and on the execution model measured on a WSE-2
+    from wsealloc.pipeline import with_options
+    from wsealloc.problem.objective import Throughput
+    from wsealloc.strategy.pipeline import micro_batch_floor, micro_options, wafer_part
+
+    options = CostOptions(train=TrainingOptions(batch=8))
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch(arch), options)
+    for m in (1, 2, 4, 8):
+        part = wafer_part(with_options(costs, micro_options(costs.options, m)), Throughput())
+        assert part.bound is not None and part.bound.value is not None
+        exact, growing = micro_batch_floor(costs, m, 1)
+        assert growing <= exact <= part.bound.value
+
+
+def test_auto_and_two_wafers_plan_micro_batches_that_verify(tmp_path: Path) -> None:
+    auto = ws.solve(
+        TRANSFORMER, "tiny", train=True, train_batch=8, mode="auto", place=False, sets=[BANDWIDTH], output=tmp_path / "a.json"
+    )
+    assert auto.plan.decision.strategy == "streaming" and auto.plan.decision.global_batch == 8  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "a.json").ok
+    two = ws.solve(TRANSFORMER, "tiny", train=True, train_batch=8, wafers=2, place=False, output=tmp_path / "w.json")
+    assert two.plan.decision.micro_batch is not None and len(two.plan.stages) == 2  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "w.json").ok
+
+
+def test_stream_batch_keeps_a_pass_per_update_and_the_pipeline_still_micro_batches(tmp_path: Path) -> None:
+    streamed = ws.solve(
+        TRANSFORMER, "tiny", train=True, train_batch=8, mode="streaming", stream_batch=4, place=False, sets=[BANDWIDTH]
+    )
+    assert streamed.plan.decision.batch == 4 and streamed.plan.decision.global_batch is None  # type: ignore[attr-defined]
+    piped = ws.solve(TRANSFORMER, "tiny", train=True, train_batch=8, stream_batch=4, place=False, output=tmp_path / "p.json")
+    assert piped.plan.decision.micro_batch is not None  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "p.json").ok

@@ -179,13 +179,18 @@ class SolveRequest(_Frozen):
 
     @property
     def micro_batching(self) -> bool:
-        """Whether the global batch runs as micro-batches (training with ``--micro-batch`` or a global batch
-        over 1, and no ``--stream-batch``, which keeps a streamed pass per update as before)."""
+        """Whether the global batch runs as micro-batches: training with ``--micro-batch`` or a global batch
+        over 1 (streamed, ``--stream-batch`` keeps a pass per update as before: ``streams_micro_batches``)."""
         train = self.cost.train
-        if train is None or self.stream_batch is not None:
+        if train is None:
             return False
         # (the other cost models keep a 1/batch share of the update per sample; --micro-batch is refused there)
         return self.micro_batch is not None or (train.batch > 1 and self.cost.model is CostModelName.STANDARD)
+
+    @property
+    def streams_micro_batches(self) -> bool:
+        """Whether a streamed plan runs the global batch as micro-batches (``--stream-batch`` not given)."""
+        return self.micro_batching and self.stream_batch is None
 
     @property
     def wafer_count(self) -> int | None:

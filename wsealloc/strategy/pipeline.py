@@ -470,7 +470,14 @@ class LayerPipeline(Strategy):
     def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
         if request.cost.train is None:
             return []
-        return [(f"weight streaming ({request.stream_samples} sample(s) per pass)", {"mode": "streaming"})]
+        return [(streamed_label(request), {"mode": "streaming"})]
+
+
+def streamed_label(request: SolveRequest) -> str:
+    """How ``compare`` names the streamed alternative of a request."""
+    if request.streams_micro_batches and request.cost.train is not None:
+        return f"weight streaming (micro-batches of a global batch of {request.cost.train.batch})"
+    return f"weight streaming ({request.stream_samples} sample(s) per pass)"
 
 
 def _decision(partition: StagePartition, costs: CostTable) -> PipelineDecision:

@@ -90,7 +90,7 @@ def streamed_part(
 
 
 def streamed_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = quiet) -> tuple[int, Part, str]:
-    """Training streamed in micro-batches (``request.micro_batching``): the micro-batch (``--micro-batch``,
+    """Training streamed in micro-batches (``request.streams_micro_batches``): the micro-batch (``--micro-batch``,
     else the fastest of ``micro_batches``, proven: each size's sound bound is computed, sizes are tried
     from the least bound up and the search stops when a bound reaches the best time found, so no other
     size is faster), its part with the bound over every size, and the reason."""
@@ -149,7 +149,7 @@ class WeightStreaming(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         check_trainable(costs, request)
-        if request.micro_batching:
+        if request.streams_micro_batches:
             assert request.cost.train is not None
             m, part, why = streamed_micro_batch(costs, request, say)
             decision = StreamingDecision(
@@ -173,7 +173,7 @@ class WeightStreaming(Strategy):
                 return f"decision.batch is {decision.batch}, the request streams {request.stream_samples} sample(s) per pass"
             return None
         train = request.cost.train
-        if not request.micro_batching or train is None:
+        if not request.streams_micro_batches or train is None:
             return "decision.global_batch is set, but the request streams one pass per update (no micro-batches)"
         if decision.global_batch != train.batch:
             return f"decision.global_batch is {decision.global_batch}, the request's --train-batch is {train.batch}"
