@@ -214,7 +214,8 @@ def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = 
     micro-batch (``--micro-batch``, else the fastest of ``opmodels.streaming.micro_batches``, proven:
     the sizes are tried from the least up, each table's optimum proven, a size skipped when
     ``micro_batch_floor`` reaches the best time found and the search ended when the growing floor does
-    or a size does not fit, as no larger one does), its part when proven on one wafer, and the reason."""
+    or a size does not fit, as no larger one does), its part when proven on one wafer (with its segment
+    length searched: the table returned is costed with the best), and the reason."""
     train = request.cost.train
     assert train is not None
     if request.micro_batch is not None:
@@ -235,13 +236,14 @@ def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = 
             skipped += 1
             continue
         table = with_options(costs, micro_options(costs.options, m), request.constraints)
+        part: Part | None = None
         try:
-            if wafers == 1:
-                part: Part | None = wafer_part(table, objective)
-                assert part is not None and part.bound is not None and part.bound.value is not None
+            if wafers == 1:  # the segment lengths searched at this size too: the two chosen together
+                table, part = search_segments(table, request)
+                part = part or wafer_part(table, objective)
+                assert part.bound is not None and part.bound.value is not None
                 value = part.bound.value
             else:
-                part = None
                 found = stage_solver(build_stage_problem(table), wafers)
                 if found.status is not Status.OPTIMAL or found.objective is None:
                     break
@@ -354,8 +356,8 @@ class LayerPipeline(Strategy):
         if request.micro_batching:
             costs, chosen, why = choose_micro_batch(costs, request, say)
         if request.wafer_count == 1:
-            table, part = search_segments(costs, request, say)
-            part = part or chosen or wafer_part(table, objective)
+            table, part = (costs, chosen) if chosen is not None else search_segments(costs, request, say)
+            part = part or wafer_part(table, objective)
             decision = PipelineDecision(
                 wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table), micro_batch=_micro(table), reason=why
             )
