@@ -203,3 +203,16 @@ def test_stream_batch_keeps_a_pass_per_update_and_the_pipeline_still_micro_batch
     piped = ws.solve(TRANSFORMER, "tiny", train=True, train_batch=8, stream_batch=4, place=False, output=tmp_path / "p.json")
     assert piped.plan.decision.micro_batch is not None  # type: ignore[attr-defined]
     assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_the_search_stopped_by_the_time_limit_says_the_larger_sizes_are_not_proven() -> None:
+    from wsealloc.budget import Deadline
+    from wsealloc.request import build_request
+    from wsealloc.strategy.pipeline import choose_micro_batch
+
+    request = build_request(TRANSFORMER, "wse2-measured", train=True, train_batch=8, place=False)
+    costs = build_costs(request.onnx_model, request.machine, request.cost)
+    # (on the measured WSE-2 the work floor does not rule out 2 at once, as it does on tiny)
+    table, part, why = choose_micro_batch(costs, request, Deadline.after(0.0))
+    assert part is not None and table.options.train is not None and table.options.train.micro_batch == 1
+    assert "the time limit stopped the search at 2" in why  # one size costed, the next not proven slower

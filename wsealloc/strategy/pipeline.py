@@ -209,13 +209,17 @@ def micro_batch_floor(costs: CostTable, micro: int, wafers: int) -> tuple[int, i
     return int(np.ceil(exact - 1e-9)), int(np.ceil(growing - 1e-9))
 
 
-def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = quiet) -> tuple[CostTable, Part | None, str]:
+def choose_micro_batch(
+    costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet
+) -> tuple[CostTable, Part | None, str]:
     """A training pipeline in micro-batches (``request.micro_batching``): the table costed with the
     micro-batch (``--micro-batch``, else the fastest of ``opmodels.streaming.micro_batches``, proven:
     the sizes are tried from the least up, each table's optimum proven, a size skipped when
     ``micro_batch_floor`` reaches the best time found and the search ended when the growing floor does
     or a size does not fit, as no larger one does), its part when proven on one wafer (with its segment
-    length searched: the table returned is costed with the best), and the reason."""
+    length searched: the table returned is costed with the best), and the reason. The search takes at
+    most half the time left (``deadline``): stopped sooner, the reason says the larger sizes are not
+    proven slower."""
     train = request.cost.train
     assert train is not None
     if request.micro_batch is not None:
@@ -227,6 +231,8 @@ def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = 
     assert wafers is not None  # (refused: --wafers auto chooses no micro-batch)
     best: tuple[int, int, CostTable, Part | None] | None = None
     tried = skipped = 0
+    budget = deadline.share(0.5)
+    stopped: int | None = None  # the first size left uncosted when the time ran out
     sizes = micro_batches(train.batch)
     for m in sizes:
         exact, growing = micro_batch_floor(costs, m, wafers)
@@ -235,6 +241,9 @@ def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = 
         if best is not None and exact >= best[0]:
             skipped += 1
             continue
+        if best is not None and budget.expired():
+            stopped = m
+            break
         table = with_options(costs, micro_options(costs.options, m), request.constraints)
         part: Part | None = None
         try:
@@ -257,9 +266,14 @@ def choose_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = 
         table = with_options(costs, micro_options(costs.options, 1), request.constraints)
         return table, None, ""
     _, m, table, part = best
+    rest = (
+        "the larger ones bounded or not fitting"
+        if stopped is None
+        else f"the time limit stopped the search at {stopped}: the sizes from {stopped} on are not proven slower"
+    )
     why = (
         f"micro-batch {m} of {train.batch} ({-(-train.batch // m)} micro-batches a weight update): the fastest of "
-        f"{tried} costed, {skipped} bounded no faster, the larger ones bounded or not fitting"
+        f"{tried} costed, {skipped} bounded no faster, {rest}"
     )
     say(why)
     return table, part, why
@@ -354,7 +368,7 @@ class LayerPipeline(Strategy):
         chosen: Part | None = None
         why = ""
         if request.micro_batching:
-            costs, chosen, why = choose_micro_batch(costs, request, say)
+            costs, chosen, why = choose_micro_batch(costs, request, deadline, say)
         if request.wafer_count == 1:
             table, part = (costs, chosen) if chosen is not None else search_segments(costs, request, say)
             part = part or wafer_part(table, objective)

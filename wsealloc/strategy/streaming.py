@@ -89,11 +89,14 @@ def streamed_part(
     return Part(units, proven, wider=True, place=False)
 
 
-def streamed_micro_batch(costs: CostTable, request: SolveRequest, say: Progress = quiet) -> tuple[int, Part, str]:
+def streamed_micro_batch(
+    costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet
+) -> tuple[int, Part, str]:
     """Training streamed in micro-batches (``request.streams_micro_batches``): the micro-batch (``--micro-batch``,
     else the fastest of ``micro_batches``, proven: each size's sound bound is computed, sizes are tried
     from the least bound up and the search stops when a bound reaches the best time found, so no other
-    size is faster), its part with the bound over every size, and the reason."""
+    size is faster), its part with the bound over every size, and the reason. The search takes at most
+    half the time left (``deadline``); the bound stays the least over every size either way."""
     train = request.cost.train
     assert train is not None
     total = train.batch
@@ -108,9 +111,14 @@ def streamed_micro_batch(costs: CostTable, request: SolveRequest, say: Progress 
     bounds = {m: streamed_lower_bound(costs, m, total) for m in sizes}
     best: tuple[int, int, Part] | None = None  # (time per sample, size, part)
     tried = 0
+    budget = deadline.share(0.5)
+    stopped = False
     for m in sorted(sizes, key=lambda m: (bounds[m], m)):
         if best is not None and bounds[m] >= best[0]:
             break  # every size left is bounded no faster than the best
+        if best is not None and budget.expired():
+            stopped = True
+            break  # (the plan's bound, the least over every size, says how far from proven)
         tried += 1
         try:
             part = streamed_part(costs, m, recompute, total)
@@ -128,7 +136,8 @@ def streamed_micro_batch(costs: CostTable, request: SolveRequest, say: Progress 
     proven = replace(part.bound, value=low, choice=(0,) if low == value else None)
     why = (
         f"micro-batch {m} of {total} ({-(-total // m)} passes): the fastest of {len(sizes)} sizes that fit "
-        f"(up to {fits}), {tried} costed, the rest bounded no faster"
+        f"(up to {fits}), {tried} costed, "
+        + ("the time limit stopped the rest (the bound is the least over them)" if stopped else "the rest bounded no faster")
     )
     say(why)
     return m, replace(part, bound=proven), why
@@ -151,7 +160,7 @@ class WeightStreaming(Strategy):
         check_trainable(costs, request)
         if request.streams_micro_batches:
             assert request.cost.train is not None
-            m, part, why = streamed_micro_batch(costs, request, say)
+            m, part, why = streamed_micro_batch(costs, request, deadline, say)
             decision = StreamingDecision(
                 batch=m, global_batch=request.cost.train.batch, reason=f"--mode streaming; {why}" if why else "--mode streaming"
             )
