@@ -148,6 +148,7 @@ def predict(row: Row, family: str, folder: Path) -> dict[str, object]:
             "_errors": [0.0],
         }
     wall = time.perf_counter() - t0
+    print(f"{row.key}: {out.plan.decision.reason}", file=sys.stderr)
     rate = out.plan.objective.throughput_samples_per_s * row.systems
     decision = out.plan.decision
     micro = getattr(decision, "micro_batch", None) or getattr(decision, "batch", None)
