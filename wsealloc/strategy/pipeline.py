@@ -576,12 +576,13 @@ def training_lines(plan: Plan, costs: CostTable) -> list[str]:
     rate = plan.objective.throughput_samples_per_s
     usable = costs.arch.usable_sram_bytes * costs.arch.total_cores * len(plan.stages)
     memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
+    flight = "samples" if train.micro_batch is None else f"micro-batches of {train.micro_batch}"
     return [
         f"training: {rate:,.1f} samples/s{per_token(costs, rate)}; {train.optimizer.value}, weights updated "
         f"{every}; forward, backward and update time-shared on each kernel's rectangle; {segments_line(works, flags)} "
         f"of about {length} stages ({recompute} of {len(plan.kernels)} kernels) recompute (--recompute "
         f"{train.recompute.value})",
-        f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
+        f"training memory: {memory} (stash: up to {deepest} {flight} in flight); {format_bytes(sum(totals.values()))} "
         f"of {format_bytes(usable)} usable",
     ]
 
