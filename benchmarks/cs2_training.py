@@ -15,8 +15,8 @@ R2.9.0; samples/s read off the logs' ``Rate=`` lines, batch = samples / steps), 
   size, proven);
 - in the mode the system ran (BERT-large pipelined, the rest weight streaming) on the wafer it ran on
   (CS-2: WSE-2, CS-3: WSE-3); two CS-2 run data-parallel, each its half of the batch with its own weight
-  stream (SwarmX broadcasts the weights and reduces the gradients in the network: Cerebras, "Cerebras
-  Wafer-Scale Cluster", Hot Chips 34, 2022), so their rate is twice one wafer's at the per-box batch.
+  stream (SwarmX broadcasts the weights and reduces the gradients in the network: S. Lie, "Cerebras
+  Architecture Deep Dive", Hot Chips 34, 2022), so their rate is twice one wafer's at the per-box batch.
 
 Physical parameters only (the presets' sources; no factor per model): the off-wafer stream is the
 presets' ``cluster.offwafer_bytes_per_s`` = 150 GB/s each way, the 1.2 Tb/s of I/O (12 x 100 GbE) Cerebras
