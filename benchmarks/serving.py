@@ -10,10 +10,11 @@ launch blog of 2024-08-27, trade press for the later figures).
 
 Usage::
 
-    python benchmarks/serving.py [--models 8b,70b,405b] [--time-limit 60] [--place]
+    python benchmarks/serving.py [--models 8b,70b,405b,70b-prefill,405b-prefill] [--time-limit 60] [--place]
 
 Prints a Markdown table: wafers, the plan's tokens/s per request and its proven bound's, the gap, the
-largest context at that request count, the solve's wall time, and the published rates.
+largest context at that request count, the time to first token (prefill rows: the prompt of 4,096
+tokens through every wafer), the solve's wall time, and the published rates.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ CASES = {  # name: (zoo file, published tokens/s per user on CS-3 and where)
     "8b": ("llama3-8b-decode.onnx", "1,800 (Llama-3.1-8B, 1 CS-3, 2024-08)"),
     "70b": ("llama-3.1-70b-decode.onnx", "450 (2024-08), 2,100 (2024-10), 2,314 (3.3-70B, 2025); four CS-3"),
     "405b": ("llama-3.1-405b-decode.onnx", "969, first token 0.24 s (2024-11)"),
+    # the prompt of the zoo's prefill exports: 4,096 tokens (the time to first token over the wafers)
+    "70b-prefill": ("llama-3.1-70b-prefill.onnx", "-"),
+    "405b-prefill": ("llama-3.1-405b-prefill.onnx", "first token 0.24 s (2024-11; prompt length not published)"),
 }
 
 
@@ -47,7 +51,7 @@ def row(name: str, time_limit: float, place: bool, out_dir: Path) -> dict[str, o
         ROOT / "models" / file,
         "wse3-measured",
         objective="latency",
-        context=4096,
+        context=4096 if "decode" in file else None,  # a prefill export carries its prompt
         wafers=wafers,
         place=place,
         time_limit=time_limit,
@@ -60,14 +64,16 @@ def row(name: str, time_limit: float, place: bool, out_dir: Path) -> dict[str, o
     clock = plan.arch.clock_hz
     bound = plan.objective.bound_cycles
     report = verify_plan(plan_path)
+    first = f"{llm.time_to_first_token_s:.3f} s" if llm.time_to_first_token_s is not None else "-"
     return {
-        "model": file.removesuffix("-decode.onnx"),
+        "model": file.removesuffix(".onnx"),
         "wafers": len(plan.stages),
         "tokens/s per request": f"{llm.tokens_per_s_per_request:,.0f}",
         "bound (tokens/s at most)": f"{clock / bound:,.0f}" if bound else "-",
         "gap": f"{plan.objective.gap:.1%}" if plan.objective.gap is not None else "-",
         "status": plan.objective.status.value,
         "largest context": f"{llm.largest_context:,}",
+        "first token": first,
         "solve s": f"{wall:.1f}",
         "verified": "yes" if report.ok else f"no: {report.violations[0]}",
         "published (tokens/s per user)": published,
@@ -76,7 +82,7 @@ def row(name: str, time_limit: float, place: bool, out_dir: Path) -> dict[str, o
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="8b,70b,405b")
+    parser.add_argument("--models", default="8b,70b,405b", help=f"of {', '.join(CASES)}")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--place", action="store_true", help="place every wafer (default: allocation only)")
     parser.add_argument("--out", type=Path, default=Path("/tmp"), help="where the plans are written")

@@ -18,9 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from typing_extensions import Unpack
 
 from wsealloc.arch import Arch, load_arch
@@ -29,7 +39,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.cost.model import Optimizer, Recompute
+from wsealloc.cost.model import CostModelName, Optimizer, Recompute
 from wsealloc.errors import UsageError, WseallocError, choices_message, excerpt
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
@@ -107,7 +117,18 @@ class SolveRequest(_Frozen):
     requests: int = Field(1, strict=True, ge=1, le=2**20)  # sequences in flight, interleaved through the kernels
     mode: Mode = Mode.PIPELINED  # resident weights (a layer pipeline) or weight streaming
     stream_batch: int | None = Field(None, ge=1, le=2**20)  # samples per streamed pass (None: the training batch, or 1)
+    # training: samples per micro-batch of the global batch (``cost.train.batch``); None: chosen by the
+    # strategy when the global batch is over 1 (docs/cost-model.md, "Micro-batches")
+    micro_batch: int | None = Field(None, ge=1, le=2**20)
     constraints: Constraints | None = None  # the user's rules (``--constraints``, ``--from-plan``; docs/constraints.md)
+
+    @model_serializer(mode="wrap")
+    def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # --micro-batch appears only when given: every other request reads as before
+        data: dict[str, Any] = handler(self)
+        if data.get("micro_batch", 0) is None:
+            del data["micro_batch"]
+        return data
 
     @field_validator("objective", mode="before")
     @classmethod
@@ -157,6 +178,21 @@ class SolveRequest(_Frozen):
         return self.cost.train.batch if self.cost.train is not None else 1
 
     @property
+    def micro_batching(self) -> bool:
+        """Whether the global batch runs as micro-batches: training with ``--micro-batch`` or a global batch
+        over 1 (streamed, ``--stream-batch`` keeps a pass per update as before: ``streams_micro_batches``)."""
+        train = self.cost.train
+        if train is None:
+            return False
+        # (the other cost models keep a 1/batch share of the update per sample; --micro-batch is refused there)
+        return self.micro_batch is not None or (train.batch > 1 and self.cost.model is CostModelName.STANDARD)
+
+    @property
+    def streams_micro_batches(self) -> bool:
+        """Whether a streamed plan runs the global batch as micro-batches (``--stream-batch`` not given)."""
+        return self.micro_batching and self.stream_batch is None
+
+    @property
     def wafer_count(self) -> int | None:
         """Wafers to pipeline over (None: the fewest that fit)."""
         return None if self.wafers == "auto" else int(self.wafers)
@@ -202,6 +238,7 @@ class RequestOptions(TypedDict, total=False):
     recompute_segment: int | None
     mode: str
     stream_batch: int | None
+    micro_batch: int | None
     context: int | None
     batch: int | None
     constraints: str | Path | Constraints | None
@@ -320,6 +357,7 @@ def build_request(
         "requests": opts.get("requests", 1),
         "mode": _choice("mode", opts.get("mode", "pipelined"), [m.value for m in Mode]),
         "stream_batch": opts.get("stream_batch"),
+        "micro_batch": opts.get("micro_batch"),
         "constraints": _constraints(opts.get("constraints"), base),
     }
     try:
@@ -468,6 +506,7 @@ _OPTION_NAMES = {
     "cost.train.batch": "--train-batch",
     "cost.train.segment": "--recompute-segment",
     "stream_batch": "--stream-batch",
+    "micro_batch": "--micro-batch",
     "mode": "--mode",
     "sharing": "--share",
     "sharing.grid": "--grid",

@@ -93,6 +93,7 @@ class Instance(_Frozen):
     train_batch: int = 1
     mode: str = "pipelined"  # or streaming, auto (docs/cost-model.md, section 12)
     stream_batch: int | None = None
+    micro_batch: int | None = None
     best: Best | None = None
 
     def request(self, base: Path) -> SolveRequest:
@@ -118,6 +119,7 @@ class Instance(_Frozen):
             train_batch=self.train_batch,
             mode=self.mode,
             stream_batch=self.stream_batch,
+            micro_batch=self.micro_batch,
         )
         source = request.model
         if source.file is not None and not Path(source.file).is_file():

@@ -134,7 +134,14 @@ def _costing_options(fn: F) -> F:
                 default=1,
                 show_default=True,
                 type=ASCII_INT,
-                help="With --train: samples per weight update (1: every sample, as pipelined backpropagation).",
+                help="With --train: samples per weight update, the global batch (1: every sample, as pipelined "
+                "backpropagation; more: micro-batches run in turn, gradients accumulated).",
+            ),
+            click.option(
+                "--micro-batch",
+                default=None,
+                type=ASCII_INT,
+                help="With --train: samples per micro-batch of the global batch (default: chosen, proven fastest).",
             ),
             click.option(
                 "--recompute",
@@ -321,6 +328,7 @@ _REQUEST_KEYS = {
     "recompute_segment": "recompute_segment",
     "mode": "mode",
     "stream_batch": "stream_batch",
+    "micro_batch": "micro_batch",
     "context": "context",
     "batch": "batch",
 }

@@ -30,7 +30,7 @@ from wsealloc.cost.model import (
     Work,
 )
 from wsealloc.cost.region import region_grid_costs
-from wsealloc.cost.streaming import streamed_grid_costs
+from wsealloc.cost.streaming import batched, streamed_grid_costs
 from wsealloc.cost.training import SegmentPlace, TrainingWork, training_grid_costs
 from wsealloc.errors import UsageError, choices_message
 from wsealloc.graph.ir import OpGraph
@@ -68,10 +68,13 @@ def training_work(
     place: SegmentPlace | None = None,
     params: int | None = None,
     dtype_bytes: int = BYTES_PER_WEIGHT,
+    fill_drain: int = 0,
 ) -> Work:
     """A kernel's training work (``cost.training``) from its forward work under ``options.train``. A
     conv under ``--cost-model ispd2020`` stays the contest's kernel: its formula already is forward,
-    backward and weight update side by side (docs/cost-model.md, section 8)."""
+    backward and weight update side by side (docs/cost-model.md, section 8). With a micro-batch
+    (``options.train.micro_batch``) the forward is the micro-batch's (``cost.streaming.batched``), its
+    samples in flight are micro-batches and a global batch adds ``fill_drain`` steps (``cost.training``)."""
     train = options.train
     if isinstance(forward, IspdConvWork):
         return forward
@@ -80,8 +83,9 @@ def training_work(
             f"training is costed for the standard cost model's kernels (not {type(forward).__name__}); "
             "use --cost-model standard or ispd2020 with --train"
         )
+    micro = train.micro_batch
     work = TrainingWork(
-        forward,
+        batched(forward, micro) if micro is not None else forward,
         input_grad,
         loss,
         in_flight,
@@ -90,10 +94,12 @@ def training_work(
         train.recompute,
         param_count=params,
         dtype_bytes=dtype_bytes,
+        micro_batch=micro,
+        fill_drain=fill_drain if micro is not None else 0,
     )
     if place is None:
         return work
-    inside = min(place.input_bytes, work.stash_bytes)
+    inside = min(place.input_bytes * work.samples, work.stash_bytes)  # (a micro-batch's)
     return replace(
         work,
         segment=place.segment,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from wsealloc.graph.contest import ConvArgs
 from wsealloc.graph.opclass import KernelKind
@@ -93,6 +94,19 @@ class TrainingOptions(BaseModel):
     # pipeline stages per recomputation segment (None: about sqrt(D); a solve on one wafer searches a few
     # lengths and records the one its plan used: cost.training, "Recomputation")
     segment: int | None = Field(None, ge=1, le=2**16)
+    # samples per micro-batch in the layer pipeline (``cost.training``, "Micro-batches"): set by the
+    # pipeline strategy's decision (``--micro-batch``, or chosen), never by the request's cost options;
+    # None: every sample its own step and no fill or drain (pipelined backpropagation)
+    micro_batch: int | None = Field(None, ge=1, le=2**20)
+
+    @model_serializer(mode="wrap")
+    def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # micro-batching's fields appear only when set: every other plan and request reads as before
+        data: dict[str, Any] = handler(self)
+        for key in ("micro_batch", "global_batch"):
+            if key in data and data[key] is None:
+                del data[key]
+        return data
 
 
 class CostOptions(BaseModel):
@@ -314,6 +328,12 @@ class TrainingWork:
     # weight bytes over ``dtype_bytes``) and the bytes of one weight or activation element (the arch's)
     param_count: int | None = None
     dtype_bytes: int = BYTES_PER_WEIGHT
+    # micro-batching (``cost.training``, "Micro-batches"): the forward is that of ``micro_batch`` samples
+    # at once, ``in_flight`` counts micro-batches, and a global batch of ``batch`` samples takes
+    # ceil(batch / micro_batch) steps plus ``fill_drain`` steps of the pipeline's fill and drain, then
+    # the update; None: one sample a step, no fill or drain, a 1/batch share of the update per sample
+    micro_batch: int | None = None
+    fill_drain: int = 0
 
     @property
     def kind(self) -> KernelKind:
@@ -366,15 +386,25 @@ class TrainingWork:
         return BACKWARD_VECTOR_FACTOR * int(self.forward.vector_ops) + self.loss_ops
 
     @property
+    def samples(self) -> int:
+        """Samples of one forward: the micro-batch's, else 1."""
+        return self.micro_batch or 1
+
+    @property
     def macs(self) -> int:
         """MACs per sample: forward and backward (the ``macs`` of reports)."""
-        return int(self.forward.macs) + self.backward_macs
+        return (int(self.forward.macs) + self.backward_macs) // self.samples
 
     @property
     def vector_ops(self) -> int:
         """Vector ops per sample: forward, backward and a 1/batch share of the update."""
         update = -(-self.params * self.optimizer.ops_per_param // self.batch)
-        return int(self.forward.vector_ops) + self.backward_vector_ops + update
+        return (int(self.forward.vector_ops) + self.backward_vector_ops) // self.samples + update
+
+    @property
+    def steps(self) -> int:
+        """Pipeline steps of one global batch (micro-batching): its micro-batches, the fill and the drain."""
+        return -(-self.batch // self.samples) + self.fill_drain if self.micro_batch is not None else 1
 
     @property
     def weight_bytes(self) -> int:
@@ -389,12 +419,12 @@ class TrainingWork:
     @property
     def in_bytes(self) -> int:
         """Activation bytes entering per sample (the forward's; its gradient leaves the same way)."""
-        return int(self.forward.in_bytes)
+        return int(self.forward.in_bytes) // self.samples
 
     @property
     def out_bytes(self) -> int:
         """Activation bytes leaving per sample (the forward's; its gradient comes back the same way)."""
-        return int(self.forward.out_bytes)
+        return int(self.forward.out_bytes) // self.samples
 
     @property
     def is_mac(self) -> bool:
@@ -432,6 +462,19 @@ class StreamedWork:
     batch: int
     recompute: bool = False
     replayed: bool = False
+    # micro-batching (training): the global batch whose ceil(global_batch / batch) passes of ``batch``
+    # samples (the last one padded) make one weight update; None: a pass per update, as before
+    global_batch: int | None = None
+
+    @property
+    def passes(self) -> int:
+        """Passes of ``batch`` samples a global batch takes (1 without micro-batching)."""
+        return -(-self.global_batch // self.batch) if self.global_batch is not None else 1
+
+    @property
+    def samples(self) -> int:
+        """Samples the passes of one global batch train (``batch`` without micro-batching)."""
+        return self.global_batch if self.global_batch is not None else self.batch
 
     @property
     def kind(self) -> KernelKind:

@@ -63,16 +63,49 @@ def streamed_grid_costs(
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
     best: GridCosts | None = None
-    forward = batched(work.forward, work.batch)
-    for df in forward.dataflows():
-        g = grid_fn(forward, arch, options, df, r, c, in_place=True)
-        here = _streamed(work, g, arch, r, c)
-        if best is None:
-            best = here
+    split: list[GridCosts] = []
+    for k, here in _turns(work, arch, options, r, c, grid_fn):
+        if k > 1:
+            split.append(here)
             continue
-        best = fits_then_fastest(best, here, arch.usable_sram_bytes)
+        best = here if best is None else fits_then_fastest(best, here, arch.usable_sram_bytes)
     assert best is not None  # every kernel has a dataflow
+    # strips only where they need no more SRAM a core than the whole wafer's turn: the region's SRAM adds
+    # every kernel's stash to the largest buffers, so a faster kernel must not take room from the rest
+    for here in split:
+        better = (here.sram_bytes <= best.sram_bytes) & (here.latency < best.latency)
+        if better.any():
+            best = best.where(better, here)
     return best
+
+
+def strips(work: StreamedWork, cols: int) -> list[int]:
+    """How many side-by-side strips of the wafer a kernel's turn may run its samples on: 1, and for a
+    kernel without parameters (attention's products of two activations, softmax), which has no
+    weights to stream or share, every count k up to its samples and the columns that gives each strip
+    ceil(batch / k) samples a different size (the least k of each)."""
+    if work.forward.weight_bytes or work.batch == 1:
+        return [1]
+    counts: dict[int, int] = {}
+    for k in range(1, min(work.batch, cols) + 1):
+        counts.setdefault(-(-work.batch // k), k)
+    return sorted(counts.values())
+
+
+def _turns(
+    work: StreamedWork, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn
+) -> list[tuple[int, GridCosts]]:
+    """The kernel's turn for each of its forward's dataflows and each strip count k (``strips``): k
+    strips of c // k columns side by side, each ceil(batch / k) samples at once."""
+    out = []
+    for k in strips(work, int(c.max())):
+        sub = -(-work.batch // k)
+        forward = batched(work.forward, sub)
+        narrow = np.maximum(c // k, 1)
+        for df in forward.dataflows():
+            g = grid_fn(forward, arch, options, df, r, narrow, in_place=True)
+            out.append((k, _streamed(work, g, arch, r, c, sub=sub, narrow=narrow)))
+    return out
 
 
 def streamed_floor(
@@ -81,12 +114,10 @@ def streamed_floor(
     """The least time per sample a kernel's streamed turn can take on each shape: its fastest forward
     dataflow, SRAM ignored (a lower bound over every dataflow and recomputation choice; the stash kept
     is never slower than recomputing)."""
-    forward = batched(work.forward, work.batch)
     kept = replace(work, recompute=False)
-    turns = [
-        _streamed(kept, grid_fn(forward, arch, options, df, r, c, in_place=True), arch, r, c).latency
-        for df in forward.dataflows()
-    ]
+    r = np.asarray(r, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    turns = [here.latency for _, here in _turns(kept, arch, options, r, c, grid_fn)]
     return np.min(np.stack(turns), axis=0)
 
 
@@ -125,14 +156,26 @@ def batched(work: KernelWork, batch: int) -> KernelWork:
     )
 
 
-def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np.ndarray) -> GridCosts:
-    """The streamed turn of the whole batch with its batched forward costing ``g`` on the shapes."""
+def _streamed(
+    work: StreamedWork,
+    g: GridCosts,
+    arch: Arch,
+    r: np.ndarray,
+    c: np.ndarray,
+    *,
+    sub: int | None = None,
+    narrow: np.ndarray | None = None,
+) -> GridCosts:
+    """The streamed turn of the whole batch with its batched forward costing ``g`` on the shapes; with
+    strips (``_turns``), ``g`` is one strip's, ``sub`` samples on ``narrow`` columns, all strips at once."""
     batch = work.batch
+    at_once = sub or batch  # samples one strip runs (the whole batch on the whole wafer)
+    cols = narrow if narrow is not None else c
     inner = work.inner
     training = isinstance(inner, TrainingWork)
     if isinstance(inner, TrainingWork):
-        whole = replace(inner, forward=batched(inner.forward, batch), in_flight=1)
-        ph = phases_on(whole, g, np.zeros(r.size, dtype=np.int64), arch, r, c, recompute=work.recompute)
+        whole = replace(inner, forward=batched(inner.forward, at_once), in_flight=1)
+        ph = phases_on(whole, g, np.zeros(r.size, dtype=np.int64), arch, r, cols, recompute=work.recompute)
         # the update runs off the wafer; a replay is a turn of its own (its segment replays in order,
         # other kernels' weights streamed in between: this kernel's come in again)
         forward, backward, replay = ph.forward, ph.backward, ph.recompute
@@ -153,21 +196,23 @@ def _streamed(work: StreamedWork, g: GridCosts, arch: Arch, r: np.ndarray, c: np
     parts = g.sram_parts()
     tile = parts.weights  # the streamed weights' tile per core
     grads = tile * (GRAD_BYTES_PER_PARAM / inner.dtype_bytes) if isinstance(inner, TrainingWork) and work.weight_bytes else 0.0
-    passing = np.ceil((work.in_bytes + work.out_bytes) * batch / cores)
+    passing = np.ceil((work.in_bytes + work.out_bytes) * at_once / (r * cols).astype(np.float64))
     buffers = 2 * tile + grads + parts.buffers + passing
     stash = np.ceil(streamed_stash_bytes(work) * batch / cores) if training else np.zeros(r.size)
     state = parts.state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
-    ratio = (forward + backward + replay) / np.maximum(forward, 1)
+    # micro-batching: a global batch is ``passes`` passes of ``batch`` samples (the last one padded)
+    passes, samples = work.passes, work.samples
+    ratio = (forward + backward + replay) / np.maximum(forward, 1) * (passes * batch / samples)
     return GridCosts(
-        rows=g.rows,
-        cols=g.cols,
+        rows=r,
+        cols=c,  # (the whole wafer, strips or not)
         # per sample, as the latency: the batch's compute and NoC cycles and the stream's, over the batch
         compute_cycles=g.compute_cycles * ratio / batch,
         noc_cycles=g.noc_cycles * ratio / batch,
         sram_bytes=streamed.total,
-        latency=np.minimum(-(-turn // batch), 2**62).astype(np.int64),
+        latency=np.minimum(-(-(turn * passes) // samples), 2**62).astype(np.int64),
         waste=g.waste,
         parts=streamed,
-        stream_cycles=np.full(r.size, -(-streamed_cycles // batch), dtype=np.int64),
+        stream_cycles=np.full(r.size, -(-(streamed_cycles * passes) // samples), dtype=np.int64),
     )

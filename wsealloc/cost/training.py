@@ -131,13 +131,19 @@ class Phases:
     forward_dataflow: np.ndarray  # index into the forward's dataflows()
     forward: np.ndarray
     backward: np.ndarray
-    update: np.ndarray  # a 1/batch share of one update
+    update: np.ndarray  # a 1/batch share of one update (micro-batching: the whole update)
     recompute: np.ndarray  # the forward again (recomputation), else 0
+    # micro-batching: forward, backward and recompute are one micro-batch's, a global batch of
+    # ``samples`` samples takes ``steps`` of them (its micro-batches, the fill and the drain) and one update
+    steps: int = 1
+    samples: int = 1
 
     @property
     def total(self) -> np.ndarray:
-        """Cycles per sample of the whole training step."""
-        return self.forward + self.backward + self.update + self.recompute
+        """Cycles per sample of the whole training step: (steps x (forward + backward + recompute) +
+        update) / samples, rounded up (the forward, backward and update of one sample without micro-batches)."""
+        step = self.forward + self.backward + self.recompute
+        return -(-(step * self.steps + self.update) // self.samples)
 
 
 def phases_on(
@@ -155,11 +161,14 @@ def phases_on(
     # each core updates its share of the kernel's distinct parameters (a dataflow that replicates the
     # weights, os, has every replica's copy sent the new values along its column, as the weights came)
     params_per_core = work.params / (r * c).astype(np.float64)
-    update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / work.batch).astype(np.int64)
+    # micro-batching: the whole update once per global batch (Phases.total spreads it over the samples)
+    share = 1 if work.micro_batch is not None else work.batch
+    update = np.ceil(params_per_core * work.optimizer.ops_per_param / vec_rate / share).astype(np.int64)
     forward = g.latency.astype(np.int64)
     # the replay: a kernel whose output a kernel of its segment consumes runs its forward again
     again = forward if recompute and work.replays else np.zeros_like(forward)
-    return Phases(df, forward, backward.astype(np.int64), update, again)
+    samples = work.batch if work.micro_batch is not None else 1
+    return Phases(df, forward, backward.astype(np.int64), update, again, work.steps, samples)
 
 
 def training_grid_costs(
@@ -202,11 +211,12 @@ def _training_costs(work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray,
     stash = np.ceil(work.kept_stash_bytes(recompute) / cores)
     train_parts = SramParts(parts.weights, parts.state, parts.buffers, grads=grads, optimizer=optimizer, stash=stash)
     # the backward (and a recomputed forward) on the forward's resources
-    ratio = (ph.forward + ph.backward + ph.recompute) / np.maximum(ph.forward, 1)
+    # per sample: micro-batching runs ``steps`` micro-batches (fill and drain included) per global batch
+    ratio = (ph.forward + ph.backward + ph.recompute) / np.maximum(ph.forward, 1) * (ph.steps / ph.samples)
     return GridCosts(
         rows=g.rows,
         cols=g.cols,
-        compute_cycles=g.compute_cycles * ratio + ph.update,
+        compute_cycles=g.compute_cycles * ratio + ph.update / ph.samples,
         noc_cycles=g.noc_cycles * ratio,
         sram_bytes=train_parts.total,
         latency=np.minimum(ph.total, 2**62),

@@ -110,13 +110,14 @@ def _inner(work: object) -> KernelWork | TrainingWork:
     return work
 
 
-def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True) -> CostTable:
+def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True, global_batch: int | None = None) -> CostTable:
     """The streamed model's cost table: one region of every kernel on the whole wafer, each kernel's
     work a :class:`StreamedWork` (with the recomputation :func:`recompute_choice` makes; ``recompute``
-    False: every kernel keeps its stash)."""
+    False: every kernel keeps its stash); ``global_batch``: micro-batches of ``batch`` samples, as many
+    passes as cover it per weight update (``StreamedWork.passes``)."""
     chosen = recompute_choice(costs, batch) if recompute else ((False, False),) * len(costs.kernels)
     kernels = tuple(
-        replace(kc, work=StreamedWork(_inner(kc.work), batch, rec, peak))
+        replace(kc, work=StreamedWork(_inner(kc.work), batch, rec, peak, global_batch))
         for kc, (rec, peak) in zip(costs.kernels, chosen, strict=True)
     )
     members = replace(costs, kernels=kernels)
@@ -124,20 +125,33 @@ def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True) -> 
     return region_table(members, [(0, len(kernels))], shapes=whole)
 
 
-def lower_bound(costs: CostTable, batch: int) -> int:
+def lower_bound(costs: CostTable, batch: int, global_batch: int | None = None) -> int:
     """A proven lower bound on the streamed time per sample: every kernel's turn on its fastest dataflow
     with its stash kept and SRAM ignored (``cost.streaming.streamed_floor``), summed (the region runs
-    them one after another)."""
+    them one after another); ``global_batch``: micro-batches of ``batch`` (``streaming_table``)."""
     arch = costs.arch
     r, c = np.array([arch.rows]), np.array([arch.cols])
     return sum(
-        int(streamed_floor(StreamedWork(_inner(kc.work), batch), arch, costs.options, r, c, grid_costs)[0])
+        int(
+            streamed_floor(
+                StreamedWork(_inner(kc.work), batch, global_batch=global_batch), arch, costs.options, r, c, grid_costs
+            )[0]
+        )
         for kc in costs.kernels
     )
 
 
+def micro_batches(global_batch: int) -> list[int]:
+    """The micro-batch sizes worth trying for ``global_batch`` samples, ascending: for every count n of
+    micro-batches, the least size that covers the batch in n, ceil(global_batch / n) (a larger size with
+    the same count only pads more: every op model's time and SRAM grow with the samples)."""
+    sizes = {-(-global_batch // n) for n in range(1, min(global_batch, 1 << 12) + 1)}
+    sizes.update(range(1, -(-global_batch // (1 << 12)) + 1))  # (past 4,096 micro-batches: every small size)
+    return sorted(sizes)
+
+
 def largest_batch(costs: CostTable, limit: int = 1 << 16) -> int:
-    """The largest batch whose streamed region fits the wafer's SRAM (0: not even one sample), by
+    """The largest batch up to ``limit`` whose streamed region fits the wafer's SRAM (0: not even one sample), by
     bisection (a larger batch needs at least as much SRAM: more activations per kernel)."""
 
     def fits(batch: int) -> bool:
@@ -149,8 +163,7 @@ def largest_batch(costs: CostTable, limit: int = 1 << 16) -> int:
     lo, hi = 1, 2
     while hi <= limit and fits(hi):
         lo, hi = hi, hi * 2
-    if hi > limit:
-        return lo
+    hi = min(hi, limit + 1)  # (nothing past the limit is tried)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)

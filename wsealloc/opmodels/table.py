@@ -148,6 +148,7 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
                 place=places[i],
                 params=parameters(kernel.weights, kgraph.ops, fixed),
                 dtype_bytes=arch.dtype.bytes,
+                fill_drain=2 * (stages - 1),  # micro-batching: the first micro-batch's way to the loss and back
             )
         if work not in cache:
             table = enumerate_op_models(work, arch, options)
@@ -199,9 +200,11 @@ def with_link_stages(costs: CostTable, wafer_of: Sequence[int]) -> CostTable:
         work = replace(
             work,
             in_flight=work.in_flight + 2 * (last - wafer),
+            # micro-batching: the fill and drain cross every boundary both ways, one step each
+            fill_drain=work.fill_drain + 2 * last if work.micro_batch is not None else 0,
             segment=place.segment,
             segment_kernels=place.kernels,
-            segment_input_bytes=min(place.input_bytes, work.stash_bytes),
+            segment_input_bytes=min(place.input_bytes * work.samples, work.stash_bytes),
             replay_window=place.replay_window,
             replays=place.replays,
         )

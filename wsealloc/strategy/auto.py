@@ -17,7 +17,7 @@ from wsealloc.problem.objective import ProvenBound
 from wsealloc.strategy.base import Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision
 from wsealloc.strategy.modes import Mode
-from wsealloc.strategy.pipeline import LayerPipeline
+from wsealloc.strategy.pipeline import LayerPipeline, streamed_label
 from wsealloc.strategy.streaming import WeightStreaming, refuse_streaming
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ class AutoMode(Strategy):
         rates = f"pipelined {clock / (pipe or 1):,.1f} samples/s (proven)"
         if streamed is None or stream is None:
             return _because(piped, f"auto: {rates}; streaming {batch} sample(s) per pass does not fit")
+        batch = getattr(streamed.decision, "batch", batch)  # (the micro-batch, when it chose one)
         rates += f", streamed {clock / stream:,.1f} samples/s at {batch} per pass"
         if pipe is not None and pipe <= stream:
             return _because(piped, f"auto: {rates}: pipelined")
@@ -93,7 +94,7 @@ class AutoMode(Strategy):
     def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
         if decision.strategy == STREAMING.name:
             return [("layer pipeline (--mode pipelined)", {"mode": "pipelined"})]
-        return [(f"weight streaming ({request.stream_samples} sample(s) per pass)", {"mode": "streaming"})]
+        return [(streamed_label(request), {"mode": "streaming"})]
 
 
 def _because(prepared: Prepared, why: str) -> Prepared:

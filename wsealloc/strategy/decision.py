@@ -8,9 +8,9 @@ new strategy's decision needs no change here."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from wsealloc.strategy.modes import Family, Side
 
@@ -25,6 +25,15 @@ class Decision(BaseModel):
 
     strategy: str
     reason: str = ""
+
+    @model_serializer(mode="wrap")
+    def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # micro-batching's fields appear only when set: every other plan and request reads as before
+        data: dict[str, Any] = handler(self)
+        for key in ("micro_batch", "global_batch"):
+            if key in data and data[key] is None:
+                del data[key]
+        return data
 
     def stage_cuts(self, units: int) -> tuple[int, ...]:
         """Where the plan's ``units`` (kernels or regions, in dataflow order) are cut over wafers: one
@@ -41,6 +50,9 @@ class PipelineDecision(Decision):
     wafers: Annotated[int, Field(strict=True, ge=1, le=2**16)]
     cuts: tuple[Index, ...]
     segment: Annotated[int, Field(strict=True, ge=1, le=2**16)] | None = None
+    # training with micro-batches (docs/cost-model.md, "Micro-batches"): the samples of one; None: every
+    # sample its own step (a plan of an earlier release, or a global batch of 1)
+    micro_batch: Annotated[int, Field(strict=True, ge=1, le=2**20)] | None = None
 
     @model_validator(mode="after")
     def _cuts(self) -> PipelineDecision:
@@ -59,6 +71,15 @@ class StreamingDecision(Decision):
 
     strategy: Literal["streaming"] = "streaming"
     batch: Annotated[int, Field(strict=True, ge=1, le=2**20)]
+    # training with micro-batches: ``batch`` is the micro-batch, streamed in ceil(global_batch / batch)
+    # passes per weight update; None: one pass per update (a plan of an earlier release, or --stream-batch)
+    global_batch: Annotated[int, Field(strict=True, ge=1, le=2**20)] | None = None
+
+    @model_validator(mode="after")
+    def _micro(self) -> StreamingDecision:
+        if self.global_batch is not None and self.batch > self.global_batch:
+            raise ValueError(f"decision.batch {self.batch} is over the global batch {self.global_batch}")
+        return self
 
 
 class RegionsDecision(Decision):

@@ -26,6 +26,7 @@ from wsealloc.opmodels.recompute import fewest_cores
 from wsealloc.opmodels.recompute import fix as fix_recompute
 from wsealloc.opmodels.recompute import settle as settle_recompute
 from wsealloc.opmodels.recompute import stuck as recompute_stuck
+from wsealloc.opmodels.streaming import micro_batches
 from wsealloc.opmodels.table import check_each_kernel_fits, pipeline_shape
 from wsealloc.pipeline import over_wafers, with_options
 from wsealloc.problem import AllocationProblem, build_problem
@@ -142,6 +143,7 @@ def search_segments(
     objective = objective_named(request.objective)
     tried: list[tuple[int, int]] = []  # (length, bound)
     best: tuple[tuple[int, int, int], CostTable, Part] | None = None  # only the fastest so far is kept
+    base_train = costs.options.train if costs.options.train is not None else train  # (its micro-batch kept)
     lengths = sorted(segment_lengths(costs), key=lambda n: (abs(n - base), n))
     say(f"recomputation segments: trying lengths {', '.join(map(str, sorted(lengths)))}")
     for length in lengths:
@@ -151,7 +153,7 @@ def search_segments(
             )
         if deadline is not None and best is not None and deadline.expired():
             break  # the time is up: the fastest length so far
-        options = request.cost.model_copy(update={"train": train.model_copy(update={"segment": length})})
+        options = costs.options.model_copy(update={"train": base_train.model_copy(update={"segment": length})})
         # the default length is the table at hand (costed with about sqrt(D) already): only the record differs
         table = replace(costs, options=options) if length == base else with_options(costs, options, request.constraints)
         try:
@@ -169,6 +171,124 @@ def search_segments(
     listed = ", ".join(f"{n}: {value:,}" for n, value in sorted(tried))
     say(f"recomputation segments of {length} stages (bounds by length: {listed} cycles)")
     return table, part
+
+
+def micro_options(options: CostOptions, micro: int | None) -> CostOptions:
+    """``options`` with training's micro-batch set to ``micro``."""
+    if options.train is None or options.train.micro_batch == micro:
+        return options
+    return options.model_copy(update={"train": options.train.model_copy(update={"micro_batch": micro})})
+
+
+def refuse_micro_batch(request: SolveRequest) -> None:
+    """What micro-batching cannot plan, in the user's words (both the pipeline and streaming)."""
+    m = request.micro_batch
+    train = request.cost.train
+    if train is not None and train.micro_batch is not None:
+        raise ValueError("cost.train.micro_batch is the strategy's decision: give the micro-batch as --micro-batch")
+    if m is None:
+        return
+    if train is None:
+        raise ValueError("--micro-batch splits a training batch: give --train (and --train-batch) with it")
+    if request.stream_batch is not None:
+        raise ValueError("--stream-batch and --micro-batch both set a streamed pass's samples: give one")
+    if m > train.batch:
+        raise ValueError(f"--micro-batch {m} is over the global batch (--train-batch {train.batch})")
+    if request.cost.model is not CostModelName.STANDARD:
+        raise ValueError("--micro-batch is costed with the standard model (use --cost-model standard)")
+
+
+def training_macs(costs: CostTable) -> int:
+    """MACs of one training sample over the table's kernels (forward and backward, no recomputation)."""
+    return sum(int(kc.work.macs) for kc in costs.kernels if isinstance(kc.work, TrainingWork))
+
+
+def micro_batch_floor(costs: CostTable, micro: int, wafers: int) -> tuple[int, int]:
+    """Two lower bounds on the time per sample of a pipeline of ``micro``-sample micro-batches over
+    ``wafers`` wafers, whatever the allocation: every kernel's step is at least its MACs over its cores'
+    rate, and the cores of all kernels are at most the wafers', so the slowest step is at least
+    ``micro`` x one sample's MACs / (MACs per cycle x cores); a global batch of G takes ceil(G / micro) +
+    F such steps (F = 2 (D - 1), the fill and drain). Returns (that bound, the same with G + F micro in
+    place of ceil(G / micro) micro + F micro, which grows with ``micro``)."""
+    train = costs.options.train
+    assert train is not None
+    total = train.batch
+    fill = 2 * (pipeline_shape(costs.kgraph)[1] - 1)
+    rate = float(costs.arch.core.macs_per_cycle) * costs.arch.total_cores * wafers
+    step = micro * training_macs(costs) / rate
+    exact = (-(-total // micro) + fill) * step / total
+    growing = (total + fill * micro) * training_macs(costs) / rate / total
+    return int(np.ceil(exact - 1e-9)), int(np.ceil(growing - 1e-9))
+
+
+def choose_micro_batch(
+    costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet
+) -> tuple[CostTable, Part | None, str]:
+    """A training pipeline in micro-batches (``request.micro_batching``): the table costed with the
+    micro-batch (``--micro-batch``, else the fastest of ``opmodels.streaming.micro_batches``, proven:
+    the sizes are tried from the least up, each table's optimum proven, a size skipped when
+    ``micro_batch_floor`` reaches the best time found and the search ended when the growing floor does
+    or a size does not fit, as no larger one does), its part when proven on one wafer (with its segment
+    length searched: the table returned is costed with the best), and the reason. The search takes at
+    most half the time left (``deadline``): stopped sooner, the reason says the larger sizes are not
+    proven slower."""
+    train = request.cost.train
+    assert train is not None
+    if request.micro_batch is not None:
+        m = request.micro_batch
+        options = micro_options(costs.options, m)
+        return with_options(costs, options, request.constraints), None, f"--micro-batch {m} of {train.batch}"
+    objective = objective_named(request.objective)
+    wafers = request.wafer_count
+    assert wafers is not None  # (refused: --wafers auto chooses no micro-batch)
+    best: tuple[int, int, CostTable, Part | None] | None = None
+    tried = skipped = 0
+    budget = deadline.share(0.5)
+    stopped: int | None = None  # the first size left uncosted when the time ran out
+    sizes = micro_batches(train.batch)
+    for m in sizes:
+        exact, growing = micro_batch_floor(costs, m, wafers)
+        if best is not None and growing >= best[0]:
+            break
+        if best is not None and exact >= best[0]:
+            skipped += 1
+            continue
+        if best is not None and budget.expired():
+            stopped = m
+            break
+        table = with_options(costs, micro_options(costs.options, m), request.constraints)
+        part: Part | None = None
+        try:
+            if wafers == 1:  # the segment lengths searched at this size too: the two chosen together
+                table, part = search_segments(table, request, quiet, deadline)
+                part = part or wafer_part(table, objective)
+                assert part.bound is not None and part.bound.value is not None
+                value = part.bound.value
+            else:
+                found = stage_solver(build_stage_problem(table), wafers)
+                if found.status is not Status.OPTIMAL or found.objective is None:
+                    break
+                value = found.objective
+        except InfeasibleError:
+            break  # a larger micro-batch needs at least the SRAM of this one
+        tried += 1
+        if best is None or value < best[0]:
+            best = (value, m, table, part)
+    if best is None:  # not even one sample a micro-batch fits: the table at 1 says why
+        table = with_options(costs, micro_options(costs.options, 1), request.constraints)
+        return table, None, ""
+    _, m, table, part = best
+    rest = (
+        "the larger ones bounded or not fitting"
+        if stopped is None
+        else f"the time limit stopped the search at {stopped}: the sizes from {stopped} on are not proven slower"
+    )
+    why = (
+        f"micro-batch {m} of {train.batch} ({-(-train.batch // m)} micro-batches a weight update): the fastest of "
+        f"{tried} costed, {skipped} bounded no faster, {rest}"
+    )
+    say(why)
+    return table, part, why
 
 
 def segment_lengths(costs: CostTable) -> list[int]:
@@ -250,16 +370,26 @@ class LayerPipeline(Strategy):
         refuse_seed_training(request)
         if request.stream_batch is not None and request.cost.train is None:  # (training: compare's streamed row reads it)
             raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
+        refuse_micro_batch(request)
+        if request.micro_batching and request.micro_batch is None and request.wafer_count is None:
+            raise ValueError("--wafers auto with a global batch over 1: give --micro-batch (or a number of wafers)")
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         check_trainable(costs, request)
         objective = objective_named(request.objective)
+        chosen: Part | None = None
+        why = ""
+        if request.micro_batching:
+            costs, chosen, why = choose_micro_batch(costs, request, deadline, say)
         if request.wafer_count == 1:
-            table, part = search_segments(costs, request, say, deadline)
+            table, part = (costs, chosen) if chosen is not None else search_segments(costs, request, say, deadline)
             part = part or wafer_part(table, objective)
-            decision = PipelineDecision(wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table))
+            decision = PipelineDecision(
+                wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table), micro_batch=_micro(table), reason=why
+            )
             return Prepared(decision, (part,), part.table, table)
-        return self._over_wafers(costs, request, request.wafer_count, deadline, say)
+        prepared = self._over_wafers(costs, request, request.wafer_count, deadline, say)
+        return replace(prepared, decision=prepared.decision.model_copy(update={"reason": why})) if why else prepared
 
     def _over_wafers(
         self, costs: CostTable, request: SolveRequest, wafers: int | None, deadline: Deadline, say: Progress
@@ -333,6 +463,7 @@ class LayerPipeline(Strategy):
 
     def cost_options(self, decision: Decision, options: CostOptions) -> CostOptions:
         assert isinstance(decision, PipelineDecision)
+        options = micro_options(options, decision.micro_batch)
         if options.train is None or decision.segment == options.train.segment:
             return options
         return options.model_copy(update={"train": options.train.model_copy(update={"segment": decision.segment})})
@@ -348,6 +479,9 @@ class LayerPipeline(Strategy):
         count = request.wafer_count
         if count is not None and decision.wafers > count:  # (the exact cut may need fewer than it may use)
             return f"decision.wafers is {decision.wafers}, the request allows {count}"
+        wrong = _admits_micro(request, decision)
+        if wrong is not None:
+            return wrong
         train = request.cost.train
         if train is None or train.segment is not None or train.recompute is Recompute.NONE or decision.wafers != 1:
             given = train.segment if train is not None else None
@@ -364,11 +498,41 @@ class LayerPipeline(Strategy):
     def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
         if request.cost.train is None:
             return []
-        return [(f"weight streaming ({request.stream_samples} sample(s) per pass)", {"mode": "streaming"})]
+        return [(streamed_label(request), {"mode": "streaming"})]
+
+
+def streamed_label(request: SolveRequest) -> str:
+    """How ``compare`` names the streamed alternative of a request."""
+    if request.streams_micro_batches and request.cost.train is not None:
+        return f"weight streaming (micro-batches of a global batch of {request.cost.train.batch})"
+    return f"weight streaming ({request.stream_samples} sample(s) per pass)"
 
 
 def _decision(partition: StagePartition, costs: CostTable) -> PipelineDecision:
-    return PipelineDecision(wafers=partition.wafers, cuts=tuple(partition.cuts), segment=_segment(costs))
+    return PipelineDecision(
+        wafers=partition.wafers, cuts=tuple(partition.cuts), segment=_segment(costs), micro_batch=_micro(costs)
+    )
+
+
+def _micro(costs: CostTable) -> int | None:
+    """The micro-batch a training table was costed with (None: none)."""
+    return costs.options.train.micro_batch if costs.options.train is not None else None
+
+
+def _admits_micro(request: SolveRequest, decision: PipelineDecision) -> str | None:
+    """Why ``request`` could not have led to ``decision.micro_batch`` (None: it could). A decision
+    without one is a plan of an earlier release (or a global batch of 1): it verifies as it was made."""
+    m = decision.micro_batch
+    train = request.cost.train
+    if m is None:
+        return None
+    if train is None or not request.micro_batching:
+        return f"decision.micro_batch is {m}, but the request runs no micro-batches"
+    if request.micro_batch is not None and m != request.micro_batch:
+        return f"decision.micro_batch is {m}, the request's --micro-batch is {request.micro_batch}"
+    if request.micro_batch is None and m not in micro_batches(train.batch):
+        return f"decision.micro_batch is {m}, not a micro-batch size the search tries for {train.batch} samples"
+    return None
 
 
 def _segment(costs: CostTable) -> int | None:
@@ -416,16 +580,21 @@ def training_lines(plan: Plan, costs: CostTable) -> list[str]:
         ):
             totals[name] += float(part[0]) * kp.cores if part is not None else 0.0
     every = "every sample" if train.batch == 1 else f"every {train.batch} samples"
+    fill = max((w.fill_drain for w in works if isinstance(w, TrainingWork)), default=0)
+    if train.micro_batch is not None:
+        n = -(-train.batch // train.micro_batch)
+        every += f" in {n} micro-batch(es) of {train.micro_batch} (and {fill} steps of fill and drain a batch)"
     length = train.segment or segment_length(pipeline_shape(costs.kgraph)[1])
     rate = plan.objective.throughput_samples_per_s
     usable = costs.arch.usable_sram_bytes * costs.arch.total_cores * len(plan.stages)
     memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
+    flight = "samples" if train.micro_batch is None else f"micro-batches of {train.micro_batch}"
     return [
         f"training: {rate:,.1f} samples/s{per_token(costs, rate)}; {train.optimizer.value}, weights updated "
         f"{every}; forward, backward and update time-shared on each kernel's rectangle; {segments_line(works, flags)} "
         f"of about {length} stages ({recompute} of {len(plan.kernels)} kernels) recompute (--recompute "
         f"{train.recompute.value})",
-        f"training memory: {memory} (stash: up to {deepest} samples in flight); {format_bytes(sum(totals.values()))} "
+        f"training memory: {memory} (stash: up to {deepest} {flight} in flight); {format_bytes(sum(totals.values()))} "
         f"of {format_bytes(usable)} usable",
     ]
 

@@ -20,13 +20,13 @@ from wsealloc.cost import StreamedWork
 from wsealloc.cost.model import CostModelName
 from wsealloc.errors import InfeasibleError, SolverError
 from wsealloc.opmodels import CostTable
-from wsealloc.opmodels.streaming import largest_batch, streaming_table
+from wsealloc.opmodels.streaming import largest_batch, micro_batches, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
 from wsealloc.problem.objective import ObjectiveKind, ProvenBound
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, StreamingDecision
 from wsealloc.strategy.modes import Mode, ShareMode
-from wsealloc.strategy.pipeline import check_trainable, refuse_seed_training, segments_line
+from wsealloc.strategy.pipeline import check_trainable, refuse_micro_batch, refuse_seed_training, segments_line
 from wsealloc.strategy.regions import regions_lines
 from wsealloc.units import format_bytes
 
@@ -41,6 +41,7 @@ def refuse_streaming(request: SolveRequest) -> None:
     if request.cost.train is not None and request.objective is not ObjectiveKind.THROUGHPUT:
         raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
     refuse_seed_training(request)
+    refuse_micro_batch(request)
     if request.objective is not ObjectiveKind.THROUGHPUT:
         raise ValueError(f"{flag} plans samples per second: use --objective throughput")
     if request.sharing.mode is not ShareMode.NONE:
@@ -58,11 +59,14 @@ def refuse_streaming(request: SolveRequest) -> None:
         )
 
 
-def streamed_part(costs: CostTable, batch: int, recompute: str) -> Part:
+def streamed_part(
+    costs: CostTable, batch: int, recompute: str, global_batch: int | None = None, bound: int | None = None
+) -> Part:
     """The streamed table of ``costs`` for ``batch`` samples per pass as one part (unplaced), with its
-    bound; a batch whose stash does not fit is refused naming the largest that does."""
+    bound (``bound``: one proven over more than this batch, the micro-batch search's); a batch whose
+    stash does not fit is refused naming the largest that does. ``global_batch``: micro-batches."""
     t0 = time.perf_counter()
-    units = streaming_table(costs, batch)
+    units = streaming_table(costs, batch, global_batch=global_batch)
     unit = units.kernels[0]
     source = units.kgraph.ops.source
     if not len(unit.frontier):
@@ -75,7 +79,7 @@ def streamed_part(costs: CostTable, batch: int, recompute: str) -> Part:
             "(--stream-batch)"
         )
     value = int(unit.frontier.latency[0])
-    bound = streamed_lower_bound(costs, batch)
+    bound = streamed_lower_bound(costs, batch, global_batch) if bound is None else bound
     if bound > value:
         raise SolverError(f"{source}: the streamed plan ({value:,} cycles) is below its own lower bound ({bound:,})")
     # one unit, one op model: the answer as it is (final), reported against the sound bound
@@ -83,6 +87,60 @@ def streamed_part(costs: CostTable, batch: int, recompute: str) -> Part:
         "stream", bound, (0,) if bound == value else None, start=(0,), final=True, wall_s=time.perf_counter() - t0
     )
     return Part(units, proven, wider=True, place=False)
+
+
+def streamed_micro_batch(
+    costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet
+) -> tuple[int, Part, str]:
+    """Training streamed in micro-batches (``request.streams_micro_batches``): the micro-batch (``--micro-batch``,
+    else the fastest of ``micro_batches``, proven: each size's sound bound is computed, sizes are tried
+    from the least bound up and the search stops when a bound reaches the best time found, so no other
+    size is faster), its part with the bound over every size, and the reason. The search takes at most
+    half the time left (``deadline``); the bound stays the least over every size either way."""
+    train = request.cost.train
+    assert train is not None
+    total = train.batch
+    recompute = _recompute_mode(costs)
+    if request.micro_batch is not None:
+        m = request.micro_batch
+        return m, streamed_part(costs, m, recompute, total), f"--micro-batch {m} of {total}"
+    fits = largest_batch(costs, limit=total)
+    sizes = [m for m in micro_batches(total) if m <= fits]
+    if not sizes:  # not even one sample: the smallest's error names it
+        return 1, streamed_part(costs, 1, recompute, total), ""
+    bounds = {m: streamed_lower_bound(costs, m, total) for m in sizes}
+    best: tuple[int, int, Part] | None = None  # (time per sample, size, part)
+    tried = 0
+    budget = deadline.share(0.5)
+    stopped = False
+    for m in sorted(sizes, key=lambda m: (bounds[m], m)):
+        if best is not None and bounds[m] >= best[0]:
+            break  # every size left is bounded no faster than the best
+        if best is not None and budget.expired():
+            stopped = True
+            break  # (the plan's bound, the least over every size, says how far from proven)
+        tried += 1
+        try:
+            part = streamed_part(costs, m, recompute, total)
+        except InfeasibleError:
+            continue
+        assert part.bound is not None and part.bound.value is not None
+        value = int(part.table.kernels[0].frontier.latency[0])
+        if best is None or (value, m) < (best[0], best[1]):
+            best = (value, m, part)
+    if best is None:
+        return 1, streamed_part(costs, 1, recompute, total), ""
+    value, m, part = best
+    low = min(bounds.values())  # no micro-batch streams faster (every size's bound, or a time reached)
+    assert part.bound is not None
+    proven = replace(part.bound, value=low, choice=(0,) if low == value else None)
+    why = (
+        f"micro-batch {m} of {total} ({-(-total // m)} passes): the fastest of {len(sizes)} sizes that fit "
+        f"(up to {fits}), {tried} costed, "
+        + ("the time limit stopped the rest (the bound is the least over them)" if stopped else "the rest bounded no faster")
+    )
+    say(why)
+    return m, replace(part, bound=proven), why
 
 
 class WeightStreaming(Strategy):
@@ -100,19 +158,39 @@ class WeightStreaming(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         check_trainable(costs, request)
+        if request.streams_micro_batches:
+            assert request.cost.train is not None
+            m, part, why = streamed_micro_batch(costs, request, deadline, say)
+            decision = StreamingDecision(
+                batch=m, global_batch=request.cost.train.batch, reason=f"--mode streaming; {why}" if why else "--mode streaming"
+            )
+            return Prepared(decision, (part,), part.table, costs)
         part = streamed_part(costs, request.stream_samples, _recompute_mode(costs))
         decision = StreamingDecision(batch=request.stream_samples, reason="--mode streaming")
         return Prepared(decision, (part,), part.table, costs)
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, StreamingDecision)
-        return streaming_table(costs, decision.batch)
+        return streaming_table(costs, decision.batch, global_batch=decision.global_batch)
 
     def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
         wrong = super().admits(request, decision, costs)
-        if wrong is None and isinstance(decision, StreamingDecision) and decision.batch != request.stream_samples:
-            return f"decision.batch is {decision.batch}, the request streams {request.stream_samples} sample(s) per pass"
-        return wrong
+        if wrong is not None or not isinstance(decision, StreamingDecision):
+            return wrong
+        if decision.global_batch is None:  # one pass per update (a plan of an earlier release, --stream-batch)
+            if decision.batch != request.stream_samples:
+                return f"decision.batch is {decision.batch}, the request streams {request.stream_samples} sample(s) per pass"
+            return None
+        train = request.cost.train
+        if not request.streams_micro_batches or train is None:
+            return "decision.global_batch is set, but the request streams one pass per update (no micro-batches)"
+        if decision.global_batch != train.batch:
+            return f"decision.global_batch is {decision.global_batch}, the request's --train-batch is {train.batch}"
+        if request.micro_batch is not None and decision.batch != request.micro_batch:
+            return f"decision.batch is {decision.batch}, the request's --micro-batch is {request.micro_batch}"
+        if request.micro_batch is None and decision.batch not in micro_batches(train.batch):
+            return f"decision.batch is {decision.batch}, not a micro-batch size the search tries for {train.batch} samples"
+        return None
 
     def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
         return regions_lines(plan) + streaming_lines(plan, costs)
@@ -153,8 +231,10 @@ def streaming_lines(plan: Plan, costs: CostTable) -> list[str]:
         costs.members, kernels=tuple(replace(kc, work=kc.work.inner) for kc in kernels if isinstance(kc.work, StreamedWork))
     )
     batch = works[0].batch if works else 1
+    total = works[0].global_batch if works else None
+    passes = f" ({works[0].passes} pass(es) of a global batch of {total}, gradients accumulated)" if total else ""
     return [
-        f"streaming ({what}): {batch} samples per pass, one kernel at a time on the whole wafer, weights "
+        f"streaming ({what}): {batch} samples per pass{passes}, one kernel at a time on the whole wafer, weights "
         f"streamed at {bw / 1e9:,.0f} GB/s each way; {plan.objective.throughput_samples_per_s:,.1f} samples/s; "
         f"{stream_bound} of {len(works)} kernels bound by the stream, {segments} ({recompute} kernels) recompute; the largest "
         f"batch that fits: {largest_batch(inner):,} samples per pass"
