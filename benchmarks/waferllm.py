@@ -48,7 +48,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -274,7 +274,7 @@ def table(phases: dict[Key, Phase], arch: Arch, options: CostOptions, *, whole: 
     return rows
 
 
-def with_execution(arch: Arch, values: dict[str, float]) -> Arch:
+def with_execution(arch: Arch, values: dict[str, Any]) -> Arch:
     """``arch`` with some fields of its execution section replaced."""
     if arch.execution is None:
         raise ValueError(f"arch {arch.name} has no execution section to fit")
@@ -328,14 +328,19 @@ def ablations(phases: dict[Key, Phase], arch: Arch, options: CostOptions) -> lis
     assert arch.execution is not None
     lanes = arch.core.model_copy
     exported = load_rows(arch, options, exported=True)
-    unpadded, heads = {}, {}
+    unpadded: dict[Key, Phase] = {}
+    heads: dict[Key, Phase] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for key, ph in phases.items():
             model, phase, grid = key
             shape = MODELS[model]
-            for out, spec in (
+            real, padded = (PROMPT if phase == "prefill" else CONTEXT), pad(PROMPT if phase == "prefill" else CONTEXT, grid)
+            form: Literal["prefill", "decode"] = "prefill" if phase == "prefill" else "decode"
+            for dest, tokens, spec in (
+                # the heads as one at the real sizes
                 (
                     unpadded,
+                    real,
                     DecoderSpec(
                         layers=shape.layers,
                         hidden=shape.hidden,
@@ -346,30 +351,23 @@ def ablations(phases: dict[Key, Phase], arch: Arch, options: CostOptions) -> lis
                         vocab=256,
                     ),
                 ),
+                # padded, but the model's own heads (GQA for LLaMA3-8B) of head_dim hidden / heads
                 (
                     heads,
+                    padded,
                     waferllm_spec(shape, grid).model_copy(
-                        update={
-                            "heads": shape.heads,
-                            "kv_heads": shape.kv_heads,
-                            "head_dim": pad(shape.hidden, grid) // shape.heads,
-                        }
+                        update={"heads": shape.heads, "kv_heads": shape.kv_heads, "head_dim": shape.hidden // shape.heads}
                     ),
                 ),
             ):
-                path = Path(tmp) / f"{model}-{phase}-{grid}-{len(out)}.onnx"
-                tokens = (
-                    (PROMPT if phase == "prefill" else CONTEXT)
-                    if out is unpadded
-                    else pad(PROMPT if phase == "prefill" else CONTEXT, grid)
-                )
+                path = Path(tmp) / f"{model}-{phase}-{grid}-{'unpadded' if dest is unpadded else 'heads'}.onnx"
                 onnx.save(
                     build_decoder(
-                        spec, "prefill" if phase == "prefill" else "decode", tokens if phase == "prefill" else 1, "x.weights"
+                        DecoderSpec.model_validate(spec.model_dump()), form, tokens if phase == "prefill" else 1, "x.weights"
                     ),
                     path,
                 )
-                out[key] = replace(
+                dest[key] = replace(
                     load_phase(path, phase, arch, options, context=tokens - 1), tokens=ph.tokens, meshgemm=ph.meshgemm
                 )
     fastest = {k: replace(v, meshgemm=False) for k, v in phases.items()}

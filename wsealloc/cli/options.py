@@ -179,6 +179,36 @@ def _costing_options(fn: F) -> F:
                 help="Requests decoded together: binds an LLM export's batch dim (tokens and KV caches).",
             ),
             click.option(
+                "--prompt",
+                type=ASCII_INT,
+                default=None,
+                metavar="IN",
+                help="Generation end to end: one request's prompt of IN tokens (the --prefill export's own length), "
+                "then --generate OUT decode steps of MODEL, planned at the last step's past length IN + OUT - 1.",
+            ),
+            click.option(
+                "--generate",
+                type=ASCII_INT,
+                default=None,
+                metavar="OUT",
+                help="Generation end to end: OUT decode steps after the prompt (time to first token, time per output "
+                "token first/last/mean, end-to-end tokens/s in the summary and the plan's llm.generation).",
+            ),
+            click.option(
+                "--prefill",
+                "prefill_model",
+                default=None,
+                metavar="PREFILL.onnx",
+                help="Generation end to end: the prefill export of --prompt tokens (wsealloc export-llm --prompt IN).",
+            ),
+            click.option(
+                "--prefill-grid",
+                default=None,
+                metavar="RxC",
+                help="Generation end to end: every prefill kernel on one R x C grid, one after another (WaferLLM's "
+                "prefill); default: the square with the shortest prefill.",
+            ),
+            click.option(
                 "--allow-unknown-ops",
                 is_flag=True,
                 help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
@@ -323,6 +353,10 @@ _REQUEST_KEYS = {
     "stream_batch": "stream_batch",
     "context": "context",
     "batch": "batch",
+    "prompt": "prompt",
+    "generate": "generate",
+    "prefill_model": "prefill",
+    "prefill_grid": "prefill_grid",
 }
 
 
