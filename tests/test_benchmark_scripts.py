@@ -110,3 +110,19 @@ def test_waferllm_rows_on_the_tiny_decoder() -> None:
     kv = bench.kv_capacity(decode, arch, options, 8)
     free = arch.usable_sram_bytes * arch.total_cores - kv["weights_bytes"] - kv["buffers_per_core"] * arch.total_cores
     assert kv["tokens"] == free // decode.kv_bytes_per_token > 0
+    import numpy as np
+
+    from wsealloc.cost import Dataflow, grid_costs
+
+    # the program WaferLLM runs (issue 34): its decode config for LLaMA3-8B at P = 420
+    # (Decode/WSE-2/model_config/llama8B_4k_1_420.json: dim 4200, n_heads = n_kv_heads = 1, head_dim 4200,
+    # ffn_dim 14700, seq_len 4200) is the benchmark's spec, and every prefill matmul is costed as MeshGEMM
+    spec = bench.waferllm_spec(bench.MODELS["llama3-8b"], 420)
+    assert (spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.ffn) == (4200, 1, 1, 4200, 14700)
+    assert bench.pad(4096, 420) == 4200 and bench.pad(4096, 480) == 4320
+    assert len(bench.MEASURED) == 12 and {m.model for m in bench.MEASURED} == set(bench.MODELS)
+    meshgemm = bench.kernel_cycles(prefill.layer, arch, options, 8, meshgemm=True)
+    for w, c in zip(prefill.layer, meshgemm, strict=True):
+        if w.is_mac:
+            sides = np.array([8])
+            assert c == int(grid_costs(w, arch, options, Dataflow.OUTPUT_STATIONARY, sides, sides, in_place=True).latency[0])
