@@ -148,3 +148,23 @@ def test_the_request_round_trips_with_its_generation() -> None:
     request = build_request(DECODE, "tiny", prompt=IN, generate=OUT, prefill=PREFILL, prefill_grid="8x8")
     again = type(request).from_json(request.to_json())
     assert again == request and again.generation is not None and again.generation.prefill_grid == (8, 8)
+
+
+def test_the_command_line_reports_the_generation(tmp_path: Path) -> None:
+    """``solve --prompt --generate --prefill --prefill-grid`` end to end, then ``verify``; ``pools`` keeps
+    its own ``--prompt`` (the options are solve's and compare's only)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "p.json"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "wsealloc.cli", *args], capture_output=True, text=True, timeout=300)
+
+    args = ("solve", DECODE, "--arch", "tiny", "--prompt", str(IN), "--generate", "3", "--prefill", PREFILL)
+    solved = run(*args, "--prefill-grid", "8x8", "--no-place", "--time-limit", "10", "-o", str(out))
+    assert solved.returncode == 0, solved.stderr
+    assert "generation end to end, prompt 16 + 3 tokens" in solved.stdout and "prefill on 8 x 8" in solved.stdout
+    assert run("verify", str(out)).returncode == 0
+    refused = run(*args, "--context", "9")
+    assert refused.returncode == 2 and "leave --context out" in refused.stderr
