@@ -95,10 +95,13 @@ def affine_works(samples: Sequence[tuple[int, Sequence[tuple[str, Work]]]], last
     return work
 
 
-def unit_latency(costs: CostTable, units: Sequence[KernelPlan], work: Callable[[int, int], Work]) -> Callable[[int, int], int]:
-    """``latency(unit, context)`` of the plan's units on their grids: a region's members on its grid
-    one after another, each its fastest dataflow in place (as ``opmodels.regions`` costs them); a
-    kernel on its own rectangle in its recorded dataflow."""
+def unit_latency(
+    costs: CostTable, units: Sequence[KernelPlan], work: Callable[[int, int], Work], first: int, last: int
+) -> Callable[[int, int], int]:
+    """``latency(unit, context)`` of the plan's units on their grids, for contexts ``first`` .. ``last``:
+    a region's members on its grid one after another, each its fastest dataflow in place (as
+    ``opmodels.regions`` costs them; the members whose work does not change, equal at both ends of
+    the line, summed once); a kernel on its own rectangle in its recorded dataflow."""
     base = costs.members if costs.members is not None else costs
     arch, options = base.arch, base.options
     memo: dict[tuple[Work, int, int, str | None], int] = {}
@@ -114,12 +117,24 @@ def unit_latency(costs: CostTable, units: Sequence[KernelPlan], work: Callable[[
         return memo[key]
 
     runs = costs.runs if costs.members is not None and costs.runs is not None else None
+    split: dict[int, tuple[int, list[int]]] = {}  # region -> (its unchanging members' sum, the others)
+
+    def parts(j: int) -> tuple[int, list[int]]:
+        if j not in split:
+            assert runs is not None
+            r, c = units[j].grid
+            members = range(*runs[j])
+            moving = [k for k in members if work(k, first) != work(k, last)]
+            fixed = set(members) - set(moving)
+            still = sum(one(work(k, last), r, c, None) for k in sorted(fixed))
+            split[j] = (still, moving)
+        return split[j]
 
     def latency(j: int, context: int) -> int:
         r, c = units[j].grid
         if runs is not None:
-            first, end = runs[j]
-            return sum(one(work(k, context), r, c, None) for k in range(first, end))
+            still, moving = parts(j)
+            return still + sum(one(work(k, context), r, c, None) for k in moving)
         return one(work(j, context), r, c, units[j].dataflow)
 
     return latency
@@ -131,7 +146,7 @@ def decode_steps(
     """(first step, last step, every step summed, distinct step times) of the token path at past
     lengths ``first`` .. ``last``: each unit's stage as planned, moved by its latency's change from the
     plan's own context (``last``)."""
-    latency = unit_latency(costs, units, work)
+    latency = unit_latency(costs, units, work, first, last)
     preds = [list(p) for p in costs.preds()]
     stage0 = [u.latency_cycles + u.comm_cycles for u in units]
     at_last = [latency(j, last) for j in range(len(units))]
