@@ -22,6 +22,7 @@ from wsealloc.pipeline import build_costs
 from wsealloc.plan.generation import affine_works, prefill_on_grid, works_at
 from wsealloc.plan.verify import verify_plan
 from wsealloc.request import build_request
+from wsealloc.strategy.regions import pack_runs
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "tiny"
 DECODE, PREFILL = str(MODELS / "llm_decode.onnx"), str(MODELS / "llm_prefill.onnx")
@@ -56,6 +57,7 @@ def test_the_end_to_end_sum_by_hand_on_a_fixed_grid(tmp_path: Path) -> None:
     pre = build_costs(OnnxSource(path=PREFILL), load_arch("tiny"), CostOptions())
     prefill = sum(int(on_grid(kc.work, pre.arch, pre.options, 8, 8)[1].latency[0]) for kc in pre.kernels)
     assert gen["prefill_grid"] == [8, 8] and gen["prefill_cycles"] == prefill
+    assert gen["prefill_regions"] == len(pack_runs(pre, 8, 8)) and gen["prefill_fits_wafer"]
     clock = load_arch("tiny").clock_hz
     assert gen["time_to_first_token_s"] == pytest.approx(prefill / clock)
     assert gen["time_per_output_token_first_s"] == pytest.approx(steps[0] / clock)
@@ -117,8 +119,10 @@ def test_the_default_prefill_grid_is_the_fastest_square() -> None:
     arch, options = load_arch("tiny"), CostOptions()
     request = build_request(DECODE, "tiny", prompt=IN, generate=OUT, prefill=PREFILL)
     assert request.generation is not None
-    (r, c), cycles = prefill_on_grid(request.generation, arch, options)
+    (r, c), cycles, regions = prefill_on_grid(request.generation, arch, options)
     pre = build_costs(OnnxSource(path=PREFILL), arch, options)
+    # its weights and cache packed on that grid as --grid packs them, within the wafer
+    assert regions == len(pack_runs(pre, r, c)) and regions * r * c <= arch.total_cores
 
     def total(side: int) -> int:
         return sum(int(on_grid(kc.work, arch, options, side, side)[1].latency[0]) for kc in pre.kernels)

@@ -5,8 +5,10 @@ and by the verifier to its own recomputation (docs/cost-model.md, "Generation en
 
 * **Prefill** (time to first token): every kernel of the prefill export on one grid, one after
   another, each its fastest dataflow with its operands in place (``opmodels.on_grid``: WaferLLM's
-  mapping, as its end-to-end table runs the prefill on one P x P); the grid is ``--prefill-grid``,
-  or the square whose sum is the smallest (ties: the smaller side). The KV cache it writes is
+  mapping, as its end-to-end table runs the prefill on one P x P); its weights and cache packed into
+  as few regions of that grid as SRAM allows (as ``--grid`` packs them), whether they fit the wafer
+  recorded; the grid is ``--prefill-grid``, or the square whose sum is the smallest among those whose
+  regions fit (ties: the smaller side). The KV cache it writes is
   handed to the decode plan's cores; that move is not counted (docs/cost-model.md says how small).
 * **Decode steps**: the decode plan is solved at the last step's past length, IN + OUT - 1 (its cache
   is the largest; every earlier step's fits where the last one's does). Step j (j = 0 .. OUT - 1)
@@ -34,15 +36,16 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions, Dataflow, KernelWork, grid_costs, kernel_work
-from wsealloc.errors import PlanError
+from wsealloc.errors import PlanError, WseallocError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.enumerate import on_grid
-from wsealloc.pipeline import load_kernels
+from wsealloc.pipeline import build_costs, load_kernels
 from wsealloc.plan import rules
 from wsealloc.plan.schema import GenerationRecord, KernelPlan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import Generation, SolveRequest
+from wsealloc.strategy.regions import pack_runs
 
 Work = KernelWork
 
@@ -179,27 +182,40 @@ def _changes(costs: CostTable, j: int, work: Callable[[int, int], Work], first: 
     return work(j, first) != work(j, last)
 
 
-def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> tuple[tuple[int, int], int]:
-    """The prefill's grid and its cycles: every kernel on it one after another, each its fastest
-    dataflow in place; without ``--prefill-grid``, the square side (1 .. the wafer's shorter side)
-    with the smallest sum (ties: the smaller)."""
-    kg = load_kernels(gen.prefill)
+def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> tuple[tuple[int, int], int, int]:
+    """The prefill's grid, its cycles and the regions of that grid its weights and cache need: every
+    kernel on it one after another, each its fastest dataflow in place, the kernels packed into as few
+    regions as SRAM allows (``strategy.regions.pack_runs``, as ``--grid`` packs them). Without
+    ``--prefill-grid``: the square (1 .. the wafer's shorter side) with the smallest sum whose regions
+    fit the wafer's cores (ties: the smaller side; none fits: the fastest that packs at all)."""
+    costs = build_costs(gen.prefill, arch, options)
     works: dict[Work, int] = {}
-    for k in kg.kernels:
-        w = kernel_work(k, kg.ops, arch, options)
-        if not isinstance(w, KernelWork):
-            raise PlanError(f"generation end to end: prefill kernel {k.name} is not costed by the standard model")
-        works[w] = works.get(w, 0) + 1
+    for kc in costs.kernels:
+        if not isinstance(kc.work, KernelWork):
+            raise PlanError(f"generation end to end: prefill kernel {kc.kernel.name} is not costed by the standard model")
+        works[kc.work] = works.get(kc.work, 0) + 1
     if gen.prefill_grid is not None:
         r, c = gen.prefill_grid
-        return (r, c), sum(n * int(on_grid(w, arch, options, r, c)[1].latency[0]) for w, n in works.items())
+        cycles = sum(n * int(on_grid(w, arch, options, r, c)[1].latency[0]) for w, n in works.items())
+        return (r, c), cycles, len(pack_runs(costs, r, c))
     sides = np.arange(1, min(arch.rows, arch.cols) + 1)
     total = np.zeros(sides.size, dtype=np.int64)
     for w, n in works.items():
         best = np.min([grid_costs(w, arch, options, df, sides, sides, in_place=True).latency for df in w.dataflows()], axis=0)
         total += n * best.astype(np.int64)
-    i = int(np.argmin(total))  # the first minimum: the smaller side
-    return (int(sides[i]), int(sides[i])), int(total[i])
+    packed: tuple[tuple[int, int], int, int] | None = None
+    for i in np.lexsort((sides, total)):  # fastest first (ties: the smaller side)
+        side = int(sides[i])
+        try:
+            regions = len(pack_runs(costs, side, side))
+        except WseallocError:  # a kernel alone needs more SRAM than a core of this grid has
+            continue
+        packed = packed or ((side, side), int(total[i]), regions)
+        if regions * side * side <= arch.total_cores:
+            return (side, side), int(total[i]), regions
+    if packed is None:
+        raise PlanError(f"generation end to end: no square grid of {arch.name} holds the prefill's kernels; give --prefill-grid")
+    return packed
 
 
 def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[KernelPlan]) -> GenerationRecord | None:
@@ -231,7 +247,7 @@ def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[K
 
     work = affine_works(samples, last) if len(samples) > 1 else constant
     step_first, step_last, total, distinct = decode_steps(costs, units, work, first, last)
-    grid, prefill = prefill_on_grid(gen, arch, options)
+    grid, prefill, regions = prefill_on_grid(gen, arch, options)
     clock = arch.clock_hz
     whole = prefill + total
     return GenerationRecord(
@@ -240,6 +256,8 @@ def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[K
         prefill_model=gen.prefill.path,
         prefill_grid=grid,
         prefill_cycles=prefill,
+        prefill_regions=regions,
+        prefill_fits_wafer=regions * grid[0] * grid[1] <= arch.total_cores,
         decode_first_cycles=step_first,
         decode_last_cycles=step_last,
         decode_total_cycles=total,

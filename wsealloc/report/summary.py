@@ -97,7 +97,9 @@ def llm_lines(plan: Plan) -> list[str]:
         lines.append(
             f"generation end to end, prompt {gen.prompt:,} + {gen.generate:,} tokens: time to first token "
             f"{gen.time_to_first_token_s * ms:,.3f} ms (prefill on {gen.prefill_grid[0]} x {gen.prefill_grid[1]}, "
-            f"{gen.prefill_cycles:,} cycles); time per output token first {gen.time_per_output_token_first_s * ms:,.4f} ms, "
+            f"{gen.prefill_cycles:,} cycles, {gen.prefill_regions} region(s) of it"
+            f"{'' if gen.prefill_fits_wafer else ': more cores than the wafer has'}); "
+            f"time per output token first {gen.time_per_output_token_first_s * ms:,.4f} ms, "
             f"last {gen.time_per_output_token_last_s * ms:,.4f} ms, mean {gen.time_per_output_token_mean_s * ms:,.4f} ms "
             f"({gen.distinct_step_costs:,} distinct step times, summed exactly); {gen.end_to_end_s * ms:,.3f} ms in all, "
             f"{gen.end_to_end_tokens_per_s:,.1f} output tokens/s end to end"
