@@ -1,40 +1,34 @@
-"""WaferLLM's WSE-2 measurements beside wsealloc's cost model (issue 23, deliverable 5).
+"""WaferLLM's WSE-2 measurements beside wsealloc's cost model (issues 23 and 34).
 
-WaferLLM (He et al., OSDI 2025; code MeshInfra/WaferLLM) ran one LLaMA3-8B decoder layer on a P x P
-grid of a Cerebras WSE-2 and published tokens/s per request for six configurations: decode with about
-4,096 past tokens at P = 420, 540, 660 and a prefill of 4,096 tokens at P = 480, 600, 720. This script
-reproduces them with wsealloc's own cost model on the ``wse2-measured`` arch:
+WaferLLM (He et al., OSDI 2025; code MeshInfra/WaferLLM) ran one decoder layer on a P x P grid of a
+Cerebras WSE-2 and published tokens/s per request: decode with about 4,096 past tokens at P = 420, 540,
+660 and a prefill of 4,096 tokens at P = 480, 600, 720, for LLaMA3-8B (the six rows of issue 23) and
+LLaMA2-13B (the six of issue 34): twelve rows. This script reproduces them with wsealloc's own cost
+model on the ``wse2-measured`` arch, costing **the program WaferLLM ran**, read off its code
+(``Decode/WSE-2``, ``Prefill/WSE-2``; the decode configs ``model_config/llama8B_4k_1_420.json``):
 
-* the real model: ``models/llama3-8b-decode.onnx`` with ``batch_size`` = 1 and ``past_sequence_length``
-  = 4096 bound through ``OnnxSource`` dims, and ``models/llama3-8b-prefill.onnx`` (4,096 tokens);
-  wsealloc's kernels of it (fused epilogues, KV caches as resident state), every one on exactly P x P
-  cores with ``opmodels.on_grid(work, arch, options, P, P)`` (its fastest dataflow there, the operands
-  in place: the kernels run one after another on the same cores);
-* time per token = the sum of one decoder layer's kernel latencies x 32 layers (WaferLLM timed one
-  layer and multiplied); tokens/s per request = clock / that; for the prefill, 4,096 tokens over the
-  layer's time x 32. The whole model (embedding, 32 layers, final norm, LM head) is printed beside it.
+* **every dim padded to a multiple of P** (``dim_p_pe = dim / P``: LLaMA3-8B at P = 420 runs hidden
+  4,200, FFN 14,700, 4,200 cached tokens; at P = 480 its prefill runs 4,320 tokens; tokens/s counts the
+  real 4,096);
+* **the heads run as one** (``n_heads = n_kv_heads = 1``, ``head_dim = dim``): Q, K and V projections
+  all dim x dim (MHA-sized: 4x LLaMA3-8B's GQA K/V), one score matrix with K = dim;
+* the prefill's matmuls are **MeshGEMM** (``prefill.csl``: P shift-and-compute steps, each ``Kt x Nt``
+  ``@fmach`` over the ``Mt`` tokens of the core's tile): the systolic op model of docs/cost-model.md
+  section 9 forced for every MAC kernel of a prefill; decode runs each kernel's fastest dataflow (its
+  GEMVs are the weight-stationary one);
+* that layer written by wsealloc's own decoder builder (``frontend.decoder``, a ``DecoderSpec`` with the
+  padded sizes) and costed kernel by kernel with ``grid_costs(..., in_place=True)`` on exactly P x P
+  cores (the kernels run one after another on the same cores); time per token = one layer x the
+  model's layers (WaferLLM timed one layer and multiplied).
 
-What differs from what WaferLLM ran (its code, ``Decode/`` and ``Prefill/`` of the repository):
-
-* WaferLLM pads every dim to a multiple of P (hidden 4096 -> 4200 at P = 420, FFN 14336 -> 14700,
-  context 4096 -> 4200); wsealloc keeps the real dims and rounds tiles up instead (ceil(4096/420) = 10
-  per core either way, but no padded work beyond the last tile).
-* WaferLLM runs the attention "as one head" (n_heads = n_kv_heads = 1, head_dim = hidden) with K and V
-  projections of hidden x hidden (MHA-sized, 4x LLaMA3-8B's GQA 4096 x 1024); wsealloc runs the model as
-  exported: 32 query heads over 8 KV heads (GQA), K/V projections of 4096 x 1024, and per-head scores
-  (32 heads x keys: 32x more score elements than one head, the same MACs). The decode scores are a
-  heads-as-a-batch tiling (heads over grid rows, each head's reduction on its own rows), which is
-  what "heads as one" effectively does for the layout.
-* wsealloc's kernels are the ONNX graph's: Q, K and V are three kernels with three allreduces
-  (WaferLLM fuses them into one), RMSNorm is a statistics kernel and a scaling kernel, SiLU and the
-  gate product are an epilogue.
-* The KV cache holds 4,096 past tokens plus the new one (WaferLLM's seq_len = 4,096 padded, static).
+The real exports (``models/llama3-8b-*.onnx``, ``models/llama2-13b-*.onnx``: GQA, real dims, each kernel's
+fastest dataflow) are what issue 23 costed; ``--ablate`` shows them beside the rest.
 
 Fitting (``--fit``): a pattern search from several starts over the three free physical parameters of
 ``arch.execution`` (issue_cycles, step_cycles, collective_cycles), minimizing the squared log error of
-tokens/s over the six rows only; the SIMD lanes (4), hop latency (1), link payload (2 B/cycle) and
-tree stage latency (5) are set a priori from their sources (the preset's ``sources``). The preset
-records the fitted values rounded to whole cycles. No other measured row of the paper is used.
+tokens/s over the twelve rows; the SIMD lanes (4), hop latency (1), link payload (2 B/cycle) and tree
+stage latency (5) are set a priori from their sources (the preset's ``sources``). The preset records
+the fitted values rounded to whole cycles. No other measured row of the paper is used.
 
 Checks, not fitted: the paper's GEMVs [1,16K]x[16K,16K] (1.2 us) and [1,32K]x[32K,32K] (2.03 us; grid
 not stated: printed at P = 512, the grid of the repository's GEMV benchmark, and at wsealloc's
@@ -42,7 +36,7 @@ fastest square grid), and the largest decode context of LLaMA3-8B at batch 1 on 
 of all cores minus the weights minus each core's stream buffers, over the KV bytes per token) against
 the paper's 137,548 tokens. Usage::
 
-    python benchmarks/waferllm.py [--arch wse2-measured] [--plot docs/waferllm-calibration.png] [--fit]
+    python benchmarks/waferllm.py [--arch wse2-measured] [--plot docs/waferllm-calibration.png] [--fit] [--ablate]
 """
 
 from __future__ import annotations
@@ -51,11 +45,13 @@ import argparse
 import itertools
 import math
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,7 +59,8 @@ from _util import ROOT, markdown  # noqa: E402
 
 from wsealloc.arch import Arch, load_arch  # noqa: E402
 from wsealloc.arch.schema import ReductionTree  # noqa: E402
-from wsealloc.cost import CostOptions, KernelWork, kernel_work  # noqa: E402
+from wsealloc.cost import CostOptions, Dataflow, KernelWork, grid_costs, kernel_work  # noqa: E402
+from wsealloc.frontend.decoder import DecoderSpec, build_decoder  # noqa: E402
 from wsealloc.frontend.sources import OnnxSource  # noqa: E402
 from wsealloc.graph.opclass import KernelKind  # noqa: E402
 from wsealloc.opmodels.enumerate import on_grid  # noqa: E402
@@ -71,22 +68,48 @@ from wsealloc.pipeline import load_kernels  # noqa: E402
 
 
 @dataclass(frozen=True)
-class Measured:
-    """One published configuration: tokens/s per request of LLaMA3-8B on a P x P grid of a WSE-2."""
+class Shape:
+    """What shapes a LLaMA-family decoder layer (its Hugging Face config), and where its real exports are."""
 
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    decode: str  # the real exports, under models/
+    prefill: str
+
+
+MODELS = {
+    "llama3-8b": Shape(32, 4096, 32, 8, 14336, "llama3-8b-decode.onnx", "llama3-8b-prefill.onnx"),
+    "llama2-13b": Shape(40, 5120, 40, 40, 13824, "llama2-13b-decode.onnx", "llama2-13b-prefill.onnx"),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One published configuration: tokens/s per request of a model on a P x P grid of a WSE-2."""
+
+    model: str  # a key of MODELS
     phase: str  # "decode" (one token, 4,096 past) or "prefill" (4,096 prompt tokens)
     grid: int  # P
     tokens_per_s: float
 
 
-# WaferLLM, OSDI 2025, as issue 23 quotes them (the only rows this script calibrates on)
+# WaferLLM, OSDI 2025: LLaMA3-8B as issue 23 quotes it, LLaMA2-13B as issue 34 does (Tables 3-4)
 MEASURED = (
-    Measured("decode", 420, 2699.9),
-    Measured("decode", 540, 2501.5),
-    Measured("decode", 660, 2243.3),
-    Measured("prefill", 480, 20320.6),
-    Measured("prefill", 600, 25037.2),
-    Measured("prefill", 720, 27686.5),
+    Measured("llama3-8b", "decode", 420, 2699.9),
+    Measured("llama3-8b", "decode", 540, 2501.5),
+    Measured("llama3-8b", "decode", 660, 2243.3),
+    Measured("llama3-8b", "prefill", 480, 20320.6),
+    Measured("llama3-8b", "prefill", 600, 25037.2),
+    Measured("llama3-8b", "prefill", 720, 27686.5),
+    Measured("llama2-13b", "decode", 420, 2039.2),
+    Measured("llama2-13b", "decode", 540, 1899.4),
+    Measured("llama2-13b", "decode", 660, 1739.8),
+    Measured("llama2-13b", "prefill", 480, 13685.1),
+    Measured("llama2-13b", "prefill", 600, 16854.2),
+    Measured("llama2-13b", "prefill", 720, 17498.3),
 )
 CONTEXT = 4096  # past tokens of a decode step
 PROMPT = 4096  # tokens of a prefill
@@ -94,6 +117,7 @@ GEMV_US = {16384: 1.2, 32768: 2.03}  # the paper's GEMVs [1,M]x[M,M], microsecon
 GEMV_GRID = 512  # the grid of the repository's GEMV benchmark (MeshGEMV/WSE-2)
 KV_TOKENS = 137_548  # the paper's largest decode output of LLaMA3-8B on one WSE-2
 FREE = ("issue_cycles", "step_cycles", "collective_cycles")
+Key = tuple[str, str, int]  # (model, phase, P)
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,7 @@ class Phase:
     per_layer: int  # kernels per layer
     tokens: int  # tokens a pass makes (1 for a decode step, the prompt for a prefill)
     kv_bytes_per_token: int  # bytes of KV cache per token (all layers)
+    meshgemm: bool = False  # every MAC kernel a systolic matmul (WaferLLM's prefill), not its fastest dataflow
 
     @property
     def layer(self) -> tuple[KernelWork, ...]:
@@ -150,20 +175,77 @@ def load_phase(path: Path, phase: str, arch: Arch, options: CostOptions, *, cont
     return Phase(phase, tuple(k.name for k in kg.kernels), works, layers, start, per, tokens, per_token)
 
 
-def kernel_cycles(works: tuple[KernelWork, ...], arch: Arch, options: CostOptions, grid: int) -> list[int]:
-    """Latency of each kernel on exactly grid x grid cores (its fastest dataflow, operands in place);
-    equal works (the layers repeat) are costed once."""
+def pad(n: int, p: int) -> int:
+    """``n`` rounded up to a multiple of ``p`` (WaferLLM's ``dim_p_pe = dim / P`` with dims padded)."""
+    return -(-n // p) * p
+
+
+def waferllm_spec(shape: Shape, grid: int) -> DecoderSpec:
+    """The decoder WaferLLM runs on a ``grid`` x ``grid`` mesh: hidden and FFN padded to multiples of
+    P, the heads as one head of the whole (padded) hidden size, so K and V are hidden x hidden."""
+    hidden = pad(shape.hidden, grid)
+    return DecoderSpec(
+        layers=shape.layers, hidden=hidden, heads=1, kv_heads=1, head_dim=hidden, ffn=pad(shape.ffn, grid), vocab=256
+    )
+
+
+def waferllm_phase(model: str, phase: str, grid: int, arch: Arch, options: CostOptions, folder: Path) -> Phase:
+    """One measured configuration as WaferLLM ran it (module docstring): its decoder written and
+    imported; a decode step's cache holds the padded 4,096 tokens after the step (the decode config's
+    ``seq_len``), a prefill runs the padded prompt and counts the real 4,096 tokens."""
+    spec = waferllm_spec(MODELS[model], grid)
+    tokens = pad(PROMPT if phase == "prefill" else CONTEXT, grid)
+    path = folder / f"{model}-{phase}-{grid}.onnx"
+    onnx.save(
+        build_decoder(
+            spec, "prefill" if phase == "prefill" else "decode", tokens if phase == "prefill" else 1, f"{path.stem}.weights"
+        ),
+        path,
+    )
+    loaded = load_phase(path, phase, arch, options, context=tokens - 1)
+    return replace(loaded, tokens=PROMPT if phase == "prefill" else 1, meshgemm=phase == "prefill")
+
+
+def exported_phase(model: str, phase: str, arch: Arch, options: CostOptions) -> Phase:
+    """The real export of ``model`` (issue 23's form: GQA, real dims, fastest dataflows)."""
+    return load_phase(ROOT / "models" / getattr(MODELS[model], phase), phase, arch, options)
+
+
+def load_rows(arch: Arch, options: CostOptions, *, exported: bool = False) -> dict[Key, Phase]:
+    """Every measured row's phase: as WaferLLM ran it, or (``exported``) the real exports."""
+    out: dict[Key, Phase] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in MEASURED:
+            key = (m.model, m.phase, m.grid)
+            if exported:
+                same = next((v for k, v in out.items() if k[:2] == key[:2]), None)
+                out[key] = same if same is not None else exported_phase(m.model, m.phase, arch, options)
+            else:
+                out[key] = waferllm_phase(m.model, m.phase, m.grid, arch, options, Path(tmp))
+    return out
+
+
+def kernel_cycles(
+    works: tuple[KernelWork, ...], arch: Arch, options: CostOptions, grid: int, *, meshgemm: bool = False
+) -> list[int]:
+    """Latency of each kernel on exactly grid x grid cores, operands in place: its fastest dataflow, or
+    (``meshgemm``) a MAC kernel as a systolic matmul; equal works (the layers repeat) are costed once."""
     memo: dict[KernelWork, int] = {}
+    sides = np.array([grid])
     for w in works:
         if w not in memo:
-            memo[w] = int(on_grid(w, arch, options, grid, grid)[1].latency[0])
+            if meshgemm and w.is_mac:
+                g = grid_costs(w, arch, options, Dataflow.OUTPUT_STATIONARY, sides, sides, in_place=True)
+                memo[w] = int(g.latency[0])
+            else:
+                memo[w] = int(on_grid(w, arch, options, grid, grid)[1].latency[0])
     return [memo[w] for w in works]
 
 
 def predict(phase: Phase, arch: Arch, options: CostOptions, grid: int, *, whole: bool = True) -> dict[str, Any]:
     """One configuration: a layer's cycles, x layers, tokens/s per request (and, with ``whole``, the
     whole model's: embedding, every layer, final norm, LM head)."""
-    cycles = kernel_cycles(phase.works if whole else phase.layer, arch, options, grid)
+    cycles = kernel_cycles(phase.works if whole else phase.layer, arch, options, grid, meshgemm=phase.meshgemm)
     per_kernel = cycles[phase.start : phase.start + phase.per_layer] if whole else cycles
     layer = sum(per_kernel)
     row: dict[str, Any] = {
@@ -180,26 +262,27 @@ def predict(phase: Phase, arch: Arch, options: CostOptions, grid: int, *, whole:
     return row
 
 
-def table(phases: dict[str, Phase], arch: Arch, options: CostOptions, *, whole: bool = True) -> list[dict[str, Any]]:
-    """The six measured rows with wsealloc's predictions and the relative errors."""
+def table(phases: dict[Key, Phase], arch: Arch, options: CostOptions, *, whole: bool = True) -> list[dict[str, Any]]:
+    """The twelve measured rows with wsealloc's predictions and the relative errors."""
     rows = []
     for m in MEASURED:
-        row = predict(phases[m.phase], arch, options, m.grid, whole=whole)
+        row = predict(phases[(m.model, m.phase, m.grid)], arch, options, m.grid, whole=whole)
+        row["model"] = m.model
         row["measured"] = m.tokens_per_s
         row["error"] = row["tokens_per_s"] / m.tokens_per_s - 1
         rows.append(row)
     return rows
 
 
-def with_execution(arch: Arch, values: dict[str, float]) -> Arch:
+def with_execution(arch: Arch, values: dict[str, Any]) -> Arch:
     """``arch`` with some fields of its execution section replaced."""
     if arch.execution is None:
         raise ValueError(f"arch {arch.name} has no execution section to fit")
     return arch.model_copy(update={"execution": arch.execution.model_copy(update=values)})
 
 
-def loss(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> float:
-    """Sum of squared log errors of tokens/s over the six rows."""
+def loss(phases: dict[Key, Phase], arch: Arch, options: CostOptions) -> float:
+    """Sum of squared log errors of tokens/s over the twelve rows."""
     return sum(math.log1p(r["error"]) ** 2 for r in table(phases, arch, options, whole=False))
 
 
@@ -213,7 +296,7 @@ STARTS = {
 STEPS = {"issue_cycles": 2.0, "step_cycles": 40.0, "collective_cycles": 100.0, "stage_cycles": 2.0}
 
 
-def fit(phases: dict[str, Phase], arch: Arch, options: CostOptions, free: tuple[str, ...] = FREE) -> dict[str, float]:
+def fit(phases: dict[Key, Phase], arch: Arch, options: CostOptions, free: tuple[str, ...] = FREE) -> dict[str, float]:
     """The ``free`` execution parameters minimizing :func:`loss` (the others as ``arch`` has them): a
     pattern search (each parameter up and down by its step, steps halved when nothing improves) from
     every combination of :data:`STARTS`; parameters stay >= 0."""
@@ -237,39 +320,100 @@ def fit(phases: dict[str, Phase], arch: Arch, options: CostOptions, free: tuple[
     return best[1]
 
 
-def ablations(phases: dict[str, Phase], arch: Arch, options: CostOptions) -> list[dict[str, Any]]:
-    """What each term is needed for: the six rows without it (the free parameters refitted), and under
-    other physical readings (fewer SIMD lanes, a chain instead of a two-level tree, the streaming model)."""
+def ablations(phases: dict[Key, Phase], arch: Arch, options: CostOptions) -> list[dict[str, Any]]:
+    """What each term is needed for: the twelve rows without it (the free parameters refitted), under
+    other physical readings (fewer SIMD lanes, a chain instead of a two-level tree, the streaming
+    model), and with the program costed otherwise (the real exports; no padding; the exported heads;
+    each prefill kernel's fastest dataflow instead of MeshGEMM)."""
     assert arch.execution is not None
     lanes = arch.core.model_copy
-    cases: list[tuple[str, Arch, tuple[str, ...]]] = [
-        (f"{arch.name} as it is", arch, ()),
-        ("streaming model (no execution section)", arch.model_copy(update={"execution": None}), ()),
-        ("no issue cost (issue 0)", with_execution(arch, {"issue_cycles": 0.0}), ("step_cycles", "collective_cycles")),
-        ("no step cost (step 0)", with_execution(arch, {"step_cycles": 0.0}), ("issue_cycles", "collective_cycles")),
-        ("no call cost (collective 0)", with_execution(arch, {"collective_cycles": 0.0}), ("issue_cycles", "step_cycles")),
-        ("no tree stages (stage 0)", with_execution(arch, {"stage_cycles": 0.0}), FREE),
-        ("stage latency fitted too", arch, (*FREE, "stage_cycles")),
-        ("chain tree (n/2 stages)", with_execution(arch, {"tree": ReductionTree.CHAIN}), FREE),
-        ("1 MAC lane a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 1})}), FREE),
-        ("2 MAC lanes a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 2})}), FREE),
+    exported = load_rows(arch, options, exported=True)
+    unpadded: dict[Key, Phase] = {}
+    heads: dict[Key, Phase] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, ph in phases.items():
+            model, phase, grid = key
+            shape = MODELS[model]
+            real, padded = (PROMPT if phase == "prefill" else CONTEXT), pad(PROMPT if phase == "prefill" else CONTEXT, grid)
+            form: Literal["prefill", "decode"] = "prefill" if phase == "prefill" else "decode"
+            for dest, tokens, spec in (
+                # the heads as one at the real sizes
+                (
+                    unpadded,
+                    real,
+                    DecoderSpec(
+                        layers=shape.layers,
+                        hidden=shape.hidden,
+                        heads=1,
+                        kv_heads=1,
+                        head_dim=shape.hidden,
+                        ffn=shape.ffn,
+                        vocab=256,
+                    ),
+                ),
+                # padded, but the model's own heads (GQA for LLaMA3-8B) of head_dim hidden / heads
+                (
+                    heads,
+                    padded,
+                    waferllm_spec(shape, grid).model_copy(
+                        update={"heads": shape.heads, "kv_heads": shape.kv_heads, "head_dim": shape.hidden // shape.heads}
+                    ),
+                ),
+            ):
+                path = Path(tmp) / f"{model}-{phase}-{grid}-{'unpadded' if dest is unpadded else 'heads'}.onnx"
+                onnx.save(
+                    build_decoder(
+                        DecoderSpec.model_validate(spec.model_dump()), form, tokens if phase == "prefill" else 1, "x.weights"
+                    ),
+                    path,
+                )
+                dest[key] = replace(
+                    load_phase(path, phase, arch, options, context=tokens - 1), tokens=ph.tokens, meshgemm=ph.meshgemm
+                )
+    fastest = {k: replace(v, meshgemm=False) for k, v in phases.items()}
+    cases: list[tuple[str, Arch, tuple[str, ...], dict[Key, Phase]]] = [
+        (f"{arch.name} as it is", arch, (), phases),
+        ("the real exports (issue 23's form)", arch, FREE, exported),
+        ("dims not padded to P", arch, FREE, unpadded),
+        ("the exported heads (GQA), padded", arch, FREE, heads),
+        ("prefill: fastest dataflow, not MeshGEMM", arch, FREE, fastest),
+        ("streaming model (no execution section)", arch.model_copy(update={"execution": None}), (), phases),
+        ("no issue cost (issue 0)", with_execution(arch, {"issue_cycles": 0.0}), ("step_cycles", "collective_cycles"), phases),
+        ("no step cost (step 0)", with_execution(arch, {"step_cycles": 0.0}), ("issue_cycles", "collective_cycles"), phases),
+        (
+            "no call cost (collective 0)",
+            with_execution(arch, {"collective_cycles": 0.0}),
+            ("issue_cycles", "step_cycles"),
+            phases,
+        ),
+        ("no tree stages (stage 0)", with_execution(arch, {"stage_cycles": 0.0}), FREE, phases),
+        ("stage latency fitted too", arch, (*FREE, "stage_cycles"), phases),
+        ("chain tree (n/2 stages)", with_execution(arch, {"tree": ReductionTree.CHAIN}), FREE, phases),
+        ("1 MAC lane a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 1})}), FREE, phases),
+        ("2 MAC lanes a cycle", arch.model_copy(update={"core": lanes(update={"macs_per_cycle": 2})}), FREE, phases),
     ]
     out = []
-    for label, case, free in cases:
-        fitted = fit(phases, case, options, free) if free else {}
+    for label, case, free, rows in cases:
+        fitted = fit(rows, case, options, free) if free else {}
         case = with_execution(case, fitted) if fitted else case
-        errors = [r["error"] for r in table(phases, case, options, whole=False)]
+        errors = [r["error"] for r in table(rows, case, options, whole=False)]
         gemv = int(on_grid(gemv_work(32768, case), case, options, GEMV_GRID, GEMV_GRID)[1].latency[0])
+        eight = [abs(e) for m, e in zip(MEASURED, errors, strict=True) if m.model == "llama3-8b"]
         out.append(
             {
                 "case": label,
                 "refitted": ", ".join(f"{k.removesuffix('_cycles')} {v:.1f}" for k, v in fitted.items()) or "-",
-                **{f"{m.phase[:3]} {m.grid}": f"{e:+.1%}" for m, e in zip(MEASURED, errors, strict=True)},
+                **{_label(m): f"{e:+.1%}" for m, e in zip(MEASURED, errors, strict=True)},
+                "max 8B": f"{max(eight):.1%}",
                 "max": f"{max(abs(e) for e in errors):.1%}",
                 "GEMV 32K": f"{gemv / case.clock_hz * 1e6 / GEMV_US[32768] - 1:+.0%}",
             }
         )
     return out
+
+
+def _label(m: Measured) -> str:
+    return f"{'8B' if m.model == 'llama3-8b' else '13B'} {m.phase[:3]} {m.grid}"
 
 
 def gemv_work(m: int, arch: Arch) -> KernelWork:
@@ -339,30 +483,50 @@ def kv_capacity(phase: Phase, arch: Arch, options: CostOptions, grid: int) -> di
     }
 
 
-def plot(phases: dict[str, Phase], arch: Arch, options: CostOptions, out: Path) -> None:
-    """Predicted against measured tokens/s over the grid sizes, one panel per phase."""
+def plot(phases: dict[Key, Phase], arch: Arch, options: CostOptions, out: Path) -> None:
+    """Predicted against measured tokens/s over the grid sizes, one panel per model and phase (the
+    predicted curve through the measured grids, each costed as WaferLLM pads it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, name in zip(axes, ("decode", "prefill"), strict=True):
-        grids = list(range(300, 751, 30))
-        predicted = [predict(phases[name], arch, options, p, whole=False)["tokens_per_s"] for p in grids]
-        ax.plot(grids, predicted, "-", color="tab:blue", label=f"wsealloc ({arch.name})")
-        meas = [m for m in MEASURED if m.phase == name]
-        ax.plot([m.grid for m in meas], [m.tokens_per_s for m in meas], "o", color="tab:red", label="WaferLLM, measured (WSE-2)")
-        for m in meas:
-            p = predict(phases[name], arch, options, m.grid, whole=False)["tokens_per_s"]
-            label = f"{p / m.tokens_per_s - 1:+.1%}"
-            ax.annotate(label, (m.grid, m.tokens_per_s), textcoords="offset points", xytext=(4, 6), fontsize=8)
-        title = f"decode, {CONTEXT:,} past tokens" if name == "decode" else f"prefill, {PROMPT:,} tokens"
-        ax.set_title(f"LLaMA3-8B {title}")
-        ax.set_xlabel("grid P (P x P cores)")
-        ax.set_ylabel("tokens/s per request")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
+    with tempfile.TemporaryDirectory() as tmp:
+        for row, model in enumerate(MODELS):
+            for col, name in enumerate(("decode", "prefill")):
+                ax = axes[row][col]
+                grids = list(range(360, 751, 60))
+                predicted = [
+                    predict(waferllm_phase(model, name, p, arch, options, Path(tmp)), arch, options, p, whole=False)[
+                        "tokens_per_s"
+                    ]
+                    for p in grids
+                ]
+                ax.plot(grids, predicted, "-", color="tab:blue", label=f"wsealloc ({arch.name})")
+                meas = [m for m in MEASURED if m.phase == name and m.model == model]
+                ax.plot(
+                    [m.grid for m in meas],
+                    [m.tokens_per_s for m in meas],
+                    "o",
+                    color="tab:red",
+                    label="WaferLLM, measured (WSE-2)",
+                )
+                for m in meas:
+                    p = predict(phases[(m.model, m.phase, m.grid)], arch, options, m.grid, whole=False)["tokens_per_s"]
+                    ax.annotate(
+                        f"{p / m.tokens_per_s - 1:+.1%}",
+                        (m.grid, m.tokens_per_s),
+                        textcoords="offset points",
+                        xytext=(4, 6),
+                        fontsize=8,
+                    )
+                title = f"decode, {CONTEXT:,} past tokens" if name == "decode" else f"prefill, {PROMPT:,} tokens"
+                ax.set_title(f"{model} {title}", fontsize=10)
+                ax.set_xlabel("grid P (P x P cores)")
+                ax.set_ylabel("tokens/s per request")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -371,17 +535,15 @@ def plot(phases: dict[str, Phase], arch: Arch, options: CostOptions, out: Path) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", default="wse2-measured")
-    parser.add_argument("--decode", type=Path, default=ROOT / "models" / "llama3-8b-decode.onnx")
-    parser.add_argument("--prefill", type=Path, default=ROOT / "models" / "llama3-8b-prefill.onnx")
     parser.add_argument("--plot", type=Path, default=None, help="write the picture here (e.g. docs/waferllm-calibration.png)")
-    parser.add_argument("--fit", action="store_true", help="fit the free execution parameters on the six rows and use them")
-    parser.add_argument("--ablate", action="store_true", help="the six rows without each term (the others refitted); ~3 min")
+    parser.add_argument("--fit", action="store_true", help="fit the free execution parameters on the twelve rows and use them")
+    parser.add_argument("--ablate", action="store_true", help="the twelve rows without each term (the others refitted); ~15 min")
     args = parser.parse_args()
     arch, options = load_arch(args.arch), CostOptions()
-    phases = {name: load_phase(path, name, arch, options) for name, path in (("decode", args.decode), ("prefill", args.prefill))}
+    phases = load_rows(arch, options)
     if args.fit:
         fitted = fit(phases, arch, options)
-        print("fitted (six rows only):", ", ".join(f"{k} = {v:.2f}" for k, v in fitted.items()))
+        print("fitted (twelve rows only):", ", ".join(f"{k} = {v:.2f}" for k, v in fitted.items()))
         print(f"  squared log error: {loss(phases, with_execution(arch, fitted), options):.5f}")
         rounded = {k: float(round(v)) for k, v in fitted.items()}
         print("  rounded to whole cycles:", ", ".join(f"{k} = {v:.0f}" for k, v in rounded.items()))
@@ -398,40 +560,46 @@ def main() -> None:
     rows = table(phases, arch, options)
     shown = [
         {
+            "model": r["model"],
             "phase": r["phase"],
             "P": r["grid"],
             "layer cycles": f"{r['layer_cycles']:,}",
             "predicted tok/s": f"{r['tokens_per_s']:,.1f}",
             "measured tok/s": f"{r['measured']:,.1f}",
             "error": f"{r['error']:+.1%}",
-            "whole model tok/s": f"{r['model_tokens_per_s']:,.1f}",
         }
         for r in rows
     ]
     print(markdown(shown, list(shown[0])))
+    for model in MODELS:
+        errors = [abs(r["error"]) for r in rows if r["model"] == model]
+        print(f"{model}: mean |error| {np.mean(errors):.1%}, max |error| {max(errors):.1%}")
     errors = [abs(r["error"]) for r in rows]
-    print(f"\nmean |error| {np.mean(errors):.1%}, max |error| {max(errors):.1%}")
-    for name, falls in (("decode", True), ("prefill", False)):
-        pred = [r["tokens_per_s"] for r in rows if r["phase"] == name]
-        ok = all((b < a) if falls else (b > a) for a, b in zip(pred, pred[1:], strict=False))
-        print(f"{name} trend ({'falls' if falls else 'rises'} with P as measured): {'right' if ok else 'WRONG'}")
+    print(f"all twelve: mean |error| {np.mean(errors):.1%}, max |error| {max(errors):.1%}")
+    for model in MODELS:
+        for name, falls in (("decode", True), ("prefill", False)):
+            pred = [r["tokens_per_s"] for r in rows if r["phase"] == name and r["model"] == model]
+            ok = all((b < a) if falls else (b > a) for a, b in zip(pred, pred[1:], strict=False))
+            print(f"{model} {name} trend ({'falls' if falls else 'rises'} with P as measured): {'right' if ok else 'WRONG'}")
     print("\nper kernel of one layer (cycles):")
-    for r in rows:
-        ph = phases[r["phase"]]
+    for r, m in zip(rows, MEASURED, strict=True):
+        ph = phases[(m.model, m.phase, m.grid)]
         names = ph.names[ph.start : ph.start + ph.per_layer]
-        cells = ", ".join(f"{n.removeprefix('node_')} {c:,}" for n, c in zip(names, r["per_kernel"], strict=True))
-        print(f"  {r['phase']} P={r['grid']}: {cells}")
+        cells = ", ".join(
+            f"{n.removeprefix('node_').removeprefix('layers.0.')} {c:,}" for n, c in zip(names, r["per_kernel"], strict=True)
+        )
+        print(f"  {m.model} {r['phase']} P={r['grid']}: {cells}")
     print("\nGEMV checks (not fitted):")
     gemv = gemv_checks(arch, options)
     print(markdown(gemv, list(gemv[0])))
-    kv = kv_capacity(phases["decode"], arch, options, 420)
+    kv = kv_capacity(exported_phase("llama3-8b", "decode", arch, options), arch, options, 420)
     print(
         f"\nlargest decode context, batch 1, one wafer: {kv['tokens']:,} tokens (paper {KV_TOKENS:,}: {kv['error']}); "
         f"{kv['cores']:,} cores x {kv['usable_sram_per_core']:,} B usable - {kv['weights_bytes'] / 1e9:.2f} GB weights - "
         f"{kv['buffers_per_core']:,} B buffers per core, over {kv['kv_bytes_per_token']:,} B of KV per token"
     )
     if args.ablate:
-        print("\nablations (six-row errors of tokens/s; the free parameters refitted on the six rows):")
+        print("\nablations (twelve-row errors of tokens/s; the free parameters refitted on the twelve rows):")
         ab = ablations(phases, arch, options)
         print(markdown(ab, list(ab[0])))
     if args.plot:

@@ -75,6 +75,37 @@ def test_stop_latency_script_loads_and_names_existing_models() -> None:
     assert {name for name, _ in script.RUNS} == set(script.CASES)
 
 
+def test_waferllm_costs_the_program_waferllm_runs() -> None:
+    """benchmarks/waferllm.py costs WaferLLM's program (issue 34): dims padded to P, the heads as one,
+    every prefill matmul as MeshGEMM (the systolic op model), twelve rows of two models."""
+    import numpy as np
+
+    from wsealloc.arch import load_arch
+    from wsealloc.cost import CostOptions, Dataflow, grid_costs
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_script_waferllm", ROOT / "benchmarks" / "waferllm.py")
+        assert spec is not None and spec.loader is not None
+        bench = sys.modules["bench_script_waferllm"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    arch, options = load_arch("wse2-measured"), CostOptions()
+    # its decode config for LLaMA3-8B at P = 420 (Decode/WSE-2/model_config/llama8B_4k_1_420.json: dim
+    # 4200, n_heads = n_kv_heads = 1, head_dim 4200, ffn_dim 14700, seq_len 4200) is the benchmark's spec
+    decoder = bench.waferllm_spec(bench.MODELS["llama3-8b"], 420)
+    assert (decoder.hidden, decoder.heads, decoder.kv_heads, decoder.head_dim, decoder.ffn) == (4200, 1, 1, 4200, 14700)
+    assert bench.pad(4096, 420) == 4200 and bench.pad(4096, 480) == 4320
+    assert len(bench.MEASURED) == 12 and {m.model for m in bench.MEASURED} == set(bench.MODELS)
+    prefill = bench.load_phase(ROOT / "models" / "tiny" / "llm_prefill.onnx", "prefill", arch, options)
+    meshgemm = bench.kernel_cycles(prefill.layer, arch, options, 8, meshgemm=True)
+    sides = np.array([8])
+    for w, c in zip(prefill.layer, meshgemm, strict=True):
+        if w.is_mac:
+            assert c == int(grid_costs(w, arch, options, Dataflow.OUTPUT_STATIONARY, sides, sides, in_place=True).latency[0])
+
+
 def test_waferllm_rows_on_the_tiny_decoder() -> None:
     """benchmarks/waferllm.py's row computation on the tiny LLM twins: the layers are found, a layer's
     cycles are the sum of its kernels on the grid, and tokens/s follow from them."""

@@ -58,7 +58,17 @@ from wsealloc.strategy.modes import Mode, ShareMode, Sharing
 from wsealloc.units import ascii_int
 
 # the user's words for a way to run a model live with the strategies (``strategy.modes``); re-exported
-__all__ = ["Mode", "RequestOptions", "ShareMode", "Sharing", "SolveRequest", "build_request", "check_outputs", "parse_grid"]
+__all__ = [
+    "Generation",
+    "Mode",
+    "RequestOptions",
+    "ShareMode",
+    "Sharing",
+    "SolveRequest",
+    "build_request",
+    "check_outputs",
+    "parse_grid",
+]
 
 
 class _Frozen(BaseModel):
@@ -87,18 +97,38 @@ class SolverSettings(_Frozen):
 Wafers = Annotated[int | Literal["auto"], BeforeValidator(wafer_count)]
 
 
-def parse_grid(text: str) -> tuple[int, int]:
-    """``--grid 420x420`` (or ``420``, a square) as (rows, cols)."""
+def parse_grid(text: str, option: str = "--grid") -> tuple[int, int]:
+    """``--grid 420x420`` (or ``420``, a square) as (rows, cols); ``option`` names it in messages."""
     parts = str(text).lower().replace(",", "x").split("x")
     try:
         sides = [ascii_int(p.strip()) for p in parts]
     except ValueError:
-        raise UsageError(f"--grid {excerpt(text)}: expected RxC, e.g. --grid 420x420") from None
+        raise UsageError(f"{option} {excerpt(text)}: expected RxC, e.g. {option} 420x420") from None
     if len(sides) == 1:
         sides = sides * 2
     if len(sides) != 2 or min(sides) < 1:
-        raise UsageError(f"--grid {excerpt(text)}: expected RxC with positive sides, e.g. --grid 420x420")
+        raise UsageError(f"{option} {excerpt(text)}: expected RxC with positive sides, e.g. {option} 420x420")
     return sides[0], sides[1]
+
+
+Side = Annotated[int, Field(strict=True, ge=1, le=2**20)]
+
+
+class Generation(_Frozen):
+    """``--prompt IN --generate OUT``: one request's prefill of ``prompt`` tokens (the ``prefill``
+    export, every kernel on one grid: ``prefill_grid``, or the fastest square when None), then
+    ``generate`` decode steps of the request's model with the past growing from IN to IN + OUT - 1
+    (the plan is solved at the last, whose cache is the largest). What it costs: ``plan.generation``."""
+
+    prompt: int = Field(strict=True, ge=1, le=2**24)
+    generate: int = Field(strict=True, ge=1, le=2**20)
+    prefill: OnnxSource
+    prefill_grid: tuple[Side, Side] | None = None
+
+    @property
+    def last_context(self) -> int:
+        """The past length of the last decode step (the context the decode plan is solved at)."""
+        return self.prompt + self.generate - 1
 
 
 class SolveRequest(_Frozen):
@@ -121,6 +151,7 @@ class SolveRequest(_Frozen):
     # strategy when the global batch is over 1 (docs/cost-model.md, "Micro-batches")
     micro_batch: int | None = Field(None, ge=1, le=2**20)
     constraints: Constraints | None = None  # the user's rules (``--constraints``, ``--from-plan``; docs/constraints.md)
+    generation: Generation | None = None  # --prompt IN --generate OUT: one request's prefill and decode steps
 
     @model_serializer(mode="wrap")
     def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -150,10 +181,36 @@ class SolveRequest(_Frozen):
             raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
         elif self.arch is None:
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
+        if self.generation is not None:
+            self._one_generation(self.generation)
         from wsealloc.strategy.registry import refuse  # (the strategies, with the solvers they run, load on first use)
 
         refuse(self)  # what the way of running it asks for cannot plan
         return self
+
+    def _one_generation(self, gen: Generation) -> None:
+        """A generation is one request's decode steps on one wafer, its cache at the last step's length."""
+        onnx = as_onnx(self.model)
+        why = (
+            "a .kgraph instance has no KV cache"
+            if onnx is None
+            else "--wafers must be 1 (one wafer's plan decodes)"
+            if self.wafers != 1
+            else "--requests must be 1 (one request's tokens)"
+            if self.requests != 1
+            else "--batch must be 1 (one request's tokens)"
+            if onnx.batch not in (None, 1)
+            else "--train does not decode"
+            if self.cost.train is not None
+            else "--mode must be pipelined (the decode steps' weights stay on the wafer)"
+            if self.mode is not Mode.PIPELINED
+            else f"the decode export's past length is the last step's, {gen.last_context:,} "
+            f"(--prompt + --generate - 1), not {onnx.context}"
+            if onnx.context != gen.last_context
+            else None
+        )
+        if why is not None:
+            raise ValueError(f"--prompt {gen.prompt} --generate {gen.generate}: {why}")
 
     @property
     def onnx_model(self) -> OnnxSource | SyntheticSource:
@@ -242,6 +299,10 @@ class RequestOptions(TypedDict, total=False):
     context: int | None
     batch: int | None
     constraints: str | Path | Constraints | None
+    prompt: int | None
+    generate: int | None
+    prefill: str | Path | None
+    prefill_grid: str | tuple[int, int] | None
 
 
 def build_request(
@@ -285,6 +346,9 @@ def build_request(
         source = model
     else:
         raise UsageError(f"model {excerpt(model)}: expected a file path, synthetic:KIND:N or a model source")
+    generation = _generation(opts, source, base)
+    if generation is not None:
+        opts["context"] = generation.last_context
     llm = {key: opts[key] for key in ("context", "batch") if opts.get(key) is not None}
     if llm:
         onnx_source = as_onnx(source)
@@ -359,6 +423,7 @@ def build_request(
         "stream_batch": opts.get("stream_batch"),
         "micro_batch": opts.get("micro_batch"),
         "constraints": _constraints(opts.get("constraints"), base),
+        "generation": generation,
     }
     try:
         return SolveRequest.model_validate(data)
@@ -452,6 +517,56 @@ def _with_shapes(source: OnnxSource | SyntheticSource, shapes: dict[str, tuple[i
         return type(source).model_validate({**source.model_dump(), "input_shapes": {**source.input_shapes, **shapes}})
     except ValidationError as exc:
         raise UsageError(f"model {source.label}: {_first_error(exc)}") from exc
+
+
+def _generation(opts: Mapping[str, object], source: ModelSource, base: Path | None) -> Generation | None:
+    """``--prompt IN --generate OUT --prefill P.onnx [--prefill-grid RxC]`` as a :class:`Generation`
+    (None when none is given): all three named, ``--context`` left to them, the prefill export's own
+    prompt IN tokens long."""
+    from wsealloc.frontend.llm import prompt_length
+
+    given = {key: opts.get(key) for key in ("prompt", "generate", "prefill", "prefill_grid")}
+    if all(v is None for v in given.values()):
+        return None
+    flags = {"prompt": "--prompt IN", "generate": "--generate OUT", "prefill": "--prefill PREFILL.onnx"}
+    missing = [flag for key, flag in flags.items() if given[key] is None]
+    if missing:
+        raise UsageError(f"generation end to end needs {', '.join(flags.values())}: {', '.join(missing)} missing")
+    if opts.get("context") is not None:
+        raise UsageError(
+            f"--context {opts['context']} with --prompt and --generate: the decode plan's past length is the last "
+            "step's (--prompt + --generate - 1); leave --context out"
+        )
+    if as_onnx(source) is None:
+        raise UsageError(f"{source.label}: --prompt and --generate decode an LLM export; a .kgraph has none")
+    for key in ("prompt", "generate"):
+        value = given[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"--{key} {excerpt(value)}: expected a positive number of tokens")
+    path = Path(str(given["prefill"]))
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if not path.is_file():
+        raise UsageError(f"--prefill {excerpt(given['prefill'])}: no such file (the prefill export of the decode model)")
+    tokens = prompt_length(path)
+    if tokens != given["prompt"]:
+        raise UsageError(
+            f"--prompt {given['prompt']}: the prefill export {path} runs a prompt of {tokens if tokens else 'unknown'} tokens "
+            "(its input_ids [1, T]); export one of --prompt tokens (wsealloc export-llm --prompt)"
+        )
+    grid = given["prefill_grid"]
+    side = parse_grid(grid, "--prefill-grid") if isinstance(grid, str) else grid
+    try:
+        return Generation.model_validate(
+            {
+                "prompt": given["prompt"],
+                "generate": given["generate"],
+                "prefill": OnnxSource(path=str(path)),
+                "prefill_grid": side,
+            }
+        )
+    except ValidationError as exc:
+        raise UsageError(f"--prompt/--generate: {_first_error(exc)}") from exc
 
 
 def kgraph_header(arch: str | Path | Arch | None, sets: Sequence[str]) -> dict[str, int]:

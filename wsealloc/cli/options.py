@@ -239,9 +239,49 @@ def solver_options(fn: F) -> F:
             solver_settings_options("Seconds for the whole solve (front end, allocation, placement share it)."),
             click.option("--no-place", is_flag=True, help="Allocation only: core counts and grid shapes, no positions."),
             *objective_options(),
+            *generation_options(),
             *constraint_options(),
         ],
     )
+
+
+def generation_options() -> list[Callable[[Any], Any]]:
+    """``--prompt``, ``--generate``, ``--prefill``, ``--prefill-grid``: one request's generation end to end
+    (``solve`` and ``compare``; ``pools`` has a ``--prompt`` of its own)."""
+    return [
+        click.option(
+            "--prompt",
+            "generation_prompt",
+            type=ASCII_INT,
+            default=None,
+            metavar="IN",
+            help="Generation end to end: one request's prompt of IN tokens (the --prefill export's own length), "
+            "then --generate OUT decode steps of MODEL, planned at the last step's past length IN + OUT - 1.",
+        ),
+        click.option(
+            "--generate",
+            "generation_steps",
+            type=ASCII_INT,
+            default=None,
+            metavar="OUT",
+            help="Generation end to end: OUT decode steps after the prompt (time to first token, time per output "
+            "token first/last/mean, end-to-end tokens/s in the summary and the plan's llm.generation).",
+        ),
+        click.option(
+            "--prefill",
+            "prefill_model",
+            default=None,
+            metavar="PREFILL.onnx",
+            help="Generation end to end: the prefill export of --prompt tokens (wsealloc export-llm --prompt IN).",
+        ),
+        click.option(
+            "--prefill-grid",
+            default=None,
+            metavar="RxC",
+            help="Generation end to end: every prefill kernel on one R x C grid, one after another (WaferLLM's "
+            "prefill); default: the square with the shortest prefill.",
+        ),
+    ]
 
 
 def constraint_options() -> list[Callable[[Any], Any]]:
@@ -331,6 +371,10 @@ _REQUEST_KEYS = {
     "micro_batch": "micro_batch",
     "context": "context",
     "batch": "batch",
+    "generation_prompt": "prompt",  # (pools has a --prompt of its own, named prompt)
+    "generation_steps": "generate",
+    "prefill_model": "prefill",
+    "prefill_grid": "prefill_grid",
 }
 
 

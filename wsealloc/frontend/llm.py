@@ -61,3 +61,18 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
             )
         bound.update({name: (batch, batch_option) for name in names})
     return bound
+
+
+def prompt_length(path: str | Path) -> int | None:
+    """The prompt a prefill export runs: its token input's (``input_ids``: the first integer input of
+    rank 2, ``[1, T]``) fixed length T; None when it has none, or a named one."""
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        kind = vi.type.tensor_type.elem_type
+        if vi.name in inits or kind not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            continue
+        dims = _dims(vi)
+        if len(dims) == 2:
+            return dims[1] if isinstance(dims[1], int) and dims[1] > 0 else None
+    return None

@@ -15,6 +15,7 @@ from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts
 from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.plan import rules
+from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256
 from wsealloc.plan.llm import LlmShape, aggregate_tokens_per_s, largest_context, tokens_per_s_per_request
 from wsealloc.plan.schema import (
@@ -294,6 +295,8 @@ def make_plan(
         fits_wafer=fits,
     )
     llm = llm_record(costs, kernels, request.requests if request is not None else 1)
+    if llm is not None and request is not None and request.generation is not None:
+        llm = llm.model_copy(update={"generation": generation_record(request, costs, kernels)})
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels

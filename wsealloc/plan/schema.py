@@ -107,6 +107,30 @@ class ArchRef(_Doc):
 Rate = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
+class GenerationRecord(_Doc):
+    """One request's generation end to end (``--prompt IN --generate OUT``; ``plan/generation.py``):
+    the prefill of IN tokens on its grid, then OUT decode steps of this plan with the past growing from
+    IN to IN + OUT - 1. Times per step are the plan's token path at that step's context."""
+
+    prompt: Positive  # IN
+    generate: Positive  # OUT
+    prefill_model: str  # the prefill export (its path as given)
+    prefill_grid: tuple[Positive, Positive]  # every prefill kernel on it, one after another
+    prefill_cycles: Cycles
+    prefill_regions: Positive  # regions of the prefill grid its weights and cache need (packed by SRAM, as --grid)
+    prefill_fits_wafer: bool  # those regions' cores within the wafer's
+    decode_first_cycles: Cycles  # the first step (past IN)
+    decode_last_cycles: Cycles  # the last step (past IN + OUT - 1: the plan's own token path)
+    decode_total_cycles: Cycles  # every step, summed exactly
+    time_to_first_token_s: Rate  # the prefill
+    time_per_output_token_first_s: Rate
+    time_per_output_token_last_s: Rate
+    time_per_output_token_mean_s: Rate  # the decode steps' total over OUT
+    end_to_end_s: Rate  # prefill + every decode step
+    end_to_end_tokens_per_s: Rate  # OUT over the whole time
+    distinct_step_costs: Positive  # how many different step times the OUT steps take (tile boundaries crossed)
+
+
 class LlmRecord(_Doc):
     """An LLM plan's tokens (``plan.llm``): the phase, one pass through the kernels, and the rates it
     gives one request and all of them."""
@@ -123,6 +147,7 @@ class LlmRecord(_Doc):
     aggregate_tokens_per_s: Rate
     time_to_first_token_s: Rate | None = None  # a prefill: the prompt's time through the kernels
     largest_context: Count  # the longest context whose KV cache fits the wafer beside weights and buffers
+    generation: GenerationRecord | None = None  # --prompt IN --generate OUT: the request end to end
 
 
 class ConstraintsRecord(_Doc):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -42,6 +43,7 @@ from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_over_wafers, llm_record, region_unit
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
+from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
 from wsealloc.plan.verify_constraints import check_constraints
@@ -467,6 +469,17 @@ def _wafers_value(kind: ObjectiveKind, stages: list[_Stage], table: CostTable, s
     return value
 
 
+def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A record's fields with nested records' as ``outer.inner`` (None for a record not given)."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
     """An LLM plan's token rates and largest context, by the rules of ``plan.llm`` on the numbers
     recomputed here (the units' stage times, the model's cache and weights; over several wafers, the
@@ -474,6 +487,8 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
     requests = plan.request.requests if plan.request is not None else 1
     if len(stages) == 1:
         expected = llm_record(table, list(stages[0].members), requests)
+        if expected is not None and plan.request is not None and plan.request.generation is not None:
+            expected = expected.model_copy(update={"generation": generation_record(plan.request, table, list(stages[0].members))})
     else:  # one token's path through every wafer and link; a new pass every slowest stage
         worst, _, _ = _slowest(stages, tuple(k for st in stages for k in st.members))
         path = _wafers_value(ObjectiveKind.LATENCY, stages, table, worst, comm=True)
@@ -487,8 +502,11 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
             + ("missing for a model with a KV cache" if got is None else "given for a model without a KV cache"),
         )
         return
-    for name, value in expected.model_dump().items():
-        mine = getattr(got, name)
+    theirs, mine_all = _flat(got.model_dump()), _flat(expected.model_dump())
+    extra = sorted(set(theirs) - set(mine_all))
+    check(not extra, f"objective.llm has {', '.join(extra[:3])}, which the request does not ask for")
+    for name, value in mine_all.items():
+        mine = theirs.get(name)
         same = (
             mine == value
             if not isinstance(value, float)

@@ -91,6 +91,19 @@ def llm_lines(plan: Plan) -> list[str]:
         f"KV cache {llm.kv_bytes_per_token:,} B per token of context: the largest context that fits beside the weights "
         f"is {llm.largest_context:,} tokens at batch {llm.batch}"
     )
+    gen = llm.generation
+    if gen is not None:
+        ms = 1e3
+        lines.append(
+            f"generation end to end, prompt {gen.prompt:,} + {gen.generate:,} tokens: time to first token "
+            f"{gen.time_to_first_token_s * ms:,.3f} ms (prefill on {gen.prefill_grid[0]} x {gen.prefill_grid[1]}, "
+            f"{gen.prefill_cycles:,} cycles, {gen.prefill_regions} region(s) of it"
+            f"{'' if gen.prefill_fits_wafer else ': more cores than the wafer has'}); "
+            f"time per output token first {gen.time_per_output_token_first_s * ms:,.4f} ms, "
+            f"last {gen.time_per_output_token_last_s * ms:,.4f} ms, mean {gen.time_per_output_token_mean_s * ms:,.4f} ms "
+            f"({gen.distinct_step_costs:,} distinct step times, summed exactly); {gen.end_to_end_s * ms:,.3f} ms in all, "
+            f"{gen.end_to_end_tokens_per_s:,.1f} output tokens/s end to end"
+        )
     return lines
 
 
