@@ -104,3 +104,30 @@ def test_identical_layers_share_their_bounds_and_stay_exact(seed: int) -> None:
         assert found.status is Status.INFEASIBLE
         return
     assert found.status is Status.OPTIMAL and found.latency == best == found.bound
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_fitting_cut_is_found_whenever_one_exists(seed: int) -> None:
+    """``fitting_cuts`` (the fallback when the exact search runs out of time): every wafer of its cut
+    fits its kernels, near the wished cut, and it finds one whenever brute force does."""
+    from wsealloc.solvers.share_wafers import fitting_cuts
+
+    rng = np.random.default_rng(200 + seed)
+    n, g_count, wafers = int(rng.integers(2, 8)), int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 4, size=g_count)}))
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    resident = rng.integers(1, 40, size=(n, len(shapes))).astype(np.float64)
+    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum()) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    wish = tuple(sorted({0, n, *(int(x) for x in rng.integers(1, n, size=wafers - 1))}))
+    exists = any(
+        all(_one_wafer(sp, a, b) is not None for a, b in zip((0, *inner), (*inner, n), strict=True))
+        for count in range(1, wafers + 1)
+        for inner in itertools.combinations(range(1, n), count - 1)
+    )
+    cuts = fitting_cuts(sp, wafers, wish)
+    assert (cuts is not None) == exists
+    if cuts is not None:
+        assert cuts[0] == 0 and cuts[-1] == n and len(cuts) - 1 <= wafers
+        assert all(_one_wafer(sp, a, b) is not None for a, b in zip(cuts[:-1], cuts[1:], strict=True))

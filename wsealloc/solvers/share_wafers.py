@@ -402,6 +402,56 @@ def _best_prices(
     return best
 
 
+def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A cut into at most ``wafers`` wafers whose every wafer's kernels fit its cores in some partition
+    into runs, each cut as near its ``target`` (the caller's wish: e.g. even resident bytes) as that
+    allows; None when no cut into ``wafers`` fits. A wafer from kernel a can hold kernels up to the
+    furthest b whose fewest-cores partition fits (one program from a: the cores priced, no latency),
+    and a shorter segment fits whenever a longer one does, so going as far as needed but never past
+    what fits, with the most kernels a wafer holds when the wishes leave too much for the rest, finds
+    a fitting cut whenever one exists (the furthest reach at every step uses the fewest wafers)."""
+    n = sp.n_kernels
+    if n == 0:
+        return (0, 0)
+    span = _longest_segment(sp)
+    bare = replace(sp, latency=np.where(sp.latency < INF, 0, INF).astype(np.int64))
+    cores = sp.cores().astype(np.float64)[None, :]
+    no_cut = np.full(n + 1, np.inf)
+    reach: dict[int, int] = {}
+
+    def furthest(a: int) -> int:
+        if a not in reach:
+            part = replace(bare, names=bare.names[a : a + span], latency=bare.latency[a : a + span],
+                           resident=bare.resident[a : a + span], buffers=bare.buffers[a : a + span])  # fmt: skip
+            fewest = _sweep(part, cores, np.zeros(1), no_cut[: part.n_kernels + 1], part.windows(), forward=False).ended[0]
+            fits = np.flatnonzero(fewest <= sp.total_cores)
+            reach[a] = a + int(fits.max()) if fits.size else a
+        return reach[a]
+
+    def greedy(cuts: list[int]) -> list[int] | None:
+        while cuts[-1] < n:  # the rest as few wafers as it can take: each as far as it reaches
+            b = furthest(cuts[-1])
+            if b <= cuts[-1] or len(cuts) > wafers:
+                return None
+            cuts.append(b)
+        return cuts if len(cuts) - 1 <= wafers else None
+
+    cuts = [0]
+    for target in targets[1:-1]:
+        a = cuts[-1]
+        b = min(max(int(target), a + 1), furthest(a))
+        if b <= a:
+            return None
+        rest = greedy([b])  # the wafers the rest needs from b on
+        if rest is None or len(cuts) + len(rest) - 1 > wafers:
+            b = furthest(a)  # the wish leaves too much: this wafer as full as it fits
+        cuts.append(b)
+        if b >= n:
+            break
+    done = greedy(cuts)
+    return tuple(done) if done is not None else None
+
+
 # ---------------------------------------------------------------------------------------------------
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params,
 from wsealloc.solvers import Status
 from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
-from wsealloc.solvers.share_wafers import WaferSharing
+from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts
 from wsealloc.solvers.share_wafers import solve as wafer_sharing
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
@@ -177,6 +177,8 @@ class LatencyOverWafers(Strategy):
             else:
                 bound = max(bound, exact.bound or 0) if exact is not None else bound
                 exact = None
+                if packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
+                    cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
         how = (
             "the exact search's optimum"
             if exact is not None
