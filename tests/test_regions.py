@@ -66,6 +66,18 @@ def test_one_kernel_per_region_is_todays_table(costs) -> None:  # type: ignore[n
         region_table(costs, [(0, 5), (6, len(costs.kernels))])
 
 
+def test_a_stage_of_regions_is_a_table_of_regions(costs) -> None:  # type: ignore[no-untyped-def]
+    # one wafer's regions of a plan over several: its units still run in turn (a chain, as the planner
+    # times them), whatever the kernels' graph inside says (a verifier that lost the runs timed
+    # Llama-3.1-405B's prefill by the graph and disagreed with its plan)
+    n = len(costs.kernels)
+    units = region_table(costs, [(0, 10), (10, 20), (20, n)])
+    stage = units.subset(1, 3)
+    assert stage.runs == ((0, 10), (10, n - 10)) and stage.preds() == ((), (0,))
+    assert stage.members is not None and len(stage.members.kernels) == n - 10
+    assert [kc.kernel.name for kc in stage.members.kernels] == [kc.kernel.name for kc in costs.kernels[10:]]
+
+
 def _brute(sp: SharingProblem) -> int | None:
     """Every partition of the kernels into runs, every grid per run: the least latency that fits."""
     n, g_count = sp.latency.shape

@@ -102,7 +102,9 @@ class CostTable:
         return tuple(tuple(sorted(p)) for p in preds)
 
     def subset(self, first: int, end: int) -> CostTable:
-        """The cost table of kernels [first, end) only (a pipeline stage), with the edges among them."""
+        """The cost table of kernels [first, end) only (a pipeline stage), with the edges among them; of a
+        table of regions, the regions [first, end) with their kernels (a token visits them in turn, as
+        ``preds`` says: one wafer's regions of a plan over several are a table of regions too)."""
         kernels = self.kernels[first:end]
         names = {kc.kernel.name for kc in kernels}
         edges = tuple(e for e in self.kgraph.edges if e.src in names and e.dst in names)
@@ -113,7 +115,14 @@ class CostTable:
             if first <= e.src < end and first <= e.dst < end
         )
         unconstrained = self.unconstrained.subset(first, end) if self.unconstrained is not None else None
-        return CostTable(kgraph, self.arch, self.options, kernels, inside, applied=self.applied, unconstrained=unconstrained)
+        members, runs = None, None
+        if self.runs is not None and end > first:  # a table of regions stays one: its units run in turn
+            base, top = self.runs[first][0], self.runs[end - 1][1]
+            runs = tuple((a - base, b - base) for a, b in self.runs[first:end])
+            members = self.members.subset(base, top) if self.members is not None else None
+        return CostTable(
+            kgraph, self.arch, self.options, kernels, inside, members, runs, applied=self.applied, unconstrained=unconstrained
+        )
 
     def by_name(self, name: str) -> KernelCosts:
         """A kernel's costs by kernel name (KeyError if absent)."""

@@ -249,7 +249,13 @@ class LatencyOverWafers(Strategy):
         found = run_stoppable(lambda: share_solver(sp, deadline.share(RELAXED_SHARE)), deadline)
         if found is None:
             raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
-        if found.status is Status.INFEASIBLE or found.bound is None:
+        if found.status is Status.INFEASIBLE:  # not even with every wafer's cores as one budget
+            raise InfeasibleError(
+                f"{costs.kgraph.ops.source}: its regions do not fit {count} {costs.arch.name} wafers even with all their "
+                f"cores as one budget ({found.message.replace('the wafer has', 'the wafers have')}); give more --wafers, "
+                "fewer --requests or a shorter --context"
+            )
+        if found.bound is None:
             raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
         charged = sp.cores()
         cuts = [0]
