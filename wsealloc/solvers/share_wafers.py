@@ -600,6 +600,7 @@ def _strong_labels(
         pair_g = np.repeat(open_g, counts)
         pair_i = np.repeat(first[open_g], counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
         pair_lat = prefix[pair_g, j] - prefix[pair_g, pair_i]
+        seen_la = seen_co = np.zeros(0, dtype=np.int64)  # the Pareto front of the labels at j on earlier wafers
         for w in range(wafers):
             s = j * wafers + w
             offset[s] = total
@@ -635,6 +636,17 @@ def _strong_labels(
                 before = np.minimum.accumulate(np.concatenate(([big], la[:-1])))
                 front = la < before
                 la, co, st, gr, pr = la[front], co[front], st[front], gr[front], pr[front]
+                if seen_co.size:  # a label at an earlier wafer no slower with no more cores: every way on from
+                    # here is open to it with wafers to spare (the wafers are alike, a link's cost its cut's)
+                    at = np.searchsorted(seen_co, co, side="right") - 1
+                    alive = (at < 0) | (seen_la[np.maximum(at, 0)] > la)
+                    la, co, st, gr, pr = la[alive], co[alive], st[alive], gr[alive], pr[alive]
+            if la.size:
+                both_la, both_co = np.concatenate((seen_la, la)), np.concatenate((seen_co, co))
+                order = np.lexsort((both_la, both_co))
+                both_la, both_co = both_la[order], both_co[order]
+                keep = both_la < np.minimum.accumulate(np.concatenate(([big], both_la[:-1])))
+                seen_la, seen_co = both_la[keep], both_co[keep]
                 least[s], fewest[s] = int(la.min()), int(co.min())
                 ended = np.flatnonzero(gr >= 0)
                 if ended.size:

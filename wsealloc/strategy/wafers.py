@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from wsealloc.request import SolveRequest
 
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
-EXACT_SHARE = 0.5  # of what remains: the exact search over every cut and every wafer's regions
+EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
 
 
 class WafersDecision(Decision):
