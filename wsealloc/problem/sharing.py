@@ -174,6 +174,19 @@ class SharingProblem:
             j = i
         return runs[::-1]
 
+    def segment(self, first: int, end: int) -> SharingProblem:
+        """Kernels [first, end) only (one wafer's of a cut)."""
+        rows = slice(first, end)
+        return replace(
+            self, names=self.names[rows], latency=self.latency[rows], resident=self.resident[rows], buffers=self.buffers[rows]
+        )
+
+    def reversed(self) -> SharingProblem:
+        """The same problem with the kernel sequence reversed (a run of it is a run reversed): the
+        programs that bound the rest of a plan run on it."""
+        return replace(self, names=self.names[::-1], latency=self.latency[::-1].copy(),
+                       resident=self.resident[::-1].copy(), buffers=self.buffers[::-1].copy())  # fmt: skip
+
     @property
     def n_kernels(self) -> int:
         """Kernels."""

@@ -58,21 +58,6 @@ class _Plan:
     prefix_values: tuple[float, ...] = ()  # the best value of kernels [0, j) for every j
 
 
-def _reversed(sp: SharingProblem) -> SharingProblem:
-    """The same problem with the kernel sequence reversed (a run of it is a run reversed)."""
-    return SharingProblem(
-        sp.names[::-1],
-        sp.shapes,
-        sp.latency[::-1].copy(),
-        sp.resident[::-1].copy(),
-        sp.buffers[::-1].copy(),
-        sp.usable_sram,
-        sp.total_cores,
-        sp.pieces,
-        sp.wafer_rows,
-    )
-
-
 def _dp(sp: SharingProblem, lam: float, windows: np.ndarray | None = None) -> _Plan | None:
     """The best partition at core price ``lam`` (None: no partition exists); ``windows``:
     ``sp.windows()`` when the caller has it already."""
@@ -243,7 +228,7 @@ def _close_gap(
     by CP-SAT (``solvers.cpsat_share``). None when too many runs remain or nothing is found in time."""
     from wsealloc.solvers.cpsat_share import solve_partition
 
-    backward = _dp(_reversed(sp), lam)
+    backward = _dp(sp.reversed(), lam)
     if backward is None:
         return None
     runs = candidate_runs(sp, lam, forward, backward, primal.latency, windows)

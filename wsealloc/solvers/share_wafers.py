@@ -134,14 +134,6 @@ def _sweep(
     return _Sweep(ended, ready, best)
 
 
-def _reversed(sp: SharingProblem) -> SharingProblem:
-    """The same problem with the kernel sequence reversed (a run of it is a run reversed)."""
-    return SharingProblem(
-        sp.names[::-1], sp.shapes, sp.latency[::-1].copy(), sp.resident[::-1].copy(), sp.buffers[::-1].copy(),
-        sp.usable_sram, sp.total_cores, sp.pieces, sp.wafer_rows,
-    )  # fmt: skip
-
-
 def _prefix(sp: SharingProblem) -> np.ndarray:
     """[G, n + 1] prefix sums of the kernels' latencies per grid (0 where a kernel cannot be laid)."""
     out = np.zeros((sp.shapes.shape[0], sp.n_kernels + 1), dtype=np.int64)
@@ -199,7 +191,7 @@ def _rest(sp: SharingProblem, lam: np.ndarray, links: np.ndarray, rwindows: np.n
     taken) starts its next run at j; 0 at the end."""
     n = sp.n_kernels
     price = lam[:, None] * sp.cores().astype(np.float64)[None, :]
-    bwd = _sweep(_reversed(sp), price, lam * sp.total_cores, links[::-1].copy(), rwindows, forward=False)
+    bwd = _sweep(sp.reversed(), price, lam * sp.total_cores, links[::-1].copy(), rwindows, forward=False)
     rest = bwd.ended[:, ::-1].copy()  # a run of the reversed problem ending at n - j starts at j
     rest[:, n] = 0.0
     return rest
@@ -421,8 +413,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 
     def furthest(a: int) -> int:
         if a not in reach:
-            part = replace(bare, names=bare.names[a : a + span], latency=bare.latency[a : a + span],
-                           resident=bare.resident[a : a + span], buffers=bare.buffers[a : a + span])  # fmt: skip
+            part = bare.segment(a, a + span)
             fewest = _sweep(part, cores, np.zeros(1), no_cut[: part.n_kernels + 1], part.windows(), forward=False).ended[0]
             fits = np.flatnonzero(fewest <= sp.total_cores)
             reach[a] = a + int(fits.max()) if fits.size else a
@@ -523,7 +514,7 @@ def _segment_values(sp: SharingProblem, lams: np.ndarray, span: int, zone: _Zone
         return (swept.ended - credit[:, None]).T  # [length + 1, m]
 
     def piece(a: int, b: int) -> SharingProblem:
-        return replace(sp, names=sp.names[a:b], latency=sp.latency[a:b], resident=sp.resident[a:b], buffers=sp.buffers[a:b])
+        return sp.segment(a, b)
 
     for a in range(n):  # starts before the zone (every start, without one)
         if zone.start <= a < zone.end:
@@ -542,7 +533,7 @@ def _segment_values(sp: SharingProblem, lams: np.ndarray, span: int, zone: _Zone
         a0 = max(zone.start, b - span)
         if a0 >= b:
             continue
-        values = program(_reversed(piece(a0, b)))  # values[l]: the segment [b - l, b)
+        values = program(piece(a0, b).reversed())  # values[l]: the segment [b - l, b)
         for length in range(1, b - a0 + 1):
             out[b - length, length] = values[length]
     return out
@@ -787,7 +778,7 @@ def solve(
     upper = known.latency if known is not None else None
     if known is not None and upper is not None and upper <= bound:
         return replace(known, status=Status.OPTIMAL, bound=upper, wall_s=time.perf_counter() - start)
-    rest = _rest(sp, dual.lam, links, _reversed(sp).windows())
+    rest = _rest(sp, dual.lam, links, sp.reversed().windows())
     cut = _cut_worth(rest, links, dual.lam, sp.total_cores)
     slack = FIRST_SLACK
     # no plan takes longer than every kernel on its slowest grid and every link
