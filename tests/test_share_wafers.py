@@ -49,9 +49,8 @@ def _brute(sp: SharingProblem, links: np.ndarray, wafers: int) -> int | None:
     return best
 
 
-@pytest.mark.parametrize("method", ["segments", "wafers"])
 @pytest.mark.parametrize("seed", range(16))
-def test_wafers_sharing_equals_brute_force(seed: int, method: str) -> None:
+def test_wafers_sharing_equals_brute_force(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n, g_count, wafers = int(rng.integers(2, 7)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
     shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 5, size=g_count)}))
@@ -62,7 +61,7 @@ def test_wafers_sharing_equals_brute_force(seed: int, method: str) -> None:
     sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
     links = np.concatenate(([0], rng.integers(1, 25, size=n - 1), [0])).astype(np.int64)
     best = _brute(sp, links, wafers)
-    found = solve(sp, links, wafers, Deadline.after(30), method=method)
+    found = solve(sp, links, wafers, Deadline.after(30))
     if best is None:
         assert found.status is Status.INFEASIBLE
         return
@@ -99,7 +98,7 @@ def test_identical_layers_share_their_bounds_and_stay_exact(seed: int) -> None:
     zone = _zone(sp)
     assert zone.period == 2 and zone.start <= 1 and zone.end >= 7  # the layers repeat
     best = _brute(sp, links, 3)
-    found = solve(sp, links, 3, Deadline.after(30), method="segments")
+    found = solve(sp, links, 3, Deadline.after(30))
     if best is None:
         assert found.status is Status.INFEASIBLE
         return

@@ -4,30 +4,23 @@ each run's grid, minimizing one token's time: every run's latency and, at every 
 cycles (``links[j]``: the bytes crossing in front of kernel j over the link's bandwidth, plus its
 latency). Each wafer's runs take at most ``sp.total_cores`` cores (``problem.sharing``).
 
-Two methods, both exact (a plan proven least, or the bound proven when time runs out):
-
-**Bounds per segment** (``method="segments"``, used when the kernels' rows repeat: decoders). Any
+Exact (a plan proven least, or the bound proven when time runs out), by bounds per segment. Any
 segment [a, b) of kernels laid on one wafer takes at least its Lagrangian value at any price of a
 core, ``min over partitions of sum(latency + lam * cores) - lam * C`` (``_segment_values``, the best of
 ``PRICES`` prices around the price of the relaxed problem); a program over the cuts with those
 values is a bound over every cut (``fresh_rest``), and Pareto labels (time, cores used on the current
 wafer) per (kernel boundary j, wafer w), every run tried from every boundary with labels, pruned by
 the same values (``heads``: the rest of the current wafer at each price, then the best cut), find
-the least plan within a limit U (``_strong_labels``). The values need one program per start of a
-segment, but a start's program depends only on the kernels after it: where the rows repeat with a
-period (``_zone``), the starts of one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
+the least plan within a limit U (``_strong_labels``). U starts just above the bound and widens until
+a plan is found (a round that finds none proves the optimum above its U: the bound rises), up to the
+caller's known plan. The values need one program per start of a segment, but a start's program
+depends only on the kernels after it: where the rows repeat with a period (``_zone``), the starts of
+one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
 
-**One price per wafer** (``method="wafers"``, any sequence). Pricing a core of wafer w at ``lam[w]``
-and crediting the wafer its ``C`` cores, a plan is worth ``sum(latency + lam[w] * cores) + sum(links)
-- sum(lam[w] * C)``, never more than its time when every wafer's runs fit its C cores; the least
-worth over every cut and partition is a program over (kernel boundary j, wafer w) (``_sweep``),
-the prices searched (one for all, bisected; then per wafer by subgradient steps). Run backwards it
-gives every run's least worth through it, so runs and cuts above U are fixed out; Pareto labels over
-the rest find the least plan within U. On Llama-3.1-70B this bound stays 0.36% under the optimum (the
-relaxed plan moves its cut to the cheapest wafer), too loose for the labels: hence the first method.
-
-In both, U starts just above the bound and widens until a plan is found (a round that finds none
-proves the optimum above its U: the bound rises), up to the caller's known plan.
+A bound with one price of a core per wafer (a program over kernel boundary x wafer, reduced-cost
+fixing, then labels) was tried first and dropped: on Llama-3.1-70B it stays 0.36% under the optimum,
+the relaxed plan moving its cut towards the cheapest wafer, too loose for the labels to close
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -42,11 +35,7 @@ from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.solvers.base import Status
 
 BLOCK = 24  # run ends per block of the dynamic program (the settled starts' minima computed once a block)
-DUAL_STEPS = 12  # bisection steps on the one price of a core of every wafer
-SUBGRADIENT_STEPS = 16  # steps on the prices of each wafer's cores
-FIRST_SLACK = 0.0005  # the first round's U: the dual bound plus this share (then doubled each round)
-CHUNK = 2_000_000  # window cells tested at once
-MAX_RUNS = 4_000_000  # candidate runs a round may hold (beyond: the bound proven so far is kept)
+FIRST_SLACK = 0.0005  # twice the first round's U over the bound (then widened by SLACK_GROWTH each round)
 
 
 @dataclass(frozen=True)
@@ -70,41 +59,19 @@ class WaferSharing:
         return tuple((i - a, j - a) for (i, j), _ in picked), tuple(g for _, g in picked)
 
 
-@dataclass(frozen=True)
-class _Sweep:
-    """One direction of the Lagrangian program at one vector of prices."""
-
-    ended: np.ndarray  # [W, n + 1]: least worth of kernels [0, j) with a run ending at j on wafer w
-    ready: np.ndarray  # [W, n + 1]: least worth with wafer w ready to start a run at j (ended or fresh)
-    best: np.ndarray  # [W, G, n + 1]: least worth of a run on grid g ending at j on wafer w
-
-
-def _sweep(
-    sp: SharingProblem, price: np.ndarray, credit: np.ndarray, links: np.ndarray, windows: np.ndarray, forward: bool = True
-) -> _Sweep:
-    """The Lagrangian program: for every end j, wafer w and grid g, the least worth of a run [i, j) on
-    g (i in g's window) after the best prefix ready at i on wafer w (``price[w, g]``: what a run on g
-    is charged on wafer w beyond its latency; ``credit[w]``: the worth of wafer w's budget).
-
-    Forward, the plan starts on wafer 0 with its credit and a cut in front of kernel j opens wafer w + 1
-    (its credit taken). On the reversed problem (``forward=False``) the same program is the rest of
-    the plan: it may end on any wafer, a cut leads to wafer w - 1 and takes the credit of wafer w,
-    which the cut opens in dataflow order; the wafer a run starts on is already open (no credit).
-
-    The minimum over a window is split at the block's first end: the starts before it are settled
-    (their suffix minima computed once per block), the few inside it are taken directly."""
+def _sweep(sp: SharingProblem, price: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """[P, n + 1]: for every price p (a row of ``price[p, g]``: what a run on grid g is charged beyond
+    its latency) and every j, the least ``sum(latency + price)`` over the partitions of kernels [0, j)
+    into runs that fit their grid's SRAM (inf: none). One run's best start is a minimum over its
+    grid's window of starts, split at its block's first end: the starts before it are settled (their
+    suffix minima computed once a block), the few inside it are taken directly."""
     n, g_count = sp.latency.shape
-    wafers = price.shape[0]
+    rows = price.shape[0]
     prefix = _prefix(sp).astype(np.float64)
-    ended = np.full((wafers, n + 1), np.inf)
-    ready = np.full((wafers, n + 1), np.inf)
-    best = np.full((wafers, g_count, n + 1), np.inf)
-    start = np.full((wafers, g_count, n + 1), np.inf)  # ready[w, i] - prefix[g, i]
-    if forward:
-        ready[0, 0] = -credit[0]
-    else:
-        ready[:, 0] = 0.0
-    start[:, :, 0] = ready[:, 0][:, None] - prefix[None, :, 0]
+    ended = np.full((rows, n + 1), np.inf)
+    ended[:, 0] = 0.0
+    start = np.full((rows, g_count, n + 1), np.inf)  # ended[p, i] - prefix[g, i]: a run may start at i
+    start[:, :, 0] = -prefix[None, :, 0]
     grids = np.arange(g_count)
     for b in range(1, n + 1, BLOCK):
         e = min(n + 1, b + BLOCK)
@@ -114,24 +81,16 @@ def _sweep(
             settled = np.minimum.accumulate(start[:, :, low:b][:, :, ::-1], axis=2)[:, :, ::-1]
         for j in range(b, e):
             first = windows[:, j]
-            value = np.full((wafers, g_count), np.inf)
+            value = np.full((rows, g_count), np.inf)
             if settled is not None:
                 old = first < b
                 value[:, old] = settled[:, grids[old], first[old] - low]
             if j > b:
                 inside = np.arange(b, j)[None, :] >= first[:, None]  # [G, j - b]
                 value = np.minimum(value, np.where(inside[None, :, :], start[:, :, b:j], np.inf).min(axis=2))
-            value += prefix[None, :, j] + price
-            best[:, :, j] = value
-            ended[:, j] = value.min(axis=1)
-            ready[:, j] = ended[:, j]
-            if 0 < j < n and wafers > 1:  # a cut in front of this kernel boundary
-                if forward:
-                    ready[1:, j] = np.minimum(ready[1:, j], ended[:-1, j] + links[j] - credit[1:])
-                else:
-                    ready[:-1, j] = np.minimum(ready[:-1, j], ended[1:, j] + links[j] - credit[1:])
-            start[:, :, j] = ready[:, j][:, None] - prefix[:, j][None, :]
-    return _Sweep(ended, ready, best)
+            ended[:, j] = (value + prefix[None, :, j] + price).min(axis=1)
+            start[:, :, j] = ended[:, j][:, None] - prefix[:, j][None, :]
+    return ended
 
 
 def _prefix(sp: SharingProblem) -> np.ndarray:
@@ -139,200 +98,6 @@ def _prefix(sp: SharingProblem) -> np.ndarray:
     out = np.zeros((sp.shapes.shape[0], sp.n_kernels + 1), dtype=np.int64)
     out[:, 1:] = np.cumsum(np.where(sp.latency < INF, sp.latency, 0).T, axis=1)
     return out
-
-
-def _trace(sp: SharingProblem, sweep: _Sweep, price: np.ndarray, windows: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """The relaxed plan behind a forward program: its runs (i, j, g, w) in order."""
-    n = sp.n_kernels
-    prefix = _prefix(sp).astype(np.float64)
-    w = int(np.argmin(sweep.ended[:, n]))
-    j = n
-    runs: list[tuple[int, int, int, int]] = []
-    while j > 0:
-        g = int(np.argmin(sweep.best[w, :, j]))
-        i0 = int(windows[g, j])
-        worth = (sweep.ready[w, i0:j] - prefix[g, i0:j]) + prefix[g, j] + price[w, g]  # as the sweep sums it
-        i = i0 + int(np.argmin(np.abs(worth - sweep.best[w, g, j])))
-        runs.append((i, j, g, w))
-        j = i
-        if j > 0 and sweep.ended[w, j] > sweep.ready[w, j]:  # wafer w was opened by a cut in front of kernel j
-            w -= 1
-    return runs[::-1]
-
-
-@dataclass(frozen=True)
-class _Dual:
-    """The Lagrangian bound at one vector of prices."""
-
-    lam: np.ndarray  # [W]
-    value: float
-    forward: _Sweep
-    surplus: np.ndarray  # [W]: cores of the relaxed plan's wafers beyond their budget (-C: unused)
-    plan: list[tuple[int, int, int, int]]
-
-
-def _dual_at(sp: SharingProblem, lam: np.ndarray, links: np.ndarray, windows: np.ndarray) -> _Dual:
-    """The bound at prices ``lam`` and its relaxed plan's surplus of cores per wafer (the slopes)."""
-    cores = sp.cores().astype(np.float64)
-    price = lam[:, None] * cores[None, :]
-    fwd = _sweep(sp, price, lam * sp.total_cores, links, windows)
-    value = float(fwd.ended[:, -1].min())
-    surplus = np.full(lam.shape[0], -float(sp.total_cores))
-    plan: list[tuple[int, int, int, int]] = []
-    if np.isfinite(value):
-        plan = _trace(sp, fwd, price, windows)
-        for _, _, g, w in plan:
-            surplus[w] += cores[g]
-    return _Dual(lam, value, fwd, surplus, plan)
-
-
-def _rest(sp: SharingProblem, lam: np.ndarray, links: np.ndarray, rwindows: np.ndarray) -> np.ndarray:
-    """[W, n + 1]: the least worth of the rest of the plan when wafer w (already open, its credit
-    taken) starts its next run at j; 0 at the end."""
-    n = sp.n_kernels
-    price = lam[:, None] * sp.cores().astype(np.float64)[None, :]
-    bwd = _sweep(sp.reversed(), price, lam * sp.total_cores, links[::-1].copy(), rwindows, forward=False)
-    rest = bwd.ended[:, ::-1].copy()  # a run of the reversed problem ending at n - j starts at j
-    rest[:, n] = 0.0
-    return rest
-
-
-def _cut_worth(rest: np.ndarray, links: np.ndarray, lam: np.ndarray, budget: int) -> np.ndarray:
-    """[W, n + 1]: the least worth of the rest after a cut in front of kernel j from wafer w (inf: none)."""
-    wafers, size = rest.shape
-    out = np.full((wafers, size), np.inf)
-    if wafers > 1 and size > 2:
-        out[:-1, 1:-1] = links[None, 1:-1] - (lam[1:] * budget)[:, None] + rest[1:, 1:-1]
-    return out
-
-
-def _candidates(
-    sp: SharingProblem, lam: np.ndarray, fwd: _Sweep, rest: np.ndarray, cut: np.ndarray, windows: np.ndarray, upper: int
-) -> tuple[np.ndarray, ...] | None:
-    """Every run (i, j, g, w) some plan of time <= ``upper`` may use (reduced-cost fixing): its
-    starts, ends, grids, wafers, latencies and cores as arrays; None when more than ``MAX_RUNS``."""
-    after = np.minimum(rest, cut)  # after a run ending at j on wafer w: another run there, or a cut
-    slack = upper + 1e-6 * max(1.0, float(upper))
-    prefix = _prefix(sp)
-    pf = prefix.astype(np.float64)
-    cores = sp.cores().astype(np.int64)
-    price = lam[:, None] * cores.astype(np.float64)[None, :]
-    ww, gg, jj = np.nonzero(fwd.best + after[:, None, :] <= slack)
-    if not ww.size:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty, empty, empty
-    # every start of every surviving (w, g, j) window, a chunk of windows at a time
-    first = windows[gg, jj]
-    lengths = jj - first
-    ends = np.cumsum(lengths)
-    kept: list[tuple[np.ndarray, ...]] = []
-    count = 0
-    at = 0
-    while at < ww.size:
-        stop = int(np.searchsorted(ends, (ends[at] - lengths[at]) + CHUNK, side="right"))
-        stop = max(stop, at + 1)
-        sl = slice(at, stop)
-        rows = np.repeat(np.arange(at, stop), lengths[sl])
-        base = np.repeat(ends[sl] - lengths[sl], lengths[sl])
-        ii = first[rows] + (np.arange(int(base.size)) + (ends[at] - lengths[at]) - base)
-        w_, g_, j_ = ww[rows], gg[rows], jj[rows]
-        worth = (fwd.ready[w_, ii] - pf[g_, ii]) + pf[g_, j_] + price[w_, g_] + after[w_, j_]
-        keep = worth <= slack
-        kept.append((ii[keep], j_[keep], g_[keep], w_[keep]))
-        count += int(keep.sum())
-        if count > MAX_RUNS:
-            return None
-        at = stop
-    i_, j_, g_, w_ = (np.concatenate([k[t] for k in kept]) for t in range(4))
-    return i_, j_, g_, w_, prefix[g_, j_] - prefix[g_, i_], cores[g_]
-
-
-def _labels(
-    n: int,
-    runs: tuple[np.ndarray, ...],
-    links: np.ndarray,
-    rest: np.ndarray,
-    cut: np.ndarray,
-    lam: np.ndarray,
-    budget: int,
-    upper: int,
-    deadline: Deadline,
-) -> list[tuple[int, int, int, int]] | None:
-    """The least-time plan within ``upper`` over the candidate runs: Pareto labels (time, cores on the
-    current wafer) per (kernel boundary j, wafer w), extended run by run, a cut opening the next wafer
-    with no cores used; a label whose time plus the Lagrangian bound on the rest exceeds ``upper`` is
-    dropped. Returns its runs (i, j, g, w) ([]: no plan within ``upper``), None when time runs out."""
-    wafers = rest.shape[0]
-    r_start, r_end, r_grid, r_wafer, r_lat, r_cores = runs
-    state_of = r_end * wafers + r_wafer
-    order = np.argsort(state_of, kind="stable")
-    bounds = np.searchsorted(state_of[order], np.arange(wafers * (n + 1) + 1))
-    states = wafers * (n + 1)
-    size = np.zeros(states, dtype=np.int64)
-    offset = np.zeros(states, dtype=np.int64)
-    flat_lat = [np.zeros(1, dtype=np.int64)]
-    flat_cores = [np.zeros(1, dtype=np.int64)]
-    flat_run = [np.array([-1], dtype=np.int64)]  # the run that led here (-1: the start or a cut)
-    flat_prev = [np.array([-1], dtype=np.int64)]
-    size[0] = 1
-    total = 1
-    all_lat, all_cores = flat_lat[0], flat_cores[0]
-    ended_best = np.full(states, -1, dtype=np.int64)  # flat index of the fastest label a run ended at
-    for j in range(1, n + 1):
-        if deadline.expired():
-            return None
-        for w in range(wafers):
-            s = j * wafers + w
-            offset[s] = total
-            ts = order[bounds[s] : bounds[s + 1]]
-            ts = ts[size[r_start[ts] * wafers + w] > 0]
-            la = co = ru = pr = np.zeros(0, dtype=np.int64)
-            if ts.size:
-                from_state = r_start[ts] * wafers + w
-                lengths = size[from_state]
-                firsts = np.repeat(offset[from_state] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-                idx = firsts + np.arange(int(lengths.sum()), dtype=np.int64)
-                la = all_lat[idx] + np.repeat(r_lat[ts], lengths)
-                co = all_cores[idx] + np.repeat(r_cores[ts], lengths)
-                ru, pr = np.repeat(ts, lengths), idx
-                left = np.minimum(rest[w, j] - lam[w] * (budget - co), cut[w, j])
-                keep = (co <= budget) & (la + np.ceil(left - 1e-6) <= upper)
-                la, co, ru, pr = la[keep], co[keep], ru[keep], pr[keep]
-            if w > 0 and ended_best[s - 1] >= 0 and np.isfinite(cut[w - 1, j]):  # a cut opens wafer w here
-                k = int(ended_best[s - 1])
-                fresh = int(all_lat[k]) + int(links[j])
-                if fresh + np.ceil(rest[w, j] - lam[w] * budget - 1e-6) <= upper:
-                    la, co = np.append(la, fresh), np.append(co, 0)
-                    ru, pr = np.append(ru, -1), np.append(pr, k)
-            if la.size:
-                ordering = np.lexsort((la, co))  # cores ascending, then time
-                la, co, ru, pr = la[ordering], co[ordering], ru[ordering], pr[ordering]
-                before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], la[:-1])))
-                front = la < before  # Pareto: each kept only if faster than every label with fewer cores
-                la, co, ru, pr = la[front], co[front], ru[front], pr[front]
-                ended = np.flatnonzero(ru >= 0)
-                if ended.size:
-                    ended_best[s] = total + int(ended[np.argmin(la[ended])])
-            size[s] = la.size
-            total += la.size
-            flat_lat.append(la)
-            flat_cores.append(co)
-            flat_run.append(ru)
-            flat_prev.append(pr)
-            all_lat = np.concatenate((all_lat, la))
-            all_cores = np.concatenate((all_cores, co))
-    finals = [n * wafers + w for w in range(wafers) if ended_best[n * wafers + w] >= 0]
-    if not finals or min(int(all_lat[ended_best[s]]) for s in finals) > upper:
-        return []
-    runs_flat, prev_flat = np.concatenate(flat_run), np.concatenate(flat_prev)
-    k = min((int(ended_best[s]) for s in finals), key=lambda t: int(all_lat[t]))
-    chosen: list[tuple[int, int, int, int]] = []
-    while k > 0:
-        t = int(runs_flat[k])
-        if t >= 0:
-            chosen.append((int(r_start[t]), int(r_end[t]), int(r_grid[t]), int(r_wafer[t])))
-        k = int(prev_flat[k])
-    return chosen[::-1]
 
 
 def plan_time(
@@ -353,47 +118,6 @@ def _plan(status: Status, runs: list[tuple[int, int, int, int]], sp: SharingProb
     return WaferSharing(status, cuts, pairs, grids, latency, min(bound, latency), time.perf_counter() - start, message)
 
 
-def _best_prices(
-    sp: SharingProblem, wafers: int, links: np.ndarray, windows: np.ndarray, deadline: Deadline, upper: int | None
-) -> _Dual:
-    """The prices of the best bound found (the dual is concave; any prices give a valid bound): at 0
-    (the problem without budgets); then one price for every wafer, bisected on the relaxed plan's
-    total surplus of cores; then each wafer its own price by subgradient steps (a wafer over its
-    budget dearer, one under it cheaper; Polyak's step towards ``upper`` or just above the bound)."""
-    best = _dual_at(sp, np.zeros(wafers), links, windows)
-    if not np.isfinite(best.value) or (best.surplus <= 0).all():
-        return best
-    cap = float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0  # no core is worth more
-    lo, hi = 0.0, min(1.0, cap)
-    while not deadline.expired():  # a price at which the relaxed plan takes no more than the budgets
-        at = _dual_at(sp, np.full(wafers, hi), links, windows)
-        best = at if at.value > best.value else best
-        if at.surplus.sum() <= 0 or hi >= cap:
-            break
-        lo, hi = hi, min(hi * 4, cap)
-    for _ in range(DUAL_STEPS):
-        if deadline.expired():
-            break
-        mid = (lo + hi) / 2
-        at = _dual_at(sp, np.full(wafers, mid), links, windows)
-        best = at if at.value > best.value else best
-        lo, hi = (mid, hi) if at.surplus.sum() > 0 else (lo, mid)
-    current, theta = best, 1.0
-    for _ in range(SUBGRADIENT_STEPS):
-        norm = float((current.surplus**2).sum())
-        if deadline.expired() or norm == 0.0 or theta < 1e-3:
-            break
-        target = upper if upper is not None else best.value * (1 + FIRST_SLACK)
-        step = theta * max(target - current.value, 1.0) / norm
-        at = _dual_at(sp, np.maximum(current.lam + step * current.surplus, 0.0), links, windows)
-        if at.value > best.value:
-            best = at
-        else:
-            theta /= 2
-        current = at if at.value > current.value - abs(current.value) * 1e-3 else best
-    return best
-
-
 def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> tuple[int, ...] | None:
     """A cut into at most ``wafers`` wafers whose every wafer's kernels fit its cores in some partition
     into runs, each cut as near its ``target`` (the caller's wish: e.g. even resident bytes) as that
@@ -408,13 +132,12 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
     span = _longest_segment(sp)
     bare = replace(sp, latency=np.where(sp.latency < INF, 0, INF).astype(np.int64))
     cores = sp.cores().astype(np.float64)[None, :]
-    no_cut = np.full(n + 1, np.inf)
     reach: dict[int, int] = {}
 
     def furthest(a: int) -> int:
         if a not in reach:
             part = bare.segment(a, a + span)
-            fewest = _sweep(part, cores, np.zeros(1), no_cut[: part.n_kernels + 1], part.windows(), forward=False).ended[0]
+            fewest = _sweep(part, cores, part.windows())[0]
             fits = np.flatnonzero(fewest <= sp.total_cores)
             reach[a] = a + int(fits.max()) if fits.size else a
         return reach[a]
@@ -447,7 +170,6 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------
 
-MAX_CELLS = 8_000_000  # wafers x grids x kernels the program over wafers holds (without repeating layers)
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
 SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
@@ -506,12 +228,10 @@ def _segment_values(sp: SharingProblem, lams: np.ndarray, span: int, zone: _Zone
     n, m = sp.n_kernels, lams.shape[0]
     out = np.full((n + 1, span + 1, m), np.inf)
     credit = lams * sp.total_cores
-    no_cut = np.full(n + 1, np.inf)
 
     def program(part: SharingProblem) -> np.ndarray:
         price = lams[:, None] * part.cores().astype(np.float64)[None, :]
-        swept = _sweep(part, price, credit, no_cut[: part.n_kernels + 1], part.windows(), forward=False)
-        return (swept.ended - credit[:, None]).T  # [length + 1, m]
+        return (_sweep(part, price, part.windows()) - credit[:, None]).T  # [length + 1, m]
 
     def piece(a: int, b: int) -> SharingProblem:
         return sp.segment(a, b)
@@ -747,70 +467,16 @@ def solve(
     deadline: Deadline,
     known: WaferSharing | None = None,
     price: float = 0.0,
-    method: str = "auto",
 ) -> WaferSharing:
     """The least-time cut and regions over at most ``wafers`` wafers (see the module docstring);
     ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out); ``price``:
     the price of a core when every wafer's cores are one budget (``solvers.share``), around which the
-    bounds per segment are taken; ``method``: ``segments`` (bounds per segment: sequences of
-    identical layers), ``wafers`` (one price per wafer) or ``auto`` (segments when they need at most
-    ``MAX_SWEEPS`` programs)."""
+    bounds per segment are taken. A sequence whose segment bounds need more than ``MAX_SWEEPS``
+    programs (no long repeating stretch) is not searched: ``known`` (or UNKNOWN) comes back."""
     start = time.perf_counter()
     windows = sp.windows()
     zone = _zone(sp)
-    if method == "segments" or (method == "auto" and zone.sweeps(sp.n_kernels) <= MAX_SWEEPS):
-        return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
-    if method == "auto" and wafers * sp.shapes.shape[0] * (sp.n_kernels + 1) > MAX_CELLS:
-        message = f"{wafers} wafers x {sp.shapes.shape[0]} grids x {sp.n_kernels} kernels without repeating layers is beyond it"
+    if zone.sweeps(sp.n_kernels) > MAX_SWEEPS:
+        message = f"{sp.n_kernels} kernels without a long repeating stretch need {zone.sweeps(sp.n_kernels)} programs"
         return known if known is not None else WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, message)
-    dual = _best_prices(sp, wafers, links, windows, deadline, known.latency if known is not None else None)
-    if not np.isfinite(dual.value):
-        return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
-                            f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
-    bound = int(np.ceil(dual.value - 1e-6 * max(1.0, abs(dual.value))))
-    if (dual.surplus <= 0).all():  # the relaxed plan fits every wafer: complementary slackness aside, a plan
-        relaxed = _plan(Status.FEASIBLE, dual.plan, sp, links, bound, start, "")
-        if relaxed.latency is not None and relaxed.latency <= bound:
-            fits = f"{len(relaxed.runs)} regions; the relaxed plan fits every wafer"
-            return replace(relaxed, status=Status.OPTIMAL, message=fits)
-        if known is None or (known.latency or 0) > (relaxed.latency or 0):
-            known = relaxed
-    upper = known.latency if known is not None else None
-    if known is not None and upper is not None and upper <= bound:
-        return replace(known, status=Status.OPTIMAL, bound=upper, wall_s=time.perf_counter() - start)
-    rest = _rest(sp, dual.lam, links, sp.reversed().windows())
-    cut = _cut_worth(rest, links, dual.lam, sp.total_cores)
-    slack = FIRST_SLACK
-    # no plan takes longer than every kernel on its slowest grid and every link
-    ceiling = int(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + int(links.sum())
-    while not deadline.expired():
-        trial = min(int(np.ceil(bound * (1 + slack))), ceiling if upper is None else upper)
-        runs = _candidates(sp, dual.lam, dual.forward, rest, cut, windows, trial)
-        if runs is None:
-            break
-        found = _labels(sp.n_kernels, runs, links, rest, cut, dual.lam, sp.total_cores, trial, deadline)
-        if found is None:
-            break
-        if found:
-            plan = _plan(Status.OPTIMAL, found, sp, links, trial, start, "")
-            return replace(
-                plan,
-                bound=plan.latency,
-                message=f"{len(found)} regions on {len(plan.cuts) - 1} wafer(s); the least time over every cut and "
-                f"region within the wafers' budgets (Lagrangian bound, then Pareto labels over the {runs[0].size:,} "
-                "runs it cannot rule out: exact)",
-            )
-        bound = trial + 1  # no plan within the trial: the optimum is above it
-        if known is None and trial >= ceiling:
-            return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
-                                f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
-        if known is not None and upper is not None and trial >= upper:
-            return replace(known, status=Status.OPTIMAL, bound=upper, wall_s=time.perf_counter() - start,
-                           message="no plan beats the one found first")  # fmt: skip
-        slack *= 2
-    if known is None:
-        return WaferSharing(Status.UNKNOWN, (), (), (), None, bound, time.perf_counter() - start,
-                            "no plan over the wafers was found in time")  # fmt: skip
-    status = Status.OPTIMAL if upper is not None and upper <= bound else Status.FEASIBLE
-    return replace(known, status=status, bound=min(bound, upper or bound), wall_s=time.perf_counter() - start,
-                   message="the time ran out: the plan found first, the bound proven so far")  # fmt: skip
+    return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
