@@ -39,7 +39,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.cost.model import CostModelName, Optimizer, Recompute
+from wsealloc.cost.model import CostModelName, Optimizer, Recompute, Routing
 from wsealloc.errors import UsageError, WseallocError, choices_message, excerpt
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
@@ -288,6 +288,7 @@ class RequestOptions(TypedDict, total=False):
     share: str
     grid: str | tuple[int, int] | None
     requests: int
+    routing: str
     train: bool
     optimizer: str
     train_batch: int
@@ -402,6 +403,7 @@ def build_request(
             "allow_unknown_ops": opts.get("allow_unknown_ops", False),
             "state_copies": opts.get("requests", 1),  # every sequence in flight keeps its KV cache
             "train": _training(opts),
+            "routing": _choice("routing", opts.get("routing", "uniform"), [r.value for r in Routing]),
         },
         "solver": {
             key: opts[arg]
@@ -619,6 +621,7 @@ _OPTION_NAMES = {
     "requests": "--requests",
     "cost.state_copies": "--requests",  # every sequence in flight keeps its KV cache (build_request)
     "cost.train.batch": "--train-batch",
+    "cost.routing": "--routing",
     "cost.train.segment": "--recompute-segment",
     "stream_batch": "--stream-batch",
     "micro_batch": "--micro-batch",

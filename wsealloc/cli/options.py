@@ -343,6 +343,13 @@ def objective_options() -> list[Callable[[Any], Any]]:
             type=ASCII_INT,
             help="Sequences in flight, interleaved through the kernels: aggregate tokens/s from latency and the slowest stage.",
         ),
+        click.option(
+            "--routing",
+            default="uniform",
+            show_default=True,
+            help="Mixture-of-experts layers: uniform (each token's k experts at random: the expected busiest expert) or "
+            "worst (every token on the same k experts: a bound on any routing). The plan reports the worst beside.",
+        ),
     ]
 
 
@@ -361,6 +368,7 @@ _REQUEST_KEYS = {
     "share": "share",
     "grid": "grid",
     "requests": "requests",
+    "routing": "routing",
     "train": "train",
     "optimizer": "optimizer",
     "train_batch": "train_batch",

@@ -16,11 +16,13 @@ import numpy as np
 
 from wsealloc.arch import Arch
 from wsealloc.cost import ispd_conv, seed, standard
+from wsealloc.cost.experts import experts_grid_costs, experts_work, is_experts
 from wsealloc.cost.model import (
     BYTES_PER_WEIGHT,
     CostModelName,
     CostOptions,
     Dataflow,
+    ExpertsWork,
     GridCosts,
     IspdConvWork,
     KernelWork,
@@ -53,7 +55,16 @@ def cost_model_name(name: str) -> CostModelName:
 
 
 def kernel_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOptions) -> Work:
-    """Forward work of one kernel under the selected cost model (training wraps it: ``training_work``)."""
+    """Forward work of one kernel under the selected cost model (training wraps it: ``training_work``).
+    A mixture-of-experts layer is costed by ``cost.experts`` under every model that tiles (the seed
+    notebook's estimates have no form for it: refused, never costed as a dense layer)."""
+    if is_experts(kernel):
+        if options.model is CostModelName.SEED:
+            raise UsageError(
+                f"{graph.source}: kernel {kernel.name!r} is a mixture-of-experts layer, which the seed cost model cannot "
+                "cost (it would charge every expert for every token); use --cost-model standard"
+            )
+        return experts_work(kernel, graph, arch, options)
     work: Work = COST_MODELS[options.model](kernel, graph, arch, options)
     return work
 
@@ -78,6 +89,11 @@ def training_work(
     train = options.train
     if isinstance(forward, IspdConvWork):
         return forward
+    if isinstance(forward, ExpertsWork):
+        raise UsageError(
+            "training is not costed for mixture-of-experts layers (their backward routes gradients to the experts "
+            "at work); solve the model for inference, without --train"
+        )
     if train is None or not isinstance(forward, KernelWork):
         raise UsageError(
             f"training is costed for the standard cost model's kernels (not {type(forward).__name__}); "
@@ -118,6 +134,8 @@ def grid_costs(
     standard model with a calibrated ``arch.execution`` reads it (``standard.grid_costs``)."""
     if isinstance(work, RegionWork):
         return region_grid_costs(work, arch, options, r, c, grid_costs)
+    if isinstance(work, ExpertsWork):
+        return experts_grid_costs(work, arch, options, r, c, grid_costs, in_place=in_place)
     if isinstance(work, StreamedWork):
         return streamed_grid_costs(work, arch, options, r, c, grid_costs)
     if isinstance(work, TrainingWork):
@@ -134,6 +152,7 @@ __all__ = [
     "CostModelName",
     "CostOptions",
     "Dataflow",
+    "ExpertsWork",
     "GridCosts",
     "IspdConvWork",
     "KernelWork",

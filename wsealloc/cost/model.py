@@ -54,6 +54,16 @@ class Dataflow(enum.Enum):
     # Weight streaming (cost.streaming): a kernel on the whole wafer in its turn, its weights streamed
     # in from off-wafer memory for a batch of samples
     STREAM = "stream"
+    # A mixture-of-experts layer (cost.experts): the grid cut into tiles, each holding one expert (or
+    # several sharing it in time), the tokens dispatched to their k experts and combined back
+    EXPERTS = "experts"
+
+
+class Routing(enum.Enum):
+    """How a mixture-of-experts layer's tokens pick their k experts (``--routing``; cost.experts)."""
+
+    UNIFORM = "uniform"  # each token's k experts uniformly at random: the expected busiest tile
+    WORST = "worst"  # every token on the same k experts: a bound on any routing
 
 
 class Optimizer(enum.Enum):
@@ -126,6 +136,16 @@ class CostOptions(BaseModel):
     state_copies: int = Field(1, ge=1, le=2**20)
     # training: forward, backward and update per kernel (None: inference)
     train: TrainingOptions | None = None
+    # how a mixture-of-experts layer's tokens reach their experts (cost.experts); written into plans
+    # only when not the default, so every other plan reads as before
+    routing: Routing = Routing.UNIFORM
+
+    @model_serializer(mode="wrap")
+    def _default_routing(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("routing") in (Routing.UNIFORM, Routing.UNIFORM.value):
+            del data["routing"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -249,7 +269,7 @@ class RegionWork:
     """The kernels of one region, in the order they run (``cost.region``: several kernels sharing one
     grid in time; hashable: identical regions share op models)."""
 
-    members: tuple[KernelWork | SeedWork | StreamedWork, ...]
+    members: tuple[KernelWork | SeedWork | StreamedWork | ExpertsWork, ...]
     kind: KernelKind = KernelKind.REGION
 
     @property
@@ -294,6 +314,80 @@ class RegionWork:
                 er, ec = m.split_extents(df)
                 rows, cols = max(rows, int(er)), max(cols, int(ec))
         return rows, cols
+
+
+BYTES_PER_WEIGHT_DEFAULT = 2  # fp16 / bf16
+# vector ops per router logit and token: the softmax's max, exp, sum and scale, and the top-k's compare
+ROUTING_OPS_PER_LOGIT = 6
+
+
+@dataclass(frozen=True)
+class ExpertsWork:
+    """A mixture-of-experts layer (``cost.experts``; an ONNX Runtime ``com.microsoft`` ``MoE`` or
+    ``QMoE`` node): ``experts`` FFNs of ``hidden`` -> ``expert_ffn`` -> ``hidden``, every one resident,
+    ``top_k`` of them at work for each of the ``tokens`` tokens of a sample. Hashable: the identical
+    layers of a model share op models.
+
+    The kernel's grid is cut into tiles, each holding one expert or several sharing it in time; how
+    many tokens the busiest tile serves follows ``routing`` (``cost.experts``). MACs and vector ops
+    are the active work (k experts per token), the weights all E experts' as stored."""
+
+    experts: int
+    top_k: int
+    tokens: int  # tokens routed per sample (the rows of the MoE's input)
+    hidden: int
+    expert_ffn: int  # the expert's inner width f
+    gated: bool  # SwiGLU-like: two input projections (fc1 and fc3, or fc1 fused 2f wide), else one
+    routing: Routing
+    expert_weight_bytes: int  # one expert's matrices as stored (QMoE: packed integers)
+    expert_col_bytes: int  # one expert's biases and dequantization scales (per output column)
+    act_ops: int  # vector ops per element of the activation
+    in_bytes: int  # activation bytes entering per sample (the tokens and their router logits)
+    out_bytes: int  # activation bytes leaving per sample
+    epilogue_ops: int = 0  # vector ops per sample of elementwise nodes fused after the layer
+    dtype_bytes: int = BYTES_PER_WEIGHT_DEFAULT
+    kind: KernelKind = KernelKind.EXPERTS
+
+    @property
+    def projections(self) -> int:
+        """Matrices per expert: 3 when gated (gate, up, down), else 2."""
+        return 3 if self.gated else 2
+
+    @property
+    def macs(self) -> int:
+        """MACs per sample of the active experts: k per token."""
+        return self.tokens * self.top_k * self.projections * self.hidden * self.expert_ffn
+
+    @property
+    def vector_ops(self) -> int:
+        """Vector ops per sample: each active expert's activation (and gate product), each token's k
+        outputs scaled and summed, the routing's softmax over the logits, and the fused epilogue."""
+        per_pair = self.expert_ffn * (self.act_ops + int(self.gated)) + 2 * self.hidden
+        return self.tokens * (self.top_k * per_pair + ROUTING_OPS_PER_LOGIT * self.experts) + self.epilogue_ops
+
+    @property
+    def weight_bytes(self) -> int:
+        """Parameters of every expert, as stored."""
+        return self.experts * (self.expert_weight_bytes + self.expert_col_bytes)
+
+    @property
+    def state_bytes(self) -> int:
+        """No resident state (the KV caches are attention's)."""
+        return 0
+
+    @property
+    def is_mac(self) -> bool:
+        """A MAC kernel."""
+        return True
+
+    def dataflows(self) -> tuple[Dataflow, ...]:
+        """One: the experts on tiles of the grid."""
+        return (Dataflow.EXPERTS,)
+
+    def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
+        """Every expert on tiles as large as its widest projection splits (beyond them cores idle)."""
+        side = max(self.hidden, self.expert_ffn * (1 + int(self.gated)))
+        return self.experts * side, self.experts * side
 
 
 # training (cost.training): mixed precision and the backward's rules (docs/cost-model.md, section 11)
@@ -529,7 +623,7 @@ class StreamedWork:
         return rows, cols
 
 
-Work = KernelWork | SeedWork | RegionWork | TrainingWork | StreamedWork
+Work = KernelWork | SeedWork | RegionWork | TrainingWork | StreamedWork | ExpertsWork
 
 
 def fits_then_fastest(best: GridCosts, here: GridCosts, usable: int) -> GridCosts:

@@ -518,6 +518,109 @@ def recurrent(node: OpNode, graph: OpGraph) -> OpWork:
     )
 
 
+# -- mixture of experts (ONNX Runtime's com.microsoft MoE / QMoE) ---------------------------------
+
+# vector ops per element of an expert's activation (``activation_type``); swiglu is silu(gate) x up,
+# its product counted apart (``ExpertsWork.gated``)
+MOE_ACTIVATIONS: dict[str, int] = {"identity": 0, "relu": 1, "gelu": OPS_PER_ELEMENT["Gelu"], "silu": 5, "swiglu": 5}
+# input slots of each op: (fc1, fc1 scales, fc1 bias, fc2, fc2 scales, fc2 bias, fc3, fc3 scales, fc3 bias); -1: none
+_MOE_SLOTS: dict[str, tuple[int, ...]] = {"MoE": (2, -1, 3, 4, -1, 5, 6, -1, 7), "QMoE": (2, 3, 4, 5, 6, 7, 8, 9, 10)}
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """What one ``com.microsoft`` ``MoE`` / ``QMoE`` node is: E experts of hidden -> f -> hidden, k per
+    token, the matrices' bytes as stored (QMoE packs 8 / ``expert_weight_bits`` weights a byte)."""
+
+    experts: int
+    top_k: int
+    tokens: int
+    hidden: int
+    ffn: int
+    gated: bool  # fc3 given, or SwiGLU with fc1 holding gate and up (2f wide)
+    activation: str
+    matrices: tuple[str, ...]  # fc1, fc2 (and fc3): every expert's matrices, packed as stored
+    columns: tuple[str, ...]  # their biases and dequantization scales
+
+
+def _given(node: OpNode, slot: int) -> str:
+    return node.inputs[slot] if 0 <= slot < len(node.inputs) else ""
+
+
+def moe_shape(node: OpNode, graph: OpGraph) -> MoeShape:
+    """Read a MoE / QMoE node (ONNX Runtime's contrib operators): the input [tokens, hidden] or
+    [batch, seq, hidden], router_probs [tokens, E], fc1 [E, F1, hidden / pack] (ONNX Runtime's current
+    layout, (experts, out, in)) or [E, hidden, F1 / pack] (the layout before it), fc2 [E, hidden, f / pack]
+    or [E, f, hidden / pack], fc3 as fc1 unfused; F1 = 2f for SwiGLU without fc3 (gate and up fused).
+    Raises ValueError (``op_work`` turns it into a one-line ShapeError naming the node)."""
+    slots = _MOE_SLOTS[node.op_type]
+    x, probs = _shape(graph, node.inputs[0]), _shape(graph, node.inputs[1])
+    if len(x) not in (2, 3) or len(probs) != 2:
+        raise ValueError(f"input must be rank 2 or 3 and router_probs rank 2, got {list(x)} and {list(probs)}")
+    hidden, tokens, experts = x[-1], prod(x[:-1]), probs[1]
+    if probs[0] != tokens:
+        raise ValueError(f"router_probs has {probs[0]} rows for {tokens} tokens")
+    bits = _int_attr(node, "expert_weight_bits", 4) if node.op_type == "QMoE" else 16
+    if bits not in (4, 8, 16):
+        raise ValueError(f"expert_weight_bits {bits}: ONNX Runtime packs 4 or 8")
+    pack = 8 // bits if bits < 16 else 1  # weights per stored byte (4 bits: two)
+    activation = str(node.attr("activation_type", "relu"))
+    if activation not in MOE_ACTIVATIONS:
+        raise ValueError(f"activation_type {activation!r}: expected one of {', '.join(MOE_ACTIVATIONS)}")
+    top_k = _int_attr(node, "k", 1)
+    if not 1 <= top_k <= experts:
+        raise ValueError(f"k {top_k} must be between 1 and the {experts} experts")
+    fc3 = _given(node, slots[6])
+
+    def out_width(name: str, into: int) -> int:
+        """Columns of an expert matrix reading ``into`` elements, in either layout."""
+        w = _shape(graph, name)
+        if len(w) != 3 or w[0] != experts:
+            raise ValueError(f"{name} {list(w)} is not [{experts} experts, rows, cols]")
+        if w[2] * pack == into:  # (experts, out, in / pack)
+            return w[1]
+        if w[1] == into:  # (experts, in, out / pack)
+            return w[2] * pack
+        raise ValueError(f"{name} {list(w)} reads neither {into} elements per row nor per column")
+
+    first = out_width(node.inputs[slots[0]], hidden)
+    fused = activation == "swiglu" and not fc3
+    ffn = first // 2 if fused else first
+    if ffn < 1 or (fused and first % 2):
+        raise ValueError(f"fc1 is {first} wide: SwiGLU fused needs gate and up of one width")
+    if out_width(node.inputs[slots[3]], ffn) != hidden:
+        raise ValueError(f"fc2 {list(_shape(graph, node.inputs[slots[3]]))} does not map {ffn} back to {hidden}")
+    if fc3 and out_width(fc3, hidden) != ffn:
+        raise ValueError(f"fc3 {list(_shape(graph, fc3))} is not {ffn} wide as fc1")
+    names = [_given(node, s) for s in slots]
+    return MoeShape(
+        experts=experts,
+        top_k=top_k,
+        tokens=tokens,
+        hidden=hidden,
+        ffn=ffn,
+        gated=bool(fc3) or fused,
+        activation=activation,
+        matrices=tuple(n for n in (names[0], names[3], names[6]) if n),
+        columns=tuple(n for i, n in enumerate(names) if n and i not in (0, 3, 6)),
+    )
+
+
+@register("MoE", "QMoE")
+def mixture_of_experts(node: OpNode, graph: OpGraph) -> OpWork:
+    """A mixture-of-experts layer: the active work only (k experts per token; ``cost.experts`` costs
+    it on tiles of its grid). No ``gemm``: it is no single matmul."""
+    m = moe_shape(node, graph)
+    projections = 3 if m.gated else 2
+    per_pair = m.ffn * (MOE_ACTIVATIONS[m.activation] + int(m.gated)) + 2 * m.hidden
+    return OpWork(
+        macs=m.tokens * m.top_k * projections * m.hidden * m.ffn,
+        vector_ops=m.tokens * m.top_k * per_pair,
+        rows=m.tokens,
+        cols=m.hidden,
+    )
+
+
 def _elementwise(node: OpNode, graph: OpGraph) -> OpWork:
     return _elementwise_like(node, graph, OPS_PER_ELEMENT.get(node.op_type, 1))
 

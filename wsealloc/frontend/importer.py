@@ -18,6 +18,7 @@ import onnx
 from onnx import numpy_helper
 
 from wsealloc.errors import InputShapeError, ModelLoadError, ShapeError, UnsupportedOpError, UsageError, WseallocError
+from wsealloc.frontend.contrib import dynamic_dispatch, shape_stand_ins
 from wsealloc.frontend.control import (
     MAX_UNROLLED_NODES,
     count_nodes,
@@ -511,7 +512,9 @@ class _Importer:
         ``num_outputs`` 2^40 ends in ``std::bad_alloc``, seen by the fuzzer). Data propagation is off
         when an input has a dim above ``DATA_PROP_MAX_DIM`` (see there)."""
         try:
-            return onnx.shape_inference.infer_shapes(model, check_type=check_type, strict_mode=strict, data_prop=self.data_prop)
+            return onnx.shape_inference.infer_shapes(
+                shape_stand_ins(model), check_type=check_type, strict_mode=strict, data_prop=self.data_prop
+            )
         except MemoryError as exc:
             raise ShapeError(
                 f"{self.source}: ONNX shape inference ran out of memory: some size in the model is absurd (an attribute "
@@ -853,6 +856,13 @@ class _Importer:
                 kind = self._kind(name, live, data_names, params, shape, is_float)
                 tensors[name] = TensorInfo(name, shape, elem_bytes, is_float, kind)
         if missing:
+            dispatch = dynamic_dispatch(self.graph)
+            if dispatch is not None:
+                raise UnsupportedOpError(
+                    f"{self.source}: a mixture-of-experts dispatch with data-dependent shapes (NonZero {dispatch[1]!r} of the "
+                    f"indices of TopK {dispatch[0]!r}): its experts' token sets are known only at run time; export the "
+                    "block as ONNX Runtime's com.microsoft MoE (its model builder does) or with a fixed capacity per expert"
+                )
             more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
             raise ShapeError(f"{self.source}: cannot resolve the shape of {'; '.join(missing[:3])}{more}{self._strict_reason()}")
         constants = {n: v for n, v in self.values.items() if n in tensors and tensors[n].kind is TensorKind.CONSTANT}

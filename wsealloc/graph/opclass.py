@@ -35,6 +35,7 @@ class KernelKind(enum.Enum):
     DATA_MOVEMENT = "data_movement"  # a lone layout op (only when fusion is off)
     OTHER = "other"  # unknown op with the fallback cost
     REGION = "region"  # several kernels sharing one grid in time (cost.region)
+    EXPERTS = "experts"  # a mixture-of-experts layer: E expert FFNs, k at work per token (cost.experts)
 
 
 MAC_OPS: dict[str, KernelKind] = {
@@ -51,6 +52,9 @@ MAC_OPS: dict[str, KernelKind] = {
     "LSTM": KernelKind.RECURRENT,
     "GRU": KernelKind.RECURRENT,
     "RNN": KernelKind.RECURRENT,
+    # ONNX Runtime's mixture-of-experts contrib ops (com.microsoft): every expert's FFN in one node
+    "MoE": KernelKind.EXPERTS,
+    "QMoE": KernelKind.EXPERTS,
 }
 
 VECTOR_OPS: dict[str, KernelKind] = {

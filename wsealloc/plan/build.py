@@ -15,6 +15,8 @@ from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import DATAFLOW_CODES, CostTable, KernelCosts
 from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.plan import rules
+from wsealloc.plan.experts import experts_record
+from wsealloc.plan.experts import merged as merged_experts
 from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256
 from wsealloc.plan.llm import LlmShape, aggregate_tokens_per_s, largest_context, tokens_per_s_per_request
@@ -300,6 +302,9 @@ def make_plan(
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
+    moe = experts_record(costs.members if costs.members is not None else costs, members, stage, kind, value)
+    if moe is not None:
+        objective = objective.model_copy(update={"experts": moe})
     return Plan(
         schema_=UNDECIDED,  # the driver records the decision (and the current schema) beside the request
         created_by=f"wsealloc {__version__}",
@@ -419,6 +424,9 @@ def merge_stages(
         llm = None
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
+    moe = merged_experts([p.objective.experts for p in stage_plans], kind, objective.value)
+    if moe is not None:
+        objective = objective.model_copy(update={"experts": moe})
     base_values = [p.baseline.value_cycles for p in stage_plans]
     placed_values = [p.baseline.placed_value_cycles for p in stage_plans]
     return Plan(

@@ -14,7 +14,16 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from wsealloc.arch import Arch
 from wsealloc.cost import CostOptions
@@ -150,6 +159,39 @@ class LlmRecord(_Doc):
     generation: GenerationRecord | None = None  # --prompt IN --generate OUT: the request end to end
 
 
+class ExpertsLayoutRecord(_Doc):
+    """One mixture-of-experts layer on its grid (``cost.experts``): its tiles, the experts each holds,
+    the busiest tile under the plan's routing, and the layer's time under the worst routing."""
+
+    kernel: str
+    tiles: tuple[Positive, Positive]  # tile rows x tile columns on the kernel's (or its region's) grid
+    tile: tuple[Positive, Positive]  # cores of one tile, rows x columns
+    experts_per_tile: Positive
+    busiest_tile_experts: Rate  # experts at work on the busiest tile (expected under uniform routing)
+    busiest_tile_tokens: Positive  # tokens each of them serves
+    latency_cycles: Cycles  # the layer's time under the plan's routing
+    worst_routing_latency_cycles: Cycles  # ... with every token on the same k experts
+
+
+class ExpertsRecord(_Doc):
+    """The mixture-of-experts layers of a plan (``plan.experts``: the rules there): how many, their
+    routing, the tokens per expert, their share of the time, and the plan's value under the worst
+    routing (the same grids; a bound any routing stays within)."""
+
+    layers: Positive
+    experts: Positive  # per layer (the largest, when layers differ)
+    top_k: Positive
+    routing: Literal["uniform", "worst"]
+    tokens_per_step: Positive  # tokens one layer routes per sample
+    tokens_per_expert: Rate  # on average: tokens x k / experts
+    experts_at_work: Rate  # expected under uniform routing: E (1 - (1 - k/E)^T)
+    time_share: Rate  # the layers' share of the kernels' summed time: experts_cycles / kernels_cycles
+    experts_cycles: Cycles  # the layers' times summed (each on its grid)
+    kernels_cycles: Cycles  # every kernel's time summed
+    worst_routing_value_cycles: Cycles  # the objective's value with every layer under the worst routing
+    layouts: tuple[ExpertsLayoutRecord, ...]
+
+
 class ConstraintsRecord(_Doc):
     """The price of the user's constraints: the proven optimum without them beside the plan's bound
     with them (the rules themselves are in the plan's ``request.constraints``)."""
@@ -198,6 +240,15 @@ class Objective(_Doc):
     llm: LlmRecord | None = None
     # the user's constraints (``--constraints``, ``--from-plan``): what they cost
     constraints: ConstraintsRecord | None = None
+    # mixture-of-experts layers (written only when the model has them)
+    experts: ExpertsRecord | None = None
+
+    @model_serializer(mode="wrap")
+    def _experts_when_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("experts", 0) is None:
+            del data["experts"]
+        return data
 
     @model_validator(mode="before")
     @classmethod

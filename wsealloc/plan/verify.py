@@ -43,6 +43,8 @@ from wsealloc.plan import rules
 from wsealloc.plan.build import kernel_bound_by, kernel_preds, llm_over_wafers, llm_record, region_unit
 from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
+from wsealloc.plan.experts import experts_record
+from wsealloc.plan.experts import merged as merged_experts
 from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
@@ -240,6 +242,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     _check_objective(plan, stages, table, check)
     _check_price(plan, constraints, table, len(stages), check)
     _check_llm(plan, stages, table, check)
+    _check_experts(plan, stages, table, check)
     fixed = table if plan.regions else _check_recompute(in_order, stages, table, check)
     starved = _no_op_model(fixed)
     if check(starved is None, f"{starved}: the plan does not answer its request"):
@@ -518,6 +521,35 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
         tps is not None and abs(tps - expected.tokens_per_s_per_request) <= 1e-9 * max(1.0, tps),
         "objective.tokens_per_s_per_request differs from objective.llm's",
     )
+
+
+def _check_experts(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
+    """The mixture-of-experts record (``plan.experts``) recomputed from the rebuilt table and the plan's
+    kernel records (each already checked on its grid): per wafer, then merged over the wafers."""
+    kind = plan.objective.kind
+    records = []
+    for st in stages:
+        sub = table.subset(st.first, st.end)
+        base = sub.members if sub.members is not None else sub
+        names = {kc.kernel.name for kc in base.kernels}
+        members = [k for k in plan.kernels if k.name in names]
+        offset = min((k.region for k in members if k.region is not None), default=0)
+        members = [k.model_copy(update={"region": k.region - offset}) if k.region is not None else k for k in members]
+        stage = [u.latency_cycles + u.comm_cycles for u in st.members]
+        value = rules.objective_value(kind, stage, kernel_preds(sub))
+        records.append(experts_record(base, members, stage, kind, value))
+    expected = records[0] if len(stages) == 1 else merged_experts(records, kind, plan.objective.value)
+    got = plan.objective.experts
+    if expected is None or got is None:
+        check(
+            expected is None and got is None,
+            f"objective.experts is {'missing for' if got is None else 'given for'} a model "
+            f"{'with' if got is None else 'without'} mixture-of-experts layers",
+        )
+        return
+    mine, theirs = _flat(expected.model_dump()), _flat(got.model_dump())
+    for name in sorted(set(mine) | set(theirs)):
+        check(mine.get(name) == theirs.get(name), f"objective.experts.{name} is {theirs.get(name)}, recomputed {mine.get(name)}")
 
 
 def _kernel_count(plan: Plan, st: _Stage) -> int:

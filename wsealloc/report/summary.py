@@ -107,6 +107,38 @@ def llm_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def experts_lines(plan: Plan) -> list[str]:
+    """A mixture-of-experts plan: the experts, the routing assumed and what it gives each expert, the
+    layers' share of the time, where the experts lie, and the value under the worst routing."""
+    moe = plan.objective.experts
+    if moe is None:
+        return []
+    clock = plan.arch.clock_hz
+    value = plan.objective.value
+    worst = moe.worst_routing_value_cycles
+    shapes: dict[tuple[tuple[int, int], tuple[int, int], int, float, int], int] = {}
+    for lay in moe.layouts:
+        key = (lay.tiles, lay.tile, lay.experts_per_tile, lay.busiest_tile_experts, lay.busiest_tile_tokens)
+        shapes[key] = shapes.get(key, 0) + 1
+    placed = "; ".join(
+        f"{n} layer(s) on {t[0]}x{t[1]} tiles of {c[0]}x{c[1]} cores, {m} expert(s) a tile, the busiest tile "
+        f"{a:,.2f} expert(s) at work x {tok:,} token(s)"
+        for (t, c, m, a, tok), n in shapes.items()
+    )
+    worst_rate = ""
+    llm = plan.objective.llm
+    if llm is not None and plan.objective.kind is ObjectiveKind.LATENCY and worst:
+        worst_rate = f"; {llm.tokens_per_request * llm.batch * clock / worst / llm.batch:,.1f} tokens/s per request then"
+    return [
+        f"mixture of experts: {moe.layers} layer(s) of {moe.experts} experts, top-{moe.top_k}, {moe.routing} routing: "
+        f"{moe.tokens_per_step:,} token(s) a step, {moe.tokens_per_expert:,.3g} per expert on average, "
+        f"{moe.experts_at_work:,.3g} experts at work; the layers take {moe.time_share:.1%} of the kernels' time",
+        f"experts placed: {placed}",
+        f"worst routing (every token on the same {moe.top_k} experts, the same tiles): {worst:,} cycles, "
+        f"{worst / value if value else 0:.2f}x the plan's {value:,}{worst_rate}",
+    ]
+
+
 def constraints_line(out: SolveOutcome) -> str | None:
     """The user's rules and what they cost: the plan's bound with them beside the proven optimum
     without them (``objective.constraints``)."""
@@ -177,6 +209,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     ]
     lines += strategy_of(plan).summary_lines(plan, out.costs)  # the way it runs: regions, training, streaming
     lines += llm_lines(plan)
+    lines += experts_lines(plan)
     if wafers > 1:
         lines.append(
             "stages: "
