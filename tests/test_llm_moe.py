@@ -381,3 +381,21 @@ def test_committed_moe_entries_are_what_the_command_writes(name: str) -> None:
         assert {vi.name for vi in committed.graph.value_info} >= {f"layers.{i}.moe" for i in range(layers)}
         gate = inits(committed)["layers.0.experts.gate"]
         assert list(gate.dims) == [experts, spec.expert_ffn, spec.hidden]
+
+
+def test_command_line_names_experts_and_active_parameters(tmp_path: Path) -> None:
+    from conftest import run
+
+    folder = tmp_path / "tiny-l4"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**SMALL, **LLAMA4_TEXT, "attention_chunk_size": 8}))
+    out = run("export-llm", str(folder), "--out", str(tmp_path), "--prompt", "16")
+    assert out.returncode == 0, out.stderr
+    spec = parse_hf_config({**SMALL, **LLAMA4_TEXT}, "l").spec()
+    lines = out.stdout.splitlines()
+    assert "4 experts of 32 + a shared expert of 32, top-1, on 1 of 2 layers (dense FFN 128 on the other 1)" in lines[0]
+    assert f"{spec.parameters():,} parameters in all, {spec.active_parameters():,} active per token" in lines[0]
+    assert spec.parameters() - spec.active_parameters() == 3 * 3 * D * 32  # 3 idle experts on the one MoE layer
+    assert "active MatMul MACs (each token on 1 of 4 experts) per sequence" in lines[1]
+    assert f"{spec.matmul_macs(16, 16):,} for a 16-token prompt" in lines[2]
+    assert "note: attention_chunk_size 8 < prompt 16" in out.stderr

@@ -586,6 +586,8 @@ def _parse_llama4(data: dict[str, Any], label: str) -> HfConfig:
         raise ModelLoadError(f"{label}: {_first(exc)}") from None
     if outer.architectures is not None and list(outer.architectures) != [LLAMA4_ARCHITECTURE]:
         raise ModelLoadError(f"{label}: architectures {list(outer.architectures)} for model_type 'llama4'; {SUPPORTED}")
+    if outer.dtype is not None and outer.torch_dtype is not None and outer.dtype != outer.torch_dtype:
+        raise ModelLoadError(f"{label}: torch_dtype {outer.torch_dtype!r} and dtype {outer.dtype!r} disagree")
     text = dict(outer.text_config)
     if text.setdefault("model_type", "llama4_text") != "llama4_text":
         raise ModelLoadError(f"{label}: text_config.model_type {text['model_type']!r}: expected 'llama4_text'")
