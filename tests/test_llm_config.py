@@ -115,7 +115,8 @@ def test_published_configs_read_with_their_sizes() -> None:
         "qwen2.5-7b": (7.62, "Qwen2Config"),
         "qwen3-8b": (8.19, "Qwen3Config"),
     }
-    assert sorted(p.stem for p in CONFIGS.glob("*.json")) == sorted(published)
+    moe = ("mixtral-8x7b", "qwen3-235b-a22b", "llama-4-maverick-17b-128e")  # test_llm_moe.py
+    assert sorted(p.stem for p in CONFIGS.glob("*.json")) == sorted([*published, *moe])
     for name, (billions, family) in published.items():
         cfg = read_hf_config(CONFIGS / f"{name}.json")
         assert type(cfg).__name__ == family
@@ -368,7 +369,7 @@ REFUSED: list[tuple[str, Edit, tuple[str, ...]]] = [
     ),
     ("misspelled", lambda c: c.update(num_key_value_head=2), ("'num_key_value_head'", "did you mean 'num_key_value_heads'")),
     ("MoE field", lambda c: c.update(num_local_experts=8), ("'num_local_experts'", "mixture-of-experts", "supported: llama")),
-    ("MoE type", lambda c: c.update(model_type="mixtral"), ("'mixtral'", "supported: llama, mistral, qwen2, qwen3")),
+    ("MoE type", lambda c: c.update(model_type="qwen2_moe"), ("'qwen2_moe'", "supported: llama, mistral, qwen2, qwen3")),
     ("architecture", lambda c: c.update(architectures=["MixtralForCausalLM"]), ("architectures", "MixtralForCausalLM")),
     ("activation", lambda c: c.update(hidden_act="gelu"), ("hidden_act", "'gelu'", "silu")),
     ("tensor parallel", lambda c: c.update(pretraining_tp=2), ("pretraining_tp", "only 1")),
@@ -453,21 +454,32 @@ def test_command_as_cli(tmp_path: Path) -> None:
 ENTRIES = {"llama-3.1-70b": (80, 8192, 28672), "llama-3.1-405b": (126, 16384, 53248)}
 
 
-@pytest.mark.parametrize("name", sorted(ENTRIES))
-def test_committed_entries_are_what_the_command_writes(name: str) -> None:
-    """models/llama-3.1-{70b,405b}-{decode,prefill}.onnx: the command's output from models/configs/
-    (the graph and the recorded config; the exporter line names the onnx version), small files."""
+def committed_forms(name: str) -> dict[str, onnx.ModelProto]:
+    """models/NAME-{decode,prefill}.onnx, checked to be the command's output from models/configs/NAME.json
+    (the graph, the opsets and the recorded config; the exporter line names the onnx version; files
+    under 2 MB)."""
     cfg = read_hf_config(CONFIGS / f"{name}.json")
+    forms = {}
     for form in ("decode", "prefill"):
         path = zoo(f"{name}-{form}.onnx")
         committed = onnx.load(str(path), load_external_data=False)
         written = llm_model(cfg, form, name, prompt=4096)  # type: ignore[arg-type]
         assert committed.graph == written.graph, form
+        assert list(committed.opset_import) == list(written.opset_import), form
         meta = {p.key: p.value for p in committed.metadata_props}
         given = json.loads((CONFIGS / f"{name}.json").read_text())
         given["dtype"] = given.pop("torch_dtype")  # the one spelling recorded
         assert json.loads(meta["wsealloc.zoo.config"]) == given
         assert path.stat().st_size < 2_000_000
+        forms[form] = committed
+    return forms
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_committed_entries_are_what_the_command_writes(name: str) -> None:
+    """models/llama-3.1-{70b,405b}-{decode,prefill}.onnx: the command's output from models/configs/
+    (the graph and the recorded config; the exporter line names the onnx version), small files."""
+    committed = committed_forms(name)["decode"]
     # parameters: per layer Q, O (d x d), K, V (d x 1024), FFN 3 x d x f, 2 norms; embedding and LM head; final norm
     layers, d, ffn = ENTRIES[name]
     assert absent_bytes(committed) == 2 * (layers * (d * (2 * d + 2 * 1024) + 3 * d * ffn + 2 * d) + 2 * 128256 * d + d)

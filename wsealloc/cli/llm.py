@@ -27,7 +27,8 @@ from wsealloc.units import format_bytes
 @debug_option
 def export_llm_command(config: str, prompt: int, out_dir: str, name: str | None, debug: bool) -> None:
     """Write the decode step and the prefill of the LLaMA-family model CONFIG describes (a Hugging Face
-    config.json, or the folder holding one: llama, mistral, qwen2, qwen3 dense) as weightless ONNX in the
+    config.json, or the folder holding one: llama, mistral, qwen2, qwen3 dense; mixtral, qwen3_moe,
+    llama4 mixtures of experts, as ONNX Runtime's com.microsoft MoE node) as weightless ONNX in the
     zoo's KV-cache convention (models/README.md). Solve the decode step with --context and --batch."""
     name = default_name(config) if name is None else name
     if not name or Path(name).name != name or name in (".", ".."):
@@ -39,22 +40,24 @@ def export_llm_command(config: str, prompt: int, out_dir: str, name: str | None,
     click.echo(_describe(name, cfg))
     spec = cfg.spec()
     per_past = 2 * spec.layers * spec.q_width
-    click.echo(_line(decode, f"MatMul MACs per sequence {spec.matmul_macs(1, 1):,} + {per_past:,}·S over a past of S tokens"))
-    click.echo(_line(prefill, f"MatMul MACs {spec.matmul_macs(prompt, prompt):,} for a {prompt}-token prompt"))
+    macs = f"active MatMul MACs (each token on {spec.top_k} of {spec.experts} experts)" if spec.experts else "MatMul MACs"
+    click.echo(_line(decode, f"{macs} per sequence {spec.matmul_macs(1, 1):,} + {per_past:,}·S over a past of S tokens"))
+    click.echo(_line(prefill, f"{macs} {spec.matmul_macs(prompt, prompt):,} for a {prompt}-token prompt"))
     click.echo(
         f"weights absent (weightless convention): {format_bytes(decode.weight_bytes)} each in {name}-decode.weights and "
         f"{name}-prefill.weights, never written"
     )
     if cfg.window is not None and cfg.window < prompt:
         click.echo(
-            f"note: sliding_window {cfg.window} < prompt {prompt}: the graph attends to every key (the same MatMul MACs as "
+            f"note: {cfg.window_field} {cfg.window} < prompt {prompt}: the graph attends to every key (the same MatMul MACs as "
             "transformers' eager attention); a rolling cache would hold only the window",
             err=True,
         )
 
 
 def _describe(name: str, cfg: HfConfig) -> str:
-    """One line: the model's shape, its parameters and its KV cache per token."""
+    """One line: the model's shape, its parameters and its KV cache per token; for a mixture of experts
+    the experts, top-k, which layers, the widths and the active parameters beside the total."""
     s = cfg.spec()
     extras = [
         label
@@ -67,10 +70,20 @@ def _describe(name: str, cfg: HfConfig) -> str:
         )
         if on
     ]
+    ffn = f"FFN {s.ffn}"
+    params = f"{s.parameters():,} parameters"
+    if s.experts:
+        dense = s.layers - s.moe_count
+        shared = f" + a shared expert of {s.shared_expert_ffn}" if s.shared_expert_ffn else ""
+        ffn = (
+            f"{s.experts} experts of {s.expert_ffn}{shared}, top-{s.top_k}{' renormalized' if s.renormalize else ''}, "
+            f"on {s.moe_count} of {s.layers} layers" + (f" (dense FFN {s.ffn} on the other {dense})" if dense else "")
+        )
+        params = f"{s.parameters():,} parameters in all, {s.active_parameters():,} active per token"
     return (
         f"{name}: {cfg.architecture}, {s.layers} layers, hidden {s.hidden}, {s.heads} heads / {s.kv_heads} KV heads of "
-        f"{s.head_dim}, FFN {s.ffn}, vocab {s.vocab}, {s.dtype}{''.join(', ' + e for e in extras)}; "
-        f"{s.parameters():,} parameters; KV cache {format_bytes(s.kv_bytes_per_token())} per token"
+        f"{s.head_dim}, {ffn}, vocab {s.vocab}, {s.dtype}{''.join(', ' + e for e in extras)}; "
+        f"{params}; KV cache {format_bytes(s.kv_bytes_per_token())} per token"
     )
 
 

@@ -2,7 +2,8 @@
 step of the zoo's KV-cache convention (models/README.md, "KV cache convention"), weightless.
 
 One builder serves every model of the family: LLaMA 2/3, Mistral, Qwen2 (QKV biases), Qwen3 dense
-(per-head q/k RMSNorm, a head_dim chosen apart from hidden / heads), tied or untied embeddings, GQA.
+(per-head q/k RMSNorm, a head_dim chosen apart from hidden / heads), tied or untied embeddings, GQA,
+and mixtures of experts (Mixtral, Qwen3-MoE, Llama 4: see "Mixture-of-experts layers" below).
 :class:`DecoderSpec` holds exactly the numbers that shape the graph; :mod:`wsealloc.frontend.hf_config`
 derives one from a Hugging Face ``config.json``, ``models/tiny/build.py`` writes its tiny twins
 with it.
@@ -20,6 +21,20 @@ order, aligned to :data:`ALIGN` bytes) into a file that is never written, so no 
 materialized: a 405B model is a few MB and takes seconds. Small tensors (shape constants, scalars,
 RoPE's ``inv_freq``, norms of at most 64 elements) keep their values embedded: shape computation
 may read them.
+
+Mixture-of-experts layers (:attr:`DecoderSpec.moe_layers`; the others keep the dense FFN of width
+``ffn``) replace the FFN, on the post-attention normed input ``m`` [B, T, d], with the form ONNX Runtime's
+exporters write: the router MatMul ``layers.{i}.router`` [B, T, E] reshaped to the 2-D
+``layers.{i}.router_probs`` [B·T, E] (logits: the softmax and the top-k happen inside the op), then one
+``com.microsoft`` ``MoE`` node ``layers.{i}.moe`` (``k``, ``activation_type`` silu,
+``normalize_routing_weights``, ``use_sparse_mixer`` 0) with the SwiGLU weights in ONNX Runtime's
+(experts, out, in) layout: fc1 ``layers.{i}.experts.gate`` [E, f, d], fc2 ``layers.{i}.experts.down``
+[E, d, f], fc3 ``layers.{i}.experts.up`` [E, f, d] (out = fc2(silu(fc1 x) * fc3 x)), no biases. A shared
+expert (Llama 4) is a dense SiLU-gated FFN of its own width on the same ``m``
+(``layers.{i}.shared_expert.gate_proj`` ...), added to the op's output (``layers.{i}.moe_shared``).
+ONNX shape inference does not know the op, so its output gets a ``value_info`` of the input's shape,
+and the model imports the ``com.microsoft`` opset 1 (dense models import the default domain alone,
+as before).
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 SMALL = 64  # initializers with at most this many elements keep their data (models/README.md)
 ALIGN = 4096  # offsets into the absent data file, as models/export.py lays them out
 OPSET = 20
+MS_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib ops (the MoE node of mixture-of-experts layers)
 BATCH, PAST, TOTAL = "batch_size", "past_sequence_length", "past_sequence_length + 1"
 Form = Literal["prefill", "decode"]
 DType = Literal["float16", "bfloat16"]
@@ -90,6 +106,14 @@ class DecoderSpec(_Frozen):
     mlp_bias: bool = False  # LLaMA's mlp_bias
     qk_norm: bool = False  # Qwen3: RMSNorm over head_dim of each query and key head, before RoPE
     tied: bool = False  # the LM head is the embedding matrix (transposed), not a matrix of its own
+    # Mixture of experts (experts 0: a dense model, every other MoE field at its default). ``ffn`` is
+    # then the width of the dense layers' FFN (the layers not in ``moe_layers``).
+    experts: int = Field(default=0, ge=0)  # E routed experts per MoE layer, all resident
+    top_k: int = Field(default=0, ge=0)  # k of them at work per token
+    expert_ffn: int = Field(default=0, ge=0)  # each expert's SiLU-gated FFN width
+    shared_expert_ffn: int = Field(default=0, ge=0)  # a shared expert's width on every MoE layer (0: none)
+    moe_layers: tuple[int, ...] = Field(default=(), strict=False)  # the MoE layers' indices, ascending
+    renormalize: bool = False  # the top-k routing weights renormalized to sum to 1 (the op's normalize_routing_weights)
 
     @model_validator(mode="after")
     def _consistent(self) -> DecoderSpec:
@@ -97,6 +121,20 @@ class DecoderSpec(_Frozen):
             raise ValueError(f"{self.heads} attention heads are not a multiple of {self.kv_heads} KV heads")
         if self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim} is odd (RoPE rotates pairs)")
+        if not self.experts:
+            if self.top_k or self.expert_ffn or self.shared_expert_ffn or self.moe_layers or self.renormalize:
+                raise ValueError("mixture-of-experts fields given without experts")
+            return self
+        if not 1 <= self.top_k <= self.experts:
+            raise ValueError(f"{self.top_k} experts per token: must be 1 to the {self.experts} experts")
+        if not self.expert_ffn:
+            raise ValueError("expert_ffn: the experts' FFN width must be given")
+        if not self.moe_layers or list(self.moe_layers) != sorted(set(self.moe_layers)):
+            raise ValueError(f"moe_layers {list(self.moe_layers)}: give the MoE layers' indices, ascending, each once")
+        if self.moe_layers[0] < 0 or self.moe_layers[-1] >= self.layers:
+            raise ValueError(f"moe_layers {list(self.moe_layers)}: indices must lie in 0..{self.layers - 1}")
+        if self.mlp_bias:
+            raise ValueError("mlp_bias with experts: the experts are bias-free")
         return self
 
     @property
@@ -121,22 +159,46 @@ class DecoderSpec(_Frozen):
         """KV-cache bytes one token adds over all layers: key and value, kv_heads x head_dim each."""
         return self.layers * 2 * self.kv_width * self.elem_bytes
 
+    @property
+    def moe_count(self) -> int:
+        """How many layers are mixtures of experts (0: a dense model)."""
+        return len(self.moe_layers)
+
+    def _expert_parameters(self) -> int:
+        """One routed expert's weights (gate, up and down: 3 x hidden x expert_ffn)."""
+        return 3 * self.hidden * self.expert_ffn
+
     def parameters(self) -> int:
-        """Parameter count (every weight and bias of the graph, the norms included)."""
+        """Parameter count (every weight and bias of the graph, the norms included; every one of the E
+        experts of every MoE layer, resident whether or not a token is routed to it)."""
         attn = self.hidden * (self.q_width + 2 * self.kv_width) + self.q_width * self.hidden
         attn += (self.q_width + 2 * self.kv_width) * self.qkv_bias + self.hidden * self.o_bias
         mlp = 3 * self.hidden * self.ffn + (2 * self.ffn + self.hidden) * self.mlp_bias
         norms = 2 * self.hidden + 2 * self.head_dim * self.qk_norm
         head = 0 if self.tied else self.hidden * self.vocab
-        return self.layers * (attn + mlp + norms) + self.vocab * self.hidden + self.hidden + head
+        dense = self.layers - self.moe_count
+        moe = self.hidden * self.experts + self.experts * self._expert_parameters() + 3 * self.hidden * self.shared_expert_ffn
+        return self.layers * (attn + norms) + dense * mlp + self.moe_count * moe + self.vocab * self.hidden + self.hidden + head
+
+    def active_parameters(self) -> int:
+        """Parameters one token uses: all but the E - k experts of each MoE layer it is not routed to
+        (the embedding and the router included, as model cards count "active" parameters)."""
+        return self.parameters() - self.moe_count * (self.experts - self.top_k) * self._expert_parameters()
 
     def matmul_macs(self, tokens: int, keys: int) -> int:
         """MatMul MACs of one sequence: ``tokens`` new tokens attending to ``keys`` keys (prefill of T:
         T, T; a decode step over a past of S: 1, S + 1). Each head's QK^T and AV cost head_dim per
-        query-key pair, so heads x head_dim = q_width per pair."""
-        projections = self.hidden * (2 * self.q_width + 2 * self.kv_width) + 3 * self.hidden * self.ffn
-        per_layer = tokens * projections + 2 * tokens * keys * self.q_width
-        return self.layers * per_layer + tokens * self.hidden * self.vocab
+        query-key pair, so heads x head_dim = q_width per pair.
+
+        MoE layers count the ACTIVE work: the router (hidden x experts), the k experts each token is
+        routed to (3 x hidden x expert_ffn each) and the shared expert, per token; the E - k idle
+        experts cost nothing (their weights are resident all the same: :meth:`parameters`)."""
+        attention = self.hidden * (2 * self.q_width + 2 * self.kv_width)
+        dense = 3 * self.hidden * self.ffn
+        moe = self.hidden * self.experts + self.top_k * self._expert_parameters() + 3 * self.hidden * self.shared_expert_ffn
+        per_layer = tokens * attention + 2 * tokens * keys * self.q_width
+        ffns = tokens * ((self.layers - self.moe_count) * dense + self.moe_count * moe)
+        return self.layers * per_layer + ffns + tokens * self.hidden * self.vocab
 
 
 def inv_freq(spec: DecoderSpec) -> np.ndarray:
@@ -169,6 +231,7 @@ class _Graph:
         self.offset = 0
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
+        self.moe_outputs: list[str] = []  # the MoE nodes' outputs (a value_info each: shape inference skips the op)
 
     def embed(self, name: str, array: np.ndarray) -> str:
         """A small constant with its values (int64 shapes, float32 scalars, inv_freq)."""
@@ -269,6 +332,8 @@ def _constants(g: _Graph) -> None:
         g.ints("rep_shape", [1, 1, s.n_rep, 1, 1])  # Expand: broadcast the new axis to n_rep copies
         g.ints("gqa_shape", [0, s.heads, -1, s.head_dim])  # -1: the key count
     g.ints("merge_shape", [0, 0, s.q_width])
+    if s.experts:
+        g.ints("router_shape", [-1, s.experts])  # ONNX Runtime's MoE takes the router logits 2-D (tokens, experts)
     g.embed("two", np.array(2.0, dtype=np.float32))
     g.embed("eps", np.array(s.eps, dtype=np.float32))
     short = _SHORT[s.dtype]
@@ -346,24 +411,57 @@ def _attention(g: _Graph, i: int, h: str, form: Form) -> str:
     return g.linear(f"{p}.attn", f"{p}.o_proj", s.q_width, s.hidden, s.o_bias)
 
 
-def _mlp(g: _Graph, i: int, m: str) -> str:
-    """Layer ``i``'s SiLU-gated FFN: down(silu(gate(m)) * up(m)), SiLU as x * Sigmoid(x)."""
-    s, p = g.spec, f"layers.{i}"
-    gate = g.linear(m, f"{p}.gate_proj", s.hidden, s.ffn, s.mlp_bias)
+def _mlp(g: _Graph, p: str, m: str, width: int, bias: bool) -> str:
+    """The SiLU-gated FFN named ``p`` (a dense layer's ``layers.{i}``, a shared expert's
+    ``layers.{i}.shared_expert``): down(silu(gate(m)) * up(m)), SiLU as x * Sigmoid(x)."""
+    d = g.spec.hidden
+    gate = g.linear(m, f"{p}.gate_proj", d, width, bias)
     g.node("Sigmoid", [gate], f"{p}.gate_sigmoid")
     g.node("Mul", [gate, f"{p}.gate_sigmoid"], f"{p}.silu")
-    up = g.linear(m, f"{p}.up_proj", s.hidden, s.ffn, s.mlp_bias)
+    up = g.linear(m, f"{p}.up_proj", d, width, bias)
     g.node("Mul", [f"{p}.silu", up], f"{p}.gated")
-    return g.linear(f"{p}.gated", f"{p}.down_proj", s.ffn, s.hidden, s.mlp_bias)
+    return g.linear(f"{p}.gated", f"{p}.down_proj", width, d, bias)
+
+
+def _moe(g: _Graph, i: int, m: str) -> str:
+    """Layer ``i``'s mixture of experts on ``m`` [B, T, d] (the module docstring's form): the router,
+    one ``com.microsoft`` ``MoE`` node holding every expert, and a shared expert added where there is one."""
+    s, p = g.spec, f"layers.{i}"
+    d, e, f = s.hidden, s.experts, s.expert_ffn
+    router = g.linear(m, f"{p}.router", d, e, False)  # [B, T, E] logits
+    probs = g.node("Reshape", [router, "router_shape"], f"{p}.router_probs")  # [B·T, E]
+    fc1 = g.weight(f"{p}.experts.gate", e, f, d)  # ONNX Runtime's (experts, out, in)
+    fc2 = g.weight(f"{p}.experts.down", e, d, f)
+    fc3 = g.weight(f"{p}.experts.up", e, f, d)
+    out = f"{p}.moe"
+    inputs = [m, probs, fc1, "", fc2, "", fc3, ""]  # no biases
+    node = helper.make_node(
+        "MoE",
+        inputs,
+        [out],
+        name=out,
+        domain=MS_DOMAIN,
+        k=s.top_k,
+        activation_type="silu",
+        normalize_routing_weights=int(s.renormalize),
+        use_sparse_mixer=0,
+    )
+    g.nodes.append(node)
+    g.moe_outputs.append(out)
+    if not s.shared_expert_ffn:
+        return out
+    shared = _mlp(g, f"{p}.shared_expert", m, s.shared_expert_ffn, False)
+    return g.node("Add", [out, shared], f"{p}.moe_shared")
 
 
 def _layer(g: _Graph, i: int, x: str, form: Form) -> str:
-    """One pre-norm decoder layer: x + attention(norm(x)), then + mlp(norm(.))."""
-    p, d = f"layers.{i}", g.spec.hidden
-    h = g.rms_norm(x, f"{p}.input_layernorm.weight", f"{p}.input_norm", d)
+    """One pre-norm decoder layer: x + attention(norm(x)), then + mlp(norm(.)) (or the experts')."""
+    s, p = g.spec, f"layers.{i}"
+    h = g.rms_norm(x, f"{p}.input_layernorm.weight", f"{p}.input_norm", s.hidden)
     r = g.node("Add", [x, _attention(g, i, h, form)], f"{p}.residual1")
-    m = g.rms_norm(r, f"{p}.post_attention_layernorm.weight", f"{p}.post_norm", d)
-    return g.node("Add", [r, _mlp(g, i, m)], f"{p}.residual2")
+    m = g.rms_norm(r, f"{p}.post_attention_layernorm.weight", f"{p}.post_norm", s.hidden)
+    ffn = _moe(g, i, m) if i in s.moe_layers else _mlp(g, p, m, s.ffn, s.mlp_bias)
+    return g.node("Add", [r, ffn], f"{p}.residual2")
 
 
 def _lm_head(g: _Graph, x: str) -> None:
@@ -421,8 +519,13 @@ def build_decoder(spec: DecoderSpec, form: Form, prompt: int, weights: str) -> o
     # As the exporter does, declare the key positions' length: ONNX shape inference cannot size a Range
     # from a computed limit, so without it the mask would stay unsized even with the dims bound.
     value_info = [helper.make_tensor_value_info("key_positions", TensorProto.INT64, [TOTAL])] if form == "decode" else []
+    # ONNX knows no com.microsoft MoE: its output is declared with its input's shape [B, T, d]
+    batch: int | str = BATCH if form == "decode" else 1
+    tokens = 1 if form == "decode" else prompt
+    value_info += [helper.make_tensor_value_info(out, g.dtype, [batch, tokens, spec.hidden]) for out in g.moe_outputs]
     graph = helper.make_graph(g.nodes, "g", inputs, outputs, initializer=g.inits, value_info=value_info)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(MS_DOMAIN, 1)] if spec.experts else [])
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 10
     return model
 

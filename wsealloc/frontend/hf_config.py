@@ -3,8 +3,16 @@ the model's prefill and decode-step ONNX written from it (``wsealloc export-llm`
 
 Families (``model_type``, and ``architectures`` if given): ``llama`` (LLaMA 2, 3, 3.1; ``LlamaForCausalLM``),
 ``mistral`` (``MistralForCausalLM``), ``qwen2`` (Qwen2 / Qwen2.5, QKV biases; ``Qwen2ForCausalLM``),
-``qwen3`` (Qwen3 dense: per-head q/k RMSNorm, head_dim given on its own; ``Qwen3ForCausalLM``).
-Mixture-of-experts models (Mixtral, Qwen3-MoE, ...) are refused: their expert routing is not this graph.
+``qwen3`` (Qwen3 dense: per-head q/k RMSNorm, head_dim given on its own; ``Qwen3ForCausalLM``), and
+three mixtures of experts, written with ONNX Runtime's ``com.microsoft`` ``MoE`` node (decoder.py):
+``mixtral`` (``MixtralForCausalLM``: every layer E experts, top k renormalized), ``qwen3_moe``
+(``Qwen3MoeForCausalLM``: Qwen3's attention; ``decoder_sparse_step`` and ``mlp_only_layers`` decide the
+MoE layers, the others dense of ``intermediate_size``), ``llama4_text`` (``Llama4ForCausalLM``) or the
+multimodal ``llama4`` (``Llama4ForConditionalGeneration``: its ``text_config`` is read, the vision
+encoder is not part of text generation): MoE on the ``moe_layers`` (every ``interleave_moe_layer_step``-th
+layer by default) with a shared expert, dense layers of ``intermediate_size_mlp``. Other
+mixture-of-experts fields (DeepSeek's ``n_routed_experts``, Qwen2-MoE's ``shared_expert_intermediate_size``,
+...) are refused by name.
 
 Every field of the file is either one that shapes the graph (sizes, dtype, RoPE, biases, norms, tied
 embeddings) or one on an explicit list of fields that cannot change it (token ids, training
@@ -30,7 +38,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import onnx
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, model_validator
 
 from wsealloc.errors import ModelLoadError
 from wsealloc.files import check_writable, write_atomic
@@ -43,11 +51,25 @@ FAMILIES: dict[str, str] = {
     "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "llama4_text": "Llama4ForCausalLM",
 }
-SUPPORTED = f"supported: llama, mistral, qwen2, qwen3 (dense; {', '.join(FAMILIES.values())})"
-# Fields of mixture-of-experts configurations (Mixtral, Qwen2/3-MoE, DeepSeek, ...): refused by name.
+DENSE = ("llama", "mistral", "qwen2", "qwen3")
+LLAMA4 = "llama4"  # the multimodal wrapper: its text_config is a llama4_text config
+LLAMA4_ARCHITECTURE = "Llama4ForConditionalGeneration"
+SUPPORTED = (
+    "supported: llama, mistral, qwen2, qwen3 (dense), mixtral, qwen3_moe, llama4_text, llama4 (mixture of experts; "
+    f"{', '.join(FAMILIES.values())}, {LLAMA4_ARCHITECTURE})"
+)
+# Fields of mixture-of-experts configurations (Mixtral, Qwen2/3-MoE, Llama 4, DeepSeek, ...): refused by
+# name in a dense family, and in a mixture-of-experts family that does not have them.
 MOE_FIELDS = frozenset(
     {
+        "interleave_moe_layer_step",
+        "moe_layers",
+        "intermediate_size_mlp",
+        "router_jitter_noise",
         "num_local_experts",
         "num_experts",
         "num_experts_per_tok",
@@ -155,6 +177,8 @@ class HfConfig(BaseModel):
     max_position_embeddings: Positive | None = None
     transformers_version: str | None = None
     use_cache: bool | None = None
+    # set when read from a multimodal wrapper (llama4): its architecture and the whole file as given
+    _outer: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -184,18 +208,27 @@ class HfConfig(BaseModel):
         self.spec()  # the graph's own checks (heads vs KV heads, an even head_dim, llama3 RoPE's fields)
         return self
 
-    # what each family's layers have (overridden by the families)
+    # what each family's layers have (overridden by the families; ``attention_bias``, where a family
+    # has the field, puts biases on q, k, v and o)
     def _qkv_bias(self) -> bool:
-        return False
+        return bool(getattr(self, "attention_bias", False))
 
     def _o_bias(self) -> bool:
-        return False
+        return bool(getattr(self, "attention_bias", False))
 
     def _mlp_bias(self) -> bool:
         return False
 
     def _qk_norm(self) -> bool:
         return False
+
+    def _dense_ffn(self) -> int:
+        """The FFN width of the dense layers (every layer's, in a dense model)."""
+        return self.intermediate_size
+
+    def _moe(self) -> dict[str, Any]:
+        """The mixture-of-experts fields of the spec (none: a dense model)."""
+        return {}
 
     def _head_dim(self) -> int:
         return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
@@ -206,8 +239,13 @@ class HfConfig(BaseModel):
         return None
 
     @property
+    def window_field(self) -> str:
+        """The field :attr:`window` comes from (named in the command's note)."""
+        return "sliding_window"
+
+    @property
     def architecture(self) -> str:
-        return FAMILIES[self.model_type]
+        return self._outer[0] if self._outer is not None else FAMILIES[self.model_type]
 
     def spec(self) -> DecoderSpec:
         """The numbers the graph is built from."""
@@ -220,7 +258,7 @@ class HfConfig(BaseModel):
                 heads=self.num_attention_heads,
                 kv_heads=self.num_key_value_heads or self.num_attention_heads,
                 head_dim=self._head_dim(),
-                ffn=self.intermediate_size,
+                ffn=self._dense_ffn(),
                 vocab=self.vocab_size,
                 dtype=self.dtype,
                 rope_theta=10000.0 if theta is None else theta,
@@ -231,9 +269,17 @@ class HfConfig(BaseModel):
                 mlp_bias=self._mlp_bias(),
                 qk_norm=self._qk_norm(),
                 tied=self.tie_word_embeddings,
+                **self._moe(),
             )
         except ValidationError as exc:
             raise ValueError(_first(exc)) from None
+
+    def recorded(self) -> dict[str, Any]:
+        """The config as given, for the files' metadata (``torch_dtype`` spelled ``dtype``; a multimodal
+        wrapper's file whole, as read)."""
+        if self._outer is not None:
+            return self._outer[1]
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class LlamaConfig(HfConfig):
@@ -243,12 +289,6 @@ class LlamaConfig(HfConfig):
     attention_bias: bool = False
     mlp_bias: bool = False
     pretraining_tp: Literal[1] = 1  # > 1 slices the projections as in pretraining: not this graph
-
-    def _qkv_bias(self) -> bool:
-        return self.attention_bias
-
-    def _o_bias(self) -> bool:
-        return self.attention_bias
 
     def _mlp_bias(self) -> bool:
         return self.mlp_bias
@@ -296,18 +336,177 @@ class Qwen3Config(_QwenConfig):
     head_dim: Positive | None = 128
     attention_bias: bool = False
 
-    def _qkv_bias(self) -> bool:
-        return self.attention_bias
-
-    def _o_bias(self) -> bool:
-        return self.attention_bias
-
     def _qk_norm(self) -> bool:
         return True
 
 
-_CLASSES: dict[str, type[HfConfig]] = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config}
-AnyConfig = Annotated[LlamaConfig | MistralConfig | Qwen2Config | Qwen3Config, Field(discriminator="model_type")]
+# Mixture-of-experts families. The routing's training-only fields are accepted and have no effect on the
+# graph: ``router_aux_loss_coef`` (the load-balancing loss), ``output_router_logits`` (returning the
+# router's logits for it), ``router_jitter_noise`` (noise multiplied into the router's input in training
+# only). Every expert of a MoE layer is resident; the graph holds them all in one ``MoE`` node.
+_TRAINING_ONLY = frozenset({"router_aux_loss_coef", "output_router_logits", "router_jitter_noise"})
+
+
+def _moe_spec(experts: int, top_k: int, expert_ffn: int, layers: list[int], renormalize: bool, shared: int = 0) -> dict[str, Any]:
+    """The spec's MoE fields; no MoE layer at all (e.g. every layer in ``mlp_only_layers``): a dense model."""
+    if not layers:
+        return {}
+    return {
+        "experts": experts,
+        "top_k": top_k,
+        "expert_ffn": expert_ffn,
+        "shared_expert_ffn": shared,
+        "moe_layers": tuple(layers),
+        "renormalize": renormalize,
+    }
+
+
+class MixtralConfig(HfConfig):
+    """Mixtral (``MixtralForCausalLM``): Mistral's attention (``sliding_window`` recorded as Mistral's),
+    every layer a mixture of ``num_local_experts`` SiLU-gated experts of ``intermediate_size``, the
+    softmax's top ``num_experts_per_tok`` renormalized (transformers' ``MixtralSparseMoeBlock``); no
+    shared expert."""
+
+    IGNORED: ClassVar[frozenset[str]] = HfConfig.IGNORED | _TRAINING_ONLY
+    model_type: Literal["mixtral"]
+    sliding_window: Positive | None = None
+    num_local_experts: Positive = 8
+    num_experts_per_tok: Positive = 2
+    # training only (IGNORED)
+    router_aux_loss_coef: float | None = None
+    output_router_logits: bool | None = None
+    router_jitter_noise: float | None = None
+
+    @property
+    def window(self) -> int | None:
+        return self.sliding_window
+
+    def _moe(self) -> dict[str, Any]:
+        layers = list(range(self.num_hidden_layers))
+        return _moe_spec(self.num_local_experts, self.num_experts_per_tok, self.intermediate_size, layers, True)
+
+
+class Qwen3MoeConfig(_QwenConfig):
+    """Qwen3-MoE (``Qwen3MoeForCausalLM``): Qwen3's attention (q/k RMSNorm per head, ``attention_bias``);
+    layer i is a mixture of ``num_experts`` experts of ``moe_intermediate_size`` when it is not in
+    ``mlp_only_layers`` and (i + 1) is a multiple of ``decoder_sparse_step``, else a dense FFN of
+    ``intermediate_size`` (transformers' ``Qwen3MoeDecoderLayer``); ``num_experts_per_tok`` per token,
+    renormalized over the top k when ``norm_topk_prob``; no shared expert. ``head_dim`` defaults to
+    hidden / heads (transformers' attention reads it when given)."""
+
+    IGNORED: ClassVar[frozenset[str]] = HfConfig.IGNORED | _TRAINING_ONLY
+    model_type: Literal["qwen3_moe"]
+    attention_bias: bool = False
+    num_experts: Annotated[int, Field(ge=0, lt=2**31)] = 128
+    num_experts_per_tok: Positive = 8
+    moe_intermediate_size: Positive = 768
+    decoder_sparse_step: Positive = 1
+    mlp_only_layers: Annotated[tuple[Annotated[int, Field(ge=0)], ...], Field(strict=False)] | None = None
+    norm_topk_prob: bool = False
+    # training only (IGNORED)
+    router_aux_loss_coef: float | None = None
+    output_router_logits: bool | None = None
+
+    def _qk_norm(self) -> bool:
+        return True
+
+    def _moe(self) -> dict[str, Any]:
+        dense = set(self.mlp_only_layers or ())
+        step = self.decoder_sparse_step
+        layers = [i for i in range(self.num_hidden_layers) if i not in dense and (i + 1) % step == 0] if self.num_experts else []
+        bad = sorted(i for i in dense if i >= self.num_hidden_layers)
+        if bad:
+            raise ValueError(f"mlp_only_layers: layer {bad[0]} is not one of the {self.num_hidden_layers} layers")
+        return _moe_spec(self.num_experts, self.num_experts_per_tok, self.moe_intermediate_size, layers, self.norm_topk_prob)
+
+
+class Llama4TextConfig(HfConfig):
+    """Llama 4's text model (``llama4_text``; Scout, Maverick): the layers in ``moe_layers`` (by default
+    every ``interleave_moe_layer_step``-th: layers step - 1, 2·step - 1, ...) are a mixture of
+    ``num_local_experts`` experts of ``intermediate_size`` (``num_experts_per_tok`` per token) plus a
+    shared expert of the same width added to their output; the other layers a dense FFN of
+    ``intermediate_size_mlp`` (transformers' ``Llama4TextDecoderLayer``). Llama 4 scores the top k
+    with a sigmoid and scales each expert's input by it; the op is written with
+    ``normalize_routing_weights`` 0 (no renormalization): the same shapes and MACs.
+
+    Accepted, recorded, no effect on any MatMul's shape (the graph is the one with every layer's
+    RoPE and full causal attention): ``no_rope_layers`` / ``no_rope_layer_interval`` (the NoPE layers
+    skip RoPE, an elementwise rotation of q and k), ``attention_chunk_size`` / ``layer_types``
+    (chunked attention on the RoPE layers: a mask on the same score matrix, as ``sliding_window``;
+    beyond a chunk a cache could hold less), ``attn_temperature_tuning`` / ``floor_scale`` /
+    ``attn_scale`` (the NoPE layers' queries scaled by a factor of the position: elementwise),
+    ``use_qk_norm`` (an L2 norm of q and k without weights: elementwise). Llama 4 rotates adjacent
+    pairs where the graph rotates halves: a permutation of the same elementwise work."""
+
+    IGNORED: ClassVar[frozenset[str]] = HfConfig.IGNORED | _TRAINING_ONLY | {"_attn_implementation_autoset", "for_llm_compressor"}
+    model_type: Literal["llama4_text"]
+    intermediate_size: Positive = 8192
+    intermediate_size_mlp: Positive = 16384
+    head_dim: Positive | None = 128
+    attention_bias: bool = False
+    num_local_experts: Positive = 16
+    num_experts_per_tok: Positive = 1
+    interleave_moe_layer_step: Positive = 1
+    moe_layers: Annotated[tuple[Annotated[int, Field(ge=0)], ...], Field(strict=False)] | None = None
+    # recorded, no effect on any MatMul's shape (see the class docstring)
+    no_rope_layers: Annotated[tuple[Literal[0, 1], ...], Field(strict=False)] | None = None
+    no_rope_layer_interval: Positive = 4
+    attention_chunk_size: Positive | None = 8192
+    layer_types: Annotated[tuple[Literal["chunked_attention", "full_attention"], ...], Field(strict=False)] | None = None
+    attn_temperature_tuning: bool | Annotated[int, Field(ge=0)] = True  # Scout's file writes 4 (truthy)
+    floor_scale: PositiveFloat = 8192
+    attn_scale: PositiveFloat = 0.1
+    use_qk_norm: bool = True
+    # training only and bookkeeping (IGNORED)
+    router_aux_loss_coef: float | None = None
+    output_router_logits: bool | None = None
+    router_jitter_noise: float | None = None
+    attn_implementation_autoset: bool | None = Field(default=None, alias="_attn_implementation_autoset")
+    for_llm_compressor: bool | None = None
+
+    def _dense_ffn(self) -> int:
+        return self.intermediate_size_mlp
+
+    @property
+    def window(self) -> int | None:
+        """The attention chunk of the RoPE layers (recorded, not modelled, as a sliding window)."""
+        return self.attention_chunk_size
+
+    @property
+    def window_field(self) -> str:
+        return "attention_chunk_size"
+
+    def moe_layer_indices(self) -> list[int]:
+        step = self.interleave_moe_layer_step
+        if self.moe_layers is not None:
+            return sorted(set(self.moe_layers))
+        return list(range(step - 1, self.num_hidden_layers, step))
+
+    def _moe(self) -> dict[str, Any]:
+        layers = self.moe_layer_indices()
+        if layers and layers[-1] >= self.num_hidden_layers:
+            raise ValueError(f"moe_layers: layer {layers[-1]} is not one of the {self.num_hidden_layers} layers")
+        if self.no_rope_layers and len(self.no_rope_layers) != self.num_hidden_layers:
+            raise ValueError(f"no_rope_layers: {len(self.no_rope_layers)} values for {self.num_hidden_layers} layers")
+        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(f"layer_types: {len(self.layer_types)} values for {self.num_hidden_layers} layers")
+        f = self.intermediate_size
+        return _moe_spec(self.num_local_experts, self.num_experts_per_tok, f, layers, False, shared=f)
+
+
+_CLASSES: dict[str, type[HfConfig]] = {
+    "llama": LlamaConfig,
+    "mistral": MistralConfig,
+    "qwen2": Qwen2Config,
+    "qwen3": Qwen3Config,
+    "mixtral": MixtralConfig,
+    "qwen3_moe": Qwen3MoeConfig,
+    "llama4_text": Llama4TextConfig,
+}
+AnyConfig = Annotated[
+    LlamaConfig | MistralConfig | Qwen2Config | Qwen3Config | MixtralConfig | Qwen3MoeConfig | Llama4TextConfig,
+    Field(discriminator="model_type"),
+]
 _ADAPTER: TypeAdapter[HfConfig] = TypeAdapter(AnyConfig)
 
 
@@ -337,17 +536,72 @@ def _first(exc: ValidationError) -> str:
     return f"{loc}: {err.get('input')!r}: {msg}" + (f" ({why})" if why and err["type"] == "literal_error" else "")
 
 
-def _fields(cls: type[HfConfig]) -> list[str]:
+def _fields(cls: type[BaseModel]) -> list[str]:
     """The keys a family's config.json may hold (aliases as written in the file)."""
     return sorted({f.alias or name for name, f in cls.model_fields.items()} | {"torch_dtype"})
 
 
-def _unknown_field_error(label: str, model_type: str, field: str) -> str:
-    known = _fields(_CLASSES[model_type])
+def _unknown_field_error(label: str, model_type: str, field: str, cls: type[BaseModel] | None = None) -> str:
+    known = _fields(cls or _CLASSES[model_type])
     close = difflib.get_close_matches(field, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    what = f"unknown field {field!r} for model_type {model_type!r} (it may change the graph)"
+    if field in MOE_FIELDS:
+        what = f"field {field!r}: a mixture-of-experts field model_type {model_type!r} does not have (it would change the graph)"
+    else:
+        what = f"unknown field {field!r} for model_type {model_type!r} (it may change the graph)"
     return f"{label}: {what}; {hint}supported: {', '.join(known)}"
+
+
+class _Llama4Config(BaseModel):
+    """The multimodal Llama 4 file (``llama4``, ``Llama4ForConditionalGeneration``): its ``text_config``
+    is the text model written; the vision encoder (``vision_config``) turns images into prompt
+    embeddings and is not part of text generation, so it is accepted and not modelled, as are the
+    image token ids. ``tie_word_embeddings`` and the dtype given here apply to the text model unless its
+    own config gives them (then they must agree)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, protected_namespaces=())
+
+    model_type: Literal["llama4"]
+    architectures: Names | None = None
+    text_config: dict[str, Any]
+    vision_config: dict[str, Any] | None = None
+    boi_token_index: int | None = None
+    eoi_token_index: int | None = None
+    image_token_index: int | None = None
+    tie_word_embeddings: bool | None = None
+    dtype: DType | None = None
+    torch_dtype: DType | None = None
+    transformers_version: str | None = None
+    name_or_path: str | None = Field(default=None, alias="_name_or_path")
+
+
+def _parse_llama4(data: dict[str, Any], label: str) -> HfConfig:
+    """A multimodal Llama 4 file: its text_config read as ``llama4_text`` (errors name ``text_config``)."""
+    try:
+        outer = _Llama4Config.model_validate(data)
+    except ValidationError as exc:
+        unknown = [e for e in exc.errors() if e["type"] == "extra_forbidden"]
+        if unknown:
+            raise ModelLoadError(_unknown_field_error(label, LLAMA4, str(unknown[0]["loc"][-1]), _Llama4Config)) from None
+        raise ModelLoadError(f"{label}: {_first(exc)}") from None
+    if outer.architectures is not None and list(outer.architectures) != [LLAMA4_ARCHITECTURE]:
+        raise ModelLoadError(f"{label}: architectures {list(outer.architectures)} for model_type 'llama4'; {SUPPORTED}")
+    if outer.dtype is not None and outer.torch_dtype is not None and outer.dtype != outer.torch_dtype:
+        raise ModelLoadError(f"{label}: torch_dtype {outer.torch_dtype!r} and dtype {outer.dtype!r} disagree")
+    text = dict(outer.text_config)
+    if text.setdefault("model_type", "llama4_text") != "llama4_text":
+        raise ModelLoadError(f"{label}: text_config.model_type {text['model_type']!r}: expected 'llama4_text'")
+    for key, value in (("tie_word_embeddings", outer.tie_word_embeddings), ("dtype", outer.dtype or outer.torch_dtype)):
+        given = text.get(key, text.get("torch_dtype") if key == "dtype" else None)
+        if value is None:
+            continue
+        if given is None:
+            text[key] = value
+        elif given != value:
+            raise ModelLoadError(f"{label}: text_config's {key} {given!r} and the file's {value!r} disagree")
+    cfg = parse_hf_config(text, f"{label}: text_config")
+    cfg._outer = (LLAMA4_ARCHITECTURE, data)
+    return cfg
 
 
 def parse_hf_config(data: Any, label: str) -> HfConfig:
@@ -357,11 +611,13 @@ def parse_hf_config(data: Any, label: str) -> HfConfig:
     model_type = data.get("model_type")
     if model_type is None:
         raise ModelLoadError(f"{label}: no model_type; {SUPPORTED}")
+    if model_type == LLAMA4:
+        return _parse_llama4(data, label)
     if model_type not in FAMILIES:
         arch = f" (architectures {data['architectures']})" if "architectures" in data else ""
         raise ModelLoadError(f"{label}: model_type {model_type!r}{arch} is not supported; {SUPPORTED}")
     moe = sorted(MOE_FIELDS & set(data))
-    if moe:
+    if moe and model_type in DENSE:
         raise ModelLoadError(f"{label}: field {moe[0]!r}: a mixture-of-experts model; {SUPPORTED}")
     try:
         return _ADAPTER.validate_python(data)
@@ -415,7 +671,7 @@ def llm_model(config: HfConfig, form: Form, name: str, prompt: int = PROMPT) -> 
     """The ``form`` of ``config``'s model, with the zoo's metadata (the config as given, the exporter,
     the weights' absence, the cache layout); its weights reference the absent ``<name>-<form>.weights``."""
     model = build_decoder(config.spec(), form, prompt, f"{name}-{form}.weights")
-    given = config.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    given = config.recorded()
     meta = {
         "wsealloc.zoo.model": f"transformers.{config.architecture}",
         "wsealloc.zoo.config": json.dumps(given, sort_keys=True),
