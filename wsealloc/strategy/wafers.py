@@ -157,7 +157,7 @@ class LatencyOverWafers(Strategy):
             )
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         links = link_cycles(costs)
-        relaxed, packed, price = self._relaxed(costs, request, family, count, deadline)
+        relaxed, packed, price, count = self._relaxed(costs, request, family, count, deadline)
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
         # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
         # wafers its kernels' smallest op models need (each kernel on its own rectangle) or, when kernels
@@ -233,19 +233,25 @@ class LatencyOverWafers(Strategy):
 
     def _relaxed(
         self, costs: CostTable, request: SolveRequest, family: Family | None, count: int, deadline: Deadline
-    ) -> tuple[int, tuple[int, ...] | None, float]:
+    ) -> tuple[int, tuple[int, ...] | None, float, int]:
         """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
-        budget), the cut that packs the relaxed regions onto wafers in order (None: none found) and the
-        price of a core behind the bound (0 without regions)."""
-        total = costs.total_cores * count
+        budget), the cut that packs the relaxed regions onto wafers in order (None: none found), the
+        price of a core behind the bound (0 without regions) and the wafer count. ``--wafers auto``: the
+        fewest wafers a cut into wafers that each fit their kernels' regions takes (``fitting_cuts``: each
+        wafer as full as it fits), which can exceed the fewest the kernels' own smallest op models need."""
         if family is None:
+            total = costs.total_cores * count
             problem = build_problem(costs, total_cores=total, objective=objective_named(ObjectiveKind.LATENCY))
             proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem)
             if proven.value is None:
                 raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
-            return proven.value, None, 0.0
-        sp = build_sharing_problem(costs, family=family)
-        sp = replace(sp, total_cores=int(total * FAMILY_BUDGET[family]))
+            return proven.value, None, 0.0, count
+        base = build_sharing_problem(costs, family=family)
+        if request.wafer_count is None:  # auto: the fewest wafers some cut into fitting wafers takes
+            one = replace(base, total_cores=int(costs.total_cores * FAMILY_BUDGET[family]))
+            reach = fitting_cuts(one, len(costs.kernels), (0, len(costs.kernels)))
+            count = max(count, len(reach) - 1) if reach is not None else count
+        sp = replace(base, total_cores=int(costs.total_cores * count * FAMILY_BUDGET[family]))
         found = run_stoppable(lambda: share_solver(sp, deadline.share(RELAXED_SHARE)), deadline)
         if found is None:
             raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
@@ -268,7 +274,7 @@ class LatencyOverWafers(Strategy):
                 held = 0
             held += need
         cuts.append(len(costs.kernels))
-        return int(found.bound), (tuple(cuts) if found.runs else None), found.price
+        return int(found.bound), (tuple(cuts) if found.runs else None), found.price, count
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
