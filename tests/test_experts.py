@@ -18,7 +18,7 @@ from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, grid_costs, kernel_work
 from wsealloc.cost.experts import experts_grid_costs, routing_stats, tile_load, tilings
 from wsealloc.cost.model import Routing
-from wsealloc.errors import UnsupportedOpError, UsageError
+from wsealloc.errors import InfeasibleError, UnsupportedOpError, UsageError
 from wsealloc.frontend.importer import import_onnx
 from wsealloc.graph.kernels import build_kernels
 from wsealloc.graph.opclass import KernelKind
@@ -210,8 +210,12 @@ def test_worst_routing_plan(tmp_path: Path) -> None:
     assert "routing" not in json.loads(uniform.plan.to_json())["cost"]  # the default is not written
 
 
-def test_seed_model_and_training_refuse_experts(tmp_path: Path) -> None:
+def test_seed_model_training_and_streaming_refuse_experts(tmp_path: Path) -> None:
     model = moe_model(tmp_path / "m.onnx")
+    with pytest.raises(InfeasibleError, match="mixture-of-experts"):
+        run(build_request(str(model), "wse2", mode="streaming", place=False))
+    auto = run(build_request(str(model), "wse2", mode="auto", place=False))  # the pipeline, streaming refused
+    assert auto.plan.objective.experts is not None
     with pytest.raises(UsageError, match="mixture-of-experts"):
         run(build_request(str(model), "tiny", cost="seed", place=False))
     with pytest.raises(UsageError, match="mixture-of-experts"):

@@ -17,9 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from wsealloc.cost import Dataflow, KernelWork, StreamedWork, TrainingWork, grid_costs
+from wsealloc.cost import Dataflow, ExpertsWork, KernelWork, StreamedWork, TrainingWork, grid_costs
 from wsealloc.cost.model import Recompute
 from wsealloc.cost.streaming import streamed_floor
+from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels.regions import region_table
 from wsealloc.opmodels.table import CostTable
 
@@ -105,6 +106,11 @@ def cheapest_cover(items: list[tuple[int, int]], need: int) -> tuple[int, list[i
 
 
 def _inner(work: object) -> KernelWork | TrainingWork:
+    if isinstance(work, ExpertsWork):  # (--mode auto then takes the layer pipeline)
+        raise InfeasibleError(
+            "weight streaming has no form for mixture-of-experts layers (their experts are resident: k of E work per "
+            "token); use --mode pipelined"
+        )
     if not isinstance(work, KernelWork | TrainingWork):
         raise ValueError(f"weight streaming costs forward or training kernels, not {type(work).__name__}")
     return work

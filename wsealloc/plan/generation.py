@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, Dataflow, KernelWork, grid_costs, kernel_work
+from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, KernelWork, grid_costs, kernel_work
 from wsealloc.errors import PlanError, WseallocError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import CostTable
@@ -50,6 +50,13 @@ from wsealloc.strategy.regions import pack_runs
 Work = KernelWork
 
 
+def _not_dense(work: object) -> str:
+    """Why a kernel's work is not one the steps' affine model reads."""
+    if isinstance(work, ExpertsWork):
+        return "is a mixture-of-experts layer: generation end to end is planned for dense decoders only (solve the decode step)"
+    return "is not costed by the standard model"
+
+
 def works_at(source: OnnxSource, context: int, arch: Arch, options: CostOptions) -> list[tuple[str, Work]]:
     """Every kernel's (name, work) of a decode export at past length ``context``."""
     kg = load_kernels(source.model_copy(update={"context": context}))
@@ -57,7 +64,7 @@ def works_at(source: OnnxSource, context: int, arch: Arch, options: CostOptions)
     for k in kg.kernels:
         w = kernel_work(k, kg.ops, arch, options)
         if not isinstance(w, KernelWork):
-            raise PlanError(f"generation end to end: kernel {k.name} is not costed by the standard model")
+            raise PlanError(f"generation end to end: kernel {k.name} {_not_dense(w)}")
         out.append((k.name, w))
     return out
 
@@ -192,7 +199,7 @@ def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> tuple[
     works: dict[Work, int] = {}
     for kc in costs.kernels:
         if not isinstance(kc.work, KernelWork):
-            raise PlanError(f"generation end to end: prefill kernel {kc.kernel.name} is not costed by the standard model")
+            raise PlanError(f"generation end to end: prefill kernel {kc.kernel.name} {_not_dense(kc.work)}")
         works[kc.work] = works.get(kc.work, 0) + 1
     if gen.prefill_grid is not None:
         r, c = gen.prefill_grid
@@ -233,7 +240,7 @@ def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[K
     planned: list[tuple[str, Work]] = []
     for k in base.kernels:
         if not isinstance(k.work, KernelWork):
-            raise PlanError("generation end to end: the decode plan's kernels are not costed by the standard model")
+            raise PlanError(f"generation end to end: the decode plan's kernel {k.kernel.name} {_not_dense(k.work)}")
         planned.append((k.kernel.name, k.work))
     samples: list[tuple[int, Sequence[tuple[str, Work]]]] = [(last, planned)]
     if first != last:
