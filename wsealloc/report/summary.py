@@ -128,7 +128,7 @@ def experts_lines(plan: Plan) -> list[str]:
     worst_rate = ""
     llm = plan.objective.llm
     if llm is not None and plan.objective.kind is ObjectiveKind.LATENCY and worst:
-        worst_rate = f"; {llm.tokens_per_request * llm.batch * clock / worst / llm.batch:,.1f} tokens/s per request then"
+        worst_rate = f"; {llm.tokens_per_request * clock / worst:,.1f} tokens/s per request then (one in flight)"
     return [
         f"mixture of experts: {moe.layers} layer(s) of {moe.experts} experts, top-{moe.top_k}, {moe.routing} routing: "
         f"{moe.tokens_per_step:,} token(s) a step, {moe.tokens_per_expert:,.3g} per expert on average, "
