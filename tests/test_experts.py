@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from wsealloc.api import run
@@ -297,3 +299,25 @@ def test_static_dispatch_costs_each_expert_on_its_tokens(tmp_path: Path) -> None
         assert macs[f"up{i}"] == cap * d * f  # C tokens, not all T
         assert macs[f"down{i}"] == cap * f * d
     assert sum(macs.values()) == t * d * e + e * 2 * cap * d * f  # the router, then C tokens per expert
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    experts=st.sampled_from([2, 4, 6, 8, 12, 16, 32, 128]),
+    k=st.integers(1, 8),
+    tokens=st.integers(1, 64),
+    data=st.data(),
+)
+def test_busiest_tile_properties(experts: int, k: int, tokens: int, data: st.DataObject) -> None:
+    """Uniform never exceeds the worst routing; more tokens never make the busiest tile lighter; a
+    tile never serves more picks than its experts can take, nor runs more experts than it holds."""
+    k = min(k, experts)
+    tiles = data.draw(st.sampled_from([t for t in range(1, experts + 1) if experts % t == 0]))
+    m = experts // tiles
+    load = tile_load(experts, k, tokens, tiles, Routing.UNIFORM)
+    worst = tile_load(experts, k, tokens, tiles, Routing.WORST)
+    more = tile_load(experts, k, tokens + 1, tiles, Routing.UNIFORM)
+    assert load.pairs <= worst.pairs + 1e-9 and load.active <= worst.active + 1e-9
+    assert load.pairs <= min(m, k) * tokens + 1e-9 and load.active <= m + 1e-9
+    assert more.pairs >= load.pairs - 1e-9
+    assert load.pairs >= tokens * k / tiles - 1e-9  # the busiest tile serves at least the average
