@@ -54,7 +54,6 @@ from wsealloc.graph.kernels import Kernel
 from wsealloc.graph.opclass import KernelKind
 
 GridFn = Callable[..., GridCosts]  # cost.grid_costs
-MOE_OPS = frozenset({"MoE", "QMoE"})
 
 
 def is_experts(kernel: Kernel) -> bool:
@@ -103,7 +102,7 @@ def expert_region(work: ExpertsWork, tokens: int) -> RegionWork:
     per_matrix = work.expert_weight_bytes // (inputs + 1)
     per_cols = work.expert_col_bytes // (inputs + 1)
 
-    def matrix(k: int, cols: int, ops: int, weight: int) -> KernelWork:
+    def matrix(k: int, cols: int, ops: int, weight: int, col_bytes: int) -> KernelWork:
         return KernelWork(
             kind=KernelKind.MATMUL,
             macs=n * k * cols,
@@ -117,15 +116,15 @@ def expert_region(work: ExpertsWork, tokens: int) -> RegionWork:
             rows=n,
             cols=cols,
             row_reduce=False,
-            col_weight_bytes=per_cols,
+            col_weight_bytes=col_bytes,
             shard_weight_bytes=0,
             in_bytes=n * k * b,
             out_bytes=n * cols * b,
-            weight_bytes=weight + per_cols,
+            weight_bytes=weight + col_bytes,
         )
 
-    first = matrix(d, inputs * f, n * f * (work.act_ops + int(work.gated)), inputs * per_matrix)
-    return RegionWork((first, matrix(f, d, n * d, per_matrix)))
+    first = matrix(d, inputs * f, n * f * (work.act_ops + int(work.gated)), inputs * per_matrix, inputs * per_cols)
+    return RegionWork((first, matrix(f, d, n * d, per_matrix, per_cols)))
 
 
 @dataclass(frozen=True)
@@ -342,7 +341,6 @@ def _tiled(
 
 
 __all__ = [
-    "MOE_OPS",
     "ExpertsLayout",
     "TileLoad",
     "expert_region",
