@@ -321,3 +321,28 @@ def test_busiest_tile_properties(experts: int, k: int, tokens: int, data: st.Dat
     assert load.pairs <= min(m, k) * tokens + 1e-9 and load.active <= m + 1e-9
     assert more.pairs >= load.pairs - 1e-9
     assert load.pairs >= tokens * k / tiles - 1e-9  # the busiest tile serves at least the average
+
+
+@pytest.mark.slow
+def test_zoo_mixtral_over_wafers_verified(tmp_path: Path) -> None:
+    """The zoo's Mixtral-8x7B decode on the fewest wse3-measured wafers (three), one token's time
+    proven over every cut, its experts' record in the plan, verified (docs/benchmarks.md: 2,515 tokens/s)."""
+    root = Path(__file__).resolve().parents[1]
+    request = build_request(
+        str(root / "models" / "mixtral-8x7b-decode.onnx"),
+        "wse3-measured",
+        objective="latency",
+        context=4096,
+        wafers="auto",
+        place=False,
+        time_limit=120,
+    )
+    out = run(request)
+    plan = out.plan
+    assert len(plan.stages) == 3
+    moe = plan.objective.experts
+    assert moe is not None and (moe.layers, moe.experts, moe.top_k) == (32, 8, 2)
+    assert plan.objective.gap is not None and plan.objective.gap <= 0.01
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    assert verify_plan(path).ok
