@@ -72,3 +72,24 @@ def test_bad_counts_are_refused_naming_the_option() -> None:
 def test_a_model_without_a_cache_has_no_frontier() -> None:
     result = run("frontier", str(MODELS / "tiny" / "attention.onnx"), "--arch", "tiny", "--requests", "1")
     assert result.returncode == 2 and "give --context" in result.stderr
+
+
+def test_auto_requests_go_as_far_as_each_wafer_count_holds(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--requests auto: each wafer count up to the caches its own one-request plan holds (one wafer two
+    contexts of 16, two wafers five), not the most wafers' count for every count."""
+    import wsealloc.bench.frontier as fr
+    from wsealloc.bench.runner import BenchRow
+
+    monkeypatch.setattr(fr, "_largest_context", lambda base, wafers: {1: 2 * 16 + 5, 2: 5 * 16}[wafers])
+    asked: list[str] = []
+
+    def fake_run_all(tasks, **_):  # type: ignore[no-untyped-def]
+        asked.extend(t.name for t in tasks)
+        done = {"solver": 1, "status": "OPTIMAL", "tokens_per_s_per_request": 1.0, "aggregate_tokens_per_s": 1.0}
+        return [BenchRow(t.name, **done) for t in tasks]
+
+    monkeypatch.setattr(fr, "run_all", fake_run_all)
+    result = fr.frontier(build_request(DECODE, "tiny", context=16), [2, 1])
+    grid = [(p.requests, p.wafers) for p in result.points]
+    assert grid == [(1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (5, 2)]
+    assert asked[0] == "requests=1,wafers=1"

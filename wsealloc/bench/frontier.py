@@ -9,8 +9,9 @@ solved by the runner suites use (worker processes, or a Dask cluster): a point's
 every slowest stage, ``plan.llm``). The frontier is the points no other point beats on both rates: the
 curve serving engineers compare systems with (interactivity against throughput).
 
-The request counts: powers of two from 1, up to the most that fit, read off the one-request plan of the
-most wafers (its largest context over the context asked, each request holding one context's cache)."""
+The request counts: for each wafer count, powers of two from 1 up to the most that fit on that many
+wafers, read off its one-request plan (its largest context over the context asked, each request holding
+one context's cache): a count that holds fewer caches is not asked for more."""
 
 from __future__ import annotations
 
@@ -220,17 +221,18 @@ def frontier(
     on_done: Callable[[BenchRow], None] | None = None,
 ) -> Frontier:
     """Solve every point of ``request_counts`` x ``wafer_counts`` for ``base`` (an LLM export's request)
-    and mark the frontier; ``request_counts`` None: powers of two up to the most that fit (the module
-    docstring)."""
+    and mark the frontier; ``request_counts`` None: for each wafer count, powers of two up to the most
+    that fit on it (the module docstring)."""
     source = base.onnx_model
     context = source.context
     if context is None:
         raise UsageError(f"{source.label}: the serving frontier is of an LLM decode export at a context: give --context")
     counts = sorted(set(wafer_counts))
-    if request_counts is None:
-        largest = _largest_context(base, counts[-1])
-        request_counts = powers_up_to(max(1, largest // max(context, 1)))
-    grid = [(n, w) for w in counts for n in sorted(set(request_counts))]
+    if request_counts is None:  # each wafer count up to the requests its caches hold
+        most = {w: max(1, _largest_context(base, w) // max(context, 1)) for w in counts}
+        grid = [(n, w) for w in counts for n in powers_up_to(most[w])]
+    else:
+        grid = [(n, w) for w in counts for n in sorted(set(request_counts))]
     if len(grid) > MAX_POINTS:
         raise UsageError(f"{len(grid)} points (requests x wafers): at most {MAX_POINTS}; give fewer --requests or --wafers")
     tasks = [Task.of(f"requests={n},wafers={w}", point_request(base, n, w)) for n, w in grid]
