@@ -6,6 +6,7 @@ serialized as before."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,3 +137,26 @@ def test_a_streamed_turn_holds_the_activations_passing_once() -> None:
         tile = int(parts.weights[0])
         held.add(2 * tile + tile * 2 + max(int(parts.buffers[0]), passing))  # fp32 gradients: 2x the fp16 tile
     assert int(turn.buffers[0]) in held
+
+
+def test_a_plan_with_the_forms_records_them_and_verifies(tmp_path: Path) -> None:
+    import json
+
+    from wsealloc.plan.verify import verify_plan
+
+    path = tmp_path / "s.json"
+    out = ws.solve(
+        TRANSFORMER,
+        "tiny",
+        train=True,
+        train_batch=8,
+        mode="streaming",
+        attention="recomputed",
+        checkpoints="offwafer",
+        sets=["cluster.offwafer_bytes_per_s=1e9"],
+        output=path,
+    )
+    assert out.plan.objective.throughput_samples_per_s > 0
+    train = json.loads(path.read_text())["request"]["cost"]["train"]
+    assert train["attention"] == "recomputed" and train["checkpoints"] == "offwafer"
+    assert verify_plan(path).ok

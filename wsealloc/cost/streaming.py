@@ -141,12 +141,13 @@ def streamed_stash_bytes(work: StreamedWork) -> int:
     inner = work.inner
     if not isinstance(inner, TrainingWork):
         return 0
-    kept = inner.stash_bytes - work.probs_in + stat_bytes(work)
+    kept = inner.stash_bytes - work.probs_in
     if not work.recompute:
-        return kept
+        return kept + stat_bytes(work)
     inside = max(min(inner.segment_input_bytes, inner.stash_bytes) - work.probs_in, 0)
     checkpoint = 0 if work.offwafer else kept - inside
-    return checkpoint + (inside if work.replayed else 0)
+    # the replay regenerates the inputs from inside the segment and the softmax's statistics
+    return checkpoint + (inside + stat_bytes(work) if work.replayed else 0)
 
 
 # the fp32 statistic per row a softmax whose probabilities are recomputed keeps for its backward (the
