@@ -160,3 +160,36 @@ def test_a_plan_with_the_forms_records_them_and_verifies(tmp_path: Path) -> None
     train = json.loads(path.read_text())["request"]["cost"]["train"]
     assert train["attention"] == "recomputed" and train["checkpoints"] == "offwafer"
     assert verify_plan(path).ok
+
+
+def test_the_streamed_segment_length_is_the_fastest_of_those_tried_and_verified(tmp_path: Path) -> None:
+    import json
+
+    from wsealloc.plan.verify import verify_plan
+    from wsealloc.strategy.pipeline import segment_lengths
+
+    common: dict[str, object] = {
+        "train": True,
+        "train_batch": 8,
+        "mode": "streaming",
+        "place": False,
+        "attention": "recomputed",
+        "checkpoints": "offwafer",
+        "sets": ["cluster.offwafer_bytes_per_s=1e9"],
+    }
+    path = tmp_path / "s.json"
+    out = ws.solve(TRANSFORMER, "tiny", output=path, **common)  # type: ignore[arg-type]
+    decision = out.plan.decision
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny"), CostOptions(train=TrainingOptions()))
+    assert decision.segment in segment_lengths(costs)  # type: ignore[attr-defined]
+    # by hand: every length tried, at the chosen micro-batch, is no faster
+    for length in segment_lengths(costs):
+        fixed = ws.solve(TRANSFORMER, "tiny", micro_batch=decision.batch, recompute_segment=length, **common)  # type: ignore[arg-type, attr-defined]
+        assert fixed.plan.objective.value_cycles >= out.plan.objective.value_cycles
+    assert json.loads(path.read_text())["cost"]["train"]["segment"] == decision.segment  # type: ignore[attr-defined]
+    assert verify_plan(path).ok
+    doc = json.loads(path.read_text())
+    doc["decision"]["segment"] = 99
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    report = verify_plan(tmp_path / "bad.json")
+    assert not report.ok and "segment" in str(report.violations[0])
