@@ -13,6 +13,12 @@ R2.9.0; samples/s read off the logs' ``Rate=`` lines, batch = samples / steps), 
 - trained with Adam (the zoo's AdamW), ``--recompute auto``, the global batch of the log
   (``--train-batch``), the micro-batch chosen by the solver (``--micro-batch`` not given: the fastest
   size, proven);
+- streamed with the memory forms the release ran (docs/cost-model.md, section 12, "Training as the vendor
+  runs it"; by capacity alone: the logged batches' attention probabilities, and from R2.4.0 on their
+  layer boundaries, exceed the wafer's SRAM): attention's probabilities recomputed (``--attention
+  recomputed``) in every streamed row, checkpoints off the wafer (``--checkpoints offwafer``) in the
+  R2.4.0 and R2.9.0 rows (R1.7.1's config ran 65 a box because more "doesn't fit on system yet": its
+  checkpoints stayed on the wafer);
 - in the mode the system ran (BERT-large pipelined, the rest weight streaming) on the wafer it ran on
   (CS-2: WSE-2, CS-3: WSE-3); two CS-2 run data-parallel, each its half of the batch with its own weight
   stream (SwarmX broadcasts the weights and reduces the gradients in the network: S. Lie, "Cerebras
@@ -81,6 +87,10 @@ class Row:
     batch: int  # global batch
     published: tuple[float, ...]  # samples/s (several releases of one system: each)
     differs: str
+    # weight streaming's memory forms as the release ran them (docs/cost-model.md, section 12, "Training
+    # as the vendor runs it"): attention's probabilities recomputed, checkpoints off the wafer
+    attention: str = "stored"
+    checkpoints: str = "wafer"
 
 
 ROWS = (
@@ -92,22 +102,27 @@ ROWS = (
     Row(
         "gptj-2cs2", "2 CS-2", "R1.7.1", "GPT-J 6B, 2,048 tokens", GPTJ, "streaming", "wse2", 2, 130, (27.5,),
         "data-parallel: 65 samples a box; GPT-J's parallel attention and MLP as one residual chain; rotary not costed",
+        "recomputed",
     ),
     Row(
         "gptj-cs2", "1 CS-2", "R2.4.0", "GPT-J 6B, 2,048 tokens", GPTJ, "streaming", "wse2", 1, 120, (43.7,),
         "GPT-J's parallel attention and MLP as one residual chain; rotary embeddings not costed",
+        "recomputed", "offwafer",
     ),
     Row(
         "gptj-cs3", "1 CS-3", "R2.9.0", "GPT-J 6B, 2,048 tokens", GPTJ, "streaming", "wse3", 1, 120, (44.8,),
         "as on the CS-2",
+        "recomputed", "offwafer",
     ),
     Row(
         "llama-cs2", "1 CS-2", "R2.4.0", "Llama2-7B, 4,096 tokens", LLAMA2_7B, "streaming", "wse2", 1, 99, (20.5,),
         "a 4d GELU MLP for SwiGLU (same MACs within 1%), LayerNorm for RMSNorm; the log ran 99 as one pass",
+        "recomputed", "offwafer",
     ),
     Row(
         "llama-cs3", "1 CS-3", "R2.9.0", "Llama2-7B, 4,096 tokens", LLAMA2_7B, "streaming", "wse3", 1, 1024, (32.0,),
         "as on the CS-2",
+        "recomputed", "offwafer",
     ),
 )  # fmt: skip
 
@@ -131,11 +146,15 @@ def predict(row: Row, family: str, folder: Path) -> dict[str, object]:
         "model": row.model,
         "mode": row.mode,
         "batch": f"{row.batch:,}" + (f" ({per_box} a box)" if row.systems > 1 else ""),
+        "attention, checkpoints": f"{row.attention}, {row.checkpoints}" if row.mode == "streaming" else "-",
         "published": " / ".join(f"{p:,.1f}" for p in row.published),
         "what differs": row.differs,
     }
     try:
-        out = ws.solve(path, arch_of(row, family), train=True, train_batch=per_box, mode=row.mode, place=False, time_limit=600)
+        forms = {"attention": row.attention, "checkpoints": row.checkpoints} if row.mode == "streaming" else {}
+        out = ws.solve(
+            path, arch_of(row, family), train=True, train_batch=per_box, mode=row.mode, place=False, time_limit=600, **forms
+        )
     except InfeasibleError as error:  # not even one sample a micro-batch fits: a miss, said why
         why = str(error).split(": ", 1)[-1]
         return base | {
@@ -176,7 +195,7 @@ def main() -> int:
             if row.key in wanted:
                 rows.append(predict(row, args.arch_family, Path(tmp)))
                 print(f"{row.key}: {rows[-1]['predicted samples/s']} samples/s", file=sys.stderr)
-    columns = ["system", "model", "mode", "batch", "micro-batch", "predicted samples/s", "published"]
+    columns = ["system", "model", "mode", "batch", "attention, checkpoints", "micro-batch", "predicted samples/s", "published"]
     columns += ["predicted / published", "what differs", "solve"]
     print(markdown(rows, columns))
     failed = any(not 0.5 <= e <= 2.0 for r in rows for e in r["_errors"])  # type: ignore[attr-defined]

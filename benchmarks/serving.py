@@ -5,7 +5,7 @@ search) at a context of 4,096 tokens and one request in flight, on the fewest ``
 that hold the model and its KV cache (``--wafers auto``; one wafer for the 8B), allocation only unless
 ``--place``. ``wse3-measured`` is the WSE-3 with the execution costs fitted on WaferLLM's WSE-2 rows
 carried over (its ``sources`` say which parameter is published and which carried over); nothing here is
-fitted to the published rates, which are printed beside for comparison only (shared notes: Cerebras's
+fitted to the published rates, which are printed beside for comparison only (docs/sources.md: Cerebras's
 launch blog of 2024-08-27, trade press for the later figures).
 
 Usage::

@@ -39,7 +39,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.cost import CostOptions, cost_model_name
-from wsealloc.cost.model import CostModelName, Optimizer, Recompute, Routing
+from wsealloc.cost.model import Attention, Checkpoints, CostModelName, Optimizer, Recompute, Routing
 from wsealloc.errors import UsageError, WseallocError, choices_message, excerpt
 from wsealloc.files import check_distinct_outputs, check_writable
 from wsealloc.frontend.kgraph import HEADER_INTS
@@ -294,6 +294,8 @@ class RequestOptions(TypedDict, total=False):
     train_batch: int
     recompute: str
     recompute_segment: int | None
+    attention: str
+    checkpoints: str
     mode: str
     stream_batch: int | None
     micro_batch: int | None
@@ -445,7 +447,14 @@ def _choice(kind: str, value: object, choices: list[str]) -> str:
 def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
     """``train``, ``optimizer``, ``train_batch``, ``recompute``, ``recompute_segment`` as the cost
     options' training record (None: inference)."""
-    defaults: dict[str, object] = {"optimizer": "adam", "train_batch": 1, "recompute": "auto", "recompute_segment": None}
+    defaults: dict[str, object] = {
+        "optimizer": "adam",
+        "train_batch": 1,
+        "recompute": "auto",
+        "recompute_segment": None,
+        "attention": "stored",
+        "checkpoints": "wafer",
+    }
     if not opts.get("train", False):
         given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if k in opts and opts[k] != v]
         if given:
@@ -456,11 +465,18 @@ def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
         raise UsageError(choices_message("optimizer", name, [o.value for o in Optimizer]))
     if recompute not in [r.value for r in Recompute]:
         raise UsageError(choices_message("recompute", recompute, [r.value for r in Recompute]))
+    attention, checkpoints = str(opts.get("attention", "stored")), str(opts.get("checkpoints", "wafer"))
+    if attention not in [a.value for a in Attention]:
+        raise UsageError(choices_message("attention", attention, [a.value for a in Attention]))
+    if checkpoints not in [c.value for c in Checkpoints]:
+        raise UsageError(choices_message("checkpoints", checkpoints, [c.value for c in Checkpoints]))
     return {
         "optimizer": name,
         "batch": opts.get("train_batch", 1),
         "recompute": recompute,
         "segment": opts.get("recompute_segment"),
+        "attention": attention,
+        "checkpoints": checkpoints,
     }
 
 

@@ -151,6 +151,20 @@ def _costing_options(fn: F) -> F:
                 "its checkpoint and replays its forward) or auto (the allocation chooses per segment, exactly).",
             ),
             click.option(
+                "--attention",
+                default="stored",
+                show_default=True,
+                help="With --train --mode streaming: stored (attention's S x S scores and probabilities pass and are "
+                "stashed whole) or recomputed (computed block by block, recomputed in the backward, as FlashAttention).",
+            ),
+            click.option(
+                "--checkpoints",
+                default="wafer",
+                show_default=True,
+                help="With --train --mode streaming: where a recomputing segment's checkpoint is kept: wafer (its SRAM) "
+                "or offwafer (streamed out to off-wafer memory in the forward and in again for the backward).",
+            ),
+            click.option(
                 "--recompute-segment",
                 default=None,
                 type=ASCII_INT,
@@ -374,6 +388,8 @@ _REQUEST_KEYS = {
     "train_batch": "train_batch",
     "recompute": "recompute",
     "recompute_segment": "recompute_segment",
+    "attention": "attention",
+    "checkpoints": "checkpoints",
     "mode": "mode",
     "stream_batch": "stream_batch",
     "micro_batch": "micro_batch",

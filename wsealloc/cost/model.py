@@ -92,6 +92,20 @@ class Recompute(enum.Enum):
     AUTO = "auto"  # the allocation picks per segment, exactly (opmodels.recompute): recomputing where the stash does not fit
 
 
+class Attention(enum.Enum):
+    """How weight-streamed training keeps attention's scores and probabilities (``cost.streaming``)."""
+
+    STORED = "stored"  # the S x S scores and probabilities pass and are stashed whole, as exported
+    RECOMPUTED = "recomputed"  # neither passed whole nor stashed: computed block by block, recomputed in the backward
+
+
+class Checkpoints(enum.Enum):
+    """Where weight-streamed training keeps a recomputing segment's checkpoint (``cost.streaming``)."""
+
+    WAFER = "wafer"  # in the wafer's SRAM
+    OFFWAFER = "offwafer"  # streamed out to off-wafer memory in the forward, back in for the backward
+
+
 class TrainingOptions(BaseModel):
     """Training in the layer pipeline (``--train``; cost.training): the optimizer and the samples per
     weight update."""
@@ -108,13 +122,20 @@ class TrainingOptions(BaseModel):
     # pipeline strategy's decision (``--micro-batch``, or chosen), never by the request's cost options;
     # None: every sample its own step and no fill or drain (pipelined backpropagation)
     micro_batch: int | None = Field(None, ge=1, le=2**20)
+    # weight streaming's memory forms (``cost.streaming``; the layer pipeline refuses the others)
+    attention: Attention = Attention.STORED
+    checkpoints: Checkpoints = Checkpoints.WAFER
 
     @model_serializer(mode="wrap")
     def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # micro-batching's fields appear only when set: every other plan and request reads as before
+        # micro-batching's fields, and the streamed memory forms, appear only when set: every other plan
+        # and request reads as before
         data: dict[str, Any] = handler(self)
         for key in ("micro_batch", "global_batch"):
             if key in data and data[key] is None:
+                del data[key]
+        for key, default in (("attention", Attention.STORED), ("checkpoints", Checkpoints.WAFER)):
+            if key in data and data[key] in (default, default.value):
                 del data[key]
         return data
 
@@ -559,6 +580,17 @@ class StreamedWork:
     # micro-batching (training): the global batch whose ceil(global_batch / batch) passes of ``batch``
     # samples (the last one padded) make one weight update; None: a pass per update, as before
     global_batch: int | None = None
+    # attention recomputed (``Attention.RECOMPUTED``, training): bytes per sample of its inputs that are
+    # attention's S x S scores or probabilities (neither stashed nor passed whole), and whether its output
+    # is one (not passed whole; its forward runs again in the backward)
+    probs_in: int = 0
+    probs_out: bool = False
+    # bytes a core of buffers the pass already holds for its other kernels (the largest of their turns'):
+    # a kernel of attention recomputed may take up to that for its strips (``cost.streaming``)
+    room: int = 0
+    # a recomputing segment's checkpoint held off the wafer (``Checkpoints.OFFWAFER``): streamed out in the
+    # forward, in again for the backward
+    offwafer: bool = False
 
     @property
     def passes(self) -> int:

@@ -63,17 +63,28 @@ def streamed_grid_costs(
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
     best: GridCosts | None = None
-    split: list[GridCosts] = []
+    split: list[tuple[int, GridCosts]] = []
     for k, here in _turns(work, arch, options, r, c, grid_fn):
         if k > 1:
-            split.append(here)
+            split.append((k, here))
             continue
         best = here if best is None else fits_then_fastest(best, here, arch.usable_sram_bytes)
     assert best is not None  # every kernel has a dataflow
     # strips only where they need no more SRAM a core than the whole wafer's turn: the region's SRAM adds
-    # every kernel's stash to the largest buffers, so a faster kernel must not take room from the rest
-    for here in split:
-        better = (here.sram_bytes <= best.sram_bytes) & (here.latency < best.latency)
+    # every kernel's stash to the largest buffers, so a faster kernel must not take room from the rest.
+    # Attention recomputed (its SRAM the operands' blocks): its stash is the same on strips, and its
+    # buffers may take what the pass already holds for its other kernels (``room``: the region keeps the
+    # largest buffers, so up to that takes no room from the rest)
+    whole = best.sram_bytes
+    flash = bool(work.probs_in or work.probs_out)
+    for _, here in split:
+        if flash:
+            fits = (here.sram_parts().state <= best.sram_parts().state) & (
+                here.sram_parts().buffers <= np.maximum(best.sram_parts().buffers, work.room)
+            )
+        else:
+            fits = here.sram_bytes <= whole
+        better = fits & (here.latency < best.latency)
         if better.any():
             best = best.where(better, here)
     return best
@@ -122,16 +133,45 @@ def streamed_floor(
 
 
 def streamed_stash_bytes(work: StreamedWork) -> int:
-    """Stash bytes per sample a streamed training kernel holds at the pass's peak (module docstring):
-    all its inputs; recomputing, the segment's checkpoint only (the inputs from outside its segment),
-    plus the inputs from inside it when its segment's replay is the largest one (``replayed``)."""
+    """Stash bytes per sample a streamed training kernel holds on the wafer at the pass's peak (module
+    docstring): all its inputs; recomputing, the segment's checkpoint (the inputs from outside its
+    segment; none held off the wafer, ``offwafer``), plus the inputs from inside it when its segment's
+    replay is the largest one (``replayed``). Attention recomputed: its S x S inputs (``probs_in``) are not
+    kept; a softmax whose input and output are both S x S keeps its rows' statistics (``stat_bytes``)."""
     inner = work.inner
     if not isinstance(inner, TrainingWork):
         return 0
+    kept = inner.stash_bytes - work.probs_in
     if not work.recompute:
-        return inner.stash_bytes
-    inside = min(inner.segment_input_bytes, inner.stash_bytes)
-    return inner.stash_bytes - inside + (inside if work.replayed else 0)
+        return kept + stat_bytes(work)
+    inside = max(min(inner.segment_input_bytes, inner.stash_bytes) - work.probs_in, 0)
+    checkpoint = 0 if work.offwafer else kept - inside
+    # the replay regenerates the inputs from inside the segment and the softmax's statistics
+    return checkpoint + (inside + stat_bytes(work) if work.replayed else 0)
+
+
+# the fp32 statistic per row a softmax whose probabilities are recomputed keeps for its backward (the
+# log-sum-exp of the row: FlashAttention's L)
+STAT_BYTES_PER_ROW = 4
+
+
+def stat_bytes(work: StreamedWork) -> int:
+    """Bytes per sample a softmax computed block by block keeps for its backward (one fp32 statistic a
+    row of its S x S input): only with attention recomputed, on the kernel between the scores and the
+    context product (``probs_in`` and ``probs_out`` both)."""
+    if not (work.probs_out and work.probs_in):
+        return 0
+    return STAT_BYTES_PER_ROW * int(work.forward.rows)
+
+
+def checkpoint_bytes(work: StreamedWork) -> int:
+    """Bytes per sample of a recomputing kernel's checkpoint held off the wafer (``offwafer``): streamed
+    out in its forward turn and in again before its backward; 0 otherwise."""
+    inner = work.inner
+    if not (work.offwafer and work.recompute and isinstance(inner, TrainingWork)):
+        return 0
+    inside = max(min(inner.segment_input_bytes, inner.stash_bytes) - work.probs_in, 0)
+    return max(inner.stash_bytes - work.probs_in - inside, 0)
 
 
 def batched(work: KernelWork, batch: int) -> KernelWork:
@@ -179,16 +219,21 @@ def _streamed(
         # the update runs off the wafer; a replay is a turn of its own (its segment replays in order,
         # other kernels' weights streamed in between: this kernel's come in again)
         forward, backward, replay = ph.forward, ph.backward, ph.recompute
+        if work.probs_out:  # attention recomputed: the backward computes its S x S output again (FlashAttention)
+            backward = backward + forward
     else:
         forward, backward = g.latency.astype(np.int64), np.zeros(r.size, dtype=np.int64)
         replay = np.zeros(r.size, dtype=np.int64)
     stream = int(np.ceil(work.weight_bytes / bytes_per_cycle(arch)))
-    turn = np.maximum(forward, stream)
-    streamed_cycles = stream
+    # a checkpoint held off the wafer: out beside the weights coming in (the other way), in again beside
+    # the backward's weights
+    held = int(np.ceil(checkpoint_bytes(work) * batch / bytes_per_cycle(arch)))
+    turn = np.maximum(forward, max(stream, held))
+    streamed_cycles = max(stream, held)
     if isinstance(inner, TrainingWork):  # the weights in again while the fp32 gradients (4 B a parameter) go out
         out = int(np.ceil(inner.params * GRAD_BYTES_PER_PARAM / bytes_per_cycle(arch)))
-        turn = turn + np.maximum(backward, max(stream, out))
-        streamed_cycles += max(stream, out)
+        turn = turn + np.maximum(backward, max(stream + held, out))
+        streamed_cycles += max(stream + held, out)
         if work.recompute and inner.replays:
             turn = turn + np.maximum(replay, stream)
             streamed_cycles += stream
@@ -196,10 +241,21 @@ def _streamed(
     parts = g.sram_parts()
     tile = parts.weights  # the streamed weights' tile per core
     grads = tile * (GRAD_BYTES_PER_PARAM / inner.dtype_bytes) if isinstance(inner, TrainingWork) and work.weight_bytes else 0.0
-    passing = np.ceil((work.in_bytes + work.out_bytes) * at_once / (r * cols).astype(np.float64))
-    buffers = 2 * tile + grads + parts.buffers + passing
+    flows = work.in_bytes - work.probs_in + (0 if work.probs_out else work.out_bytes)
+    passing = np.ceil(flows * at_once / (r * cols).astype(np.float64))
+    if work.probs_in or work.probs_out:
+        # attention recomputed: the S x S tensors exist a block at a time (one chunk of keys against a
+        # core's queries), in place of the op model's whole S x S tile: the operands that pass are
+        # double-buffered (one block arriving while one computes)
+        op_buffers, op_state, passing = np.zeros(r.size), np.zeros(r.size), 2 * passing
+    else:
+        op_buffers, op_state = parts.buffers, parts.state
+    # the batch's activations passing are held once: an op model that holds its operands' chunks and its
+    # output tile (output stationary, a vector kernel's tile) holds them, one that streams its tokens
+    # through a block at a time (weight stationary) needs them held beside it
+    buffers = 2 * tile + grads + np.maximum(op_buffers, passing)
     stash = np.ceil(streamed_stash_bytes(work) * batch / cores) if training else np.zeros(r.size)
-    state = parts.state + stash
+    state = op_state + stash
     streamed = SramParts(np.zeros(r.size), state, buffers)
     # micro-batching: a global batch is ``passes`` passes of ``batch`` samples (the last one padded)
     passes, samples = work.passes, work.samples

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from wsealloc.cost import Dataflow, ExpertsWork, KernelWork, StreamedWork, TrainingWork, grid_costs
-from wsealloc.cost.model import Recompute
+from wsealloc.cost.model import Attention, Checkpoints, Recompute
 from wsealloc.cost.streaming import streamed_floor
 from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels.regions import region_table
@@ -37,11 +37,12 @@ def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], .
     state: list[tuple[int, int, int]] = []
     buffers: list[int] = []
     latency: list[tuple[int, int]] = []
-    for kc in costs.kernels:
-        work = _inner(kc.work)
+    forms = with_room(costs, streamed_forms(costs), batch)
+    for form in forms:
         row = []
         for recompute, replayed in ((False, False), (True, False), (True, True)):
-            g = grid_costs(StreamedWork(work, batch, recompute, replayed), arch, costs.options, Dataflow.STREAM, r, c)
+            streamed = replace(form, recompute=recompute, replayed=replayed)
+            g = grid_costs(streamed, arch, costs.options, Dataflow.STREAM, r, c)
             row.append((int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0])))
         state.append((row[0][0], row[1][0], row[2][0]))
         buffers.append(row[0][1])
@@ -105,6 +106,72 @@ def cheapest_cover(items: list[tuple[int, int]], need: int) -> tuple[int, list[i
     return int(cost[size]), sorted(picked)
 
 
+def attention_roles(costs: CostTable) -> list[tuple[int, bool]]:
+    """Per kernel, with attention recomputed: the bytes per sample of its inputs that are attention's
+    S x S scores or probabilities, and whether its output is one. Attention is found by its shape in
+    the kernel graph: a vector kernel that reduces along its rows (the softmax), fed by a matmul of two
+    activations (the scores, Q K^T) and feeding one (the context product, P V, which reads it as its
+    first operand, ``in_bytes``). Every other kernel: (0, False)."""
+    roles = [(0, False)] * len(costs.kernels)
+    works = [kc.work.forward if isinstance(kc.work, TrainingWork) else kc.work for kc in costs.kernels]
+    into: dict[int, list[int]] = {}
+    out_of: dict[int, list[int]] = {}
+    for e in costs.edges:
+        into.setdefault(e.dst, []).append(e.src)
+        out_of.setdefault(e.src, []).append(e.dst)
+
+    def pairwise(k: int) -> bool:  # a matmul of two activations
+        w = works[k]
+        return isinstance(w, KernelWork) and w.is_mac and not w.weight_b
+
+    for k, w in enumerate(works):
+        if not isinstance(w, KernelWork) or w.is_mac or not w.row_reduce:
+            continue
+        scores = [p for p in into.get(k, []) if pairwise(p)]
+        context = [q for q in out_of.get(k, []) if pairwise(q)]
+        if len(scores) != 1 or len(into.get(k, [])) != 1 or not context:
+            continue
+        s = scores[0]
+        roles[s] = (roles[s][0], True)
+        roles[k] = (int(w.in_bytes), True)
+        for q in context:
+            roles[q] = (min(int(w.out_bytes), int(works[q].in_bytes)), roles[q][1])
+    return roles
+
+
+def streamed_forms(costs: CostTable) -> list[StreamedWork]:
+    """Each kernel's streamed work with the training options' memory forms set (``Attention``: the S x S
+    roles of :func:`attention_roles`; ``Checkpoints``: a recomputing segment's checkpoint off the wafer),
+    its batch and recomputation still to be given (one sample, none)."""
+    train = costs.options.train
+    recomputed = train is not None and train.attention is Attention.RECOMPUTED
+    offwafer = train is not None and train.checkpoints is Checkpoints.OFFWAFER
+    roles = attention_roles(costs) if recomputed else [(0, False)] * len(costs.kernels)
+    return [
+        StreamedWork(_inner(kc.work), 1, probs_in=p_in, probs_out=p_out, offwafer=offwafer)
+        for kc, (p_in, p_out) in zip(costs.kernels, roles, strict=True)
+    ]
+
+
+def with_room(costs: CostTable, forms: list[StreamedWork], batch: int) -> list[StreamedWork]:
+    """The forms for ``batch`` samples a pass, each kernel of attention recomputed given the room its
+    strips may take (``StreamedWork.room``): the largest buffers a core of the other kernels' turns,
+    which the region holds anyway."""
+    if not any(f.probs_in or f.probs_out for f in forms):
+        return [replace(f, batch=batch) for f in forms]
+    arch = costs.arch
+    r, c = np.array([arch.rows]), np.array([arch.cols])
+    seen: dict[StreamedWork, int] = {}
+    for f in forms:
+        if f.probs_in or f.probs_out:
+            continue
+        work = replace(f, batch=batch)
+        if work not in seen:
+            seen[work] = int(grid_costs(work, arch, costs.options, Dataflow.STREAM, r, c).sram_parts().buffers[0])
+    room = max(seen.values(), default=0)
+    return [replace(f, batch=batch, room=room if f.probs_in or f.probs_out else 0) for f in forms]
+
+
 def _inner(work: object) -> KernelWork | TrainingWork:
     if isinstance(work, ExpertsWork):  # (--mode auto then takes the layer pipeline)
         raise InfeasibleError(
@@ -123,8 +190,8 @@ def streaming_table(costs: CostTable, batch: int, *, recompute: bool = True, glo
     passes as cover it per weight update (``StreamedWork.passes``)."""
     chosen = recompute_choice(costs, batch) if recompute else ((False, False),) * len(costs.kernels)
     kernels = tuple(
-        replace(kc, work=StreamedWork(_inner(kc.work), batch, rec, peak, global_batch))
-        for kc, (rec, peak) in zip(costs.kernels, chosen, strict=True)
+        replace(kc, work=replace(form, recompute=rec, replayed=peak, global_batch=global_batch))
+        for kc, form, (rec, peak) in zip(costs.kernels, with_room(costs, streamed_forms(costs), batch), chosen, strict=True)
     )
     members = replace(costs, kernels=kernels)
     whole = np.array([[costs.arch.rows, costs.arch.cols]], dtype=np.int64)
@@ -138,12 +205,8 @@ def lower_bound(costs: CostTable, batch: int, global_batch: int | None = None) -
     arch = costs.arch
     r, c = np.array([arch.rows]), np.array([arch.cols])
     return sum(
-        int(
-            streamed_floor(
-                StreamedWork(_inner(kc.work), batch, global_batch=global_batch), arch, costs.options, r, c, grid_costs
-            )[0]
-        )
-        for kc in costs.kernels
+        int(streamed_floor(replace(form, batch=batch, global_batch=global_batch), arch, costs.options, r, c, grid_costs)[0])
+        for form in streamed_forms(costs)
     )
 
 

@@ -9,7 +9,7 @@ class symmetry, else one kernel) and each kept candidate j:
   each of the user's areas at most its free cores (``budgets``);
 * the objective variable ``T`` (``bottleneck_cycles`` or ``latency_cycles``) in [lower, upper]:
   - ``Aggregate.MAX`` (min-max): ``T >= sum_j latency[g, j] * x[g, j]`` for every group (one linear
-    row per group; see ../shared/notes/traps.md on AddMaxEquality);
+    row per group; docs/sources.md, "Solver pitfalls", on AddMaxEquality);
   - ``Aggregate.PATH`` on a chain: ``T >= sum_g sum_j latency[g, j] * x[g, j]`` (one row);
   - ``Aggregate.PATH`` on a DAG: a finish variable per kernel, ``F[k] >= F[p] + lat[k]`` for each
     producer p (and the kernel run before it on shared cores), ``F[k] >= lat[k]``, ``T >= F[k]``;

@@ -74,6 +74,9 @@ class StreamingDecision(Decision):
     # training with micro-batches: ``batch`` is the micro-batch, streamed in ceil(global_batch / batch)
     # passes per weight update; None: one pass per update (a plan of an earlier release, or --stream-batch)
     global_batch: Annotated[int, Field(strict=True, ge=1, le=2**20)] | None = None
+    # the recomputation segment length the micro-batch search chose with it (None: the request's, or the
+    # default about sqrt(D) stages)
+    segment: Annotated[int, Field(strict=True, ge=1, le=2**16)] | None = None
 
     @model_validator(mode="after")
     def _micro(self) -> StreamingDecision:

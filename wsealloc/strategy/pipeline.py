@@ -18,7 +18,7 @@ import numpy as np
 
 from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions, Dataflow, TrainingWork, grid_costs
-from wsealloc.cost.model import CostModelName, Recompute
+from wsealloc.cost.model import Attention, Checkpoints, CostModelName, Recompute
 from wsealloc.cost.training import segment_length
 from wsealloc.errors import ConflictError, InfeasibleError, Interrupted, UsageError, WseallocError
 from wsealloc.opmodels import CostTable
@@ -38,6 +38,7 @@ from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, PipelineDecision
+from wsealloc.strategy.modes import Mode
 from wsealloc.units import format_bytes
 
 if TYPE_CHECKING:
@@ -371,6 +372,7 @@ class LayerPipeline(Strategy):
         if request.stream_batch is not None and request.cost.train is None:  # (training: compare's streamed row reads it)
             raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         refuse_micro_batch(request)
+        refuse_streamed_forms(request)
         if request.micro_batching and request.micro_batch is None and request.wafer_count is None:
             raise ValueError("--wafers auto with a global batch over 1: give --micro-batch (or a number of wafers)")
 
@@ -538,6 +540,19 @@ def _admits_micro(request: SolveRequest, decision: PipelineDecision) -> str | No
 def _segment(costs: CostTable) -> int | None:
     """The recomputation segment length a training table was costed with (None: the default)."""
     return costs.options.train.segment if costs.options.train is not None else None
+
+
+def refuse_streamed_forms(request: SolveRequest) -> None:
+    """Refuse weight streaming's memory forms in a layer pipeline (``--mode pipelined``): it keeps
+    attention's probabilities and its checkpoints in its kernels' SRAM (``--mode auto`` costs its
+    pipeline row so, whatever they say)."""
+    train = request.cost.train
+    if train is None or request.mode is not Mode.PIPELINED:
+        return
+    if train.attention is not Attention.STORED:
+        raise ValueError("--attention recomputed is a form of weight streaming: give --mode streaming (or auto)")
+    if train.checkpoints is not Checkpoints.WAFER:
+        raise ValueError("--checkpoints offwafer is a form of weight streaming: give --mode streaming (or auto)")
 
 
 def refuse_seed_training(request: SolveRequest) -> None:

@@ -17,16 +17,25 @@ import numpy as np
 
 from wsealloc.budget import Deadline
 from wsealloc.cost import StreamedWork
-from wsealloc.cost.model import CostModelName
+from wsealloc.cost.model import CostModelName, CostOptions, Recompute
+from wsealloc.cost.training import segment_length
 from wsealloc.errors import InfeasibleError, SolverError
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.streaming import largest_batch, micro_batches, streaming_table
 from wsealloc.opmodels.streaming import lower_bound as streamed_lower_bound
+from wsealloc.opmodels.table import pipeline_shape
+from wsealloc.pipeline import with_options
 from wsealloc.problem.objective import ObjectiveKind, ProvenBound
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, StreamingDecision
 from wsealloc.strategy.modes import Mode, ShareMode
-from wsealloc.strategy.pipeline import check_trainable, refuse_micro_batch, refuse_seed_training, segments_line
+from wsealloc.strategy.pipeline import (
+    check_trainable,
+    refuse_micro_batch,
+    refuse_seed_training,
+    segment_lengths,
+    segments_line,
+)
 from wsealloc.strategy.regions import regions_lines
 from wsealloc.units import format_bytes
 
@@ -89,58 +98,93 @@ def streamed_part(
     return Part(units, proven, wider=True, place=False)
 
 
+def streamed_segments(costs: CostTable, request: SolveRequest) -> dict[int | None, CostTable]:
+    """The tables a streamed micro-batch search costs, by recomputation segment length: with the length
+    not fixed (``--recompute-segment``) and segments that may recompute, the table at each length the
+    pipeline's search tries (about sqrt(D) x ``SEGMENT_FACTORS``: shorter segments replay less at once,
+    longer ones keep fewer checkpoints), built as needed; else the table as it is (key None)."""
+    train = request.cost.train
+    if train is None or train.segment is not None or train.recompute is Recompute.NONE:
+        return {None: costs}
+    base = costs.options.train
+    assert base is not None
+    return {
+        length: with_options(costs, costs.options.model_copy(update={"train": base.model_copy(update={"segment": length})}))
+        for length in segment_lengths(costs)
+    }
+
+
 def streamed_micro_batch(
     costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet
-) -> tuple[int, Part, str]:
+) -> tuple[int, int | None, CostTable, Part, str]:
     """Training streamed in micro-batches (``request.streams_micro_batches``): the micro-batch (``--micro-batch``,
     else the fastest of ``micro_batches``, proven: each size's sound bound is computed, sizes are tried
     from the least bound up and the search stops when a bound reaches the best time found, so no other
-    size is faster), its part with the bound over every size, and the reason. The search takes at most
-    half the time left (``deadline``); the bound stays the least over every size either way."""
+    size is faster) and the recomputation segment length (``streamed_segments``: each size costed at every
+    length, the fastest kept, then the nearest to the default), the table of that length, its part with
+    the bound over every size, and the reason. A size's bound holds at every length (each kernel's stash
+    kept, SRAM ignored: the segments do not enter it). The search takes at most half the time left
+    (``deadline``); the bound stays the least over every size either way."""
     train = request.cost.train
     assert train is not None
     total = train.batch
     recompute = _recompute_mode(costs)
+    tables = streamed_segments(costs, request)
+    base = segment_length(pipeline_shape(costs.kgraph)[1])  # (the default length, about sqrt(D))
+
+    def off(n: int | None) -> int:  # how far a length is from the default (ties go to the nearest)
+        return 0 if n is None else abs(n - base)
+
+    default = min(tables, key=lambda n: (off(n), n or 0))
+    fits = {n: largest_batch(t, limit=total) for n, t in tables.items()}
     if request.micro_batch is not None:
-        m = request.micro_batch
-        return m, streamed_part(costs, m, recompute, total), f"--micro-batch {m} of {total}"
-    fits = largest_batch(costs, limit=total)
-    sizes = [m for m in micro_batches(total) if m <= fits]
-    if not sizes:  # not even one sample: the smallest's error names it
-        return 1, streamed_part(costs, 1, recompute, total), ""
+        sizes = [request.micro_batch]
+    else:
+        sizes = [m for m in micro_batches(total) if m <= max(fits.values())]
+    if not sizes:  # not even one sample: the default length's error names it
+        return 1, default, tables[default], streamed_part(tables[default], 1, recompute, total), ""
     bounds = {m: streamed_lower_bound(costs, m, total) for m in sizes}
-    best: tuple[int, int, Part] | None = None  # (time per sample, size, part)
+    best: tuple[tuple[int, int, int], int, int | None, Part] | None = None  # (key, size, length, part)
     tried = 0
     budget = deadline.share(0.5)
     stopped = False
     for m in sorted(sizes, key=lambda m: (bounds[m], m)):
-        if best is not None and bounds[m] >= best[0]:
+        if best is not None and bounds[m] >= best[0][0]:
             break  # every size left is bounded no faster than the best
         if best is not None and budget.expired():
             stopped = True
             break  # (the plan's bound, the least over every size, says how far from proven)
         tried += 1
-        try:
-            part = streamed_part(costs, m, recompute, total)
-        except InfeasibleError:
-            continue
-        assert part.bound is not None and part.bound.value is not None
-        value = int(part.table.kernels[0].frontier.latency[0])
-        if best is None or (value, m) < (best[0], best[1]):
-            best = (value, m, part)
-    if best is None:
-        return 1, streamed_part(costs, 1, recompute, total), ""
-    value, m, part = best
+        for n, table in tables.items():
+            if m > fits[n] and request.micro_batch is None:
+                continue
+            try:
+                part = streamed_part(table, m, recompute, total)
+            except InfeasibleError:
+                continue
+            assert part.bound is not None and part.bound.value is not None
+            value = int(part.table.kernels[0].frontier.latency[0])
+            key = (value, m, off(n))
+            if best is None or key < best[0]:
+                best = (key, m, n, part)
+    if best is None:  # nothing fits: the default length's error names the largest batch that does
+        first = request.micro_batch or 1
+        return first, default, tables[default], streamed_part(tables[default], first, recompute, total), ""
+    (value, _, _), m, length, part = best
     low = min(bounds.values())  # no micro-batch streams faster (every size's bound, or a time reached)
     assert part.bound is not None
     proven = replace(part.bound, value=low, choice=(0,) if low == value else None)
-    why = (
-        f"micro-batch {m} of {total} ({-(-total // m)} passes): the fastest of {len(sizes)} sizes that fit "
-        f"(up to {fits}), {tried} costed, "
-        + ("the time limit stopped the rest (the bound is the least over them)" if stopped else "the rest bounded no faster")
-    )
+    segments = "" if length is None else f", recomputation segments of {length} stages (of {', '.join(map(str, tables))} tried)"
+    if request.micro_batch is not None:
+        why = f"--micro-batch {m} of {total}{segments}"
+    else:
+        why = (
+            f"micro-batch {m} of {total} ({-(-total // m)} passes){segments}: the fastest of {len(sizes)} sizes that "
+            f"fit (up to {max(fits.values())}), {tried} costed, "
+            + ("the time limit stopped the rest (the bound is the least over them)" if stopped else "the rest bounded no faster")
+        )
     say(why)
-    return m, replace(part, bound=proven), why
+    return m, length, tables[length], replace(part, bound=proven), why
 
 
 class WeightStreaming(Strategy):
@@ -160,14 +204,23 @@ class WeightStreaming(Strategy):
         check_trainable(costs, request)
         if request.streams_micro_batches:
             assert request.cost.train is not None
-            m, part, why = streamed_micro_batch(costs, request, deadline, say)
+            m, segment, table, part, why = streamed_micro_batch(costs, request, deadline, say)
             decision = StreamingDecision(
-                batch=m, global_batch=request.cost.train.batch, reason=f"--mode streaming; {why}" if why else "--mode streaming"
+                batch=m,
+                global_batch=request.cost.train.batch,
+                segment=segment,
+                reason=f"--mode streaming; {why}" if why else "--mode streaming",
             )
-            return Prepared(decision, (part,), part.table, costs)
+            return Prepared(decision, (part,), part.table, table)
         part = streamed_part(costs, request.stream_samples, _recompute_mode(costs))
         decision = StreamingDecision(batch=request.stream_samples, reason="--mode streaming")
         return Prepared(decision, (part,), part.table, costs)
+
+    def cost_options(self, decision: Decision, options: CostOptions) -> CostOptions:
+        assert isinstance(decision, StreamingDecision)
+        if options.train is None or decision.segment is None or decision.segment == options.train.segment:
+            return options
+        return options.model_copy(update={"train": options.train.model_copy(update={"segment": decision.segment})})
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, StreamingDecision)
@@ -190,6 +243,11 @@ class WeightStreaming(Strategy):
             return f"decision.batch is {decision.batch}, the request's --micro-batch is {request.micro_batch}"
         if request.micro_batch is None and decision.batch not in micro_batches(train.batch):
             return f"decision.batch is {decision.batch}, not a micro-batch size the search tries for {train.batch} samples"
+        if decision.segment is not None and (train.segment is not None or train.recompute is Recompute.NONE):
+            return f"decision.segment is {decision.segment}, the request costs segments of {train.segment} stages"
+        if decision.segment is not None and decision.segment not in segment_lengths(costs):
+            tried = ", ".join(map(str, segment_lengths(costs)))
+            return f"decision.segment is {decision.segment}, not a length the segment search tries ({tried})"
         return None
 
     def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
