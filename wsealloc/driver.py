@@ -19,6 +19,7 @@ import numpy as np
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import Interrupted, NoLayoutError, SolverError
 from wsealloc.opmodels import CostTable
+from wsealloc.plan import rules
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
@@ -136,7 +137,10 @@ def _with_comm_bound(outcome: SolveOutcome, request: SolveRequest, say: Progress
     if bound is None:  # the layout would contradict the bound: never claim one then
         return outcome
     say(f"placement: {bound:,} cycles at least with communication counted (allocation bound {objective.bound_cycles or 0:,})")
-    plan = outcome.plan.model_copy(update={"objective": objective.model_copy(update={"comm_bound_cycles": bound})})
+    update: dict[str, object] = {"comm_bound_cycles": bound}
+    if rules.proven_optimal(objective.value, bound):  # no layout is faster: the plan is optimal
+        update["status"] = Status.OPTIMAL
+    plan = outcome.plan.model_copy(update={"objective": objective.model_copy(update=update)})
     return replace(outcome, plan=plan)
 
 
