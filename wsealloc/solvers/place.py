@@ -8,7 +8,9 @@
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
    (bottleneck stage, traffic x distance) is kept and aligned once more, move by move.
-3. ``cpsat_place.refine`` (large-neighbourhood search with CP-SAT) improves it until the time limit.
+3. ``relocate.relocate`` moves the slowest kernels out of the bands onto faster rectangles in free
+   cores (half of what remains at most), kept where its score beats the layout so far; then
+   ``cpsat_place.refine`` (large-neighbourhood search with CP-SAT) improves it until the time limit.
 Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a proven lower bound).
 """
 
@@ -24,10 +26,12 @@ from wsealloc.budget import Deadline
 from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
+from wsealloc.solvers.relocate import relocate
 from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target
 from wsealloc.solvers.swap import swap_kernels
 
 FEEDBACK_ROUNDS = 3
+RELOCATE_SHARE = 0.5  # of what remains after the construction: the relocation search (``relocate``)
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
@@ -239,11 +243,17 @@ def solve(
         )
     solver = "strips"
     if refine and not deadline.expired():
+        # out of the bands: the slowest kernels moved onto faster rectangles in free cores, judged by
+        # the full model; taken only where it beats the layout so far (half of what remains at most)
+        moved = relocate(problem, placed, deadline.share(RELOCATE_SHARE))
+        if moved is not placed and not problem.violations(moved.rects) and score(problem, moved) < score(problem, placed):
+            placed, solver = moved, "strips+relocate"
+    if refine and not deadline.expired():
         from wsealloc.solvers.cpsat_place import refine as cp_refine
 
         improved = cp_refine(problem, placed, options)
         if improved is not None and not problem.violations(improved.rects) and score(problem, improved) < score(problem, placed):
-            placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
+            placed, solver = improved, f"{solver}+lns"  # the CP-SAT large-neighbourhood search improved it
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
     return PlacementResult(
