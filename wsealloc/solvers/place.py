@@ -254,6 +254,12 @@ def solve(
         improved = cp_refine(problem, placed, options)
         if improved is not None and not problem.violations(improved.rects) and score(problem, improved) < score(problem, placed):
             placed, solver = improved, f"{solver}+lns"  # the CP-SAT large-neighbourhood search improved it
+    if refine and solver != "strips" and not deadline.expired():
+        # the windows stop early where they find nothing: what remains goes to the relocation again
+        moved = relocate(problem, placed, deadline)
+        if moved is not placed and not problem.violations(moved.rects) and score(problem, moved) < score(problem, placed):
+            placed = moved
+            solver = solver if solver.endswith("relocate") else f"{solver}+relocate"
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
     return PlacementResult(

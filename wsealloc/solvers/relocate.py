@@ -72,15 +72,22 @@ def _shapes(problem: PlacementProblem, k: int, below: int) -> list[tuple[int, in
     return sorted(smallest, key=lambda o: (o[2], o[0] * o[1]))
 
 
-def _free(prefix: np.ndarray, y: int, x: int, r: int, c: int) -> bool:
-    """Whether the r x c rectangle at (y, x) covers no taken core (``prefix``: 2D prefix sums)."""
-    return not int(prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x])
+Box = tuple[int, int, int, int]  # row, col, rows, cols
 
 
-def _nearest_free(prefix: np.ndarray, r: int, c: int, y: int, x: int) -> tuple[int, int] | None:
-    """The corner nearest (y, x) (L1, ties to the top left) of a free r x c rectangle within
-    ``NEAR`` rows and columns of it (None: none). Looking near keeps a move cheap; a far spot would
-    stretch the kernel's flows past what it gains."""
+def _free(prefix: np.ndarray, own: Box, y: int, x: int, r: int, c: int) -> bool:
+    """Whether the r x c rectangle at (y, x) covers no taken core but the moving kernel's own
+    (``prefix``: 2D prefix sums of the taken cores, ``own`` among them)."""
+    taken = int(prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x])
+    oy, ox, orows, ocols = own
+    mine = max(0, min(y + r, oy + orows) - max(y, oy)) * max(0, min(x + c, ox + ocols) - max(x, ox))
+    return taken == mine
+
+
+def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) -> tuple[int, int] | None:
+    """The corner nearest (y, x) (L1, ties to the top left) of an r x c rectangle within ``NEAR``
+    rows and columns of it that covers no taken core but the moving kernel's own (None: none).
+    Looking near keeps a move cheap; a far spot would stretch the kernel's flows past what it gains."""
     rows, cols = prefix.shape[0] - 1 - r, prefix.shape[1] - 1 - c  # the last corners that fit
     y0, y1 = max(0, min(rows, y) - NEAR), min(rows, max(0, y) + NEAR)
     x0, x1 = max(0, min(cols, x) - NEAR), min(cols, max(0, x) + NEAR)
@@ -88,7 +95,12 @@ def _nearest_free(prefix: np.ndarray, r: int, c: int, y: int, x: int) -> tuple[i
         return None
     window = prefix[y0 : y1 + r + 1, x0 : x1 + c + 1]
     used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
-    far = np.abs(np.arange(y0, y1 + 1) - y)[:, None] + np.abs(np.arange(x0, x1 + 1) - x)[None, :]
+    ys, xs = np.arange(y0, y1 + 1), np.arange(x0, x1 + 1)
+    oy, ox, orows, ocols = own
+    in_rows = np.clip(np.minimum(ys + r, oy + orows) - np.maximum(ys, oy), 0, None)
+    in_cols = np.clip(np.minimum(xs + c, ox + ocols) - np.maximum(xs, ox), 0, None)
+    used = used - np.outer(in_rows, in_cols)
+    far = np.abs(ys - y)[:, None] + np.abs(xs - x)[None, :]
     far = np.where(used == 0, far, np.iinfo(np.int64).max)
     i = int(np.argmin(far))
     if far.flat[i] == np.iinfo(np.int64).max:
@@ -106,10 +118,26 @@ class _Search:
         self.producers = [sorted(set(fl.src[fl.dst == k].tolist()) - {k}) for k in range(problem.n_kernels)]
         self.consumers = [sorted(set(fl.dst[fl.src == k].tolist()) - {k}) for k in range(problem.n_kernels)]
         self.neighbours = [sorted(set(a) | set(b)) for a, b in zip(self.producers, self.consumers, strict=True)]
+        self._taken: list[tuple[np.ndarray, np.ndarray]] = []
 
     def grouped(self, k: int) -> bool:
         """Whether kernel k touches a group of the user's (moving it alone could part the group)."""
         return any(k in g for g in self.problem.touch)
+
+    def taken(self, placed: Placed) -> np.ndarray:
+        """2D prefix sums of the cores a layout takes (its rectangles, defects, keep-outs); the last
+        few layouts' kept (a round asks for the same layout once per shape of every kernel it moves)."""
+        for rects, prefix in self._taken:
+            if rects is placed.rects:
+                return prefix
+        p = self.problem
+        taken = p.blocked.copy()
+        for y, x, r, c in placed.rects.tolist():
+            taken[y : y + r, x : x + c] = True
+        prefix = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
+        prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
+        self._taken = [(placed.rects, prefix), *self._taken[:7]]
+        return prefix
 
     def stages(self, placed: Placed) -> np.ndarray:
         """Every kernel's stage time in the full model."""
@@ -122,13 +150,9 @@ class _Search:
         ``toward``: a consumer k is brought next to (its four sides), instead of the usual corners."""
         p = self.problem
         rows, cols = p.mesh.rows, p.mesh.cols
-        taken = p.blocked.copy()
-        for j, (y, x, r, c) in enumerate(placed.rects.tolist()):
-            if j != k:
-                taken[y : y + r, x : x + c] = True
-        prefix = np.zeros((rows + 1, cols + 1), dtype=np.int32)
-        prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
+        prefix = self.taken(placed)
         y0, x0, r0, c0 = (int(v) for v in placed.rects[k])
+        own = (y0, x0, r0, c0)
         near = self.neighbours[k]
         rects = placed.rects
         cy = float(np.mean(rects[near, 0] + rects[near, 2] / 2)) if near else y0 + r0 / 2
@@ -140,15 +164,15 @@ class _Search:
             if r > rows or c > cols or self.deadline.expired():
                 continue
             if pinned:  # the user's corner: only the rectangle there changes
-                fits = y0 + r <= rows and x0 + c <= cols and _free(prefix, y0, x0, r, c)
+                fits = y0 + r <= rows and x0 + c <= cols and _free(prefix, own, y0, x0, r, c)
                 corners = [(y0, x0)] if fits else []
             elif toward is not None:  # beside the consumer: above, below, left, right of it
                 ty, tx, tr, tc = (int(v) for v in rects[toward])
                 wanted = {(ty - r, tx), (ty + tr, tx), (ty, tx - c), (ty, tx + tc)}
-                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, r, c, *t)) is not None})
+                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
             else:  # the free corner nearest the old one, and the one nearest the neighbours' centre
                 wanted = {(y0, x0), (round(cy - r / 2), round(cx - c / 2))}
-                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, r, c, *t)) is not None})
+                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
             for y, x in corners:
                 moved = rects.copy()
                 moved[k] = (y, x, r, c)
