@@ -13,7 +13,9 @@ crossings), and a move is kept when the stage times, slowest first, improve (lex
 never rises, and among layouts with the same bottleneck the next slowest kernel counts, so ties of
 identical layers fall one at a time); the first such move found is taken.
 Where no single move helps, the moves that speed up the slowest kernel are followed by a move of the
-kernel each made slowest (an ejection chain of two: the slowest kernel leaves, its consumer follows).
+kernel each made slowest (an ejection chain of two: the slowest kernel leaves, its consumer follows),
+and a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
+one other kernel, which moves to free cores elsewhere (an eviction).
 
 The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
 a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
@@ -131,9 +133,9 @@ class _Search:
             if rects is placed.rects:
                 return prefix
         p = self.problem
-        taken = p.blocked.copy()
+        taken = p.blocked.astype(np.int32)  # counts: a core two rectangles cover counts twice (an eviction)
         for y, x, r, c in placed.rects.tolist():
-            taken[y : y + r, x : x + c] = True
+            taken[y : y + r, x : x + c] += 1
         prefix = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
         prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
         self._taken = [(placed.rects, prefix), *self._taken[:7]]
@@ -222,8 +224,40 @@ class _Search:
                 for moved in self.moves(placed, far, top, top + 1, toward=k):
                     if _before(np.sort(self.stages(moved))[::-1], key):
                         return moved
+            evicted = self._evict(placed, k, stage, key)
+            if evicted is not None:
+                return evicted
             if self.deadline.expired():
                 break
+        return None
+
+    def _evict(self, placed: Placed, k: int, stage: np.ndarray, key: np.ndarray) -> Placed | None:
+        """Kernel k boxed in (a pinned one at its corner, any other at its old corner): a faster
+        rectangle of k there that covers one other kernel, which moves to free cores elsewhere (the
+        first such pair that improves on ``placed``; None: none)."""
+        p = self.problem
+        rows, cols = p.mesh.rows, p.mesh.cols
+        y0, x0 = (int(v) for v in placed.rects[k, :2])
+        top = int(key[0])
+        others = np.delete(np.arange(p.n_kernels), k)
+        for r, c, lat, code in _shapes(p, k, int(stage[k])):
+            if y0 + r > rows or x0 + c > cols or self.deadline.expired():
+                continue
+            o = placed.rects[others]
+            covered = others[(o[:, 0] < y0 + r) & (y0 < o[:, 0] + o[:, 2]) & (o[:, 1] < x0 + c) & (x0 < o[:, 1] + o[:, 3])]
+            if covered.size != 1 or p.fixed(int(covered[0])):
+                continue
+            grown = placed.rects.copy()
+            grown[k] = (y0, x0, r, c)
+            if bool(p.blocked[y0 : y0 + r, x0 : x0 + c].any()):
+                continue
+            latency, codes = placed.latency.copy(), placed.dataflow.copy()
+            latency[k], codes[k] = lat, code
+            # the covered kernel's own cores under k's new rectangle count as taken (counted twice
+            # in the prefix sums, once subtracted as its own)
+            for moved in self.moves(Placed(grown, codes, latency), int(covered[0]), top, top + 1):
+                if _before(np.sort(self.stages(moved))[::-1], key):
+                    return moved
         return None
 
     def _farthest_producer(self, placed: Placed, k: int) -> int | None:
@@ -247,7 +281,15 @@ def relocate(problem: PlacementProblem, placed: Placed, deadline: Deadline) -> P
     best = placed
     while not deadline.expired():
         found = search.better(best, search.stages(best))
-        if found is None:
-            break
+        if found is None or _overlap(found.rects, problem.mesh.rows, problem.mesh.cols):
+            break  # (the second: a move that broke the layout would be a bug; the layout so far stands)
         best = found
     return best
+
+
+def _overlap(rects: np.ndarray, rows: int, cols: int) -> bool:
+    """Whether two rectangles share a core (every move is built not to; checked before it is kept)."""
+    cover = np.zeros((rows, cols), dtype=np.int32)
+    for y, x, r, c in rects.tolist():
+        cover[y : y + r, x : x + c] += 1
+    return bool((cover > 1).any())
