@@ -272,10 +272,16 @@ class _Search:
         return None if int(hops.max()) <= 1 or fixed else j
 
 
+def relocates(problem: PlacementProblem) -> bool:
+    """Whether the relocation applies: a min-max objective that charges communication (the contest's
+    score charges none, and a token's path is not ranked by its slowest kernels)."""
+    return problem.objective.charges_communication and problem.objective.aggregate is Aggregate.MAX
+
+
 def relocate(problem: PlacementProblem, placed: Placed, deadline: Deadline) -> Placed:
     """``placed`` improved move by move until no move helps or ``deadline`` passes (module docstring);
     ``placed`` itself when no move helps (a min-max objective that charges communication only)."""
-    if not problem.objective.charges_communication or problem.objective.aggregate is not Aggregate.MAX:
+    if not relocates(problem):
         return placed
     search = _Search(problem, deadline)
     best = placed
