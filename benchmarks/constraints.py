@@ -98,6 +98,8 @@ def main() -> int:
             report = verify_plan(plan_path)
             o = placed.plan.objective
             placed_text = f"{o.status.value}, gap {o.gap or 0:.2%}"
+            if o.comm_bound_cycles is not None and o.best_bound:  # issue 37: against the bound counting communication
+                placed_text += f", {(o.value - o.best_bound) / o.value:.2%} to {o.comm_bound_cycles:,} (communication counted)"
             verified = report.ok
         f, p = free.plan.objective, pinned.plan.objective
         ratio = max(p.wall_s, FLOOR_S) / max(f.wall_s, FLOOR_S)

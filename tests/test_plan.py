@@ -221,6 +221,18 @@ def placed_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def test_the_bound_counting_communication_is_recomputed(placed_plan: Path, tmp_path: Path) -> None:
+    """Issue 37: a placed plan states the bound that counts communication beside the allocation's;
+    ``verify`` derives it again with its own code, so one cycle more is caught."""
+    obj = json.loads(placed_plan.read_text())["objective"]
+    assert obj["bound_cycles"] <= obj["comm_bound_cycles"] <= obj["value_cycles"]
+    assert verify_plan(placed_plan).ok
+    report = verify_plan(
+        _broken(placed_plan, tmp_path, lambda d: d["objective"].update(comm_bound_cycles=obj["comm_bound_cycles"] + 1))
+    )
+    assert any("objective.comm_bound_cycles is" in v for v in report.violations), report.violations
+
+
 def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:
     report = verify_plan(_broken(placed_plan, tmp_path, lambda d: d["kernels"][1].update(placement=d["kernels"][0]["placement"])))
     assert "overlaps" in report.violations[0], report.violations

@@ -19,11 +19,13 @@ import numpy as np
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import Interrupted, NoLayoutError, SolverError
 from wsealloc.opmodels import CostTable
+from wsealloc.plan import rules
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
+from wsealloc.problem.comm_bound import comm_bound_problem, communication_bound
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import Aggregate, objective_named
+from wsealloc.problem.objective import Aggregate, ObjectiveKind, objective_named
 from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import build_stage_problem
 from wsealloc.request import SolveRequest
@@ -100,7 +102,7 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
     partition = prepared.partition
     if partition is None:
         (part,) = prepared.parts
-        return solve_part(part, request, deadline, say)
+        return _with_comm_bound(solve_part(part, request, deadline, say), request, say)
     outcomes = []
     for s, part in enumerate(prepared.parts):
         outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say))
@@ -122,6 +124,24 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
     exact = SolverResult("stages", Status.OPTIMAL, None, prepared.bound, prepared.bound, partition.wall_s)
     first = outcomes[0]
     return SolveOutcome(plan, first.result, first.baseline, exact, costs, deadline.stopped, None, partition, request)
+
+
+def _with_comm_bound(outcome: SolveOutcome, request: SolveRequest, say: Progress) -> SolveOutcome:
+    """A placed min-max plan of one wafer with the bound that counts communication beside the
+    allocation's (``problem.comm_bound``): the placed value is an upper end the bisection may start
+    from, since its layout passes every test of that bound. Other plans keep their bounds alone."""
+    objective = outcome.plan.objective
+    if not objective.placed or request.objective is not ObjectiveKind.THROUGHPUT or outcome.costs.runs is not None:
+        return outcome
+    bound = communication_bound(comm_bound_problem(outcome.costs), objective.value)
+    if bound is None:  # the layout would contradict the bound: never claim one then
+        return outcome
+    say(f"placement: {bound:,} cycles at least with communication counted (allocation bound {objective.bound_cycles or 0:,})")
+    update: dict[str, object] = {"comm_bound_cycles": bound}
+    if rules.proven_optimal(objective.value, bound):  # no layout is faster: the plan is optimal
+        update["status"] = Status.OPTIMAL
+    plan = outcome.plan.model_copy(update={"objective": objective.model_copy(update=update)})
+    return replace(outcome, plan=plan)
 
 
 def _annotated(outcome: SolveOutcome, prepared: Prepared) -> SolveOutcome:

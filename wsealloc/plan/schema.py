@@ -240,6 +240,9 @@ class Objective(_Doc):
     llm: LlmRecord | None = None
     # the user's constraints (``--constraints``, ``--from-plan``): what they cost
     constraints: ConstraintsRecord | None = None
+    # a placed min-max plan of one wafer: the bound that counts what tensors must cross
+    # (``problem.comm_bound``; never below the allocation bound, which ``bound_cycles`` keeps)
+    comm_bound_cycles: Cycles | None = None
     # mixture-of-experts layers (written only when the model has them)
     experts: ExpertsRecord | None = None
 
@@ -262,6 +265,12 @@ class Objective(_Doc):
     def value(self) -> int:
         """The objective's value in cycles."""
         return self.bottleneck_cycles if self.value_cycles is None else self.value_cycles
+
+    @property
+    def best_bound(self) -> int | None:
+        """The larger of the proven bounds: the allocation's and, placed, the one counting communication."""
+        bounds = [b for b in (self.bound_cycles, self.comm_bound_cycles) if b is not None]
+        return max(bounds) if bounds else None
 
 
 class Baseline(_Doc):

@@ -48,6 +48,7 @@ from wsealloc.plan.experts import merged as merged_experts
 from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
+from wsealloc.plan.verify_bounds import communication_bound
 from wsealloc.plan.verify_constraints import check_constraints
 from wsealloc.problem import build_problem
 from wsealloc.problem.allocation import area_budgets
@@ -247,6 +248,7 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     starved = _no_op_model(fixed)
     if check(starved is None, f"{starved}: the plan does not answer its request"):
         _check_baseline(plan, stages, fixed, check)  # the greedy rule picks an op model for every kernel
+        _check_comm_bound(plan, stages, fixed, check)
     return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
 
 
@@ -646,8 +648,11 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             bound <= alone,
             f"bound {bound} exceeds the plan's own allocation ({alone:,} cycles without communication): not a proof",
         )
-    if obj.status is Status.OPTIMAL:
-        check(rules.proven_optimal(value, bound), "status OPTIMAL but the bound is below the objective")
+    if obj.status is Status.OPTIMAL:  # either proven bound may close the gap (the second is checked on its own)
+        check(
+            rules.proven_optimal(value, bound) or rules.proven_optimal(value, obj.comm_bound_cycles),
+            "status OPTIMAL but the bound is below the objective",
+        )
     gap = rules.gap(value, bound)
     check(
         obj.gap is not None and gap is not None and abs(obj.gap - gap) <= 1e-9,
@@ -714,6 +719,24 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
             f"baseline.placed_bottleneck_cycles {base.placed_bottleneck_cycles} beats the allocation-only optimum "
             f"{optimum}: impossible",
         )
+
+
+def _check_comm_bound(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
+    """The bound that counts communication, a proof claim: recomputed by the verifier's own code
+    (``plan/verify_bounds.py``) on the table the plan's kernels were solved on; only a placed min-max
+    plan of one wafer whose units are kernels states one."""
+    obj = plan.objective
+    if obj.comm_bound_cycles is None:
+        return
+    states = obj.placed and len(stages) == 1 and obj.kind is ObjectiveKind.THROUGHPUT and not plan.regions
+    if not check(states, "objective.comm_bound_cycles is given, but only a placed min-max plan of one wafer has one"):
+        return
+    again = communication_bound(table, obj.value)
+    check(
+        again == obj.comm_bound_cycles,
+        f"objective.comm_bound_cycles is {obj.comm_bound_cycles}, "
+        + ("but no T up to the plan's value passes its tests" if again is None else f"recomputed {again}"),
+    )
 
 
 def allocation_optimum(table: CostTable) -> int | None:

@@ -222,6 +222,12 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     cost = placement_cost(out)
     if cost is not None:
         lines.append(cost)
+    if obj.comm_bound_cycles is not None:  # placed: the bound that counts what tensors must cross
+        over = obj.value / obj.comm_bound_cycles - 1.0 if obj.comm_bound_cycles else 0.0
+        lines.append(
+            f"with communication counted no layout beats {obj.comm_bound_cycles:,} cycles "
+            f"(allocation bound {obj.bound_cycles or 0:,}); this layout is {over:+.1%} over it"
+        )
     priced = constraints_line(out)
     if priced is not None:
         lines.append(priced)

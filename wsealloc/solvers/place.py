@@ -8,7 +8,10 @@
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
    (bottleneck stage, traffic x distance) is kept and aligned once more, move by move.
-3. ``cpsat_place.refine`` (large-neighbourhood search with CP-SAT) improves it until the time limit.
+3. ``improve``: ``cpsat_place.refine`` (large-neighbourhood search with CP-SAT windows), then
+   ``relocate.relocate`` (the slowest kernels moved out of the bands onto faster rectangles in free
+   cores), then the windows again, until the time limit; each kept where its score beats the layout
+   so far.
 Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a proven lower bound).
 """
 
@@ -24,10 +27,14 @@ from wsealloc.budget import Deadline
 from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
+from wsealloc.solvers.relocate import relocate, relocates
 from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target
 from wsealloc.solvers.swap import swap_kernels
 
 FEEDBACK_ROUNDS = 3
+WINDOWS_SHARE = 0.5  # of what remains after the construction: the CP-SAT windows' first turn (``improve``)
+# the user's corners and keep-outs: the relocation gains more there (kernels far from their producers)
+WINDOWS_SHARE_CONSTRAINED = 0.25
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
@@ -238,17 +245,54 @@ def solve(
             + (", the user's corners, areas and keep-outs)" if problem.constrained or problem.keep_out else ")"),
         )
     solver = "strips"
-    if refine and not deadline.expired():
-        from wsealloc.solvers.cpsat_place import refine as cp_refine
-
-        improved = cp_refine(problem, placed, options)
-        if improved is not None and not problem.violations(improved.rects) and score(problem, improved) < score(problem, placed):
-            placed, solver = improved, "strips+lns"  # the CP-SAT large-neighbourhood search improved it
+    if refine:
+        placed, solver = improve(problem, placed, options)
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
     return PlacementResult(
         solver, status, placed.rects, placed.dataflow, objective, problem.lower_bound, time.perf_counter() - start, traffic
     )
+
+
+def improve(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> tuple[Placed, str]:
+    """The construction's layout improved until the deadline, with the steps that improved it named:
+
+    1. ``cpsat_place.refine``: CP-SAT windows around the bottleneck, on at most ``WINDOWS_SHARE`` of
+       what remains (they end by themselves on the zoo, well inside it: their layouts are the ones
+       this engine found before the relocation existed, which it then only improves);
+       ``WINDOWS_SHARE_CONSTRAINED`` under the user's corners and keep-outs, where the relocation
+       gains more (the constraints benchmark: ResNet-50 at 56.95% of its bound, 69.27% with half);
+    2. ``relocate.relocate``: out of the bands, the slowest kernels moved onto faster rectangles in
+       free cores, judged by the full model, with what remains;
+    3. the windows again with what is left, where the relocation changed the layout.
+
+    Each step's layout is kept only where its score beats the layout so far: no step makes a plan
+    worse. (The relocation first and the windows after was measured: ResNet-50 on wse3 1,620 cycles,
+    against 1,592 from the windows alone: the windows found less from the relocated layout.)"""
+    from wsealloc.solvers.cpsat_place import refine as cp_refine
+
+    deadline = options.deadline
+    solver = "strips"
+
+    def keep(candidate: Placed | None, step: str) -> None:
+        nonlocal placed, solver
+        better = candidate is not None and candidate is not placed and score(problem, candidate) < score(problem, placed)
+        if better and candidate is not None and not problem.violations(candidate.rects):
+            placed, solver = candidate, solver if solver.endswith(step) else f"{solver}+{step}"
+
+    if not relocates(problem):  # the contest, a token's path: the windows alone, on all the time, as before
+        if not deadline.expired():
+            keep(cp_refine(problem, placed, options), "lns")
+        return placed, solver
+    if not deadline.expired():
+        share = WINDOWS_SHARE_CONSTRAINED if problem.constrained or problem.keep_out else WINDOWS_SHARE
+        keep(cp_refine(problem, placed, replace(options, deadline=deadline.share(share))), "lns")
+    if not deadline.expired():
+        before = placed
+        keep(relocate(problem, placed, deadline), "relocate")
+        if placed is not before and not deadline.expired():
+            keep(cp_refine(problem, placed, options), "lns")
+    return placed, solver
 
 
 def column_layout(problem: PlacementProblem, latency: np.ndarray) -> Placed | None:

@@ -1,0 +1,92 @@
+"""The relocation search (issue 37, ``solvers/relocate.py``): kernels moved onto faster rectangles in
+free cores, never a worse layout, the user's corners and keep-outs honoured."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wsealloc.arch import load_arch
+from wsealloc.budget import Deadline
+from wsealloc.cost import CostOptions
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import allocation_optimum
+from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem
+from wsealloc.solvers.relocate import relocate
+from wsealloc.solvers.strips import Placed, score
+
+ATTENTION = Path(__file__).resolve().parents[1] / "models" / "tiny" / "attention.onnx"
+
+
+@pytest.fixture(scope="module")
+def problem() -> PlacementProblem:
+    costs = build_costs(OnnxSource(path=str(ATTENTION)), load_arch("tiny"), CostOptions())
+    bound = allocation_optimum(costs)
+    assert bound is not None
+    return build_placement_problem(costs, bound)
+
+
+def scattered(problem: PlacementProblem) -> Placed:
+    """Every kernel on its fewest-core rectangle, in the four corners of the wafer: slow and far apart."""
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    rects, codes, latency = [], [], []
+    for k in range(problem.n_kernels):
+        shape = problem.shape(k)
+        cells = np.argwhere(shape.best < INF)
+        h, c = min(cells.tolist(), key=lambda hc: int(shape.best_r[hc[0], hc[1]]) * hc[1])
+        r = int(shape.best_r[h, c])
+        y, x = [(0, 0), (rows - r, cols - c), (0, cols - c), (rows - r, 0)][k % 4]
+        rects.append((y, x, r, c))
+        codes.append(int(shape.best_df[h, c]))
+        latency.append(int(shape.best[h, c]))
+    return Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
+
+
+def _overlaps(rects: np.ndarray) -> bool:
+    taken = np.zeros((int((rects[:, 0] + rects[:, 2]).max()), int((rects[:, 1] + rects[:, 3]).max())), dtype=np.int64)
+    for y, x, r, c in rects.tolist():
+        taken[y : y + r, x : x + c] += 1
+    return bool((taken > 1).any())
+
+
+def test_moves_make_a_scattered_layout_faster(problem: PlacementProblem) -> None:
+    start = scattered(problem)
+    assert problem.n_kernels == 4 and not _overlaps(start.rects)
+    moved = relocate(problem, start, Deadline.after(20))
+    assert score(problem, moved) < score(problem, start)
+    stage, _ = problem.evaluate(moved.rects, moved.latency)
+    before, _ = problem.evaluate(start.rects, start.latency)
+    assert stage.max() < before.max()
+    assert not _overlaps(moved.rects) and not problem.violations(moved.rects)
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    assert ((moved.rects[:, 0] + moved.rects[:, 2]) <= rows).all() and ((moved.rects[:, 1] + moved.rects[:, 3]) <= cols).all()
+    for k, (_, _, r, c) in enumerate(moved.rects.tolist()):  # every rectangle's latency is its shape table's
+        shape = problem.shape(k)
+        h = shape.height_index(r)
+        assert int(shape.best[h, c]) == int(moved.latency[k]) and int(shape.best_r[h, c]) == r
+
+
+def test_a_pinned_kernel_keeps_its_corner_and_keep_outs_stay_free(problem: PlacementProblem) -> None:
+    start = scattered(problem)
+    corner = (int(start.rects[1, 0]), int(start.rects[1, 1]))
+    keep_out = (6, 8, 4, 8)  # the middle of the 16 x 24 wafer, free in the scattered layout
+    blocked = problem.blocked.copy()
+    blocked[6:10, 8:16] = True
+    pinned = replace(problem, pins=(None, corner, None, None), keep_out=(keep_out,), blocked=blocked)
+    assert not pinned.violations(start.rects)
+    moved = relocate(pinned, start, Deadline.after(20))
+    assert (int(moved.rects[1, 0]), int(moved.rects[1, 1])) == corner
+    assert not pinned.violations(moved.rects) and not _overlaps(moved.rects)
+    assert score(pinned, moved) <= score(pinned, start)
+
+
+def test_the_contest_objective_is_left_alone(problem: PlacementProblem) -> None:
+    from wsealloc.problem.objective import ContestScore
+
+    contest = replace(problem, objective=ContestScore(weight_time=1.0, wires=1.0))
+    start = scattered(problem)
+    assert relocate(contest, start, Deadline.after(5)) is start

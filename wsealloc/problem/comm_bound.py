@@ -1,0 +1,179 @@
+"""A lower bound on the placed bottleneck that counts communication (issue 37).
+
+The allocation bound (``problem.objective``) ignores where rectangles lie: the bottleneck of every
+layout is at least the least T at which each kernel's fewest cores with latency <= T fit the wafer.
+A placed kernel's stage time is its latency *plus* what its incoming tensors cost on the mesh
+(``cost.comm``), and some of that cost no layout can avoid. For a kernel k on r x c cores and any
+layout of the others:
+
+* **distance**: two rectangles of one layout never overlap, so the nearest cores of a producer and
+  its consumer are at least one hop apart (``rect_distance`` >= 1): a kernel with a producer pays
+  ``hop_latency`` at least;
+* **what a tensor must cross**: a flow of B bytes per sample from producer p runs in legs, each a
+  bundle of parallel links as wide as rows or columns of p or k (``cost.comm._route``). Beside each
+  other (column spans apart) its narrowest leg is at most ``max(r, rows of p)`` links wide; one above
+  the other (row spans apart, which needs ``r + rows of p <= wafer rows``) at most ``max(c, columns
+  of p)``; with both spans apart at most the smaller of the two. Every link of the bundle carries
+  B / width bytes (other flows only add to it; a multicast group carries its largest flow), so the
+  flow is busy at least ``B / (link bandwidth x widest possible bundle)``, p on any rectangle it may
+  take at T. Tensors between one producer and one consumer take the same route, so they add up.
+  Congestion adds where it exceeds ``max(compute, NoC)`` of k, exactly as ``cost.comm`` charges it;
+* **die crossings** (``die_boundary: penalty``): r rows span at least ``(r - 1) // die_rows`` die
+  boundaries wherever they lie (likewise the columns);
+* **tall and wide kernels** (a cut-line argument): row spans longer than half the wafer pairwise
+  intersect, and intervals that pairwise intersect share a point (Helly's theorem on a line), so all
+  kernels that can only be taller than half the wafer cross one common row, side by side: their
+  widths add up to at most the wafer's columns. Likewise kernels wider than half the wafer share a
+  column and their heights add up to at most its rows.
+
+With these terms each kernel's *stage* lower bound is a function of its own shape (and of its
+producers' largest shapes at T), so min-max stays separable as in the allocation bound: T is a valid
+bound if some shape of every kernel has a stage bound <= T, their fewest cores fit the wafer (and the
+user's areas), and the tall and wide kernels fit side by side. The condition is monotone in T (more
+shapes become eligible, producers may grow), so the least such T is found by bisection; it is never
+below the allocation bound (every term only adds to the latency). ``plan.verify`` recomputes it with
+its own code (``plan/verify_bounds.py``); ``tests/test_comm_bound.py`` checks it against every layout
+of tiny wafers.
+
+Only min-max plans of one wafer whose units are kernels get this bound (``Throughput``): a token's
+path, regions sharing cores in time, several wafers and the contest's score keep their own bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from wsealloc.cost.comm import MeshParams
+from wsealloc.opmodels import CostTable
+from wsealloc.problem.allocation import Budget, area_budgets
+from wsealloc.problem.flows import Flows, flows
+from wsealloc.problem.placement import mesh_params
+from wsealloc.search import first_true
+
+# Link loads are sums of floats (``cost.comm`` adds and subtracts them on a difference grid): a load
+# equal to B / width can come out a hair below it. The bound gives that hair away.
+LOAD_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Every legal rectangle of one kernel that fits the wafer (any op model a layout may use)."""
+
+    r: np.ndarray  # int64
+    c: np.ndarray  # int64
+    latency: np.ndarray  # int64
+    cores: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
+class CommBoundProblem:
+    """What the bound reads: every kernel's shapes, the flows, the mesh and the core budgets."""
+
+    shapes: tuple[Shapes, ...]
+    flows: Flows
+    mesh: MeshParams
+    total_cores: int
+    budgets: tuple[Budget, ...] = ()
+
+    def incoming(self) -> list[list[tuple[int, float]]]:
+        """Per consumer, (producer, bytes) with the tensors of one pair added up (one route for all of
+        them) and a multicast group counted once (its largest flow to this consumer)."""
+        fl = self.flows
+        per_group: dict[tuple[int, int, int], float] = {}
+        for s, t, b, g in zip(fl.src.tolist(), fl.dst.tolist(), fl.nbytes.tolist(), fl.group.tolist(), strict=True):
+            if s != t:
+                per_group[(t, s, g)] = max(per_group.get((t, s, g), 0.0), b)
+        pair: dict[tuple[int, int], float] = {}
+        for (t, s, _), b in per_group.items():
+            pair[(t, s)] = pair.get((t, s), 0.0) + b
+        out: list[list[tuple[int, float]]] = [[] for _ in self.shapes]
+        for (t, s), b in sorted(pair.items()):
+            out[t].append((s, b))
+        return out
+
+
+def comm_bound_problem(costs: CostTable) -> CommBoundProblem:
+    """The bound's data of a cost table: every legal op model whose grid fits the wafer (identical
+    kernels share one ``Shapes``, which lets the bisection test each class of them once)."""
+    arch = costs.arch
+    by_signature: dict[int, Shapes] = {}
+    shapes = []
+    for kc in costs.kernels:
+        if kc.signature not in by_signature:
+            t = kc.table
+            keep = t.legal() & (t.r <= arch.rows) & (t.c <= arch.cols)
+            by_signature[kc.signature] = Shapes(
+                t.r[keep].astype(np.int64),
+                t.c[keep].astype(np.int64),
+                t.latency[keep].astype(np.int64),
+                t.cores[keep].astype(np.int64),
+            )
+        shapes.append(by_signature[kc.signature])
+    return CommBoundProblem(tuple(shapes), flows(costs), mesh_params(arch), costs.total_cores, area_budgets(costs))
+
+
+def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None:
+    """The least T in [``lo``, ``hi``] that passes every test of the module docstring (None: not even
+    ``hi``, which a valid layout with bottleneck ``hi`` would contradict). ``lo``: a proven bound of the
+    same table (the allocation's), where the bisection may start."""
+    mesh = p.mesh
+    incoming = p.incoming()
+    n = len(p.shapes)
+    has_producer = [bool(incoming[k]) for k in range(n)]
+    # each shape's stage time without the congestion term (it does not depend on T)
+    fixed = [
+        s.latency
+        + mesh.hop_latency * has_producer[k]
+        + (mesh.die_penalty * ((s.r - 1) // mesh.die_rows + (s.c - 1) // mesh.die_cols) if mesh.die_penalty else 0)
+        for k, s in enumerate(p.shapes)
+    ]
+    busy = [np.maximum(0, s.latency - mesh.hop_latency * (s.r + s.c)).astype(np.float64) for s in p.shapes]
+
+    def eligible(k: int, sides: np.ndarray, t: int) -> np.ndarray:
+        """The shapes of kernel k whose stage lower bound meets t (``sides``: per kernel the most and
+        the fewest rows and columns of the shapes it may take at t)."""
+        s = p.shapes[k]
+        stage = fixed[k]
+        if incoming[k]:
+            cong = np.zeros(s.r.size)
+            for src, nbytes in incoming[k]:
+                most_r, most_c, least_r, least_c = sides[src]
+                beside = np.where(s.c + least_c <= mesh.cols, np.maximum(s.r, most_r), 0)
+                above = np.where(s.r + least_r <= mesh.rows, np.maximum(s.c, most_c), 0)
+                width = np.maximum(beside, above)  # 0: no rectangle of p fits apart from this one
+                cong = np.maximum(cong, np.where(width > 0, nbytes / (mesh.link_bytes_per_cycle * np.maximum(width, 1)), np.inf))
+            stage = stage + np.ceil(np.maximum(0.0, cong - busy[k] - LOAD_SLACK))  # float: inf where p cannot fit
+        return stage <= t
+
+    def fits(t: int) -> bool:
+        # the sides of the rectangles each producer may take at T (its stage without congestion meets T)
+        sides = np.zeros((n, 4), dtype=np.int64)
+        for k, s in enumerate(p.shapes):
+            within = fixed[k] <= t
+            if not within.any():
+                return False
+            sides[k] = (s.r[within].max(), s.c[within].max(), s.r[within].min(), s.c[within].min())
+        fewest = np.zeros(n, dtype=np.int64)
+        tall_width = wide_height = 0
+        seen: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        for k, s in enumerate(p.shapes):
+            # identical kernels fed alike (the repeated layers) give the same answer: test them once
+            key = (id(s), has_producer[k], tuple((tuple(sides[src].tolist()), b) for src, b in incoming[k]))
+            if key not in seen:
+                ok = eligible(k, sides, t)
+                if not ok.any():
+                    return False
+                seen[key] = (int(s.cores[ok].min()), int(s.r[ok].min()), int(s.c[ok].min()))
+            cores, least_r, least_c = seen[key]
+            fewest[k] = cores
+            if 2 * least_r > mesh.rows:  # every shape it may take is taller than half the wafer
+                tall_width += least_c
+            if 2 * least_c > mesh.cols:
+                wide_height += least_r
+        if int(fewest.sum()) > p.total_cores or tall_width > mesh.cols or wide_height > mesh.rows:
+            return False
+        return all(int(fewest[list(b.kernels)].sum()) <= b.cores for b in p.budgets)
+
+    return first_true(range(lo, hi + 1), fits)

@@ -1,0 +1,301 @@
+"""Relocation search: the slowest kernels moved onto faster rectangles in free cores (issue 37).
+
+Bands leave cores idle where a band is taller than its kernels (ResNet-50 on wse2: 13% of the wafer,
+mostly in one block under the short kernels of its first band), and the user's corners and keep-outs
+split bands so that a kernel ends up far from its producer. Neither is a question of the band family's
+parameters; a move out of the bands is. Each move takes one of the slowest kernels (never one that
+touches the user's group; one the user pinned keeps its corner) to a faster legal rectangle (the shape
+table's cells below its stage time, the fastest of the smallest that fits first) on free cores: at the
+free spot nearest its old corner, or nearest the centre of its producers and consumers (within
+``NEAR`` cores: a far spot stretches its flows past what it gains). Every candidate is judged by
+the problem's own ``evaluate`` (the communication model the plan reports: distance, congestion, die
+crossings), and a move is kept when the stage times, slowest first, improve (leximax: the bottleneck
+never rises, and among layouts with the same bottleneck the next slowest kernel counts, so ties of
+identical layers fall one at a time); the first such move found is taken.
+Where no single move helps, the moves that speed up the slowest kernel are followed by a move of the
+kernel each made slowest (an ejection chain of two: the slowest kernel leaves, its consumer follows),
+and a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
+one other kernel, which moves to free cores elsewhere (an eviction).
+
+The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
+a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
+every candidate passes ``PlacementProblem.violations`` (areas, groups) and, with ``die_boundary:
+forbid``, stays inside one die. A kernel held far from its producer (pinned, or with no free spot
+nearer) has the producer brought next to it instead. The engine (``solvers.place.solve``) keeps the
+result only where its score beats the strip layout's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from wsealloc.arch.schema import DieBoundary
+from wsealloc.budget import Deadline
+from wsealloc.cost.comm import die_crossings, rect_distance
+from wsealloc.problem.objective import Aggregate
+from wsealloc.problem.placement import INF, PlacementProblem
+from wsealloc.solvers.strips import Placed
+
+SLOWEST = 6  # kernels, slowest first, a round tries to move
+CHAIN = 6  # first moves of the slowest kernel followed by a second move
+TARGETS = 6  # latency targets per height between the bound and the kernel's stage
+MOST_SHAPES = 40  # shapes per move, fewest cores first (the small ones are the ones that fit)
+NEAR = 160  # rows and columns around a wanted corner searched for a free one
+
+
+def _before(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether stage times ``a`` come before ``b`` in leximax order (both sorted slowest first)."""
+    differ = np.flatnonzero(a != b)
+    return bool(differ.size) and bool(a[differ[0]] < b[differ[0]])
+
+
+def _shapes(problem: PlacementProblem, k: int, below: int) -> list[tuple[int, int, int, int]]:
+    """(rows, cols, latency, op-model code) of kernel k's rectangles faster than ``below``: per height
+    the narrowest meeting each of ``TARGETS`` latencies between the bound and ``below``, fewest cores
+    first."""
+    shape = problem.shape(k)
+    lo = min(problem.lower_bound, below - 1)
+    targets = np.unique(np.linspace(lo, below - 1, TARGETS).astype(np.int64))
+    found: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+    for h in range(shape.heights.size):
+        for t in targets.tolist():
+            c = shape.width_for(h, int(t))
+            if c <= 0:
+                continue
+            c = int(shape.prefix_width[h, c])
+            r, lat = int(shape.best_r[h, c]), int(shape.best[h, c])
+            if lat < below and lat < INF and (r, c) not in found:
+                found[(r, c)] = (r, c, lat, int(shape.best_df[h, c]))
+    # the fewest cores first among MOST_SHAPES, then the fastest first: a move is kept at its first
+    # improvement, so the fastest rectangle that fits wins
+    smallest = sorted(found.values(), key=lambda o: (o[0] * o[1], o[2]))[:MOST_SHAPES]
+    return sorted(smallest, key=lambda o: (o[2], o[0] * o[1]))
+
+
+Box = tuple[int, int, int, int]  # row, col, rows, cols
+
+
+def _free(prefix: np.ndarray, own: Box, y: int, x: int, r: int, c: int) -> bool:
+    """Whether the r x c rectangle at (y, x) covers no taken core but the moving kernel's own
+    (``prefix``: 2D prefix sums of the taken cores, ``own`` among them)."""
+    taken = int(prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x])
+    oy, ox, orows, ocols = own
+    mine = max(0, min(y + r, oy + orows) - max(y, oy)) * max(0, min(x + c, ox + ocols) - max(x, ox))
+    return taken == mine
+
+
+def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) -> tuple[int, int] | None:
+    """The corner nearest (y, x) (L1, ties to the top left) of an r x c rectangle within ``NEAR``
+    rows and columns of it that covers no taken core but the moving kernel's own (None: none).
+    Looking near keeps a move cheap; a far spot would stretch the kernel's flows past what it gains."""
+    rows, cols = prefix.shape[0] - 1 - r, prefix.shape[1] - 1 - c  # the last corners that fit
+    y0, y1 = max(0, min(rows, y) - NEAR), min(rows, max(0, y) + NEAR)
+    x0, x1 = max(0, min(cols, x) - NEAR), min(cols, max(0, x) + NEAR)
+    if y0 > y1 or x0 > x1:
+        return None
+    window = prefix[y0 : y1 + r + 1, x0 : x1 + c + 1]
+    used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
+    ys, xs = np.arange(y0, y1 + 1), np.arange(x0, x1 + 1)
+    oy, ox, orows, ocols = own
+    in_rows = np.clip(np.minimum(ys + r, oy + orows) - np.maximum(ys, oy), 0, None)
+    in_cols = np.clip(np.minimum(xs + c, ox + ocols) - np.maximum(xs, ox), 0, None)
+    used = used - np.outer(in_rows, in_cols)
+    far = np.abs(ys - y)[:, None] + np.abs(xs - x)[None, :]
+    far = np.where(used == 0, far, np.iinfo(np.int64).max)
+    i = int(np.argmin(far))
+    if far.flat[i] == np.iinfo(np.int64).max:
+        return None
+    return y0 + i // far.shape[1], x0 + i % far.shape[1]
+
+
+class _Search:
+    """One relocation search over a problem (its flows' neighbours kept once)."""
+
+    def __init__(self, problem: PlacementProblem, deadline: Deadline) -> None:
+        self.problem = problem
+        self.deadline = deadline
+        fl = problem.flows
+        self.producers = [sorted(set(fl.src[fl.dst == k].tolist()) - {k}) for k in range(problem.n_kernels)]
+        self.consumers = [sorted(set(fl.dst[fl.src == k].tolist()) - {k}) for k in range(problem.n_kernels)]
+        self.neighbours = [sorted(set(a) | set(b)) for a, b in zip(self.producers, self.consumers, strict=True)]
+        self._taken: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def grouped(self, k: int) -> bool:
+        """Whether kernel k touches a group of the user's (moving it alone could part the group)."""
+        return any(k in g for g in self.problem.touch)
+
+    def taken(self, placed: Placed) -> np.ndarray:
+        """2D prefix sums of the cores a layout takes (its rectangles, defects, keep-outs); the last
+        few layouts' kept (a round asks for the same layout once per shape of every kernel it moves)."""
+        for rects, prefix in self._taken:
+            if rects is placed.rects:
+                return prefix
+        p = self.problem
+        taken = p.blocked.astype(np.int32)  # counts: a core two rectangles cover counts twice (an eviction)
+        for y, x, r, c in placed.rects.tolist():
+            taken[y : y + r, x : x + c] += 1
+        prefix = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
+        prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
+        self._taken = [(placed.rects, prefix), *self._taken[:7]]
+        return prefix
+
+    def stages(self, placed: Placed) -> np.ndarray:
+        """Every kernel's stage time in the full model."""
+        stage, _ = self.problem.evaluate(placed.rects, placed.latency)
+        return stage
+
+    def moves(self, placed: Placed, k: int, below: int, ceiling: int, toward: int | None = None) -> Iterator[Placed]:
+        """Layouts with kernel k on a rectangle faster than ``below`` in free cores (module docstring),
+        those whose hops alone would make k or a neighbour reach ``ceiling`` left out unevaluated;
+        ``toward``: a consumer k is brought next to (its four sides), instead of the usual corners."""
+        p = self.problem
+        rows, cols = p.mesh.rows, p.mesh.cols
+        prefix = self.taken(placed)
+        y0, x0, r0, c0 = (int(v) for v in placed.rects[k])
+        own = (y0, x0, r0, c0)
+        near = self.neighbours[k]
+        rects = placed.rects
+        cy = float(np.mean(rects[near, 0] + rects[near, 2] / 2)) if near else y0 + r0 / 2
+        cx = float(np.mean(rects[near, 1] + rects[near, 3] / 2)) if near else x0 + c0 / 2
+        producers, consumers = self.producers[k], self.consumers[k]
+        pinned = bool(p.pins) and p.pins[k] is not None
+        hop = p.mesh.hop_latency
+        for r, c, lat, code in _shapes(p, k, below):
+            if r > rows or c > cols or self.deadline.expired():
+                continue
+            if pinned:  # the user's corner: only the rectangle there changes
+                fits = y0 + r <= rows and x0 + c <= cols and _free(prefix, own, y0, x0, r, c)
+                corners = [(y0, x0)] if fits else []
+            elif toward is not None:  # beside the consumer: above, below, left, right of it
+                ty, tx, tr, tc = (int(v) for v in rects[toward])
+                wanted = {(ty - r, tx), (ty + tr, tx), (ty, tx - c), (ty, tx + tc)}
+                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
+            else:  # the free corner nearest the old one, and the one nearest the neighbours' centre
+                wanted = {(y0, x0), (round(cy - r / 2), round(cx - c / 2))}
+                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
+            for y, x in corners:
+                moved = rects.copy()
+                moved[k] = (y, x, r, c)
+                here = np.repeat(moved[k : k + 1], max(len(producers), len(consumers), 1), axis=0)
+                if producers and lat + hop * int(rect_distance(moved[producers], here[: len(producers)]).max()) >= ceiling:
+                    continue  # its producers too far: slower than the layout it should beat
+                if consumers and bool(
+                    (placed.latency[consumers] + hop * rect_distance(here[: len(consumers)], moved[consumers]) >= ceiling).any()
+                ):
+                    continue
+                if p.die_rule is DieBoundary.FORBID and die_crossings(moved[k : k + 1], p.mesh.die_rows, p.mesh.die_cols)[0]:
+                    continue
+                if p.violations(moved):
+                    continue
+                latency, codes = placed.latency.copy(), placed.dataflow.copy()
+                latency[k], codes[k] = lat, code
+                yield Placed(moved, codes, latency)
+
+    def better(self, placed: Placed, stage: np.ndarray) -> Placed | None:
+        """A layout one move or a chain of two away that improves on ``placed`` (the first found,
+        slowest kernels first; None: none)."""
+        key = np.sort(stage)[::-1]
+        top = int(key[0])
+        for k in np.argsort(-stage, kind="stable")[:SLOWEST].tolist():
+            if self.grouped(k):
+                continue
+            firsts: list[tuple[tuple[int, ...], Placed, np.ndarray]] = []
+            for moved in self.moves(placed, k, int(stage[k]), top + 1):
+                after = self.stages(moved)
+                order = np.sort(after)[::-1]
+                if _before(order, key):
+                    return moved
+                if after[k] < stage[k]:
+                    firsts.append((tuple(order.tolist()), moved, after))
+            firsts.sort(key=lambda f: f[0])
+            for _, first, after in firsts[:CHAIN]:
+                j = int(np.argmax(after))
+                if j == k or self.grouped(j):
+                    continue
+                for moved in self.moves(first, j, int(after[j]), top + 1):
+                    if _before(np.sort(self.stages(moved))[::-1], key):
+                        return moved
+            # a kernel kept far from its producer (the user pinned it, or no faster spot is free):
+            # the producer brought next to it
+            far = self._farthest_producer(placed, k)
+            if far is not None:
+                for moved in self.moves(placed, far, top, top + 1, toward=k):
+                    if _before(np.sort(self.stages(moved))[::-1], key):
+                        return moved
+            evicted = self._evict(placed, k, stage, key)
+            if evicted is not None:
+                return evicted
+            if self.deadline.expired():
+                break
+        return None
+
+    def _evict(self, placed: Placed, k: int, stage: np.ndarray, key: np.ndarray) -> Placed | None:
+        """Kernel k boxed in (a pinned one at its corner, any other at its old corner): a faster
+        rectangle of k there that covers one other kernel, which moves to free cores elsewhere (the
+        first such pair that improves on ``placed``; None: none)."""
+        p = self.problem
+        rows, cols = p.mesh.rows, p.mesh.cols
+        y0, x0 = (int(v) for v in placed.rects[k, :2])
+        top = int(key[0])
+        others = np.delete(np.arange(p.n_kernels), k)
+        for r, c, lat, code in _shapes(p, k, int(stage[k])):
+            if y0 + r > rows or x0 + c > cols or self.deadline.expired():
+                continue
+            o = placed.rects[others]
+            covered = others[(o[:, 0] < y0 + r) & (y0 < o[:, 0] + o[:, 2]) & (o[:, 1] < x0 + c) & (x0 < o[:, 1] + o[:, 3])]
+            if covered.size != 1 or p.fixed(int(covered[0])):
+                continue
+            grown = placed.rects.copy()
+            grown[k] = (y0, x0, r, c)
+            if bool(p.blocked[y0 : y0 + r, x0 : x0 + c].any()):
+                continue
+            latency, codes = placed.latency.copy(), placed.dataflow.copy()
+            latency[k], codes[k] = lat, code
+            # the covered kernel's own cores under k's new rectangle count as taken (counted twice
+            # in the prefix sums, once subtracted as its own)
+            for moved in self.moves(Placed(grown, codes, latency), int(covered[0]), top, top + 1):
+                if _before(np.sort(self.stages(moved))[::-1], key):
+                    return moved
+        return None
+
+    def _farthest_producer(self, placed: Placed, k: int) -> int | None:
+        """The producer of k farthest from it that may move (None: none at a distance, or fixed)."""
+        producers = self.producers[k]
+        if not producers:
+            return None
+        here = np.repeat(placed.rects[k : k + 1], len(producers), axis=0)
+        hops = rect_distance(placed.rects[producers], here)
+        j = producers[int(np.argmax(hops))]
+        fixed = self.problem.fixed(j)
+        return None if int(hops.max()) <= 1 or fixed else j
+
+
+def relocates(problem: PlacementProblem) -> bool:
+    """Whether the relocation applies: a min-max objective that charges communication (the contest's
+    score charges none, and a token's path is not ranked by its slowest kernels)."""
+    return problem.objective.charges_communication and problem.objective.aggregate is Aggregate.MAX
+
+
+def relocate(problem: PlacementProblem, placed: Placed, deadline: Deadline) -> Placed:
+    """``placed`` improved move by move until no move helps or ``deadline`` passes (module docstring);
+    ``placed`` itself when no move helps (a min-max objective that charges communication only)."""
+    if not relocates(problem):
+        return placed
+    search = _Search(problem, deadline)
+    best = placed
+    while not deadline.expired():
+        found = search.better(best, search.stages(best))
+        if found is None or _overlap(found.rects, problem.mesh.rows, problem.mesh.cols):
+            break  # (the second: a move that broke the layout would be a bug; the layout so far stands)
+        best = found
+    return best
+
+
+def _overlap(rects: np.ndarray, rows: int, cols: int) -> bool:
+    """Whether two rectangles share a core (every move is built not to; checked before it is kept)."""
+    cover = np.zeros((rows, cols), dtype=np.int32)
+    for y, x, r, c in rects.tolist():
+        cover[y : y + r, x : x + c] += 1
+    return bool((cover > 1).any())
