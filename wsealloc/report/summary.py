@@ -113,7 +113,6 @@ def experts_lines(plan: Plan) -> list[str]:
     moe = plan.objective.experts
     if moe is None:
         return []
-    clock = plan.arch.clock_hz
     value = plan.objective.value
     worst = moe.worst_routing_value_cycles
     shapes: dict[tuple[tuple[int, int], tuple[int, int], int, float, int], int] = {}
@@ -125,17 +124,13 @@ def experts_lines(plan: Plan) -> list[str]:
         f"{a:,.2f} expert(s) at work x {tok:,} token(s)"
         for (t, c, m, a, tok), n in shapes.items()
     )
-    worst_rate = ""
-    llm = plan.objective.llm
-    if llm is not None and plan.objective.kind is ObjectiveKind.LATENCY and worst:
-        worst_rate = f"; {llm.tokens_per_request * clock / worst:,.1f} tokens/s per request then (one in flight)"
     return [
         f"mixture of experts: {moe.layers} layer(s) of {moe.experts} experts, top-{moe.top_k}, {moe.routing} routing: "
         f"{moe.tokens_per_step:,} token(s) a step, {moe.tokens_per_expert:,.3g} per expert on average, "
         f"{moe.experts_at_work:,.3g} experts at work; the layers take {moe.time_share:.1%} of the kernels' time",
         f"experts placed: {placed}",
-        f"worst routing (every token on the same {moe.top_k} experts, the same tiles): {worst:,} cycles, "
-        f"{worst / value if value else 0:.2f}x the plan's {value:,}{worst_rate}",
+        f"worst routing (a bound on any: the busiest tiles serve every pick they can, on the same tiles): {worst:,} cycles, "
+        f"{worst / value if value else 0:.2f}x the plan's {value:,}",
     ]
 
 
