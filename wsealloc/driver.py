@@ -23,9 +23,9 @@ from wsealloc.plan import rules
 from wsealloc.plan.build import make_plan, merge_stages
 from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
-from wsealloc.problem.comm_bound import comm_bound_problem, communication_bound
+from wsealloc.problem.comm_bound import comm_bound_problem, communication_bound, states_bound
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import Aggregate, ObjectiveKind, objective_named
+from wsealloc.problem.objective import Aggregate, objective_named
 from wsealloc.problem.placement import build_placement_problem
 from wsealloc.problem.stages import build_stage_problem
 from wsealloc.request import SolveRequest
@@ -131,7 +131,7 @@ def _with_comm_bound(outcome: SolveOutcome, request: SolveRequest, say: Progress
     allocation's (``problem.comm_bound``): the placed value is an upper end the bisection may start
     from, since its layout passes every test of that bound. Other plans keep their bounds alone."""
     objective = outcome.plan.objective
-    if not objective.placed or request.objective is not ObjectiveKind.THROUGHPUT or outcome.costs.runs is not None:
+    if not states_bound(request.objective, objective.placed, 1, outcome.costs.runs is not None):
         return outcome
     bound = communication_bound(comm_bound_problem(outcome.costs), objective.value)
     if bound is None:  # the layout would contradict the bound: never claim one then

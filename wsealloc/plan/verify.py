@@ -52,6 +52,7 @@ from wsealloc.plan.verify_bounds import communication_bound
 from wsealloc.plan.verify_constraints import check_constraints
 from wsealloc.problem import build_problem
 from wsealloc.problem.allocation import area_budgets
+from wsealloc.problem.comm_bound import states_bound
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.placement import defect_mask, mesh_params
@@ -728,7 +729,7 @@ def _check_comm_bound(plan: Plan, stages: list[_Stage], table: CostTable, check:
     obj = plan.objective
     if obj.comm_bound_cycles is None:
         return
-    states = obj.placed and len(stages) == 1 and obj.kind is ObjectiveKind.THROUGHPUT and not plan.regions
+    states = states_bound(obj.kind, obj.placed, len(stages), bool(plan.regions))
     if not check(states, "objective.comm_bound_cycles is given, but only a placed min-max plan of one wafer has one"):
         return
     again = communication_bound(table, obj.value)

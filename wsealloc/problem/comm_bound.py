@@ -49,6 +49,7 @@ from wsealloc.cost.comm import MeshParams
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import Budget, area_budgets
 from wsealloc.problem.flows import Flows, flows
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.problem.placement import mesh_params
 from wsealloc.search import first_true
 
@@ -92,6 +93,13 @@ class CommBoundProblem:
         for (t, s), b in sorted(pair.items()):
             out[t].append((s, b))
         return out
+
+
+def states_bound(kind: ObjectiveKind, placed: bool, wafers: int, regions: bool) -> bool:
+    """Whether a plan states this bound: a placed min-max plan of one wafer whose units are kernels
+    (the bound is of the slowest kernel's stage; regions and a token's path add what it does not count).
+    The one place the driver and the verifier ask."""
+    return placed and wafers == 1 and kind is ObjectiveKind.THROUGHPUT and not regions
 
 
 def comm_bound_problem(costs: CostTable) -> CommBoundProblem:
