@@ -75,14 +75,9 @@ def test_stop_latency_script_loads_and_names_existing_models() -> None:
     assert {name for name, _ in script.RUNS} == set(script.CASES)
 
 
-def test_waferllm_costs_the_program_waferllm_runs() -> None:
-    """benchmarks/waferllm.py costs WaferLLM's program (issue 34): dims padded to P, the heads as one,
-    every prefill matmul as MeshGEMM (the systolic op model), twelve rows of two models."""
-    import numpy as np
-
-    from wsealloc.arch import load_arch
-    from wsealloc.cost import CostOptions, Dataflow, grid_costs
-
+def _waferllm_script() -> ModuleType:
+    """benchmarks/waferllm.py loaded as a registered module (its dataclasses look their module up in
+    sys.modules), with its folder on the path for its own imports."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         spec = importlib.util.spec_from_file_location("bench_script_waferllm", ROOT / "benchmarks" / "waferllm.py")
@@ -91,6 +86,18 @@ def test_waferllm_costs_the_program_waferllm_runs() -> None:
         spec.loader.exec_module(bench)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
+    return bench
+
+
+def test_waferllm_costs_the_program_waferllm_runs() -> None:
+    """benchmarks/waferllm.py costs WaferLLM's program (issue 34): dims padded to P, the heads as one,
+    every prefill matmul as MeshGEMM (the systolic op model), twelve rows of two models."""
+    import numpy as np
+
+    from wsealloc.arch import load_arch
+    from wsealloc.cost import CostOptions, Dataflow, grid_costs
+
+    bench = _waferllm_script()
     arch, options = load_arch("wse2-measured"), CostOptions()
     # its decode config for LLaMA3-8B at P = 420 (Decode/WSE-2/model_config/llama8B_4k_1_420.json: dim
     # 4200, n_heads = n_kv_heads = 1, head_dim 4200, ffn_dim 14700, seq_len 4200) is the benchmark's spec
@@ -115,15 +122,7 @@ def test_waferllm_rows_on_the_tiny_decoder() -> None:
     from wsealloc.cost import CostOptions
     from wsealloc.opmodels.enumerate import on_grid
 
-    # its dataclasses look their module up in sys.modules: load it as a registered module
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_script_waferllm", ROOT / "benchmarks" / "waferllm.py")
-        assert spec is not None and spec.loader is not None
-        bench = sys.modules["bench_script_waferllm"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench = _waferllm_script()
     arch, options = load_arch("wse2-measured"), CostOptions()
     decode = bench.load_phase(ROOT / "models" / "tiny" / "llm_decode.onnx", "decode", arch, options, context=64)
     # embedding, 2 layers of 14 kernels (norm stats and scale, q k v, scores, softmax, context, o, norm

@@ -460,23 +460,13 @@ def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
         if given:
             raise UsageError(f"{', '.join(given)} set(s) how training runs: give --train with it")
         return None
-    name, recompute = str(opts.get("optimizer", "adam")), str(opts.get("recompute", "auto"))
-    if name not in [o.value for o in Optimizer]:
-        raise UsageError(choices_message("optimizer", name, [o.value for o in Optimizer]))
-    if recompute not in [r.value for r in Recompute]:
-        raise UsageError(choices_message("recompute", recompute, [r.value for r in Recompute]))
-    attention, checkpoints = str(opts.get("attention", "stored")), str(opts.get("checkpoints", "wafer"))
-    if attention not in [a.value for a in Attention]:
-        raise UsageError(choices_message("attention", attention, [a.value for a in Attention]))
-    if checkpoints not in [c.value for c in Checkpoints]:
-        raise UsageError(choices_message("checkpoints", checkpoints, [c.value for c in Checkpoints]))
     return {
-        "optimizer": name,
+        "optimizer": _choice("optimizer", opts.get("optimizer", "adam"), [o.value for o in Optimizer]),
         "batch": opts.get("train_batch", 1),
-        "recompute": recompute,
+        "recompute": _choice("recompute", opts.get("recompute", "auto"), [r.value for r in Recompute]),
         "segment": opts.get("recompute_segment"),
-        "attention": attention,
-        "checkpoints": checkpoints,
+        "attention": _choice("attention", opts.get("attention", "stored"), [a.value for a in Attention]),
+        "checkpoints": _choice("checkpoints", opts.get("checkpoints", "wafer"), [c.value for c in Checkpoints]),
     }
 
 
