@@ -1,5 +1,7 @@
 """The sharing search over several wafers (``solvers.share_wafers``) against brute force: every cut
-into at most W wafers, every partition of each wafer's kernels into runs, every grid per run."""
+into at most W wafers, every partition of each wafer's kernels into runs, every grid per run. Both of
+its methods: the knapsack over units of cores (``solvers.columns``, taken when the grids' cores share
+a unit) and the priced bounds per segment with Pareto labels (forced with ``MAX_COLUMN_WORK = 0``)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,19 @@ import pytest
 
 from wsealloc.budget import Deadline
 from wsealloc.problem.sharing import INF, SharingProblem
+from wsealloc.solvers import columns, share_wafers
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.share_wafers import plan_time, solve
+
+METHODS = ("columns", "priced")
+
+
+@pytest.fixture(params=METHODS)
+def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each exactness test once per method of the search."""
+    if request.param == "priced":
+        monkeypatch.setattr(share_wafers, "MAX_COLUMN_WORK", 0)
+    return str(request.param)
 
 
 def _one_wafer(sp: SharingProblem, a: int, b: int) -> int | None:
@@ -50,7 +63,7 @@ def _brute(sp: SharingProblem, links: np.ndarray, wafers: int) -> int | None:
 
 
 @pytest.mark.parametrize("seed", range(16))
-def test_wafers_sharing_equals_brute_force(seed: int) -> None:
+def test_wafers_sharing_equals_brute_force(seed: int, method: str) -> None:
     rng = np.random.default_rng(seed)
     n, g_count, wafers = int(rng.integers(2, 7)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
     shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 5, size=g_count)}))
@@ -62,6 +75,7 @@ def test_wafers_sharing_equals_brute_force(seed: int) -> None:
     links = np.concatenate(([0], rng.integers(1, 25, size=n - 1), [0])).astype(np.int64)
     best = _brute(sp, links, wafers)
     found = solve(sp, links, wafers, Deadline.after(30))
+    assert ("knapsack" in found.message) == (method == "columns" and best is not None)
     if best is None:
         assert found.status is Status.INFEASIBLE
         return
@@ -77,7 +91,7 @@ def test_wafers_sharing_equals_brute_force(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_identical_layers_share_their_bounds_and_stay_exact(seed: int) -> None:
+def test_identical_layers_share_their_bounds_and_stay_exact(seed: int, method: str) -> None:
     """A head, three identical two-kernel layers and a tail (the shape of a decoder): the bounds per
     segment are computed once per phase of the repeating layers, and the plan is still the least."""
     rng = np.random.default_rng(100 + seed)
@@ -130,3 +144,46 @@ def test_a_fitting_cut_is_found_whenever_one_exists(seed: int) -> None:
     if cuts is not None:
         assert cuts[0] == 0 and cuts[-1] == n and len(cuts) - 1 <= wafers
         assert all(_one_wafer(sp, a, b) is not None for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_column_program_is_the_least_time_at_every_budget(seed: int) -> None:
+    """``columns.program``: the least time of every prefix of the kernels within every budget of
+    units, equal to brute force; grids of whole columns (rows x w cores: a unit of ``rows``) and a
+    budget that is not a whole number of units (the wafer's cores floored to units)."""
+    rng = np.random.default_rng(300 + seed)
+    n, rows = int(rng.integers(2, 6)), int(rng.integers(2, 5))
+    widths = sorted({int(w) for w in rng.integers(1, 5, size=int(rng.integers(1, 4)))})
+    shapes = np.array([(rows, w) for w in widths])
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
+    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
+    total = rows * int(rng.integers(1, 3 * max(widths) + 1)) + int(rng.integers(0, rows))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    units = columns.column_units(sp)
+    assert units is not None and units.unit % rows == 0 and units.budget == total // units.unit
+    found = columns.program(sp, units, Deadline.after(30))
+    assert found is not None
+    for k in range(units.budget + 1):
+        smaller = SharingProblem(sp.names, shapes, lat, resident, buffers, 60, k * units.unit)
+        for length in range(1, n + 1):
+            best = _one_wafer(smaller, 0, length)
+            value = int(found.least[length, k])
+            assert (value if value < columns.NONE else None) == best, (k, length)
+    if found.least[n, units.budget] < columns.NONE:  # the runs found again make up the value
+        runs = found.runs(n)
+        assert runs[0][0] == 0 and runs[-1][1] == n
+        assert sum(int(lat[i:j, g].sum()) for i, j, g in runs) == int(found.least[n, units.budget])
+        assert sum(int(units.units[g]) for _, _, g in runs) <= units.budget
+
+
+def test_grids_without_a_large_common_unit_take_the_priced_search() -> None:
+    """Grids whose cores share no unit that makes a wafer at most ``MAX_UNITS`` units: no knapsack."""
+    shapes = np.array([(1, 1), (2, 3)])
+    sp = SharingProblem(("a", "b"), shapes, np.ones((2, 2), dtype=np.int64), np.ones((2, 2)), np.zeros((2, 2)), 60,
+                        columns.MAX_UNITS + 1)  # fmt: skip
+    assert columns.column_units(sp) is None
+    sp = SharingProblem(("a", "b"), shapes * 2, np.ones((2, 2), dtype=np.int64), np.ones((2, 2)), np.zeros((2, 2)), 60,
+                        4 * columns.MAX_UNITS)  # fmt: skip
+    units = columns.column_units(sp)
+    assert units is not None and units.unit == 4 and units.budget == columns.MAX_UNITS

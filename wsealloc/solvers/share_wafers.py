@@ -17,6 +17,15 @@ caller's known plan. The values need one program per start of a segment, but a s
 depends only on the kernels after it: where the rows repeat with a period (``_zone``), the starts of
 one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
 
+Where every region grid's cores are whole units of one size (the stacked, columns and shelves
+families: whole columns of the wafer) and the programs are small enough (``MAX_COLUMN_WORK``), the
+segments' values are their least times themselves, not bounds: a knapsack over the units per start
+(``solvers.columns``), the same pieces of the zone; the program over the cuts then is the optimum, and
+its wafers' runs are found again in the programs (``_column_solve``). Priced bounds leave a gap where a
+wafer holds a few large regions (Qwen3-235B-A22B: 0.2%, labels that did not close in minutes); the
+knapsack proves it in seconds. Long segments of many small kernels (Llama-3.1-70B: 10.9 M fitting runs
+a program) keep the priced bounds, which close there.
+
 A bound with one price of a core per wafer (a program over kernel boundary x wafer, reduced-cost
 fixing, then labels) was tried first and dropped: on Llama-3.1-70B it stays 0.36% under the optimum,
 the relaxed plan moving its cut towards the cheapest wafer, too loose for the labels to close
@@ -26,12 +35,15 @@ the relaxed plan moving its cut towards the cheapest wafer, too loose for the la
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from wsealloc.budget import Deadline
+from wsealloc.errors import SolverError
 from wsealloc.problem.sharing import INF, SharingProblem
+from wsealloc.solvers import columns
 from wsealloc.solvers.base import Status
 
 BLOCK = 24  # run ends per block of the dynamic program (the settled starts' minima computed once a block)
@@ -170,6 +182,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------
 
+MAX_COLUMN_WORK = 60_000_000  # fitting runs the column programs may try (0.3-0.6 us each: 20-35 s at most)
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
 SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
@@ -221,42 +234,144 @@ def _longest_segment(sp: SharingProblem) -> int:
     return max(1, int((ends - np.arange(n)).max()))
 
 
-def _segment_values(sp: SharingProblem, lams: np.ndarray, span: int, zone: _Zone) -> np.ndarray:
-    """[n + 1, span + 1, m]: the Lagrangian value of every segment [a, a + l) as one wafer's kernels at
-    every price (``lams``): a lower bound on that wafer's least time, whatever the cut around it. One
-    program a start (prices as its "wafers", no cuts), shared by the starts of one phase of ``zone``."""
-    n, m = sp.n_kernels, lams.shape[0]
+@dataclass(frozen=True)
+class _Piece:
+    """One program the segment values need: from ``first`` over [first, end) (``kind`` "start": its
+    own start's values; "phase": copied to every start of its phase in the zone) or, for "end", from
+    ``end`` backwards over [first, end) (the zone's starts whose segments end after the zone)."""
+
+    first: int
+    end: int
+    kind: str
+
+
+def _pieces(n: int, span: int, zone: _Zone) -> list[_Piece]:
+    """The programs ``_segment_values`` runs: every start outside the zone, one per phase of the
+    zone, and one backwards from every end after it (``_Zone.sweeps`` of them)."""
+    out = [_Piece(a, min(n, a + span), "start") for a in range(n) if not zone.start <= a < zone.end]
+    for phase in range(zone.period):
+        first = zone.start + phase
+        if first < zone.end:
+            out.append(_Piece(first, min(zone.end, first + span), "phase"))
+    for b in range(zone.end + 1, n + 1) if zone.period else ():
+        if max(zone.start, b - span) < b:
+            out.append(_Piece(max(zone.start, b - span), b, "end"))
+    return out
+
+
+def _segment_values(
+    sp: SharingProblem, program: Callable[[SharingProblem], np.ndarray], span: int, zone: _Zone, m: int
+) -> np.ndarray:
+    """[n + 1, span + 1, m]: ``program``'s values of every segment [a, a + l) as one wafer's kernels
+    (``program(part)``: [len(part) + 1, m], its values of the part's first l kernels), one program a
+    start, shared by the starts of one phase of ``zone`` (``_pieces``)."""
+    n = sp.n_kernels
     out = np.full((n + 1, span + 1, m), np.inf)
+    for piece in _pieces(n, span, zone):
+        if piece.kind == "end":  # values[l]: the segment [end - l, end)
+            values = program(sp.segment(piece.first, piece.end).reversed())
+            for length in range(1, piece.end - piece.first + 1):
+                out[piece.end - length, length] = values[length]
+            continue
+        values = program(sp.segment(piece.first, piece.end))
+        starts = [piece.first] if piece.kind == "start" else range(piece.first, zone.end, zone.period)
+        for a in starts:
+            length = values.shape[0] if piece.kind == "start" else min(values.shape[0], zone.end - a + 1)
+            out[a, :length] = values[:length]
+    return out
+
+
+def _lagrangian(sp: SharingProblem, lams: np.ndarray) -> Callable[[SharingProblem], np.ndarray]:
+    """The Lagrangian values of a part's first l kernels as one wafer at every price (``lams``): ``min
+    over partitions of sum(latency + lam * cores) - lam * C``, a lower bound on that wafer's least time."""
     credit = lams * sp.total_cores
 
     def program(part: SharingProblem) -> np.ndarray:
         price = lams[:, None] * part.cores().astype(np.float64)[None, :]
         return (_sweep(part, price, part.windows()) - credit[:, None]).T  # [length + 1, m]
 
-    def piece(a: int, b: int) -> SharingProblem:
-        return sp.segment(a, b)
+    return program
 
-    for a in range(n):  # starts before the zone (every start, without one)
-        if zone.start <= a < zone.end:
-            continue
-        values = program(piece(a, min(n, a + span)))
-        out[a, : values.shape[0]] = values
-    for phase in range(zone.period):  # each phase of the zone, copied to its starts (segments within the zone)
-        first = zone.start + phase
-        if first >= zone.end:
-            break
-        values = program(piece(first, min(zone.end, first + span)))
-        for a in range(first, zone.end, zone.period):
-            length = min(values.shape[0], zone.end - a + 1)
-            out[a, :length] = values[:length]
-    for b in range(zone.end + 1, n + 1) if zone.period else ():  # segments of the zone's starts ending after it
-        a0 = max(zone.start, b - span)
-        if a0 >= b:
-            continue
-        values = program(piece(a0, b).reversed())  # values[l]: the segment [b - l, b)
-        for length in range(1, b - a0 + 1):
-            out[b - length, length] = values[length]
-    return out
+
+def _cut_program(segment: np.ndarray, links: np.ndarray, wafers: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The program over the cuts with a value per segment (``segment[a, l]``: [a, a + l) as one
+    wafer): ``rest[w, a]`` the least value of kernels [a, n) from a fresh wafer w (inf: they do not fit
+    the wafers left), ``best[w, a]`` the length of that wafer's segment, and per wafer ``after[w][a, l]``
+    what follows a segment [a, a + l) on wafer w (its cut's link and the rest; 0 at the end)."""
+    n, width = segment.shape[0] - 1, segment.shape[1]
+    rest = np.full((wafers + 1, n + 1), np.inf)
+    best = np.zeros((wafers, n + 1), dtype=np.int64)
+    afters: list[np.ndarray] = [np.zeros(0)] * wafers
+    a = np.arange(n + 1)[:, None]
+    lengths = np.arange(width)[None, :]
+    ends = a + lengths  # [n + 1, span + 1]
+    inside = (lengths >= 1) & (ends <= n)
+    ends = np.minimum(ends, n)
+    for w in range(wafers - 1, -1, -1):
+        tail = links.astype(np.float64) + rest[w + 1]  # after a segment ending at b: its cut's link, then the rest
+        tail[n] = 0.0
+        after = np.where(inside, tail[ends], np.inf)
+        total = segment + after
+        rest[w] = np.min(total, axis=1)
+        best[w] = np.argmin(total, axis=1)
+        afters[w] = after
+    return rest, best, afters
+
+
+def _column_solve(
+    sp: SharingProblem, links: np.ndarray, wafers: int, deadline: Deadline, zone: _Zone, units: columns.Units, start: float
+) -> WaferSharing | None:
+    """The least time over every cut and region by the column programs (``solvers.columns``): every
+    segment's least time as one wafer, exactly, then the program over the cuts; each chosen wafer's
+    runs found again in the program its segment's value came from. None when time runs out first."""
+    n = sp.n_kernels
+    span = _longest_segment(sp)
+    pieces = _pieces(n, span, zone)
+    programs: list[columns.Program] = []
+
+    class _Late(Exception):
+        pass
+
+    def least(part: SharingProblem) -> np.ndarray:
+        found = columns.program(part, units, deadline)
+        if found is None:
+            raise _Late
+        programs.append(found)  # in the order of ``pieces``
+        full = found.least[:, units.budget]
+        return np.where(full < columns.NONE, full, np.inf)[:, None]
+
+    try:
+        segment = _segment_values(sp, least, span, zone, 1)[:, :, 0]
+    except _Late:
+        return None
+    rest, best, _ = _cut_program(segment, links, wafers)
+    if not np.isfinite(rest[0, 0]):
+        return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
+                            f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
+    cuts = [0]
+    while cuts[-1] < n:
+        cuts.append(cuts[-1] + int(best[len(cuts) - 1, cuts[-1]]))
+    runs: list[tuple[int, int, int, int]] = []
+    for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        if not zone.start <= a < zone.end:  # the segment's value came from its own start's program
+            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "start" and p.first == a)]
+            runs += [(a + i, a + j, g, w) for i, j, g in found.runs(b - a)]
+        elif b <= zone.end:  # from its phase's program (the same kernels from the phase's first)
+            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "phase" and (a - p.first) % zone.period == 0)]
+            runs += [(a + i, a + j, g, w) for i, j, g in found.runs(b - a)]
+        else:  # from the program backwards from its end: a run [i, j) of it is [b - j, b - i)
+            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "end" and p.end == b)]
+            runs += [(b - j, b - i, g, w) for i, j, g in reversed(found.runs(b - a))]
+    value = int(round(float(rest[0, 0])))
+    plan = _plan(Status.OPTIMAL, runs, sp, links, value, start, "")
+    if plan.latency != value:
+        raise SolverError(f"internal: the column programs' optimum {value:,} and its plan's time {plan.latency:,} differ")
+    return replace(
+        plan,
+        bound=value,
+        message=f"{len(runs)} regions on {len(cuts) - 1} wafer(s); the least time over every cut and region within "
+        f"the wafers' budgets (a knapsack over {units.budget:,} units of {units.unit:,} cores per segment: exact)",
+    )
 
 
 def _strong_labels(
@@ -406,22 +521,12 @@ def _segment_solve(
     span = _longest_segment(sp)
     scale = price if price > 0 else 1.0 / max(1, sp.total_cores)
     lams = np.concatenate(([0.0], scale * np.geomspace(0.3, 3.0, PRICES - 1)))
-    values = _segment_values(sp, lams, span, zone)  # [n + 1, span + 1, m]
-    segment = values.max(axis=2)  # the best price per segment
-    # fresh_rest[w, a]: the least bound of the plan's rest from a fresh wafer w at kernel a
-    fresh_rest = np.full((wafers + 1, n + 1), np.inf)
+    values = _segment_values(sp, _lagrangian(sp, lams), span, zone, lams.size)  # [n + 1, span + 1, m]
+    # fresh_rest[w, a]: the least bound of the plan's rest from a fresh wafer w at kernel a (the best price per segment)
+    fresh_rest, _, afters = _cut_program(values.max(axis=2), links, wafers)
     heads = np.full((n + 1, wafers, lams.size), np.inf)
-    a = np.arange(n + 1)[:, None]
-    lengths = np.arange(span + 1)[None, :]
-    ends = a + lengths  # [n + 1, span + 1]
-    inside = (lengths >= 1) & (ends <= n)
-    ends = np.minimum(ends, n)
-    for w in range(wafers - 1, -1, -1):
-        tail = np.where(np.arange(n + 1) == n, 0.0, links.astype(np.float64) + fresh_rest[w + 1])  # after a segment ending at b
-        tail[n] = 0.0
-        after = np.where(inside, tail[ends], np.inf)  # [n + 1, span + 1]
-        fresh_rest[w] = np.min(segment + after, axis=1)
-        heads[:, w] = np.min(values + after[:, :, None], axis=1)
+    for w in range(wafers):
+        heads[:, w] = np.min(values + afters[w][:, :, None], axis=1)
     if not np.isfinite(fresh_rest[0, 0]):
         return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
                             f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
@@ -471,12 +576,21 @@ def solve(
     """The least-time cut and regions over at most ``wafers`` wafers (see the module docstring);
     ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out); ``price``:
     the price of a core when every wafer's cores are one budget (``solvers.share``), around which the
-    bounds per segment are taken. A sequence whose segment bounds need more than ``MAX_SWEEPS``
-    programs (no long repeating stretch) is not searched: ``known`` (or UNKNOWN) comes back."""
+    bounds per segment are taken. The knapsack over units where the grids allow it and its programs
+    are small, else the priced bounds and labels. A sequence whose segment values need more than
+    ``MAX_SWEEPS`` programs (no long repeating stretch) is not searched: ``known`` (or UNKNOWN) comes back."""
     start = time.perf_counter()
     windows = sp.windows()
     zone = _zone(sp)
     if zone.sweeps(sp.n_kernels) > MAX_SWEEPS:
         message = f"{sp.n_kernels} kernels without a long repeating stretch need {zone.sweeps(sp.n_kernels)} programs"
         return known if known is not None else WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, message)
+    units = columns.column_units(sp)
+    if units is not None:
+        pieces = _pieces(sp.n_kernels, _longest_segment(sp), zone)
+        if sum(columns.triples(windows, p.first, p.end) for p in pieces) <= MAX_COLUMN_WORK:
+            exact = _column_solve(sp, links, wafers, deadline, zone, units, start)
+            message = "no plan over the wafers was found in time"
+            late = WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
+            return exact if exact is not None else known if known is not None else late
     return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
