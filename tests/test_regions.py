@@ -24,6 +24,7 @@ from wsealloc.opmodels.regions import region_table
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.sharing import INF, SharingProblem, build_sharing_problem
+from wsealloc.solvers import columns
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.share import solve as share_solve
 from wsealloc.strategy.regions import pack_runs
@@ -100,8 +101,14 @@ def _brute(sp: SharingProblem) -> int | None:
     return best
 
 
+@pytest.mark.parametrize("method", ["columns", "priced"])
 @pytest.mark.parametrize("seed", range(12))
-def test_sharing_search_equals_brute_force(seed: int) -> None:
+def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways the search closes the gap of its priced bound: the knapsack over units of cores
+    (``solvers.columns``: exact whenever it runs; these grids' cores share the unit 1, a wafer of at
+    most a few hundred) or, forced with ``MAX_WORK = 0``, the labels / CP-SAT over the runs."""
+    if method == "priced":
+        monkeypatch.setattr(columns, "MAX_WORK", 0)
     rng = np.random.default_rng(seed)
     n, g_count = int(rng.integers(2, 6)), int(rng.integers(1, 4))
     shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
@@ -117,8 +124,8 @@ def test_sharing_search_equals_brute_force(seed: int) -> None:
         return
     assert found.latency is not None and found.bound is not None
     assert found.bound <= best <= found.latency  # the bound is valid, the plan feasible
-    if found.status is Status.OPTIMAL:
-        assert found.latency == best
+    if found.status is Status.OPTIMAL or method == "columns":
+        assert found.status is Status.OPTIMAL and found.latency == best == found.bound
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -35,6 +35,7 @@ from wsealloc.budget import Deadline
 from wsealloc.problem.sharing import INF, SharingProblem
 
 MAX_UNITS = 4096  # budgets of units a program tracks (a stacked wse3 wafer: 1,176 columns)
+MAX_WORK = 60_000_000  # fitting runs the programs of one search may try (0.3-0.6 us each: 20-35 s at most)
 NONE = np.iinfo(np.int64).max // 4  # no partition within the budget
 
 

@@ -13,7 +13,10 @@ break. With ``lam = 0`` it is the optimum over every partition and every candida
 core budget aside; when that optimum fits the wafer it is proven optimal (status OPTIMAL, the bound
 its value). Otherwise the budget is priced in (Lagrangian relaxation): a bisection on ``lam`` finds
 the cheapest price whose plan fits (the primal), and ``max_lam (DP_lam - lam * cores)`` is a proven
-lower bound (the dual); the gap between them is reported.
+lower bound (the dual); the gap between them is reported. Where every grid's cores are whole units of
+one size (stacked columns, the default family) and the program is small, the gap is closed by a
+knapsack over the units (``solvers.columns``: the least time within the budget, exact); else by
+Pareto labels or CP-SAT over the runs the price cannot rule out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 
 from wsealloc.budget import Deadline
 from wsealloc.problem.sharing import INF, SharingProblem
+from wsealloc.solvers import columns
 from wsealloc.solvers.base import Status
 
 LAMBDA_STEPS = 12  # bisection steps on the price of a core (when the budget binds; the labels make it exact)
@@ -279,6 +283,32 @@ def _close_gap(
     )
 
 
+def _by_columns(sp: SharingProblem, windows: np.ndarray, deadline: Deadline) -> SharingResult | None:
+    """The least time within the wafer's cores by the knapsack over whole units (``solvers.columns``)
+    when every grid's cores are a multiple of one unit and the program is small; None otherwise or
+    when time runs out first."""
+    units = columns.column_units(sp)
+    if units is None or columns.triples(windows, 0, sp.n_kernels) > columns.MAX_WORK:
+        return None
+    found = columns.program(sp, units, deadline)
+    if found is None or found.least[sp.n_kernels, units.budget] >= columns.NONE:
+        return None
+    picked = found.runs(sp.n_kernels)
+    latency = int(found.least[sp.n_kernels, units.budget])
+    cores = sp.cores()
+    return SharingResult(
+        Status.OPTIMAL,
+        tuple((i, j) for i, j, _ in picked),
+        tuple(g for _, _, g in picked),
+        latency,
+        sum(int(cores[g]) for _, _, g in picked),
+        latency,
+        0.0,
+        f"{len(picked)} regions; the core budget binds: the least time within {units.budget:,} units of "
+        f"{units.unit:,} cores (a knapsack over the units: exact)",
+    )
+
+
 def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult:
     """The best runs and grids for one token's time (see the module docstring)."""
     start = time.perf_counter()
@@ -353,6 +383,9 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         else:
             lo = mid
     if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
+        exact = _by_columns(sp, windows, deadline or Deadline.after(10))
+        if exact is not None:
+            return replace(exact, wall_s=time.perf_counter() - start, price=best_lam)
         closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)), windows)
         if closed is not None:
             return replace(closed, wall_s=time.perf_counter() - start, price=best_lam)

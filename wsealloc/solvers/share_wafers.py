@@ -182,7 +182,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------
 
-MAX_COLUMN_WORK = 60_000_000  # fitting runs the column programs may try (0.3-0.6 us each: 20-35 s at most)
+MAX_COLUMN_WORK = columns.MAX_WORK  # fitting runs the column programs may try
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
 SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
