@@ -109,6 +109,8 @@ def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: 
     most a few hundred) or, forced with ``MAX_WORK = 0``, the labels / CP-SAT over the runs."""
     if method == "priced":
         monkeypatch.setattr(columns, "MAX_WORK", 0)
+    else:  # the knapsack at once (the priced closing given no time)
+        monkeypatch.setattr(columns, "PRICED_SHARE", 1e-12)
     rng = np.random.default_rng(seed)
     n, g_count = int(rng.integers(2, 6)), int(rng.integers(1, 4))
     shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))

@@ -2,7 +2,7 @@
 into at most W wafers, every partition of each wafer's kernels into runs, every grid per run. Both of
 its methods: the knapsack over units of cores (``solvers.columns``, taken when the grids' cores share
 a unit; forced with a ``PRICED_SHARE`` of no time) and the priced bounds per segment with Pareto labels (forced
-with ``MAX_COLUMN_WORK = 0``)."""
+with ``columns.MAX_WORK = 0``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ METHODS = ("columns", "priced")
 def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each exactness test once per method of the search."""
     if request.param == "priced":
-        monkeypatch.setattr(share_wafers, "MAX_COLUMN_WORK", 0)
+        monkeypatch.setattr(columns, "MAX_WORK", 0)
     else:  # the knapsack at once (the priced search given no time)
         monkeypatch.setattr(share_wafers, "PRICED_SHARE", 1e-12)
     return str(request.param)

@@ -283,13 +283,9 @@ def _close_gap(
     )
 
 
-def _by_columns(sp: SharingProblem, windows: np.ndarray, deadline: Deadline) -> SharingResult | None:
-    """The least time within the wafer's cores by the knapsack over whole units (``solvers.columns``)
-    when every grid's cores are a multiple of one unit and the program is small; None otherwise or
-    when time runs out first."""
-    units = columns.column_units(sp)
-    if units is None or columns.triples(windows, 0, sp.n_kernels) > columns.MAX_WORK:
-        return None
+def _by_columns(sp: SharingProblem, units: columns.Units, deadline: Deadline) -> SharingResult | None:
+    """The least time within the wafer's cores by the knapsack over whole units (``solvers.columns``);
+    None when time runs out first."""
     found = columns.program(sp, units, deadline)
     if found is None or found.least[sp.n_kernels, units.budget] >= columns.NONE:
         return None
@@ -383,10 +379,13 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         else:
             lo = mid
     if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
-        exact = _by_columns(sp, windows, deadline or Deadline.after(10))
-        if exact is not None:
-            return replace(exact, wall_s=time.perf_counter() - start, price=best_lam)
-        closed = _close_gap(sp, best_lam, best_dual, best, deadline or Deadline.after(10), int(np.ceil(bound - 1e-6)), windows)
+        whole = deadline or Deadline.after(10)
+        units = columns.small_units(sp, [(0, sp.n_kernels)], windows)
+        # the priced closing first (fast where it closes), the knapsack where it does not in its share
+        share = whole.share(columns.PRICED_SHARE) if units is not None else whole
+        closed = _close_gap(sp, best_lam, best_dual, best, share, int(np.ceil(bound - 1e-6)), windows)
+        if units is not None and (closed is None or closed.status is not Status.OPTIMAL):
+            closed = _by_columns(sp, units, whole) or closed
         if closed is not None:
             return replace(closed, wall_s=time.perf_counter() - start, price=best_lam)
     wall = time.perf_counter() - start

@@ -18,7 +18,7 @@ depends only on the kernels after it: where the rows repeat with a period (``_zo
 one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
 
 Where every region grid's cores are whole units of one size (the stacked, columns and shelves
-families: whole columns of the wafer) and the programs are small enough (``MAX_COLUMN_WORK``), the
+families: whole columns of the wafer) and the programs are small enough (``columns.MAX_WORK``), the
 segments' values are their least times themselves, not bounds: a knapsack over the units per start
 (``solvers.columns``), the same pieces of the zone; the program over the cuts then is the optimum, and
 its wafers' runs are found again in the programs (``_column_solve``). Priced bounds leave a gap where a
@@ -184,8 +184,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------
 
-MAX_COLUMN_WORK = columns.MAX_WORK  # fitting runs the column programs may try
-PRICED_SHARE = 0.3  # of the time: the priced search before the knapsack, where both apply
+PRICED_SHARE = columns.PRICED_SHARE  # of the time: the priced search before the knapsack, where both apply
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
 SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
@@ -589,9 +588,9 @@ def solve(
     if zone.sweeps(sp.n_kernels) > MAX_SWEEPS:
         message = f"{sp.n_kernels} kernels without a long repeating stretch need {zone.sweeps(sp.n_kernels)} programs"
         return known if known is not None else WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, message)
-    units = columns.column_units(sp)
     pieces = _pieces(sp.n_kernels, _longest_segment(sp), zone)
-    if units is None or sum(columns.triples(windows, p.first, p.end) for p in pieces) > MAX_COLUMN_WORK:
+    units = columns.small_units(sp, [(p.first, p.end) for p in pieces], windows)
+    if units is None:
         return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
     # both apply: the priced search first (it closes in seconds where wafers hold many regions), the
     # knapsack where it does not close in its share (a few large regions a wafer)
