@@ -190,3 +190,16 @@ def test_grids_without_a_large_common_unit_take_the_priced_search() -> None:
                         4 * columns.MAX_UNITS)  # fmt: skip
     units = columns.column_units(sp)
     assert units is not None and units.unit == 4 and units.budget == columns.MAX_UNITS
+
+
+def test_programs_too_large_to_keep_take_the_priced_search() -> None:
+    """``small_units``: work and memory both bound the knapsack; a long sequence of kernels that each
+    fit only alone (little work) but a table of (n + 1) x (K + 1) values beyond ``MAX_CELLS`` is refused."""
+    n = columns.MAX_CELLS // (columns.MAX_UNITS + 1) + 1
+    shapes = np.array([(1, 1)])
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, np.ones((n, 1), dtype=np.int64), np.ones((n, 1)),
+                        np.zeros((n, 1)), 1, columns.MAX_UNITS)  # fmt: skip
+    windows = np.concatenate(([0], np.arange(n)))[None, :]  # every run one kernel long
+    assert columns.triples(windows, 0, n) == n
+    assert columns.small_units(sp, [(0, n // 2)], windows) is not None
+    assert columns.small_units(sp, [(0, n)], windows) is None

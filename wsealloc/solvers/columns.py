@@ -36,6 +36,7 @@ from wsealloc.problem.sharing import INF, SharingProblem
 
 MAX_UNITS = 4096  # budgets of units a program tracks (a stacked wse3 wafer: 1,176 columns)
 MAX_WORK = 60_000_000  # fitting runs the programs of one search may try (0.3-0.6 us each: 20-35 s at most)
+MAX_CELLS = 64_000_000  # values the programs of one search keep (8 bytes each: 512 MB)
 PRICED_SHARE = 0.3  # of the time: the priced search (bounds and labels) before a knapsack, where both apply
 NONE = np.iinfo(np.int64).max // 4  # no partition within the budget
 
@@ -102,9 +103,12 @@ def _runs_ending(windows: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
 
 def small_units(sp: SharingProblem, ranges: list[tuple[int, int]], windows: np.ndarray) -> Units | None:
     """The units of ``sp`` when the programs over ``ranges`` ([first, end) each) try at most
-    ``MAX_WORK`` fitting runs in all (None: no common unit, or too much work)."""
+    ``MAX_WORK`` fitting runs and keep at most ``MAX_CELLS`` values in all (None: no common unit, too
+    much work, or too much memory: a search keeps every program's table to find its runs again)."""
     units = column_units(sp)
     if units is None or sum(triples(windows, a, b) for a, b in ranges) > MAX_WORK:
+        return None
+    if sum((b - a + 1) * (units.budget + 1) for a, b in ranges) > MAX_CELLS:
         return None
     return units
 
