@@ -101,15 +101,17 @@ def _brute(sp: SharingProblem) -> int | None:
     return best
 
 
-@pytest.mark.parametrize("method", ["columns", "priced"])
+@pytest.mark.parametrize("method", ["columns", "after-priced", "priced"])
 @pytest.mark.parametrize("seed", range(12))
 def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both ways the search closes the gap of its priced bound: the knapsack over units of cores
-    (``solvers.columns``: exact whenever it runs; these grids' cores share the unit 1, a wafer of at
-    most a few hundred) or, forced with ``MAX_WORK = 0``, the labels / CP-SAT over the runs."""
+    """Each way the search closes the gap of its priced bound: the knapsack over units of cores at
+    once (``solvers.columns``: exact whenever it runs; these grids' cores share the unit 1, a wafer of
+    at most a few hundred), the knapsack after the priced closing had no time, or, forced with
+    ``MAX_WORK = 0``, the labels / CP-SAT over the runs alone."""
     if method == "priced":
         monkeypatch.setattr(columns, "MAX_WORK", 0)
-    else:  # the knapsack at once (the priced closing given no time)
+    if method == "after-priced":  # the knapsack after a priced closing given no time (else at once)
+        monkeypatch.setattr(columns, "QUICK_WORK", -1)
         monkeypatch.setattr(columns, "PRICED_SHARE", 1e-12)
     rng = np.random.default_rng(seed)
     n, g_count = int(rng.integers(2, 6)), int(rng.integers(1, 4))
@@ -126,7 +128,7 @@ def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: 
         return
     assert found.latency is not None and found.bound is not None
     assert found.bound <= best <= found.latency  # the bound is valid, the plan feasible
-    if found.status is Status.OPTIMAL or method == "columns":
+    if found.status is Status.OPTIMAL or method != "priced":
         assert found.status is Status.OPTIMAL and found.latency == best == found.bound
 
 

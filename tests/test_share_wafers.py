@@ -1,8 +1,8 @@
 """The sharing search over several wafers (``solvers.share_wafers``) against brute force: every cut
-into at most W wafers, every partition of each wafer's kernels into runs, every grid per run. Both of
-its methods: the knapsack over units of cores (``solvers.columns``, taken when the grids' cores share
-a unit; forced with a ``PRICED_SHARE`` of no time) and the priced bounds per segment with Pareto labels (forced
-with ``columns.MAX_WORK = 0``)."""
+into at most W wafers, every partition of each wafer's kernels into runs, every grid per run. Each way
+it goes (the ``method`` fixture): the knapsack over units of cores (``solvers.columns``) at once, the
+knapsack after a priced search that had no time, and the priced bounds per segment with Pareto labels
+alone."""
 
 from __future__ import annotations
 
@@ -17,17 +17,19 @@ from wsealloc.solvers import columns, share_wafers
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.share_wafers import plan_time, solve
 
-METHODS = ("columns", "priced")
+METHODS = ("columns", "after-priced", "priced")
 
 
 @pytest.fixture(params=METHODS)
 def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each exactness test once per method of the search."""
+    """Each exactness test once per way the search goes: the knapsack at once (quick programs), the
+    knapsack after a priced search that had no time, the priced search alone (no knapsack)."""
     if request.param == "priced":
         monkeypatch.setattr(columns, "MAX_WORK", 0)
-    else:  # the knapsack at once (the priced search given no time)
+    if request.param == "after-priced":
+        monkeypatch.setattr(columns, "QUICK_WORK", -1)
         monkeypatch.setattr(share_wafers, "PRICED_SHARE", 1e-12)
-    return str(request.param)
+    return "priced" if request.param == "priced" else "columns"
 
 
 def _one_wafer(sp: SharingProblem, a: int, b: int) -> int | None:

@@ -27,7 +27,7 @@ wafers hold long segments of small kernels it is not (Llama-3.1-70B: 10.9 M trip
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from wsealloc.problem.sharing import INF, SharingProblem
 
 MAX_UNITS = 4096  # budgets of units a program tracks (a stacked wse3 wafer: 1,176 columns)
 MAX_WORK = 60_000_000  # fitting runs the programs of one search may try (0.3-0.6 us each: 20-35 s at most)
+QUICK_WORK = 15_000_000  # fitting runs below which the knapsack goes first (Llama-3.1-405B: 14 M, 9 s)
 MAX_CELLS = 64_000_000  # values the programs of one search keep (8 bytes each: 512 MB)
 PRICED_SHARE = 0.3  # of the time: the priced search (bounds and labels) before a knapsack, where both apply
 NONE = np.iinfo(np.int64).max // 4  # no partition within the budget
@@ -48,6 +49,12 @@ class Units:
     unit: int
     budget: int
     units: np.ndarray  # [G]
+    work: int = 0  # fitting runs the programs of a search try (``small_units``)
+
+    @property
+    def quick(self) -> bool:
+        """Programs cheap enough to run before the priced search (a few seconds)."""
+        return self.work <= QUICK_WORK
 
 
 def column_units(sp: SharingProblem) -> Units | None:
@@ -106,11 +113,10 @@ def small_units(sp: SharingProblem, ranges: list[tuple[int, int]], windows: np.n
     ``MAX_WORK`` fitting runs and keep at most ``MAX_CELLS`` values in all (None: no common unit, too
     much work, or too much memory: a search keeps every program's table to find its runs again)."""
     units = column_units(sp)
-    if units is None or sum(triples(windows, a, b) for a, b in ranges) > MAX_WORK:
+    work = sum(triples(windows, a, b) for a, b in ranges)
+    if units is None or work > MAX_WORK or sum((b - a + 1) * (units.budget + 1) for a, b in ranges) > MAX_CELLS:
         return None
-    if sum((b - a + 1) * (units.budget + 1) for a, b in ranges) > MAX_CELLS:
-        return None
-    return units
+    return replace(units, work=work)
 
 
 def triples(windows: np.ndarray, first: int, end: int) -> int:

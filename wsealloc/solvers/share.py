@@ -381,9 +381,14 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     if best is not None and best.latency > np.ceil(bound - 1e-6) and not (deadline is not None and deadline.expired()):
         whole = deadline or Deadline.after(10)
         units = columns.small_units(sp, [(0, sp.n_kernels)], windows)
-        # the priced closing first (fast where it closes), the knapsack where it does not in its share
+        # a quick knapsack at once; else the priced closing first (fast where it closes), the knapsack
+        # where it does not in its share
         share = whole.share(columns.PRICED_SHARE) if units is not None else whole
-        closed = _close_gap(sp, best_lam, best_dual, best, share, int(np.ceil(bound - 1e-6)), windows)
+        closed = (
+            None
+            if units is not None and units.quick
+            else _close_gap(sp, best_lam, best_dual, best, share, int(np.ceil(bound - 1e-6)), windows)
+        )
         if units is not None and (closed is None or closed.status is not Status.OPTIMAL):
             closed = _by_columns(sp, units, whole) or closed
         if closed is not None:

@@ -23,10 +23,11 @@ segments' values are their least times themselves, not bounds: a knapsack over t
 (``solvers.columns``), the same pieces of the zone; the program over the cuts then is the optimum, and
 its wafers' runs are found again in the programs (``_column_solve``). Priced bounds leave a gap where a
 wafer holds a few large regions (Qwen3-235B-A22B: 0.2%, labels that did not close in minutes); the
-knapsack proves it in seconds. It is taken after the priced search has had ``PRICED_SHARE`` of the
-time without closing: where wafers hold many regions the priced bounds close first and faster (Mixtral
-on three wafers: seconds, against 16 programs of 44 M fitting runs in all), and long segments of many
-small kernels (Llama-3.1-70B: 10.9 M fitting runs a program) keep them alone.
+knapsack proves it in seconds. Where its programs are quick (``columns.QUICK_WORK``: Llama-3.1-405B,
+14 M fitting runs, 9 s against 85 s of labels) it goes first; else after the priced search has had
+``PRICED_SHARE`` of the time without closing: where wafers hold many regions the priced bounds close
+first and faster (Mixtral on three wafers: seconds, against 16 programs of 44 M fitting runs in all),
+and long segments of many small kernels (Llama-3.1-70B: 10.9 M fitting runs a program) keep them alone.
 
 A bound with one price of a core per wafer (a program over kernel boundary x wafer, reduced-cost
 fixing, then labels) was tried first and dropped: on Llama-3.1-70B it stays 0.36% under the optimum,
@@ -578,10 +579,11 @@ def solve(
     """The least-time cut and regions over at most ``wafers`` wafers (see the module docstring);
     ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out); ``price``:
     the price of a core when every wafer's cores are one budget (``solvers.share``), around which the
-    bounds per segment are taken. The priced bounds and labels; where they do not close in
-    ``PRICED_SHARE`` of the time and the grids allow it with small programs, the knapsack over
-    units. A sequence whose segment values need more than ``MAX_SWEEPS`` programs (no long
-    repeating stretch) is not searched: ``known`` (or UNKNOWN) comes back."""
+    bounds per segment are taken. The knapsack over units where the grids allow it and its programs
+    are quick; else the priced bounds and labels, and where they do not close in ``PRICED_SHARE`` of
+    the time and the programs are small, the knapsack. A sequence whose segment values need more
+    than ``MAX_SWEEPS`` programs (no long repeating stretch) is not searched: ``known`` (or UNKNOWN)
+    comes back."""
     start = time.perf_counter()
     windows = sp.windows()
     zone = _zone(sp)
@@ -592,8 +594,13 @@ def solve(
     units = columns.small_units(sp, [(p.first, p.end) for p in pieces], windows)
     if units is None:
         return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
-    # both apply: the priced search first (it closes in seconds where wafers hold many regions), the
-    # knapsack where it does not close in its share (a few large regions a wafer)
+    if units.quick:  # the knapsack at once: a few seconds (when even they run out, nothing is left)
+        exact = _column_solve(sp, links, wafers, deadline, zone, units, start)
+        message = "no plan over the wafers was found in time"
+        late = WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
+        return exact if exact is not None else known if known is not None else late
+    # else the priced search first (it closes in seconds where wafers hold many regions), the knapsack
+    # where it does not close in its share (a few large regions a wafer)
     priced = _segment_solve(sp, links, wafers, deadline.share(PRICED_SHARE), windows, zone, price, known, start)
     if priced.status in (Status.OPTIMAL, Status.INFEASIBLE):
         return priced
