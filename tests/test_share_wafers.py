@@ -22,12 +22,13 @@ METHODS = ("columns", "after-priced", "priced")
 
 @pytest.fixture(params=METHODS)
 def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each exactness test once per way the search goes: the knapsack at once (quick programs), the
-    knapsack after a priced search that had no time, the priced search alone (no knapsack)."""
+    """Each exactness test once per way the search goes: the knapsack at once (a quick pace), the
+    knapsack stopped for its pace, then a priced search that had no time, then the knapsack resumed
+    from the programs it kept, and the priced search alone (no knapsack)."""
     if request.param == "priced":
         monkeypatch.setattr(columns, "MAX_WORK", 0)
-    if request.param == "after-priced":
-        monkeypatch.setattr(columns, "QUICK_WORK", -1)
+    if request.param == "after-priced":  # too slow a pace for the knapsack first, no time for the priced search
+        monkeypatch.setattr(share_wafers, "QUICK_SHARE", 1e-12)
         monkeypatch.setattr(share_wafers, "PRICED_SHARE", 1e-12)
     return "priced" if request.param == "priced" else "columns"
 

@@ -23,11 +23,12 @@ segments' values are their least times themselves, not bounds: a knapsack over t
 (``solvers.columns``), the same pieces of the zone; the program over the cuts then is the optimum, and
 its wafers' runs are found again in the programs (``_column_solve``). Priced bounds leave a gap where a
 wafer holds a few large regions (Qwen3-235B-A22B: 0.2%, labels that did not close in minutes); the
-knapsack proves it in seconds. Where its programs are quick (``columns.QUICK_WORK``: Llama-3.1-405B,
-14 M fitting runs, 9 s against 85 s of labels) it goes first; else after the priced search has had
-``PRICED_SHARE`` of the time without closing: where wafers hold many regions the priced bounds close
-first and faster (Mixtral on three wafers: seconds, against 16 programs of 44 M fitting runs in all),
-and long segments of many small kernels (Llama-3.1-70B: 10.9 M fitting runs a program) keep them alone.
+knapsack proves it in seconds. It goes first while its programs keep a pace that ends them within
+``QUICK_SHARE`` of the time (Llama-3.1-405B: 9 s against 85 s of labels); else, the programs done kept,
+after the priced search has had ``PRICED_SHARE`` of the time without closing: where wafers hold many
+regions the priced bounds close first and faster (Mixtral on three wafers: seconds, against 16
+programs of 1-2 s each), and long segments of many small kernels (Llama-3.1-70B: 10.9 M fitting runs
+a program, beyond ``columns.MAX_WORK``) keep them alone.
 
 A bound with one price of a core per wafer (a program over kernel boundary x wafer, reduced-cost
 fixing, then labels) was tried first and dropped: on Llama-3.1-70B it stays 0.36% under the optimum,
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -186,6 +187,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # ---------------------------------------------------------------------------------------------------
 
 PRICED_SHARE = columns.PRICED_SHARE  # of the time: the priced search before the knapsack, where both apply
+QUICK_SHARE = 0.25  # of the time: the knapsack goes first while its pace ends it within this share
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
 SLACK_GROWTH = 1.5  # a round's U over the last (a round past the optimum costs most: its labels grow fast with U)
@@ -321,60 +323,83 @@ def _cut_program(segment: np.ndarray, links: np.ndarray, wafers: int) -> tuple[n
     return rest, best, afters
 
 
-def _column_solve(
-    sp: SharingProblem, links: np.ndarray, wafers: int, deadline: Deadline, zone: _Zone, units: columns.Units, start: float
-) -> WaferSharing | None:
+class _Late(Exception):
+    """The column programs stopped: the deadline passed, or they would take longer than allowed."""
+
+
+@dataclass
+class _ColumnSearch:
     """The least time over every cut and region by the column programs (``solvers.columns``): every
     segment's least time as one wafer, exactly, then the program over the cuts; each chosen wafer's
-    runs found again in the program its segment's value came from. None when time runs out first."""
-    n = sp.n_kernels
-    span = _longest_segment(sp)
-    pieces = _pieces(n, span, zone)
-    programs: list[columns.Program] = []
+    runs found again in the program its segment's value came from. The programs done are kept, so a
+    search stopped for the priced one (``run``'s ``allowed``) resumes where it stopped."""
 
-    class _Late(Exception):
-        pass
+    sp: SharingProblem
+    links: np.ndarray
+    wafers: int
+    zone: _Zone
+    units: columns.Units
+    programs: list[columns.Program] = field(default_factory=list)  # in the order of ``_pieces``
 
-    def least(part: SharingProblem) -> np.ndarray:
-        found = columns.program(part, units, deadline)
-        if found is None:
-            raise _Late
-        programs.append(found)  # in the order of ``pieces``
-        full = found.least[:, units.budget]
-        return np.where(full < columns.NONE, full, np.inf)[:, None]
+    def run(self, deadline: Deadline, start: float, allowed: float = float("inf")) -> WaferSharing | None:
+        """The optimum; None when the deadline passes first or when, paced by the programs run so
+        far, the rest would end more than ``allowed`` seconds after this call."""
+        sp, units = self.sp, self.units
+        n = sp.n_kernels
+        span = _longest_segment(sp)
+        pieces = _pieces(n, span, self.zone)
+        begun, done, calls = time.perf_counter(), len(self.programs), iter(range(len(pieces)))
 
-    try:
-        segment = _segment_values(sp, least, span, zone, 1)[:, :, 0]
-    except _Late:
-        return None
-    rest, best, _ = _cut_program(segment, links, wafers)
-    if not np.isfinite(rest[0, 0]):
-        return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
-                            f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
-    cuts = [0]
-    while cuts[-1] < n:
-        cuts.append(cuts[-1] + int(best[len(cuts) - 1, cuts[-1]]))
-    runs: list[tuple[int, int, int, int]] = []
-    for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-        if not zone.start <= a < zone.end:  # the segment's value came from its own start's program
-            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "start" and p.first == a)]
-            runs += [(a + i, a + j, g, w) for i, j, g in found.runs(b - a)]
-        elif b <= zone.end:  # from its phase's program (the same kernels from the phase's first)
-            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "phase" and (a - p.first) % zone.period == 0)]
-            runs += [(a + i, a + j, g, w) for i, j, g in found.runs(b - a)]
-        else:  # from the program backwards from its end: a run [i, j) of it is [b - j, b - i)
-            found = programs[next(k for k, p in enumerate(pieces) if p.kind == "end" and p.end == b)]
-            runs += [(b - j, b - i, g, w) for i, j, g in reversed(found.runs(b - a))]
-    value = int(round(float(rest[0, 0])))
-    plan = _plan(Status.OPTIMAL, runs, sp, links, value, start, "")
-    if plan.latency != value:
-        raise SolverError(f"internal: the column programs' optimum {value:,} and its plan's time {plan.latency:,} differ")
-    return replace(
-        plan,
-        bound=value,
-        message=f"{len(runs)} regions on {len(cuts) - 1} wafer(s); the least time over every cut and region within "
-        f"the wafers' budgets (a knapsack over {units.budget:,} units of {units.unit:,} cores per segment: exact)",
-    )
+        def least(part: SharingProblem) -> np.ndarray:
+            k = next(calls)
+            if k >= len(self.programs):
+                found = columns.program(part, units, deadline)
+                if found is None:
+                    raise _Late
+                self.programs.append(found)
+                pace = (time.perf_counter() - begun) / (len(self.programs) - done)
+                if pace * (len(pieces) - done) > allowed:
+                    raise _Late
+            full = self.programs[k].least[:, units.budget]
+            return np.where(full < columns.NONE, full, np.inf)[:, None]
+
+        try:
+            segment = _segment_values(sp, least, span, self.zone, 1)[:, :, 0]
+        except _Late:
+            return None
+        rest, best, _ = _cut_program(segment, self.links, self.wafers)
+        if not np.isfinite(rest[0, 0]):
+            return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
+                                f"no partition into regions fits {self.wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
+        cuts = [0]
+        while cuts[-1] < n:
+            cuts.append(cuts[-1] + int(best[len(cuts) - 1, cuts[-1]]))
+        runs: list[tuple[int, int, int, int]] = []
+        for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            runs += [(i, j, g, w) for i, j, g in self._runs(pieces, a, b)]
+        value = int(round(float(rest[0, 0])))
+        plan = _plan(Status.OPTIMAL, runs, sp, self.links, value, start, "")
+        if plan.latency != value:
+            raise SolverError(f"internal: the column programs' optimum {value:,} and its plan's time {plan.latency:,} differ")
+        return replace(
+            plan,
+            bound=value,
+            message=f"{len(runs)} regions on {len(cuts) - 1} wafer(s); the least time over every cut and region within "
+            f"the wafers' budgets (a knapsack over {units.budget:,} units of {units.unit:,} cores per segment: exact)",
+        )
+
+    def _runs(self, pieces: list[_Piece], a: int, b: int) -> list[tuple[int, int, int]]:
+        """The runs of a least partition of [a, b), from the program its value came from."""
+        zone = self.zone
+        if not zone.start <= a < zone.end:  # its own start's program
+            found = self.programs[next(k for k, p in enumerate(pieces) if p.kind == "start" and p.first == a)]
+            return [(a + i, a + j, g) for i, j, g in found.runs(b - a)]
+        if b <= zone.end:  # its phase's program (the same kernels from the phase's first)
+            found = self.programs[next(k for k, p in enumerate(pieces) if p.kind == "phase" and (a - p.first) % zone.period == 0)]
+            return [(a + i, a + j, g) for i, j, g in found.runs(b - a)]
+        # the program backwards from its end: a run [i, j) of it is [b - j, b - i)
+        found = self.programs[next(k for k, p in enumerate(pieces) if p.kind == "end" and p.end == b)]
+        return [(b - j, b - i, g) for i, j, g in reversed(found.runs(b - a))]
 
 
 def _strong_labels(
@@ -579,9 +604,9 @@ def solve(
     """The least-time cut and regions over at most ``wafers`` wafers (see the module docstring);
     ``known``: a plan found otherwise (the upper bound to beat; kept when time runs out); ``price``:
     the price of a core when every wafer's cores are one budget (``solvers.share``), around which the
-    bounds per segment are taken. The knapsack over units where the grids allow it and its programs
-    are quick; else the priced bounds and labels, and where they do not close in ``PRICED_SHARE`` of
-    the time and the programs are small, the knapsack. A sequence whose segment values need more
+    bounds per segment are taken. Where the grids allow the knapsack over units and its programs are
+    small: the knapsack while its pace is quick, else the priced bounds and labels, then the knapsack
+    again where they do not close in their share; otherwise the priced search alone. A sequence whose segment values need more
     than ``MAX_SWEEPS`` programs (no long repeating stretch) is not searched: ``known`` (or UNKNOWN)
     comes back."""
     start = time.perf_counter()
@@ -594,15 +619,18 @@ def solve(
     units = columns.small_units(sp, [(p.first, p.end) for p in pieces], windows)
     if units is None:
         return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
-    if units.quick:  # the knapsack at once: a few seconds (when even they run out, nothing is left)
-        exact = _column_solve(sp, links, wafers, deadline, zone, units, start)
+    # the knapsack first while its programs keep a pace that ends them within ``QUICK_SHARE`` of the
+    # time (Qwen3-235B, Llama-3.1-405B: seconds); else the priced search (it closes in seconds where
+    # wafers hold many regions, Mixtral), then the knapsack where that does not close in its share
+    search = _ColumnSearch(sp, links, wafers, zone, units)
+    exact = search.run(deadline, start, allowed=QUICK_SHARE * deadline.remaining())
+    if exact is not None:
+        return exact
+    if deadline.expired():
         message = "no plan over the wafers was found in time"
-        late = WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
-        return exact if exact is not None else known if known is not None else late
-    # else the priced search first (it closes in seconds where wafers hold many regions), the knapsack
-    # where it does not close in its share (a few large regions a wafer)
+        return known or WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
     priced = _segment_solve(sp, links, wafers, deadline.share(PRICED_SHARE), windows, zone, price, known, start)
-    if priced.status in (Status.OPTIMAL, Status.INFEASIBLE):
+    if priced.status in (Status.OPTIMAL, Status.INFEASIBLE) or deadline.expired():
         return priced
-    exact = _column_solve(sp, links, wafers, deadline, zone, units, start)
+    exact = search.run(deadline, start)
     return exact if exact is not None else priced
