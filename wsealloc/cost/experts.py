@@ -249,9 +249,36 @@ def experts_grid_costs(
     tiling: tuple[int, int] | None = None,
 ) -> GridCosts:
     """Costs of a MoE layer on every grid shape: the best tiling of each (module docstring), or the
-    given ``tiling`` (``ta``, ``tb``: the plan's, costed under another routing)."""
+    given ``tiling`` (``ta``, ``tb``: the plan's, costed under another routing). A few shapes at once
+    (a region's own grid, as each wafer's regions are lowered) are remembered: a model's identical
+    layers ask for the same ones (Qwen3-235B: 94 layers on a handful of region grids)."""
     r, c = np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    if r.size <= MEMO_SHAPES:
+        return _remembered(work, arch, options, tuple(r.tolist()), tuple(c.tolist()), grid_fn, in_place, tiling)
     return _tiled(work, arch, options, r, c, grid_fn, in_place, tiling)[1]
+
+
+MEMO_SHAPES = 4  # grid shapes per call below which a MoE layer's costs are remembered
+
+
+@lru_cache(maxsize=1024)
+def _remembered(
+    work: ExpertsWork,
+    arch: Arch,
+    options: CostOptions,
+    r: tuple[int, ...],
+    c: tuple[int, ...],
+    grid_fn: GridFn,
+    in_place: bool,
+    tiling: tuple[int, int] | None,
+) -> GridCosts:
+    """``_tiled`` on a few shapes, its arrays read-only (shared by every caller that asks again)."""
+    out = _tiled(work, arch, options, np.array(r, dtype=np.int64), np.array(c, dtype=np.int64), grid_fn, in_place, tiling)[1]
+    parts = (out.parts.weights, out.parts.state, out.parts.buffers) if out.parts is not None else ()
+    for arr in (out.rows, out.cols, out.compute_cycles, out.noc_cycles, out.sram_bytes, out.latency, out.waste, *parts):
+        if isinstance(arr, np.ndarray):
+            arr.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True)
