@@ -7,7 +7,7 @@ are whole cycles (ceil), which is also the scale the CP-SAT and PuLP backends us
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -624,6 +624,16 @@ class StreamedWork:
     # a recomputing segment's checkpoint held off the wafer (``Checkpoints.OFFWAFER``): streamed out in the
     # forward, in again for the backward
     offwafer: bool = False
+
+    @property
+    def cost_key(self) -> StreamedWork:
+        """This work with what a streamed turn never reads set alike: the layer pipeline's bookkeeping of
+        a training work (its samples in flight, which segment it is in and the segment's kernels, its
+        replay window). Streamed works with equal keys cost the same (a model's repeated layers)."""
+        inner = self.inner
+        if not isinstance(inner, TrainingWork):
+            return self
+        return replace(self, inner=replace(inner, in_flight=1, segment=0, segment_kernels=1, replay_window=1))
 
     @property
     def passes(self) -> int:

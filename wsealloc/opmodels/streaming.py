@@ -38,12 +38,16 @@ def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], .
     buffers: list[int] = []
     latency: list[tuple[int, int]] = []
     forms = with_room(costs, streamed_forms(costs), batch)
+    seen: dict[StreamedWork, tuple[int, int, int]] = {}  # equal forms (repeated layers: ``cost_key``) are costed once
     for form in forms:
         row = []
         for recompute, replayed in ((False, False), (True, False), (True, True)):
             streamed = replace(form, recompute=recompute, replayed=replayed)
-            g = grid_costs(streamed, arch, costs.options, Dataflow.STREAM, r, c)
-            row.append((int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0])))
+            key = streamed.cost_key
+            if key not in seen:
+                g = grid_costs(streamed, arch, costs.options, Dataflow.STREAM, r, c)
+                seen[key] = (int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0]))
+            row.append(seen[key])
         state.append((row[0][0], row[1][0], row[2][0]))
         buffers.append(row[0][1])
         latency.append((row[0][2], row[1][2]))
@@ -141,8 +145,8 @@ def with_room(costs: CostTable, forms: list[StreamedWork], batch: int) -> list[S
         if f.probs_in or f.probs_out:
             continue
         work = replace(f, batch=batch)
-        if work not in seen:
-            seen[work] = int(grid_costs(work, arch, costs.options, Dataflow.STREAM, r, c).sram_parts().buffers[0])
+        if work.cost_key not in seen:
+            seen[work.cost_key] = int(grid_costs(work, arch, costs.options, Dataflow.STREAM, r, c).sram_parts().buffers[0])
     room = max(seen.values(), default=0)
     return [replace(f, batch=batch, room=room if f.probs_in or f.probs_out else 0) for f in forms]
 
@@ -181,10 +185,12 @@ def lower_bound(costs: CostTable, batch: int, global_batch: int | None = None) -
     them one after another); ``global_batch``: micro-batches of ``batch`` (``streaming_table``)."""
     arch = costs.arch
     r, c = np.array([arch.rows]), np.array([arch.cols])
-    return sum(
-        int(streamed_floor(replace(form, batch=batch, global_batch=global_batch), arch, costs.options, r, c, grid_costs)[0])
-        for form in streamed_forms(costs)
-    )
+    works = [replace(form, batch=batch, global_batch=global_batch) for form in streamed_forms(costs)]
+    seen: dict[StreamedWork, int] = {}  # equal forms (repeated layers) are costed once
+    for work in works:
+        if work.cost_key not in seen:
+            seen[work.cost_key] = int(streamed_floor(work, arch, costs.options, r, c, grid_costs)[0])
+    return sum(seen[work.cost_key] for work in works)
 
 
 def micro_batches(global_batch: int) -> list[int]:
