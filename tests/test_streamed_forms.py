@@ -282,3 +282,21 @@ def test_the_streamed_segment_length_is_the_fastest_of_those_tried_and_verified(
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     report = verify_plan(tmp_path / "bad.json")
     assert not report.ok and "segment" in str(report.violations[0])
+
+
+def test_a_streamed_turn_reads_none_of_the_pipelines_bookkeeping() -> None:
+    # the streamed search costs each StreamedWork.cost_key once (a model's repeated layers): two layers'
+    # kernels differ in the pipeline's samples in flight, segment and replay window, never in a turn's cost
+    arch = load_arch("wse2")
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), arch, CostOptions(train=TrainingOptions()))
+    forms = {kc.kernel.name: f for kc, f in zip(costs.kernels, streamed_forms(costs), strict=True)}
+    rc = np.array([arch.rows]), np.array([arch.cols])
+    # (l1.qkv starts a segment where l0.qkv does not: its stash from inside the segment differs, so does its key)
+    assert forms["l0.qkv"].cost_key != forms["l1.qkv"].cost_key
+    for name in ("fc1", "softmax"):
+        first, second = replace(forms[f"l0.{name}"], batch=4), replace(forms[f"l1.{name}"], batch=4)
+        assert first != second and first.cost_key == second.cost_key
+        for recompute in (False, True):
+            a = grid_costs(replace(first, recompute=recompute), arch, costs.options, Dataflow.STREAM, *rc)
+            b = grid_costs(replace(second, recompute=recompute), arch, costs.options, Dataflow.STREAM, *rc)
+            assert (int(a.latency[0]), int(a.sram_bytes[0])) == (int(b.latency[0]), int(b.sram_bytes[0]))
