@@ -30,6 +30,12 @@ tokens/s over the twelve rows; the SIMD lanes (4), hop latency (1), link payload
 stage latency (5) are set a priori from their sources (the preset's ``sources``). The preset records
 the fitted values rounded to whole cycles. No other measured row of the paper is used.
 
+Evaluation only, never fitted (``EVALUATION``): Qwen2-72B decode at 840 tokens/s per request (the
+abstract of arXiv 2502.04563v2; grid not stated), costed as the repository's Qwen2-72B decode configs
+run it at each of their grids, the fastest against it. ``--ablate`` adds what-ifs of the prefill's
+MeshGEMMs (``program_cycles``): K, V and gate reusing the skewed input with the scores transposed, as
+the code runs them, and a hypothesis of unaligned SIMD words on odd token tiles.
+
 Checks, not fitted: the paper's GEMVs [1,16K]x[16K,16K] (1.2 us) and [1,32K]x[32K,32K] (2.03 us; grid
 not stated: printed at P = 512, the grid of the repository's GEMV benchmark, and at wsealloc's
 fastest square grid), and the largest decode context of LLaMA3-8B at batch 1 on one wafer (usable SRAM
@@ -111,6 +117,36 @@ MEASURED = (
     Measured("llama2-13b", "prefill", 600, 16854.2),
     Measured("llama2-13b", "prefill", 720, 17498.3),
 )
+# Evaluation only, never used by --fit: the rows of WaferLLM's other model shapes that a stored copy of
+# the paper gives. The tables' rows of other shapes (Tables 3-4) and its end-to-end table were not
+# readable in any stored copy (only the abstracts); arXiv 2502.04563v2's abstract gives one:
+# "840 toks/sec/req decode speed on Qwen2-72B model" (and "2700 toks/sec/req decode speed on Llama3-8B",
+# which is the P = 420 row, the 8B's fastest). The grid is not stated, so the prediction is the fastest
+# over the grids of the repository's Qwen2-72B decode configs (Decode/WSE-2/model_config/
+# qwen72B_4k_1_{360..720}.json: dim 8192 and ffn_dim 29568 padded to P, seq_len 4096 padded, 80 layers).
+EVAL_MODELS = {"qwen2-72b": Shape(80, 8192, 64, 8, 29568, "", "")}  # Qwen2-72B's config.json (no export here)
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A published row not fitted: the best tokens/s per request over the ``grids`` it may have run on."""
+
+    model: str  # a key of EVAL_MODELS
+    phase: str
+    grids: tuple[int, ...]
+    tokens_per_s: float
+    source: str
+
+
+EVALUATION = (
+    Evaluated(
+        "qwen2-72b",
+        "decode",
+        (360, 420, 480, 540, 600, 660, 720),
+        840.0,
+        "arXiv 2502.04563v2 abstract; grid not stated (best of the repository's configs)",
+    ),
+)
 CONTEXT = 4096  # past tokens of a decode step
 PROMPT = 4096  # tokens of a prefill
 GEMV_US = {16384: 1.2, 32768: 2.03}  # the paper's GEMVs [1,M]x[M,M], microseconds
@@ -133,6 +169,9 @@ class Phase:
     tokens: int  # tokens a pass makes (1 for a decode step, the prompt for a prefill)
     kv_bytes_per_token: int  # bytes of KV cache per token (all layers)
     meshgemm: bool = False  # every MAC kernel a systolic matmul (WaferLLM's prefill), not its fastest dataflow
+    # what-ifs of ``--ablate`` on a prefill's MeshGEMMs (:func:`program_cycles`): "skew" (K, V and gate
+    # reuse the input Q's or up's matmul skewed; the scores transposed), "unaligned" (odd token tiles)
+    variant: str = ""
 
     @property
     def layer(self) -> tuple[KernelWork, ...]:
@@ -193,7 +232,7 @@ def waferllm_phase(model: str, phase: str, grid: int, arch: Arch, options: CostO
     """One measured configuration as WaferLLM ran it (module docstring): its decoder written and
     imported; a decode step's cache holds the padded 4,096 tokens after the step (the decode config's
     ``seq_len``), a prefill runs the padded prompt and counts the real 4,096 tokens."""
-    spec = waferllm_spec(MODELS[model], grid)
+    spec = waferllm_spec({**MODELS, **EVAL_MODELS}[model], grid)
     tokens = pad(PROMPT if phase == "prefill" else CONTEXT, grid)
     path = folder / f"{model}-{phase}-{grid}.onnx"
     onnx.save(
@@ -225,6 +264,34 @@ def load_rows(arch: Arch, options: CostOptions, *, exported: bool = False) -> di
     return out
 
 
+def evaluation(arch: Arch, options: CostOptions) -> list[dict[str, Any]]:
+    """The evaluation rows (:data:`EVALUATION`, never fitted): each grid's prediction, the fastest
+    against the published tokens/s."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for e in EVALUATION:
+            rates = {
+                p: predict(waferllm_phase(e.model, e.phase, p, arch, options, Path(tmp)), arch, options, p, whole=False)[
+                    "tokens_per_s"
+                ]
+                for p in e.grids
+            }
+            best = max(rates, key=lambda p: rates[p])
+            out.append(
+                {
+                    "model": e.model,
+                    "phase": e.phase,
+                    "grids": ", ".join(f"{p}: {rates[p]:,.0f}" for p in e.grids),
+                    "fastest P": best,
+                    "predicted tok/s": f"{rates[best]:,.1f}",
+                    "published tok/s": f"{e.tokens_per_s:,.1f}",
+                    "error": f"{rates[best] / e.tokens_per_s - 1:+.1%}",
+                    "source": e.source,
+                }
+            )
+    return out
+
+
 def kernel_cycles(
     works: tuple[KernelWork, ...], arch: Arch, options: CostOptions, grid: int, *, meshgemm: bool = False
 ) -> list[int]:
@@ -242,10 +309,59 @@ def kernel_cycles(
     return [memo[w] for w in works]
 
 
+def program_cycles(phase: Phase, cycles: list[int], arch: Arch, grid: int, names: tuple[str, ...]) -> list[int]:
+    """A prefill layer's kernel ``cycles`` under one of ``--ablate``'s what-ifs (``phase.variant``), from
+    the terms of the systolic form (docs/cost-model.md, section 9) and the execution section's parameters:
+
+    * ``skew``: as ``prefill.csl`` runs it, K, V and gate reuse the input Q's and up's matmul skewed
+      (``xk_matmul``, ``xv_matmul``, ``z2_matmul`` call ``matmul_compute`` directly): no half turn of
+      alignment, floor(T/2) (ceil(t_r k_c b / L) + 2h + c_s); the scores are the transposed MeshGEMM
+      (``matmul_T_compute``: Q stays, K shifts, no alignment either, and each of the T steps adds its
+      t_r x t_c partial scores into the row's moving root, ``matmul_T_reduce_add_x``: one streamed add
+      of t_r t_c partial sums a step, ceil(t_r t_c a / L) + c_i; the chain's pipeline fill once);
+    * ``unaligned``: a hypothesis, not the code: SIMD reads and writes in 64-bit words (4 fp16), so an
+      FMAC over the t_r tokens of a column that starts off a word boundary takes the words it spans;
+      the average over the tile's columns (output and A, both start at multiples of t_r) of the larger
+      span, in place of ceil(t_r / w). Only odd t_r pays (7 tokens a core at P = 600: 2.75 cycles
+      instead of 2; 9 at 480 and 6 at 720: none)."""
+    if not phase.meshgemm or not phase.variant:
+        return cycles
+    ex = arch.execution
+    assert ex is not None
+    b, acc, link, hop = arch.dtype.bytes, arch.dtype.accum_bytes, arch.noc.link_bytes_per_cycle, arch.noc.hop_latency_cycles
+    w = arch.core.macs_per_cycle
+    out = []
+    for name, c, work in zip(names, cycles, phase.layer, strict=True):
+        short = name.rsplit(".", 1)[-1]
+        if work.is_mac:
+            t_r, t_c = -(-work.rows // grid), -(-work.cols // grid)
+            t = min(work.k, grid)
+            k_c = -(-work.k // t)
+            if phase.variant == "skew" and short in ("k_proj", "v_proj", "gate_proj", "scores"):
+                c -= (t // 2) * (math.ceil(t_r * k_c * b / link) + 2 * hop + ex.step_cycles)
+                if short == "scores":
+                    c += t * (math.ceil(t_r * t_c * acc / link) + ex.issue_cycles) + grid * (ex.stage_cycles + hop)
+            if phase.variant == "unaligned":
+                spans = [max(_span(n * t_r, t_r, w), _span(k * t_r, t_r, w)) for n in range(t_c) for k in range(k_c)]
+                c += t * sum(spans) - t * k_c * t_c * -(-t_r // w)
+        out.append(int(c))
+    return out
+
+
+def _span(offset: int, length: int, width: int) -> int:
+    """The ``width``-element words a vector of ``length`` elements starting at element ``offset`` spans."""
+    return -(-((offset % width) + length) // width)
+
+
 def predict(phase: Phase, arch: Arch, options: CostOptions, grid: int, *, whole: bool = True) -> dict[str, Any]:
     """One configuration: a layer's cycles, x layers, tokens/s per request (and, with ``whole``, the
     whole model's: embedding, every layer, final norm, LM head)."""
     cycles = kernel_cycles(phase.works if whole else phase.layer, arch, options, grid, meshgemm=phase.meshgemm)
+    if phase.variant:
+        names = phase.names[phase.start : phase.start + phase.per_layer]
+        first = phase.start if whole else 0
+        span = slice(first, first + phase.per_layer)
+        cycles[span] = program_cycles(phase, cycles[span], arch, grid, names)
     per_kernel = cycles[phase.start : phase.start + phase.per_layer] if whole else cycles
     layer = sum(per_kernel)
     row: dict[str, Any] = {
@@ -371,12 +487,16 @@ def ablations(phases: dict[Key, Phase], arch: Arch, options: CostOptions) -> lis
                     load_phase(path, phase, arch, options, context=tokens - 1), tokens=ph.tokens, meshgemm=ph.meshgemm
                 )
     fastest = {k: replace(v, meshgemm=False) for k, v in phases.items()}
+    skewed = {k: replace(v, variant="skew") for k, v in phases.items()}
+    unaligned = {k: replace(v, variant="unaligned") for k, v in phases.items()}
     cases: list[tuple[str, Arch, tuple[str, ...], dict[Key, Phase]]] = [
         (f"{arch.name} as it is", arch, (), phases),
         ("the real exports (issue 23's form)", arch, FREE, exported),
         ("dims not padded to P", arch, FREE, unpadded),
         ("the exported heads (GQA), padded", arch, FREE, heads),
         ("prefill: fastest dataflow, not MeshGEMM", arch, FREE, fastest),
+        ("prefill: K, V, gate reuse the skew; scores transposed", arch, FREE, skewed),
+        ("prefill: odd token tiles unaligned (hypothesis)", arch, FREE, unaligned),
         ("streaming model (no execution section)", arch.model_copy(update={"execution": None}), (), phases),
         ("no issue cost (issue 0)", with_execution(arch, {"issue_cycles": 0.0}), ("step_cycles", "collective_cycles"), phases),
         ("no step cost (step 0)", with_execution(arch, {"step_cycles": 0.0}), ("issue_cycles", "collective_cycles"), phases),
@@ -589,6 +709,9 @@ def main() -> None:
             f"{n.removeprefix('node_').removeprefix('layers.0.')} {c:,}" for n, c in zip(names, r["per_kernel"], strict=True)
         )
         print(f"  {m.model} {r['phase']} P={r['grid']}: {cells}")
+    print("\nevaluation only (other model shapes; never used by --fit):")
+    ev = evaluation(arch, options)
+    print(markdown(ev, list(ev[0])))
     print("\nGEMV checks (not fitted):")
     gemv = gemv_checks(arch, options)
     print(markdown(gemv, list(gemv[0])))

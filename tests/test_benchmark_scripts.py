@@ -113,6 +113,35 @@ def test_waferllm_costs_the_program_waferllm_runs() -> None:
             assert c == int(grid_costs(w, arch, options, Dataflow.OUTPUT_STATIONARY, sides, sides, in_place=True).latency[0])
 
 
+def test_waferllm_what_ifs_and_evaluation_rows() -> None:
+    """benchmarks/waferllm.py's --ablate what-ifs of the prefill's MeshGEMMs by hand on the tiny prefill at
+    P = 8 (issue 34), and its evaluation rows kept out of the fit."""
+    from dataclasses import replace
+
+    from wsealloc.arch import load_arch
+    from wsealloc.cost import CostOptions
+
+    bench = _waferllm_script()
+    arch, options = load_arch("wse2-measured"), CostOptions()
+    prefill = replace(bench.load_phase(ROOT / "models" / "tiny" / "llm_prefill.onnx", "prefill", arch, options), meshgemm=True)
+    names = prefill.names[prefill.start : prefill.start + prefill.per_layer]
+    cycles = bench.kernel_cycles(prefill.layer, arch, options, 8, meshgemm=True)
+    skew = dict(zip(names, bench.program_cycles(replace(prefill, variant="skew"), cycles, arch, 8, names), strict=True))
+    before = dict(zip(names, cycles, strict=True))
+    # k_proj: K = 64 in T = 8 steps of k_c = 8, 2 tokens a core: no half turn, 4 x (ceil(2 x 8 x 2 / 2) + 2 + 171)
+    assert before["layers.0.k_proj"] - skew["layers.0.k_proj"] == 4 * (16 + 2 + 171) == 756
+    assert before["layers.0.gate_proj"] - skew["layers.0.gate_proj"] == 756
+    assert skew["layers.0.q_proj"] == before["layers.0.q_proj"] and skew["layers.0.up_proj"] == before["layers.0.up_proj"]
+    # scores: K = 16 (2 a step), a 2 x 8 partial tile added each of the 8 steps (16 fp16 at 2 B a cycle + 6
+    # to issue), the chain's fill once (8 x (5 + 1)), no half turn (4 x (ceil(2 x 2 x 2 / 2) + 2 + 171))
+    assert skew["layers.0.scores"] == before["layers.0.scores"] - 4 * (4 + 2 + 171) + 8 * (16 + 6) + 8 * (5 + 1)
+    # 2 tokens a core start every column on an even element: no word is spanned unaligned
+    assert bench.program_cycles(replace(prefill, variant="unaligned"), cycles, arch, 8, names) == cycles
+    assert bench._span(7, 7, 4) == 3 and bench._span(0, 7, 4) == 2 and bench._span(2, 6, 4) == 2
+    assert {e.model for e in bench.EVALUATION}.isdisjoint(bench.MODELS)
+    assert {m.model for m in bench.MEASURED} == set(bench.MODELS)
+
+
 def test_waferllm_rows_on_the_tiny_decoder() -> None:
     """benchmarks/waferllm.py's row computation on the tiny LLM twins: the layers are found, a layer's
     cycles are the sum of its kernels on the grid, and tokens/s follow from them."""

@@ -1,7 +1,7 @@
 """Weight streaming's memory forms (``--attention recomputed``, ``--checkpoints offwafer``; docs/cost-model.md,
 section 12, "Training as the vendor runs it"): attention found in the kernel graph, the stash and the link
-time of each form by hand on the tiny transformer, the layer pipeline refusing them, plans without them
-serialized as before."""
+time of each form by hand on the tiny transformer, in weight streaming and in the layer pipeline, plans
+without them serialized as before."""
 
 from __future__ import annotations
 
@@ -17,16 +17,18 @@ from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions, Dataflow, StreamedWork, TrainingWork, grid_costs
 from wsealloc.cost.model import Attention, Checkpoints, TrainingOptions
 from wsealloc.cost.streaming import checkpoint_bytes, streamed_stash_bytes
+from wsealloc.cost.training import offwafer_cycles, phases_on
 from wsealloc.errors import UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels.streaming import attention_roles, streamed_forms
 from wsealloc.pipeline import build_costs
+from wsealloc.plan.verify import verify_plan
 from wsealloc.request import build_request
 
 TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
 
 
-def _costs(arch: str = "tiny", sets: tuple[str, ...] = ()) -> object:
+def _costs(arch: str = "tiny", sets: tuple[str, ...] = ("cluster.offwafer_bytes_per_s=1e9",)) -> object:
     options = CostOptions(train=TrainingOptions(attention=Attention.RECOMPUTED, checkpoints=Checkpoints.OFFWAFER))
     return build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch(arch, sets), options, check_feasible=False)
 
@@ -103,18 +105,105 @@ def test_the_backward_of_attention_recomputed_computes_its_scores_again() -> Non
         )
 
 
-def test_the_layer_pipeline_refuses_the_streamed_forms_and_requests_serialize_as_before() -> None:
-    for form in ({"attention": "recomputed"}, {"checkpoints": "offwafer"}):
-        with pytest.raises(UsageError, match="form of weight streaming"):
-            ws.solve(TRANSFORMER, "tiny", train=True, place=False, **form)  # type: ignore[arg-type]
-    plain = build_request(str(TRANSFORMER), "tiny", train=True)
-    assert plain.cost.train is not None
-    dumped = plain.cost.train.model_dump(mode="json")
+def _pipeline(sets: tuple[str, ...] = ("cluster.offwafer_bytes_per_s=1e9",), **forms: object) -> dict[str, TrainingWork]:
+    """The tiny transformer's layer-pipeline training works, by kernel name, with the memory forms given."""
+    options = CostOptions(train=TrainingOptions(**forms))  # type: ignore[arg-type]
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny", sets), options, check_feasible=False)
+    out = {}
+    for kc in costs.kernels:
+        assert isinstance(kc.work, TrainingWork)
+        out[kc.kernel.name] = kc.work
+    return out
+
+
+def test_the_layer_pipeline_stash_of_attention_recomputed_by_hand() -> None:
+    stored, formed = _pipeline(), _pipeline(attention=Attention.RECOMPUTED)
+    # l0.softmax at stage 4 of 21 keeps 2 (21 - 1 - 4) + 1 = 33 samples: its 8,192 B input (4 heads x 32 x 32
+    # of 2 B) each, or one fp32 statistic for each of its 4 x 32 rows (512 B); recomputing, none of its
+    # input is a checkpoint (the S x S is never kept) and the statistics are kept for its 3-sample replay
+    soft, ctx, scores = formed["l0.softmax"], formed["l0.context"], formed["l0.scores"]
+    assert soft.in_flight == 33 and (soft.probs_in, soft.probs_out) == (8_192, True)
+    assert stored["l0.softmax"].kept_stash_bytes(False) == 33 * 8_192 == 270_336
+    assert soft.kept_stash_bytes(False) == 33 * 4 * 128 == 16_896
+    assert soft.kept_stash_bytes(True) == 3 * 512 == 1_536
+    # l0.context (31 in flight) keeps V (4,096 B), not P (8,192 B); l0.scores keeps Q and K as stored
+    assert (ctx.probs_in, ctx.probs_out) == (8_192, False)
+    assert stored["l0.context"].kept_stash_bytes(False) == 31 * 12_288 and ctx.kept_stash_bytes(False) == 31 * 4_096
+    assert (scores.probs_in, scores.probs_out) == (0, True)
+    assert scores.kept_stash_bytes(False) == stored["l0.scores"].kept_stash_bytes(False) == 35 * 8_192
+    # nothing else changes
+    assert all(formed[n] == replace(stored[n], probs_in=formed[n].probs_in, probs_out=formed[n].probs_out) for n in stored)
+    assert {n for n, w in formed.items() if w.probs_in or w.probs_out} == {
+        f"{layer}.{k}" for layer in ("l0", "l1") for k in ("scores", "softmax", "context")
+    }
+
+
+def test_the_layer_pipeline_backward_of_attention_recomputed_runs_the_forward_again() -> None:
+    arch = load_arch("tiny")
+    stored, formed = _pipeline(), _pipeline(attention=Attention.RECOMPUTED)
+    rc = np.array([4]), np.array([8])
+    for name, again in (("l0.scores", True), ("l0.softmax", True), ("l0.context", False)):
+        forward = formed[name].forward
+        for dataflow in forward.dataflows():
+            g = grid_costs(forward, arch, CostOptions(), dataflow, *rc)
+            before = phases_on(stored[name], g, np.zeros(1, dtype=np.int64), arch, *rc)
+            after = phases_on(formed[name], g, np.zeros(1, dtype=np.int64), arch, *rc)
+            assert int(after.backward[0]) - int(before.backward[0]) == (int(g.latency[0]) if again else 0)
+
+
+def test_the_layer_pipeline_checkpoint_off_the_wafer_by_hand() -> None:
+    # one byte a cycle each way for the tiny wafer's 16 x 24 = 384 cores
+    arch = load_arch("tiny")
+    sets = (f"cluster.offwafer_bytes_per_s={arch.clock_hz}",)
+    kept, held = _pipeline(sets), _pipeline(sets, checkpoints=Checkpoints.OFFWAFER)
+    # l0.proj starts segment 1: its 8,192 B input (29 samples in flight) is all checkpoint; l1.proj's is
+    # half from inside its segment (4,096 B, kept for its 1-sample replay); l1.fc2's 20,480 B input is
+    # 16,384 B from inside (its 5-sample replay) and 4,096 B of checkpoint
+    for name, checkpoint, on_wafer, off in (
+        ("l0.proj", 8_192, 29 * 8_192, 0),
+        ("l1.proj", 4_096, 11 * 4_096 + 1 * 4_096, 1 * 4_096),
+        ("l1.fc2", 4_096, 5 * 4_096 + 5 * 16_384, 5 * 16_384),
+    ):
+        assert held[name].checkpoint_bytes == checkpoint
+        assert kept[name].kept_stash_bytes(True) == on_wafer and held[name].kept_stash_bytes(True) == off
+        assert held[name].kept_stash_bytes(False) == kept[name].kept_stash_bytes(False)  # kept whole: as before
+    # the link's share of 4 x 8 cores is 32 / 384 of a byte a cycle: 8,192 B a sample take 98,304 cycles,
+    # more than the step's compute, so they are its time; keeping the stash, nothing goes off the wafer
+    work, rc = held["l0.proj"], (np.array([4]), np.array([8]))
+    assert int(offwafer_cycles(work, load_arch("tiny", sets), *rc)[0]) == 8_192 * 384 // 32 == 98_304
+    g = grid_costs(work, load_arch("tiny", sets), CostOptions(), Dataflow.TRAIN_RECOMPUTE, *rc)
+    assert int(g.latency[0]) == 98_304 and int(g.sram_parts().stash[0]) == 0
+    assert int(grid_costs(work, load_arch("tiny", sets), CostOptions(), Dataflow.TRAIN, *rc).latency[0]) < 98_304
+
+
+def test_the_layer_pipeline_plans_with_the_forms_and_requests_serialize_as_before(tmp_path: Path) -> None:
+    bandwidth = ("cluster.offwafer_bytes_per_s=1e9",)
+    plain = ws.solve(TRANSFORMER, "tiny", train=True, place=False, sets=bandwidth)
+    formed = ws.solve(
+        TRANSFORMER,
+        "tiny",
+        train=True,
+        place=False,
+        sets=bandwidth,
+        attention="recomputed",
+        checkpoints="offwafer",
+        output=tmp_path / "p.json",
+    )
+    assert verify_plan(tmp_path / "p.json").ok
+    # attention recomputed costs the scores and the softmax a forward more in the backward
+    assert formed.plan.objective.throughput_samples_per_s <= plain.plan.objective.throughput_samples_per_s
+    with pytest.raises(UsageError, match="off-wafer bandwidth"):
+        ws.solve(TRANSFORMER, "tiny", train=True, place=False, checkpoints="offwafer")
+    plain_request = build_request(str(TRANSFORMER), "tiny", train=True)
+    assert plain_request.cost.train is not None
+    dumped = plain_request.cost.train.model_dump(mode="json")
     assert "attention" not in dumped and "checkpoints" not in dumped
-    formed = build_request(str(TRANSFORMER), "wse2", train=True, attention="recomputed", checkpoints="offwafer", mode="streaming")
-    assert formed.cost.train is not None
-    assert formed.cost.train.model_dump(mode="json")["attention"] == "recomputed"
-    assert type(formed.cost.train).model_validate(formed.cost.train.model_dump(mode="json")) == formed.cost.train
+    request = build_request(
+        str(TRANSFORMER), "wse2", train=True, attention="recomputed", checkpoints="offwafer", mode="streaming"
+    )
+    assert request.cost.train is not None
+    assert request.cost.train.model_dump(mode="json")["attention"] == "recomputed"
+    assert type(request.cost.train).model_validate(request.cost.train.model_dump(mode="json")) == request.cost.train
 
 
 def test_a_streamed_turn_holds_the_activations_passing_once() -> None:
@@ -193,3 +282,21 @@ def test_the_streamed_segment_length_is_the_fastest_of_those_tried_and_verified(
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     report = verify_plan(tmp_path / "bad.json")
     assert not report.ok and "segment" in str(report.violations[0])
+
+
+def test_a_streamed_turn_reads_none_of_the_pipelines_bookkeeping() -> None:
+    # the streamed search costs each StreamedWork.cost_key once (a model's repeated layers): two layers'
+    # kernels differ in the pipeline's samples in flight, segment and replay window, never in a turn's cost
+    arch = load_arch("wse2")
+    costs = build_costs(OnnxSource(path=str(TRANSFORMER)), arch, CostOptions(train=TrainingOptions()))
+    forms = {kc.kernel.name: f for kc, f in zip(costs.kernels, streamed_forms(costs), strict=True)}
+    rc = np.array([arch.rows]), np.array([arch.cols])
+    # (l1.qkv starts a segment where l0.qkv does not: its stash from inside the segment differs, so does its key)
+    assert forms["l0.qkv"].cost_key != forms["l1.qkv"].cost_key
+    for name in ("fc1", "softmax"):
+        first, second = replace(forms[f"l0.{name}"], batch=4), replace(forms[f"l1.{name}"], batch=4)
+        assert first != second and first.cost_key == second.cost_key
+        for recompute in (False, True):
+            a = grid_costs(replace(first, recompute=recompute), arch, costs.options, Dataflow.STREAM, *rc)
+            b = grid_costs(replace(second, recompute=recompute), arch, costs.options, Dataflow.STREAM, *rc)
+            assert (int(a.latency[0]), int(a.sram_bytes[0])) == (int(b.latency[0]), int(b.sram_bytes[0]))

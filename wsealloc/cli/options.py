@@ -154,15 +154,15 @@ def _costing_options(fn: F) -> F:
                 "--attention",
                 default="stored",
                 show_default=True,
-                help="With --train --mode streaming: stored (attention's S x S scores and probabilities pass and are "
-                "stashed whole) or recomputed (computed block by block, recomputed in the backward, as FlashAttention).",
+                help="With --train: stored (attention's S x S scores and probabilities are stashed whole, and pass whole "
+                "when streamed) or recomputed (not stashed, recomputed in the backward, as FlashAttention).",
             ),
             click.option(
                 "--checkpoints",
                 default="wafer",
                 show_default=True,
-                help="With --train --mode streaming: where a recomputing segment's checkpoint is kept: wafer (its SRAM) "
-                "or offwafer (streamed out to off-wafer memory in the forward and in again for the backward).",
+                help="With --train: where a recomputing segment's checkpoint is kept: wafer (its SRAM) or offwafer "
+                "(streamed out to off-wafer memory in the forward and in again for the backward).",
             ),
             click.option(
                 "--recompute-segment",

@@ -19,6 +19,7 @@ from wsealloc.cost import ispd_conv, seed, standard
 from wsealloc.cost.experts import experts_grid_costs, experts_work, is_experts
 from wsealloc.cost.model import (
     BYTES_PER_WEIGHT,
+    Checkpoints,
     CostModelName,
     CostOptions,
     Dataflow,
@@ -80,12 +81,16 @@ def training_work(
     params: int | None = None,
     dtype_bytes: int = BYTES_PER_WEIGHT,
     fill_drain: int = 0,
+    probs: tuple[int, bool] = (0, False),
 ) -> Work:
     """A kernel's training work (``cost.training``) from its forward work under ``options.train``. A
     conv under ``--cost-model ispd2020`` stays the contest's kernel: its formula already is forward,
     backward and weight update side by side (docs/cost-model.md, section 8). With a micro-batch
     (``options.train.micro_batch``) the forward is the micro-batch's (``cost.streaming.batched``), its
-    samples in flight are micro-batches and a global batch adds ``fill_drain`` steps (``cost.training``)."""
+    samples in flight are micro-batches and a global batch adds ``fill_drain`` steps (``cost.training``).
+    ``probs``: with ``--attention recomputed``, the bytes per sample of its inputs that are attention's
+    S x S scores or probabilities and whether its output is one (``opmodels.table.attention_roles_of``);
+    ``--checkpoints offwafer`` sets ``offwafer``."""
     train = options.train
     if isinstance(forward, IspdConvWork):
         return forward
@@ -112,6 +117,9 @@ def training_work(
         dtype_bytes=dtype_bytes,
         micro_batch=micro,
         fill_drain=fill_drain if micro is not None else 0,
+        probs_in=probs[0] * (micro or 1),  # (a micro-batch's)
+        probs_out=probs[1],
+        offwafer=train.checkpoints is Checkpoints.OFFWAFER,
     )
     if place is None:
         return work

@@ -7,7 +7,7 @@ are whole cycles (ceil), which is also the scale the CP-SAT and PuLP backends us
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -418,6 +418,11 @@ BACKWARD_VECTOR_FACTOR = 2  # a vector op's backward: its local derivative, time
 LOSS_OPS_PER_ELEMENT = 5  # softmax cross-entropy over the last kernel's output: max, exp, sum, log, gradient
 
 
+# the fp32 statistic per row a softmax whose probabilities are recomputed keeps for its backward (the
+# log-sum-exp of the row: FlashAttention's L)
+STAT_BYTES_PER_ROW = 4
+
+
 @dataclass(frozen=True)
 class TrainingWork:
     """One kernel in training (``cost.training``; hashable: identical layers at the same depth share op
@@ -449,6 +454,13 @@ class TrainingWork:
     # the update; None: one sample a step, no fill or drain, a 1/batch share of the update per sample
     micro_batch: int | None = None
     fill_drain: int = 0
+    # weight streaming's memory forms in the layer pipeline (``cost.training``, "Attention recomputed,
+    # checkpoints off the wafer"): bytes of its forward's inputs that are attention's S x S scores or
+    # probabilities (not stashed), whether its output is one (its forward runs again in the backward),
+    # and whether a recomputing segment's checkpoint is held off the wafer
+    probs_in: int = 0
+    probs_out: bool = False
+    offwafer: bool = False
 
     @property
     def kind(self) -> KernelKind:
@@ -476,14 +488,35 @@ class TrainingWork:
         second = int(f.b_bytes) if f.is_mac and not f.weight_b else 0
         return int(f.in_bytes) + second
 
+    @property
+    def stat_bytes(self) -> int:
+        """Bytes a forward keeps for its backward in place of its S x S input when attention is
+        recomputed: one fp32 statistic a row (``STAT_BYTES_PER_ROW``), only for the softmax between the
+        scores and the context product (``probs_in`` and ``probs_out`` both)."""
+        return STAT_BYTES_PER_ROW * int(self.forward.rows) if self.probs_in and self.probs_out else 0
+
+    def _inside(self) -> int:
+        """Stash bytes of a forward produced inside the segment (the replay regenerates them), its S x S
+        inputs with attention recomputed not counted (they are never kept)."""
+        return max(min(self.segment_input_bytes, self.stash_bytes) - self.probs_in, 0)
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """Bytes of a forward's stash that are its segment's checkpoint (its inputs from outside the
+        segment, attention's S x S inputs not counted): what a recomputing kernel keeps for every sample
+        in flight, or (``offwafer``) streams out in its forward and in again for its backward."""
+        return max(self.stash_bytes - self.probs_in - self._inside(), 0)
+
     def kept_stash_bytes(self, recompute: bool) -> int:
         """Stash bytes the kernel holds (every sample's): its inputs for ``in_flight`` samples; when
         its segment recomputes, the inputs produced inside the segment for ``replay_window`` samples
-        only (the replay regenerates them) and the rest (the segment's checkpoint) for all of them."""
+        only (the replay regenerates them) and the rest (the segment's checkpoint) for all of them,
+        none of it with the checkpoint off the wafer (``offwafer``). Attention recomputed: its S x S
+        inputs (``probs_in``) are never kept, a softmax keeps its rows' statistics (``stat_bytes``)."""
         if not recompute:
-            return self.stash_bytes * self.in_flight
-        inside = min(self.segment_input_bytes, self.stash_bytes)
-        return (self.stash_bytes - inside) * self.in_flight + inside * self.replay_window
+            return (self.stash_bytes - self.probs_in + self.stat_bytes) * self.in_flight
+        held = 0 if self.offwafer else self.checkpoint_bytes * self.in_flight
+        return held + (self._inside() + self.stat_bytes) * self.replay_window
 
     @property
     def backward_macs(self) -> int:
@@ -591,6 +624,16 @@ class StreamedWork:
     # a recomputing segment's checkpoint held off the wafer (``Checkpoints.OFFWAFER``): streamed out in the
     # forward, in again for the backward
     offwafer: bool = False
+
+    @property
+    def cost_key(self) -> StreamedWork:
+        """This work with what a streamed turn never reads set alike: the layer pipeline's bookkeeping of
+        a training work (its samples in flight, which segment it is in and the segment's kernels, its
+        replay window). Streamed works with equal keys cost the same (a model's repeated layers)."""
+        inner = self.inner
+        if not isinstance(inner, TrainingWork):
+            return self
+        return replace(self, inner=replace(inner, in_flight=1, segment=0, segment_kernels=1, replay_window=1))
 
     @property
     def passes(self) -> int:

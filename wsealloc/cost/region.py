@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.cost.model import NO_FIT_WASTE, CostOptions, GridCosts, RegionWork, SramParts
+from wsealloc.cost.model import NO_FIT_WASTE, CostOptions, GridCosts, RegionWork, SramParts, StreamedWork
 
 GridFn = Callable[..., GridCosts]  # cost.grid_costs: (work, arch, options, dataflow, r, c, *, in_place)
 
@@ -58,10 +58,14 @@ def region_grid_costs(
     compute, noc, weights, state, buffers = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
     no_fit = np.zeros(r.size, dtype=bool)
     stream: np.ndarray | None = None
+    seen: dict[Any, GridCosts] = {}  # equal members (a model's repeated layers) are costed once
     for member in work.members:
         # one after another on the region's cores: each member's operands are in place (the one before
         # it left them there); the region's ingress is the placement's communication
-        _, g = fastest_on(member, arch, options, r, c, grid_fn, in_place=True)
+        key = member.cost_key if isinstance(member, StreamedWork) else member
+        g = seen.get(key)
+        if g is None:
+            g = seen[key] = fastest_on(member, arch, options, r, c, grid_fn, in_place=True)[1]
         parts = g.sram_parts()
         latency = np.minimum(latency + g.latency, 2**62)
         compute += g.compute_cycles

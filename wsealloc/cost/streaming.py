@@ -34,6 +34,7 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.cost.model import (
     GRAD_BYTES_PER_PARAM,
+    STAT_BYTES_PER_ROW,
     CostOptions,
     GridCosts,
     KernelWork,
@@ -148,11 +149,6 @@ def streamed_stash_bytes(work: StreamedWork) -> int:
     checkpoint = 0 if work.offwafer else kept - inside
     # the replay regenerates the inputs from inside the segment and the softmax's statistics
     return checkpoint + (inside + stat_bytes(work) if work.replayed else 0)
-
-
-# the fp32 statistic per row a softmax whose probabilities are recomputed keeps for its backward (the
-# log-sum-exp of the row: FlashAttention's L)
-STAT_BYTES_PER_ROW = 4
 
 
 def stat_bytes(work: StreamedWork) -> int:

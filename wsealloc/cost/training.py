@@ -158,6 +158,8 @@ def phases_on(
         backward = backward + np.ceil(extra_vec / (r * c) / vec_rate).astype(np.int64)
     else:
         backward = g.latency * BACKWARD_VECTOR_FACTOR + np.ceil(work.loss_ops / (r * c) / vec_rate).astype(np.int64)
+    if work.probs_out:  # attention recomputed: the backward computes its S x S output again (FlashAttention)
+        backward = backward + g.latency
     # each core updates its share of the kernel's distinct parameters (a dataflow that replicates the
     # weights, os, has every replica's copy sent the new values along its column, as the weights came)
     params_per_core = work.params / (r * c).astype(np.float64)
@@ -188,18 +190,39 @@ def training_grid_costs(
     weights, ``os``, replicates their gradients too."""
     r = np.asarray(r, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
+    held = offwafer_cycles(work, arch, r, c) if recompute else np.zeros(r.size, dtype=np.int64)
     best: GridCosts | None = None
     for i, dataflow in enumerate(work.forward.dataflows()):
         g = grid_fn(work.forward, arch, options, dataflow, r, c)
         ph = phases_on(work, g, np.full(r.size, i, dtype=np.int64), arch, r, c, recompute=recompute)
-        here = _training_costs(work, g, ph, r, c, recompute)
+        here = _training_costs(work, g, ph, r, c, recompute, held)
         best = here if best is None else fits_then_fastest(best, here, arch.usable_sram_bytes)
     assert best is not None  # every kernel has a dataflow
     return best
 
 
-def _training_costs(work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray, c: np.ndarray, recompute: bool) -> GridCosts:
-    """The training step on the shapes with the forward costing ``g`` and the phases ``ph``."""
+def offwafer_cycles(work: TrainingWork, arch: Arch, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Cycles per sample a recomputing kernel's checkpoint held off the wafer (``work.offwafer``) takes
+    over the off-wafer link, each way (out in the forward, in again for the backward, full duplex): its
+    checkpoint bytes per sample over the link's share of the kernel's r x c cores (the wafer's
+    ``cluster.offwafer_bytes_per_s`` spread over its cores: the kernels of a layer pipeline stream
+    at once, each through its share). 0 without a checkpoint off the wafer."""
+    bytes_ = work.checkpoint_bytes if work.offwafer else 0
+    if not bytes_:
+        return np.zeros(np.asarray(r).size, dtype=np.int64)
+    bw = arch.cluster.offwafer_bytes_per_s
+    if bw is None:
+        raise ValueError(f"{arch.name} has no cluster.offwafer_bytes_per_s: --checkpoints offwafer needs the off-wafer bandwidth")
+    share = bw / arch.clock_hz * (np.asarray(r) * np.asarray(c)).astype(np.float64) / arch.total_cores
+    return np.ceil(bytes_ / work.samples / share).astype(np.int64)
+
+
+def _training_costs(
+    work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray, c: np.ndarray, recompute: bool, held: np.ndarray
+) -> GridCosts:
+    """The training step on the shapes with the forward costing ``g`` and the phases ``ph``; ``held``:
+    the off-wafer link's cycles per sample of a checkpoint held off the wafer (the step takes at least
+    that: ``offwafer_cycles``)."""
     parts = g.sram_parts()
     cores = (r * c).astype(np.float64)
     if work.forward.weight_b:  # a gradient accumulator beside every weight the cores hold (replicas included)
@@ -219,7 +242,7 @@ def _training_costs(work: TrainingWork, g: GridCosts, ph: Phases, r: np.ndarray,
         compute_cycles=g.compute_cycles * ratio + ph.update / ph.samples,
         noc_cycles=g.noc_cycles * ratio,
         sram_bytes=train_parts.total,
-        latency=np.minimum(ph.total, 2**62),
+        latency=np.minimum(np.maximum(ph.total, held), 2**62),
         waste=g.waste,
         parts=train_parts,
     )

@@ -22,7 +22,7 @@ from wsealloc.cost.model import Attention, Checkpoints, Recompute
 from wsealloc.cost.streaming import streamed_floor
 from wsealloc.errors import InfeasibleError
 from wsealloc.opmodels.regions import region_table
-from wsealloc.opmodels.table import CostTable
+from wsealloc.opmodels.table import CostTable, attention_roles_of
 
 
 def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], ...]:
@@ -38,12 +38,16 @@ def recompute_choice(costs: CostTable, batch: int) -> tuple[tuple[bool, bool], .
     buffers: list[int] = []
     latency: list[tuple[int, int]] = []
     forms = with_room(costs, streamed_forms(costs), batch)
+    seen: dict[StreamedWork, tuple[int, int, int]] = {}  # equal forms (repeated layers: ``cost_key``) are costed once
     for form in forms:
         row = []
         for recompute, replayed in ((False, False), (True, False), (True, True)):
             streamed = replace(form, recompute=recompute, replayed=replayed)
-            g = grid_costs(streamed, arch, costs.options, Dataflow.STREAM, r, c)
-            row.append((int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0])))
+            key = streamed.cost_key
+            if key not in seen:
+                g = grid_costs(streamed, arch, costs.options, Dataflow.STREAM, r, c)
+                seen[key] = (int(g.sram_parts().state[0]), int(g.sram_parts().buffers[0]), int(g.latency[0]))
+            row.append(seen[key])
         state.append((row[0][0], row[1][0], row[2][0]))
         buffers.append(row[0][1])
         latency.append((row[0][2], row[1][2]))
@@ -107,36 +111,11 @@ def cheapest_cover(items: list[tuple[int, int]], need: int) -> tuple[int, list[i
 
 
 def attention_roles(costs: CostTable) -> list[tuple[int, bool]]:
-    """Per kernel, with attention recomputed: the bytes per sample of its inputs that are attention's
-    S x S scores or probabilities, and whether its output is one. Attention is found by its shape in
-    the kernel graph: a vector kernel that reduces along its rows (the softmax), fed by a matmul of two
-    activations (the scores, Q K^T) and feeding one (the context product, P V, which reads it as its
-    first operand, ``in_bytes``). Every other kernel: (0, False)."""
-    roles = [(0, False)] * len(costs.kernels)
+    """Per kernel of ``costs``, with attention recomputed: the bytes per sample of its inputs that are
+    attention's S x S scores or probabilities, and whether its output is one
+    (``opmodels.table.attention_roles_of``: attention found by its shape in the kernel graph)."""
     works = [kc.work.forward if isinstance(kc.work, TrainingWork) else kc.work for kc in costs.kernels]
-    into: dict[int, list[int]] = {}
-    out_of: dict[int, list[int]] = {}
-    for e in costs.edges:
-        into.setdefault(e.dst, []).append(e.src)
-        out_of.setdefault(e.src, []).append(e.dst)
-
-    def pairwise(k: int) -> bool:  # a matmul of two activations
-        w = works[k]
-        return isinstance(w, KernelWork) and w.is_mac and not w.weight_b
-
-    for k, w in enumerate(works):
-        if not isinstance(w, KernelWork) or w.is_mac or not w.row_reduce:
-            continue
-        scores = [p for p in into.get(k, []) if pairwise(p)]
-        context = [q for q in out_of.get(k, []) if pairwise(q)]
-        if len(scores) != 1 or len(into.get(k, [])) != 1 or not context:
-            continue
-        s = scores[0]
-        roles[s] = (roles[s][0], True)
-        roles[k] = (int(w.in_bytes), True)
-        for q in context:
-            roles[q] = (min(int(w.out_bytes), int(works[q].in_bytes)), roles[q][1])
-    return roles
+    return attention_roles_of(works, costs.edges)
 
 
 def streamed_forms(costs: CostTable) -> list[StreamedWork]:
@@ -166,8 +145,8 @@ def with_room(costs: CostTable, forms: list[StreamedWork], batch: int) -> list[S
         if f.probs_in or f.probs_out:
             continue
         work = replace(f, batch=batch)
-        if work not in seen:
-            seen[work] = int(grid_costs(work, arch, costs.options, Dataflow.STREAM, r, c).sram_parts().buffers[0])
+        if work.cost_key not in seen:
+            seen[work.cost_key] = int(grid_costs(work, arch, costs.options, Dataflow.STREAM, r, c).sram_parts().buffers[0])
     room = max(seen.values(), default=0)
     return [replace(f, batch=batch, room=room if f.probs_in or f.probs_out else 0) for f in forms]
 
@@ -180,6 +159,8 @@ def _inner(work: object) -> KernelWork | TrainingWork:
         )
     if not isinstance(work, KernelWork | TrainingWork):
         raise ValueError(f"weight streaming costs forward or training kernels, not {type(work).__name__}")
+    if isinstance(work, TrainingWork):  # the forms are the streamed work's (StreamedWork), not the pipeline's
+        return replace(work, probs_in=0, probs_out=False, offwafer=False)
     return work
 
 
@@ -204,10 +185,12 @@ def lower_bound(costs: CostTable, batch: int, global_batch: int | None = None) -
     them one after another); ``global_batch``: micro-batches of ``batch`` (``streaming_table``)."""
     arch = costs.arch
     r, c = np.array([arch.rows]), np.array([arch.cols])
-    return sum(
-        int(streamed_floor(replace(form, batch=batch, global_batch=global_batch), arch, costs.options, r, c, grid_costs)[0])
-        for form in streamed_forms(costs)
-    )
+    works = [replace(form, batch=batch, global_batch=global_batch) for form in streamed_forms(costs)]
+    seen: dict[StreamedWork, int] = {}  # equal forms (repeated layers) are costed once
+    for work in works:
+        if work.cost_key not in seen:
+            seen[work.cost_key] = int(streamed_floor(work, arch, costs.options, r, c, grid_costs)[0])
+    return sum(seen[work.cost_key] for work in works)
 
 
 def micro_batches(global_batch: int) -> list[int]:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, IspdConvWork, TrainingWork, Work, kernel_work, training_work
+from wsealloc.cost import CostOptions, IspdConvWork, KernelWork, TrainingWork, Work, kernel_work, training_work
+from wsealloc.cost.model import Attention
 from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_starts
 from wsealloc.errors import InfeasibleError
@@ -132,6 +133,38 @@ class CostTable:
         raise KeyError(name)
 
 
+def attention_roles_of(works: Sequence[Work], edges: Sequence[EdgeBytes]) -> list[tuple[int, bool]]:
+    """Per kernel (``works``: the forwards, in kernel order), with attention recomputed: the bytes per
+    sample of its inputs that are attention's S x S scores or probabilities, and whether its output is
+    one. Attention is found by its shape in the kernel graph: a vector kernel that reduces along its
+    rows (the softmax), fed by a matmul of two activations (the scores, Q K^T) and feeding one (the
+    context product, P V, which reads it as its first operand, ``in_bytes``). Every other kernel: (0, False)."""
+    roles = [(0, False)] * len(works)
+    into: dict[int, list[int]] = {}
+    out_of: dict[int, list[int]] = {}
+    for e in edges:
+        into.setdefault(e.dst, []).append(e.src)
+        out_of.setdefault(e.src, []).append(e.dst)
+
+    def pairwise(k: int) -> bool:  # a matmul of two activations
+        w = works[k]
+        return isinstance(w, KernelWork) and w.is_mac and not w.weight_b
+
+    for k, w in enumerate(works):
+        if not isinstance(w, KernelWork) or w.is_mac or not w.row_reduce:
+            continue
+        scores = [p for p in into.get(k, []) if pairwise(p)]
+        context = [q for q in out_of.get(k, []) if pairwise(q)]
+        if len(scores) != 1 or len(into.get(k, [])) != 1 or not context:
+            continue
+        s = scores[0]
+        roles[s] = (roles[s][0], True)
+        roles[k] = (int(w.in_bytes), True)
+        for q in context:
+            roles[q] = (min(int(w.out_bytes), int(works[q].in_bytes)), roles[q][1])
+    return roles
+
+
 def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, check_feasible: bool = True) -> CostTable:
     """Cost every kernel; raise :class:`InfeasibleError` naming kernels with no legal op model."""
     cache: dict[Work, tuple[OpModelTable, Frontier, int]] = {}
@@ -144,6 +177,9 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
     length = options.train.segment if options.train is not None else None
     places = segment_places(shape, edges, member, length=length) if shape is not None else None
     fixed = constants(kgraph.ops) if shape is not None else frozenset()
+    # weight streaming's memory forms, in the layer pipeline too (``cost.training``)
+    recomputed = options.train is not None and options.train.attention is Attention.RECOMPUTED
+    roles = attention_roles_of(forwards, edges) if recomputed else [(0, False)] * len(forwards)
     for i, kernel in enumerate(kgraph.kernels):
         work = forwards[i]
         if shape is not None and places is not None:
@@ -158,6 +194,7 @@ def build_cost_table(kgraph: KernelGraph, arch: Arch, options: CostOptions, *, c
                 params=parameters(kernel.weights, kgraph.ops, fixed),
                 dtype_bytes=arch.dtype.bytes,
                 fill_drain=2 * (stages - 1),  # micro-batching: the first micro-batch's way to the loss and back
+                probs=roles[i],
             )
         if work not in cache:
             table = enumerate_op_models(work, arch, options)

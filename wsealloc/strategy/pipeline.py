@@ -38,7 +38,6 @@ from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, PipelineDecision
-from wsealloc.strategy.modes import Mode
 from wsealloc.units import format_bytes
 
 if TYPE_CHECKING:
@@ -543,16 +542,17 @@ def _segment(costs: CostTable) -> int | None:
 
 
 def refuse_streamed_forms(request: SolveRequest) -> None:
-    """Refuse weight streaming's memory forms in a layer pipeline (``--mode pipelined``): it keeps
-    attention's probabilities and its checkpoints in its kernels' SRAM (``--mode auto`` costs its
-    pipeline row so, whatever they say)."""
+    """Weight streaming's memory forms in a layer pipeline (``cost.training``): attention recomputed
+    needs nothing more; a checkpoint off the wafer needs the off-wafer bandwidth."""
     train = request.cost.train
-    if train is None or request.mode is not Mode.PIPELINED:
+    if train is None or train.checkpoints is Checkpoints.WAFER:
         return
-    if train.attention is not Attention.STORED:
-        raise ValueError("--attention recomputed is a form of weight streaming: give --mode streaming (or auto)")
-    if train.checkpoints is not Checkpoints.WAFER:
-        raise ValueError("--checkpoints offwafer is a form of weight streaming: give --mode streaming (or auto)")
+    if request.arch is not None and request.arch.cluster.offwafer_bytes_per_s is None:
+        raise ValueError(
+            f"--checkpoints offwafer needs the off-wafer bandwidth: {request.arch.name} has no "
+            "cluster.offwafer_bytes_per_s (--set cluster.offwafer_bytes_per_s=150e9: the 1.2 Tb/s of I/O a CS-2 "
+            "is published with)"
+        )
 
 
 def refuse_seed_training(request: SolveRequest) -> None:
@@ -604,12 +604,24 @@ def training_lines(plan: Plan, costs: CostTable) -> list[str]:
     usable = costs.arch.usable_sram_bytes * costs.arch.total_cores * len(plan.stages)
     memory = ", ".join(f"{name} {format_bytes(v)}" for name, v in totals.items())
     flight = "samples" if train.micro_batch is None else f"micro-batches of {train.micro_batch}"
+    forms = [
+        text
+        for text, on in (
+            (
+                "attention recomputed (no S x S stashed; scores and softmax run again in the backward)",
+                train.attention is Attention.RECOMPUTED,
+            ),
+            ("recomputing segments' checkpoints held off the wafer", train.checkpoints is Checkpoints.OFFWAFER),
+        )
+        if on
+    ]
+    held = f"; {', '.join(forms)}" if forms else ""
     return [
         f"training: {rate:,.1f} samples/s{per_token(costs, rate)}; {train.optimizer.value}, weights updated "
         f"{every}; forward, backward and update time-shared on each kernel's rectangle; {segments_line(works, flags)} "
         f"of about {length} stages ({recompute} of {len(plan.kernels)} kernels) recompute (--recompute "
         f"{train.recompute.value})",
-        f"training memory: {memory} (stash: up to {deepest} {flight} in flight); {format_bytes(sum(totals.values()))} "
+        f"training memory: {memory} (stash: up to {deepest} {flight} in flight{held}); {format_bytes(sum(totals.values()))} "
         f"of {format_bytes(usable)} usable",
     ]
 
