@@ -6,9 +6,10 @@ The stacked family (``--share auto``'s default) charges every region grid whole 
 ``rows x w`` or ``rows // 2 x w``: every grid's cores are a multiple of ``unit = gcd(cores)``, so the
 runs of a wafer fit its budget C exactly when their units fit ``K = C // unit`` (a sum of multiples of
 the unit is at most C iff it is at most ``unit * (C // unit)``). The least time of the kernels [a, b)
-on one wafer within k units is then, for every b and k at once, one program from a (``program``)::
+on one wafer within k units is then, for every b and k at once, one program from a (``program``;
+indices relative to a)::
 
-    D[a][a, k] = 0,   D[b, k] = min over runs [i, b) on grid g fitting its SRAM of D[i, k - units[g]] + latency[i:b, g]
+    D[0, k] = 0,   D[b, k] = min over runs [i, b) on grid g fitting its SRAM of D[i, k - units[g]] + latency[i:b, g]
 
 Exact: no price of a core and no gap. The Lagrangian bound ``solvers.share_wafers`` takes otherwise
 prices cores it cannot split into the lumps a region takes; where a wafer holds a few large regions
@@ -22,7 +23,9 @@ on Qwen3), each a vector minimum over the budgets at least the start's fewest un
 about its triples (``triples``) plus fronts x K; where a repeating stretch makes few programs and the
 runs are short, it is cheap (Qwen3-235B: 20 programs, 1.75 M triples each, about 0.5 s each), where
 wafers hold long segments of small kernels it is not (Llama-3.1-70B: 10.9 M triples a program), and
-``share_wafers`` keeps its priced bounds there.
+``share_wafers`` keeps its priced bounds there. Where both apply the searches order them by cost:
+``share_wafers`` runs the knapsack first while its programs keep a quick pace, ``share`` while its
+one program is ``quick``; else the priced search first, for ``PRICED_SHARE`` of the time.
 """
 
 from __future__ import annotations
