@@ -17,7 +17,6 @@ from wsealloc.pipeline import build_costs
 from wsealloc.plan.verify import allocation_optimum
 from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem
 from wsealloc.solvers.relocate import _Search, relocate
-from wsealloc.solvers.repair import repair
 from wsealloc.solvers.strips import Placed, score
 
 ATTENTION = Path(__file__).resolve().parents[1] / "models" / "tiny" / "attention.onnx"
@@ -123,24 +122,3 @@ def test_a_full_wafer_improves_by_kernels_trading_places(problem: PlacementProbl
     assert (swapped.rects[:, 2:] == start.rects[:, 2:]).all() and (swapped.latency == start.latency).all()
     moved = relocate(full, start, Deadline.after(20))  # the whole search, the swap among its moves
     assert score(full, moved) < score(full, start) and not _overlaps(moved.rects)
-
-
-def test_a_layout_built_without_the_corners_is_repaired(problem: PlacementProblem) -> None:
-    """``repair``: a layout built without the user's fixed corners, each pinned kernel moved to its
-    corner and the kernels it lands on lifted to free cores; shapes kept where they fit, no overlap,
-    every rule honoured."""
-    start = scattered(problem)
-    y, x = (int(v) for v in start.rects[0, :2])  # softmax (2) pinned where q_proj (0) is: q_proj must move
-    pins = (None, None, (y, x), None)
-    pinned = replace(problem, pins=pins)
-    assert pinned.violations(start.rects)
-    fixed = repair(pinned, start)
-    assert fixed is not None
-    assert tuple(int(v) for v in fixed.rects[2, :2]) == (y, x)
-    assert not pinned.violations(fixed.rects) and not _overlaps(fixed.rects)
-    assert (fixed.rects[0] != start.rects[0]).any()
-    for k, (_, _, r, c) in enumerate(fixed.rects.tolist()):  # every rectangle's latency is its shape table's
-        shape = problem.shape(k)
-        h = shape.height_index(r)
-        assert int(shape.best[h, c]) == int(fixed.latency[k]) and int(shape.best_r[h, c]) == r
-    assert repair(problem, start) is None  # no corner to repair

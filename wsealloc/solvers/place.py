@@ -28,7 +28,6 @@ from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
 from wsealloc.solvers.relocate import relocate, relocates
-from wsealloc.solvers.repair import repair
 from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target
 from wsealloc.solvers.swap import swap_kernels
 
@@ -37,7 +36,6 @@ WINDOWS_SHARE = 0.5  # of what remains after the construction: the CP-SAT window
 # the user's corners and keep-outs: the relocation gains more there (kernels far from their producers)
 WINDOWS_SHARE_CONSTRAINED = 0.25
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
-RELAXED_SHARE = 0.3  # of the construction's time: the layout without the user's corners, to be repaired
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
 # The score is not monotone along the ladder (layouts jump), so a coarse ladder finds the region and
@@ -194,11 +192,6 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
                 if factor > 1.0 and (cap is None or target * factor <= cap):
                     consider(build(int(target * factor)), style)
 
-    if any(pin is not None for pin in problem.pins) and not deadline.expired():
-        # the layout without the user's corners, then repaired (``repair``): corners in the middle of
-        # the wafer split every band of the construction below
-        free = construct_best(replace(problem, pins=()), deadline.share(RELAXED_SHARE))
-        consider(None if free is None else repair(problem, free), styles(problem)[0])
     for sequence in sequences(problem):
         seq_problem = problem if sequence is None else problem.in_sequence(sequence)
         for style in styles(problem):
