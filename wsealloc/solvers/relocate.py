@@ -284,6 +284,8 @@ class _Search:
             if p.fixed(a) or self.grouped(a):
                 continue
             for b in self._touching(rects, a):
+                if self.deadline.expired():
+                    return None
                 if p.fixed(b) or self.grouped(b):
                     continue
                 swapped = _swapped(rects, a, b)
