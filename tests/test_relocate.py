@@ -1,5 +1,5 @@
 """The relocation search (issue 37, ``solvers/relocate.py``): kernels moved onto faster rectangles in
-free cores, never a worse layout, the user's corners and keep-outs honoured."""
+free cores or trading places with a kernel they touch, never a worse layout, the user's corners and keep-outs honoured."""
 
 from __future__ import annotations
 

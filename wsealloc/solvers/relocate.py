@@ -14,8 +14,11 @@ never rises, and among layouts with the same bottleneck the next slowest kernel 
 identical layers fall one at a time); the first such move found is taken.
 Where no single move helps, the moves that speed up the slowest kernel are followed by a move of the
 kernel each made slowest (an ejection chain of two: the slowest kernel leaves, its consumer follows),
-and a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
-one other kernel, which moves to free cores elsewhere (an eviction).
+a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
+one other kernel, which moves to free cores elsewhere (an eviction), and where no core is free the
+slowest kernel or a far producer of it trades places with a kernel it touches along a row or column,
+both keeping their rectangles (an exchange: a one-column layer norm behind the up-projection it feeds
+is next to the down-projection that takes it as the residual).
 
 The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
 a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
