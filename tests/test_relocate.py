@@ -1,5 +1,5 @@
 """The relocation search (issue 37, ``solvers/relocate.py``): kernels moved onto faster rectangles in
-free cores, never a worse layout, the user's corners and keep-outs honoured."""
+free cores or trading places with a kernel they touch, never a worse layout, the user's corners and keep-outs honoured."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from wsealloc.frontend.sources import OnnxSource
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.verify import allocation_optimum
 from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem
-from wsealloc.solvers.relocate import relocate
+from wsealloc.solvers.relocate import _Search, relocate
 from wsealloc.solvers.strips import Placed, score
 
 ATTENTION = Path(__file__).resolve().parents[1] / "models" / "tiny" / "attention.onnx"
@@ -90,3 +90,35 @@ def test_the_contest_objective_is_left_alone(problem: PlacementProblem) -> None:
     contest = replace(problem, objective=ContestScore(weight_time=1.0, wires=1.0))
     start = scattered(problem)
     assert relocate(contest, start, Deadline.after(5)) is start
+
+
+def test_a_full_wafer_improves_by_kernels_trading_places(problem: PlacementProblem) -> None:
+    """No core is free (the rest of the wafer blocked), so a swap of touching kernels helps without new shapes:
+    pv (3) is the slowest, 12 hops from q_proj (0), which it reads past qk and softmax; trading places
+    brings them nearer, and every kernel keeps its shape."""
+    rows = problem.mesh.rows
+    widths = (8, 8, 3, 4)  # q_proj, qk, softmax, pv side by side, full height, in dataflow order
+    rects, codes, latency = [], [], []
+    x = 0
+    for k, c in enumerate(widths):
+        shape = problem.shape(k)
+        h = shape.height_index(rows)
+        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
+        rects.append((0, x, rows, c))
+        codes.append(int(shape.best_df[h, c]))
+        latency.append(int(shape.best[h, c]))
+        x += c
+    blocked = problem.blocked.copy()
+    blocked[:, x:] = True
+    full = replace(problem, blocked=blocked)
+    start = Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
+    before, _ = full.evaluate(start.rects, start.latency)
+    assert int(np.argmax(before)) == 3
+    swapped = _Search(full, Deadline.after(20))._exchange(start, 3, np.sort(before)[::-1])
+    assert swapped is not None
+    after, _ = full.evaluate(swapped.rects, swapped.latency)
+    assert after.max() < before.max()
+    assert not _overlaps(swapped.rects) and not (swapped.rects[:, 1] + swapped.rects[:, 3] > x).any()
+    assert (swapped.rects[:, 2:] == start.rects[:, 2:]).all() and (swapped.latency == start.latency).all()
+    moved = relocate(full, start, Deadline.after(20))  # the whole search, the swap among its moves
+    assert score(full, moved) < score(full, start) and not _overlaps(moved.rects)

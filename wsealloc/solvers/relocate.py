@@ -14,8 +14,11 @@ never rises, and among layouts with the same bottleneck the next slowest kernel 
 identical layers fall one at a time); the first such move found is taken.
 Where no single move helps, the moves that speed up the slowest kernel are followed by a move of the
 kernel each made slowest (an ejection chain of two: the slowest kernel leaves, its consumer follows),
-and a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
-one other kernel, which moves to free cores elsewhere (an eviction).
+a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its corner that covers
+one other kernel, which moves to free cores elsewhere (an eviction), and where no core is free the
+slowest kernel or a far producer of it trades places with a kernel it touches along a row or column,
+both keeping their rectangles (an exchange: a one-column layer norm behind the up-projection it feeds
+is next to the down-projection that takes it as the residual).
 
 The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
 a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
@@ -224,6 +227,9 @@ class _Search:
                 for moved in self.moves(placed, far, top, top + 1, toward=k):
                     if _before(np.sort(self.stages(moved))[::-1], key):
                         return moved
+            exchanged = self._exchange(placed, k, key)
+            if exchanged is not None:
+                return exchanged
             evicted = self._evict(placed, k, stage, key)
             if evicted is not None:
                 return evicted
@@ -260,6 +266,55 @@ class _Search:
                     return moved
         return None
 
+    def _exchange(self, placed: Placed, k: int, key: np.ndarray) -> Placed | None:
+        """Kernel k or one of its far producers swapped with a kernel it touches along a row (or a
+        column), each keeping its rectangle (the first swap that improves on ``placed``; None: none).
+
+        Where no core is free, a producer far from k can still come nearer by trading places with its
+        neighbour on k's side: BERT-base's second layer norm of a block feeds the MLP's up-projection
+        next to it and, as the residual, the down-projection on the far side of it (155 hops, which
+        made the down-projections the bottleneck); behind the up-projection it is next to both, and
+        its own producer's tensor travels the 155 hops instead, to a kernel with time to spare."""
+        p = self.problem
+        rects = placed.rects
+        producers = self.producers[k]
+        hops: list[int] = []
+        if producers:
+            hops = rect_distance(rects[producers], np.repeat(rects[k : k + 1], len(producers), axis=0)).tolist()
+        far = [j for j, d in zip(producers, hops, strict=True) if d > 1]
+        prefix = self.taken(placed)
+        for a in [k, *far]:
+            if p.fixed(a) or self.grouped(a):
+                continue
+            for b in self._touching(rects, a):
+                if self.deadline.expired():
+                    return None
+                if p.fixed(b) or self.grouped(b):
+                    continue
+                swapped = _swapped(rects, a, b)
+                if swapped is None or not _free_of(prefix, swapped[[a, b]], rects[[a, b]]):
+                    continue
+                if p.die_rule is DieBoundary.FORBID and die_crossings(swapped[[a, b]], p.mesh.die_rows, p.mesh.die_cols).any():
+                    continue
+                if p.violations(swapped):
+                    continue
+                moved = Placed(swapped, placed.dataflow, placed.latency)
+                if _before(np.sort(self.stages(moved))[::-1], key):
+                    return moved
+            if self.deadline.expired():
+                break
+        return None
+
+    @staticmethod
+    def _touching(rects: np.ndarray, a: int) -> list[int]:
+        """Kernels whose rectangles share a side with kernel a's along a row or a column."""
+        y, x, r, c = (int(v) for v in rects[a])
+        rows_meet = (rects[:, 0] < y + r) & (y < rects[:, 0] + rects[:, 2])
+        cols_meet = (rects[:, 1] < x + c) & (x < rects[:, 1] + rects[:, 3])
+        beside = rows_meet & ((rects[:, 1] + rects[:, 3] == x) | (rects[:, 1] == x + c))
+        over = cols_meet & ((rects[:, 0] + rects[:, 2] == y) | (rects[:, 0] == y + r))
+        return [int(b) for b in np.flatnonzero(beside | over) if b != a]
+
     def _farthest_producer(self, placed: Placed, k: int) -> int | None:
         """The producer of k farthest from it that may move (None: none at a distance, or fixed)."""
         producers = self.producers[k]
@@ -270,6 +325,47 @@ class _Search:
         j = producers[int(np.argmax(hops))]
         fixed = self.problem.fixed(j)
         return None if int(hops.max()) <= 1 or fixed else j
+
+
+def _swapped(rects: np.ndarray, a: int, b: int) -> np.ndarray | None:
+    """The layout with touching kernels a and b trading places along the side they share: the first of
+    the two (left, or above) now starts where the other started, each keeping its rows (columns) and
+    shape. None when they share no side."""
+    first, second = sorted((a, b), key=lambda k: (int(rects[k, 1]), int(rects[k, 0])))
+    f, s = rects[first], rects[second]
+    out = rects.copy()
+    if f[1] + f[3] == s[1]:  # side by side along a row
+        out[second, 1] = f[1]
+        out[first, 1] = f[1] + s[3]
+        return out
+    first, second = sorted((a, b), key=lambda k: (int(rects[k, 0]), int(rects[k, 1])))
+    f, s = rects[first], rects[second]
+    if f[0] + f[2] == s[0]:  # one above the other along a column
+        out[second, 0] = f[0]
+        out[first, 0] = f[0] + s[2]
+        return out
+    return None
+
+
+def _free_of(prefix: np.ndarray, new: np.ndarray, old: np.ndarray) -> bool:
+    """Whether the rectangles ``new`` (two kernels' after a swap) lie on the wafer, share no core and
+    cover no taken core but the ones ``old`` (the same kernels' before) held (``prefix``: 2D prefix
+    sums of the taken cores)."""
+    rows, cols = prefix.shape[0] - 1, prefix.shape[1] - 1
+    (y, x, r, c), (y2, x2, r2, c2) = new.tolist()
+    if y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+        return False
+    for y, x, r, c in new.tolist():
+        if y < 0 or x < 0 or y + r > rows or x + c > cols:
+            return False
+        taken = int(prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x])
+        mine = sum(
+            max(0, min(y + r, oy + orows) - max(y, oy)) * max(0, min(x + c, ox + ocols) - max(x, ox))
+            for oy, ox, orows, ocols in old.tolist()
+        )
+        if taken != mine:
+            return False
+    return True
 
 
 def relocates(problem: PlacementProblem) -> bool:
