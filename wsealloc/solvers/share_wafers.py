@@ -21,7 +21,7 @@ Where every region grid's cores are whole units of one size (the stacked, column
 families: whole columns of the wafer) and the programs are small enough (``columns.MAX_WORK``), the
 segments' values are their least times themselves, not bounds: a knapsack over the units per start
 (``solvers.columns``), the same pieces of the zone; the program over the cuts then is the optimum, and
-its wafers' runs are found again in the programs (``_column_solve``). Priced bounds leave a gap where a
+its wafers' runs are found again in the programs (``_ColumnSearch``). Priced bounds leave a gap where a
 wafer holds a few large regions (Qwen3-235B-A22B: 0.2%, labels that did not close in minutes); the
 knapsack proves it in seconds. It goes first while its programs keep a pace that ends them within
 ``QUICK_SHARE`` of the time (Llama-3.1-405B: 9 s against 85 s of labels); else, the programs done kept,
