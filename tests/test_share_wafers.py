@@ -29,7 +29,7 @@ def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         monkeypatch.setattr(columns, "MAX_WORK", 0)
     if request.param == "after-priced":  # too slow a pace for the knapsack first, no time for the priced search
         monkeypatch.setattr(share_wafers, "QUICK_SHARE", 1e-12)
-        monkeypatch.setattr(share_wafers, "PRICED_SHARE", 1e-12)
+        monkeypatch.setattr(columns, "PRICED_SHARE", 1e-12)
     return "priced" if request.param == "priced" else "columns"
 
 

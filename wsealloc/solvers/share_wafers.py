@@ -25,7 +25,7 @@ its wafers' runs are found again in the programs (``_ColumnSearch``). Priced bou
 wafer holds a few large regions (Qwen3-235B-A22B: 0.2%, labels that did not close in minutes); the
 knapsack proves it in seconds. It goes first while its programs keep a pace that ends them within
 ``QUICK_SHARE`` of the time (Llama-3.1-405B: 9 s against 85 s of labels); else, the programs done kept,
-after the priced search has had ``PRICED_SHARE`` of the time without closing: where wafers hold many
+after the priced search has had ``columns.PRICED_SHARE`` of the time without closing: where wafers hold many
 regions the priced bounds close first and faster (Mixtral on three wafers: seconds, against 16
 programs of 1-2 s each), and long segments of many small kernels (Llama-3.1-70B: 10.9 M fitting runs
 a program, beyond ``columns.MAX_WORK``) keep them alone.
@@ -186,7 +186,6 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
 # Bounds per segment: the method for long sequences of identical layers (LLM decoders)
 # ---------------------------------------------------------------------------------------------------
 
-PRICED_SHARE = columns.PRICED_SHARE  # of the time: the priced search before the knapsack, where both apply
 QUICK_SHARE = 0.25  # of the time: the knapsack goes first while its pace ends it within this share
 MAX_SWEEPS = 96  # programs from distinct starts the segment bounds may need (identical layers need few)
 PRICES = 10  # prices of a core per segment bound
@@ -629,7 +628,7 @@ def solve(
     if deadline.expired():
         message = "no plan over the wafers was found in time"
         return known or WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
-    priced = _segment_solve(sp, links, wafers, deadline.share(PRICED_SHARE), windows, zone, price, known, start)
+    priced = _segment_solve(sp, links, wafers, deadline.share(columns.PRICED_SHARE), windows, zone, price, known, start)
     if priced.status in (Status.OPTIMAL, Status.INFEASIBLE) or deadline.expired():
         return priced
     exact = search.run(deadline, start)
