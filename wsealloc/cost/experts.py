@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -38,7 +38,6 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.cost.model import (
     NO_FIT_WASTE,
-    ROUTING_OPS_PER_LOGIT,
     CostOptions,
     ExpertsWork,
     GridCosts,
@@ -93,6 +92,25 @@ def experts_work(kernel: Kernel, graph: OpGraph, arch: Arch, options: CostOption
     )
 
 
+def shard_work(work: ExpertsWork, shards: int, shard: int) -> ExpertsWork:
+    """Shard ``shard`` of ``shards`` of a whole MoE layer (``ExpertsWork.shards``): E / S experts held,
+    every token entering (with the partial sum after the first shard), the partial sum leaving (the
+    layer's output after the last). ValueError when the experts do not split so."""
+    if work.shards != 1:
+        raise ValueError(f"a shard of a MoE layer cannot be split again (it is shard {work.shard} of {work.shards})")
+    if shards < 1 or work.experts % shards or not 0 <= shard < shards:
+        raise ValueError(f"a MoE layer of {work.experts} experts has no shard {shard} of {shards} (S must divide E)")
+    partial = work.tokens * work.hidden * work.dtype_bytes  # the layer's output, summed so far
+    last = shard == shards - 1
+    return replace(
+        work,
+        shards=shards,
+        shard=shard,
+        in_bytes=work.in_bytes + (partial if shard else 0),
+        out_bytes=work.out_bytes if last else partial,
+    )
+
+
 def expert_region(work: ExpertsWork, tokens: int) -> RegionWork:
     """One expert's matrices for ``tokens`` tokens, in the order they run on its tile: the input
     projection(s) with the activation (and the gate product) as epilogue, then the output projection
@@ -139,10 +157,11 @@ class TileLoad:
 
 
 @lru_cache(maxsize=4096)
-def tile_load(experts: int, top_k: int, tokens: int, tiles: int, routing: Routing) -> TileLoad:
+def tile_load(experts: int, top_k: int, tokens: int, tiles: int, routing: Routing, held: int = 0) -> TileLoad:
     """The busiest of ``tiles`` tiles (module docstring): expected under uniform routing, the bound
-    under the worst."""
-    m = experts // tiles
+    under the worst. ``held``: the experts the tiles hold (a shard's E / S; 0: all E), the picks drawn
+    from all E."""
+    m = (held or experts) // tiles
     if routing is Routing.WORST:  # every pick a tile can take from each token, on as many of its experts as exist
         most = min(m, top_k) * tokens
         return TileLoad(tiles, m, float(min(m, most)), float(most), -(-most // min(m, most)))
@@ -210,12 +229,14 @@ def _max_bound(pmf: np.ndarray, copies: int) -> float:
 def _one_token_max(experts: int, per_tile: int, top_k: int, tiles: int) -> float:
     """E[the most of one token's k distinct experts on any one of ``tiles`` tiles of ``per_tile``]:
     P(max <= x) counts the k-subsets with at most x in every tile, the coefficient of z^k in
-    (sum_{j <= x} C(m, j) z^j)^tiles, over C(E, k) (exact integers)."""
+    (sum_{j <= x} C(m, j) z^j)^tiles (1 + z)^rest, over C(E, k) (exact integers; ``rest``: the experts
+    on no tile of these, another shard's)."""
     total = math.comb(experts, top_k)
+    rest = experts - per_tile * tiles
     expected = 0.0
     for x in range(min(per_tile, top_k)):
         row = [math.comb(per_tile, j) for j in range(x + 1)]
-        poly = [1]
+        poly = [math.comb(rest, j) for j in range(min(rest, top_k) + 1)]
         for _ in range(tiles):
             out = [0] * min(len(poly) + x, top_k + 1)
             for i, a in enumerate(poly):
@@ -296,10 +317,9 @@ def experts_layout(
 ) -> ExpertsLayout:
     """The tiling ``experts_grid_costs`` chose on ``r x c`` cores (for the summary and the plan)."""
     choice, _ = _tiled(work, arch, options, np.array([r], dtype=np.int64), np.array([c], dtype=np.int64), grid_fn, in_place, None)
-    ta, tb = tilings(work.experts)[int(choice[0])]
-    return ExpertsLayout(
-        ta, tb, (max(r // ta, 1), max(c // tb, 1)), tile_load(work.experts, work.top_k, work.tokens, ta * tb, work.routing)
-    )
+    ta, tb = tilings(work.held)[int(choice[0])]
+    load = tile_load(work.experts, work.top_k, work.tokens, ta * tb, work.routing, work.held)
+    return ExpertsLayout(ta, tb, (max(r // ta, 1), max(c // tb, 1)), load)
 
 
 def _tiled(
@@ -319,16 +339,16 @@ def _tiled(
     usable = arch.usable_sram_bytes
     # outside the experts' tiles: each token's k outputs summed, the routing's softmax and top-k over
     # its E logits, the epilogue; spread over every core of the grid
-    outside = work.tokens * (work.top_k * work.hidden + ROUTING_OPS_PER_LOGIT * work.experts) + work.epilogue_ops
-    routing = np.ceil(float(outside) / (rf * cf * vec))
+    routing = np.ceil(float(work.outside_ops) / (rf * cf * vec))
     cross = 0.5 if work.routing is Routing.UNIFORM else 1.0
     best: GridCosts | None = None
     best_rank = np.full(r.size, -1, dtype=np.int64)
     choice = np.zeros(r.size, dtype=np.int64)
-    for i, (ta, tb) in enumerate(tilings(work.experts)):
+    entering = (1 + int(work.receives_partial)) * t_all * d * b  # the tokens (and a shard's partial sum)
+    for i, (ta, tb) in enumerate(tilings(work.held)):
         if tiling is not None and (ta, tb) != tiling:
             continue
-        load = tile_load(work.experts, work.top_k, work.tokens, ta * tb, work.routing)
+        load = tile_load(work.experts, work.top_k, work.tokens, ta * tb, work.routing, work.held)
         tr, tc = np.maximum(r // ta, 1), np.maximum(c // tb, 1)
         fits = (r >= ta) & (c >= tb)
         g = region_grid_costs(expert_region(work, load.tokens), arch, options, tr, tc, grid_fn)
@@ -336,12 +356,12 @@ def _tiled(
         # dispatch and combine: the tokens in through the kernel's edge rows (unless in place), the
         # busiest tile's picks in through its rows, the picks that cross the grid's middle through its
         # narrower side (half of them under uniform routing; the worst case, all)
-        edge = np.zeros_like(rf) if in_place else np.ceil(t_all * d * b / rf / link)
+        edge = np.zeros_like(rf) if in_place else np.ceil(entering / rf / link)
         to_tile = np.ceil(load.pairs * d * b / tr / link)
-        bisect = np.where(ta * tb > 1, np.ceil(cross * t_all * k * d * b / np.minimum(rf, cf) / link), 0.0)
+        bisect = np.where(ta * tb > 1, np.ceil(cross * t_all * k / work.shards * d * b / np.minimum(rf, cf) / link), 0.0)
         move = np.maximum.reduce([edge, to_tile, bisect]) + hop * (rf + cf)
         latency = np.ceil(2 * move + load.active * g.latency + routing)
-        weights = (work.experts // (ta * tb)) * parts.weights
+        weights = (work.held // (ta * tb)) * parts.weights
         sram = weights + parts.state + parts.buffers
         waste = 1.0 - (ta * tr) * (tb * tc) / (rf * cf)
         here = GridCosts(
@@ -376,6 +396,7 @@ __all__ = [
     "experts_work",
     "is_experts",
     "routing_stats",
+    "shard_work",
     "tile_load",
     "tilings",
 ]

@@ -368,6 +368,39 @@ class ExpertsWork:
     epilogue_ops: int = 0  # vector ops per sample of elementwise nodes fused after the layer
     dtype_bytes: int = BYTES_PER_WEIGHT_DEFAULT
     kind: KernelKind = KernelKind.EXPERTS
+    # expert parallelism (``opmodels.experts``): the layer's experts split into ``shards`` consecutive
+    # kernels, this one holding experts [shard E/S, (shard + 1) E/S). Each shard gets every token and
+    # serves the picks of its own experts; the first routes (softmax and top-k over all E logits, the
+    # picks passed on with the tokens), each after the first adds its outputs to the partial sum it
+    # receives, the last applies the epilogue. 1: the whole layer.
+    shards: int = 1
+    shard: int = 0
+
+    @property
+    def held(self) -> int:
+        """Experts resident on this kernel: all E, or a shard's E / S."""
+        return self.experts // self.shards
+
+    @property
+    def routes(self) -> bool:
+        """Whether this kernel computes the routing (the whole layer, or its first shard)."""
+        return self.shard == 0
+
+    @property
+    def receives_partial(self) -> bool:
+        """Whether a partial sum of the layer's output enters with the tokens (a shard after the first)."""
+        return self.shard > 0
+
+    @property
+    def outside_ops(self) -> int:
+        """Vector ops per sample outside the experts' tiles: its share of each token's k outputs scaled
+        and summed (and the partial sum received added), the routing's softmax and top-k over the E
+        logits where it routes, the fused epilogue where it ends the layer."""
+        t, d = self.tokens, self.hidden
+        combine = t * self.top_k * d // self.shards + (t * d if self.receives_partial else 0)
+        routing = ROUTING_OPS_PER_LOGIT * self.experts * t if self.routes else 0
+        last = self.shard == self.shards - 1
+        return combine + routing + (self.epilogue_ops if last else 0)
 
     @property
     def projections(self) -> int:
@@ -377,19 +410,20 @@ class ExpertsWork:
     @property
     def macs(self) -> int:
         """MACs per sample of the active experts: k per token."""
-        return self.tokens * self.top_k * self.projections * self.hidden * self.expert_ffn
+        return self.tokens * self.top_k * self.projections * self.hidden * self.expert_ffn // self.shards
 
     @property
     def vector_ops(self) -> int:
-        """Vector ops per sample: each active expert's activation (and gate product), each token's k
-        outputs scaled and summed, the routing's softmax over the logits, and the fused epilogue."""
-        per_pair = self.expert_ffn * (self.act_ops + int(self.gated)) + 2 * self.hidden
-        return self.tokens * (self.top_k * per_pair + ROUTING_OPS_PER_LOGIT * self.experts) + self.epilogue_ops
+        """Vector ops per sample: each active expert's activation (and gate product) and output scaled
+        by its routing weight (a shard: its share of the picks), and ``outside_ops``."""
+        per_pair = self.expert_ffn * (self.act_ops + int(self.gated)) + self.hidden  # the scale by its weight too
+        active = self.tokens * self.top_k * per_pair // self.shards
+        return active + self.outside_ops
 
     @property
     def weight_bytes(self) -> int:
-        """Parameters of every expert, as stored."""
-        return self.experts * (self.expert_weight_bytes + self.expert_col_bytes)
+        """Parameters of every expert it holds, as stored."""
+        return self.held * (self.expert_weight_bytes + self.expert_col_bytes)
 
     @property
     def state_bytes(self) -> int:
@@ -408,7 +442,7 @@ class ExpertsWork:
     def split_extents(self, dataflow: Dataflow) -> tuple[int, int]:
         """Every expert on tiles as large as its widest projection splits (beyond them cores idle)."""
         side = max(self.hidden, self.expert_ffn * (1 + int(self.gated)))
-        return self.experts * side, self.experts * side
+        return self.held * side, self.held * side
 
 
 # training (cost.training): mixed precision and the backward's rules (docs/cost-model.md, section 11)

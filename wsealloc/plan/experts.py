@@ -57,6 +57,7 @@ def experts_record(
                 busiest_tile_tokens=lay.load.tokens,
                 latency_cycles=mine,
                 worst_routing_latency_cycles=bad,
+                shard=(work.shard, work.shards) if work.shards > 1 else None,
             )
         )
     if kind is ObjectiveKind.LATENCY:
@@ -68,7 +69,7 @@ def experts_record(
     total = sum(m.latency_cycles for m in members)
     moe = sum(m.latency_cycles for m in members if m.name in works)
     return ExpertsRecord(
-        layers=len(layouts),
+        layers=_layers(layouts),
         experts=first.experts,
         top_k=first.top_k,
         routing="uniform" if first.routing is Routing.UNIFORM else "worst",
@@ -99,7 +100,7 @@ def merged(records: Sequence[ExpertsRecord | None], kind: ObjectiveKind, value: 
     moe, total = sum(r.experts_cycles for r in given), sum(r.kernels_cycles for r in given)
     return first.model_copy(
         update={
-            "layers": len(layouts),
+            "layers": _layers(layouts),
             "layouts": layouts,
             "worst_routing_value_cycles": worst,
             "experts_cycles": moe,
@@ -107,3 +108,8 @@ def merged(records: Sequence[ExpertsRecord | None], kind: ObjectiveKind, value: 
             "time_share": round(moe / total, 6) if total else 0.0,
         }
     )
+
+
+def _layers(layouts: Sequence[ExpertsLayoutRecord]) -> int:
+    """The MoE layers the layouts are of (a layer split over shards counted once)."""
+    return len({lay.layer for lay in layouts})

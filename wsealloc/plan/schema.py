@@ -171,6 +171,20 @@ class ExpertsLayoutRecord(_Doc):
     busiest_tile_tokens: Positive  # tokens each of them serves
     latency_cycles: Cycles  # the layer's time under the plan's routing
     worst_routing_latency_cycles: Cycles  # ... with every token on the same k experts
+    # expert parallelism: shard i of S of its layer (``kernel`` is the shard), holding E / S experts
+    shard: tuple[Count, Positive] | None = None
+
+    @model_serializer(mode="wrap")
+    def _shard_when_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)  # a layer kept whole reads as before
+        if data.get("shard", 0) is None:
+            del data["shard"]
+        return data
+
+    @property
+    def layer(self) -> str:
+        """The layer's kernel name (a shard's without its ``/shard<i>``)."""
+        return self.kernel.rsplit("/shard", 1)[0] if self.shard is not None else self.kernel
 
 
 class ExpertsRecord(_Doc):

@@ -19,7 +19,7 @@ Checks, root causes first (a violation that explains later ones is reported befo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,17 +188,21 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
     if plan.request is not None:
         wrong = strategy_for(plan.request).admits(plan.request, decision, table)
         check(wrong is None, f"{wrong}: the decision does not answer the request")
-    kgraph = table.kgraph
-    if not _kernels_match(plan, kgraph, check):
-        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
-    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
-    in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
     try:  # the decision replayed: the table the plan's units were solved on
         lowered_table = strategy.lower(decision, table)
     except ValueError as exc:
         check(False, f"decision: {exc}")
         return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    # the kernels the plan was solved on: the model's, or the ones its decision made of them (expert shards)
+    kernels_table = lowered_table.members if lowered_table.members is not None else lowered_table
+    if kernels_table.kgraph.kernels != table.kgraph.kernels:
+        table = replace(kernels_table, applied=table.applied, unconstrained=table.unconstrained)
     kernels_table = table
+    kgraph = table.kgraph
+    if not _kernels_match(plan, kgraph, check):
+        return VerifyReport(str(plan_path), len(plan.kernels), check.count, tuple(check.bad))
+    order = {k.name: i for i, k in enumerate(kgraph.kernels)}
+    in_order = tuple(sorted(plan.kernels, key=lambda k: order[k.name]))
     if lowered_table.runs is not None or plan.regions:  # kernels sharing cores in time: the regions are the units
         found = _region_units(plan, in_order, lowered_table, check)
         if found is None:

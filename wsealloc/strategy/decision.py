@@ -28,9 +28,10 @@ class Decision(BaseModel):
 
     @model_serializer(mode="wrap")
     def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # micro-batching's fields appear only when set: every other plan and request reads as before
+        # micro-batching's and expert parallelism's fields appear only when set: every other plan and
+        # request reads as before
         data: dict[str, Any] = handler(self)
-        for key in ("micro_batch", "global_batch"):
+        for key in ("micro_batch", "global_batch", "expert_shards"):
             if key in data and data[key] is None:
                 del data[key]
         return data

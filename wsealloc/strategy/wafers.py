@@ -22,7 +22,7 @@ wafers whose kernels' smallest op models fit."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
@@ -31,6 +31,7 @@ from pydantic import Field, model_validator
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, SolverError
 from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.experts import shard_counts, split_experts
 from wsealloc.opmodels.regions import region_table
 from wsealloc.problem import build_problem
 from wsealloc.problem.objective import ObjectiveKind, objective_named
@@ -53,6 +54,11 @@ if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
     from wsealloc.request import SolveRequest
 
+# expert parallelism (``opmodels.experts``): the shard counts tried beside the layers kept whole. Two
+# halves let a cut fall inside a layer; more shards lengthen every layer's path by a shard's dispatch
+# and combine for finer cuts the wafers' SRAM rarely needs (docs/cost-model.md, section 13)
+EXPERT_SHARDS = (2,)
+MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
 EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
 
@@ -69,6 +75,9 @@ class WafersDecision(Decision):
     family: Family | None = None
     runs: tuple[tuple[Index, Index], ...] = ()
     grids: tuple[tuple[Side, Side], ...] | None = None
+    # each MoE layer's experts split into this many consecutive kernels (``opmodels.experts``: the cuts
+    # and runs index the split table); None: the layers kept whole
+    expert_shards: Annotated[int, Field(strict=True, ge=2, le=2**10)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WafersDecision:
@@ -93,6 +102,41 @@ class WafersDecision(Decision):
             return self.cuts
         start = {a: i for i, (a, _) in enumerate(self.runs)}
         return (*(start[c] for c in self.cuts[:-1]), len(self.runs))
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """One form of the table (``shards``: 0, the MoE layers kept whole) cut over wafers: the cut, the
+    bound over every cut (the optimum when ``exact`` is the exact search's), the sharing problem it
+    searched (regions) and the seconds the searches took."""
+
+    costs: CostTable
+    shards: int
+    cuts: tuple[int, ...]
+    bound: int
+    exact: WaferSharing | None
+    sharing: SharingProblem | None
+    wall_s: float
+
+    @property
+    def form(self) -> str:
+        return f"experts split into {self.shards} shards" if self.shards else "experts kept whole"
+
+    def rank(self, fewest_first: bool) -> tuple[int, int, int]:
+        """The order of the forms: the fewest wafers first under ``--wafers auto``, then a proven optimum
+        before a bound, then the least time (the first form on a tie: the layers kept whole)."""
+        return (len(self.cuts) - 1 if fewest_first else 0, 0 if self.exact is not None else 1, self.bound)
+
+    def words(self) -> str:
+        proof = "optimum" if self.exact is not None else "at least"
+        return f"{self.form}: {len(self.cuts) - 1} wafers, {proof} {self.bound:,} cycles"
+
+
+def _forms_reason(chosen: _Cut, forms: list[_Cut]) -> str:
+    """The decision's reason when the MoE layers had two forms: which was taken, beside what each gave."""
+    if len(forms) < 2:
+        return ""
+    return f"{chosen.form} ({'; '.join(f.words() for f in forms)})"
 
 
 def link_cycles(costs: CostTable) -> np.ndarray:
@@ -144,7 +188,30 @@ class LatencyOverWafers(Strategy):
             )
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
-        objective = objective_named(request.objective)
+        family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
+        forms = [0] + [s for s in shard_counts(costs, MOST_SHARDS) if s in EXPERT_SHARDS] if family is not None else [0]
+        cuts: list[_Cut] = []
+        for i, shards in enumerate(forms):  # each form of the MoE layers in its share of the time
+            table = split_experts(costs, shards) if shards else costs
+            if shards:
+                say(f"wafers: the MoE layers' experts split into {shards} shards each (expert parallelism)")
+            try:
+                cut = self._cut(table, request, family, shards, deadline.share(1.0 / (len(forms) - i)), say)
+            except InfeasibleError:
+                if not shards:
+                    raise
+                continue  # the split form fits no better: the kept one stands
+            cuts.append(cut)
+        best = min(cuts, key=lambda c: c.rank(request.wafer_count is None))
+        if len(cuts) > 1:
+            say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in cuts)})")
+        return self._finish(best, request, family, cuts, deadline, say)
+
+    def _cut(
+        self, costs: CostTable, request: SolveRequest, family: Family | None, shards: int, deadline: Deadline, say: Progress
+    ) -> _Cut:
+        """The cut over wafers of one form of the table and the bound over every cut, exact where the
+        search over every cut and every wafer's regions ends in time (module docstring)."""
         sproblem = build_stage_problem(costs)
         least = stage_solver(sproblem, None)  # the fewest wafers whose kernels' smallest op models fit
         if least.status is not Status.OPTIMAL or least.objective is None:
@@ -155,7 +222,6 @@ class LatencyOverWafers(Strategy):
                 f"{costs.kgraph.ops.source}: its kernels need at least {least.wafers} {costs.arch.name} wafers, "
                 f"--wafers {count} is fewer; use --wafers auto to find the fewest"
             )
-        family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         links = link_cycles(costs)
         relaxed, packed, price, count = self._relaxed(costs, request, family, count, deadline)
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
@@ -169,7 +235,7 @@ class LatencyOverWafers(Strategy):
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
-        exact = None
+        exact, sharing = None, None
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
             exact, sharing = self._exact(costs, family, links, count, price, deadline, say)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
@@ -185,6 +251,16 @@ class LatencyOverWafers(Strategy):
             else f"at least {relaxed:,} on all {count} wafers' cores and {fewest - 1} link(s) of {cheapest:,}"
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
+        searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
+        return _Cut(costs, shards, tuple(cuts), bound, exact, sharing, searched)
+
+    def _finish(
+        self, cut: _Cut, request: SolveRequest, family: Family | None, forms: list[_Cut], deadline: Deadline, say: Progress
+    ) -> Prepared:
+        """The parts of the chosen cut: each wafer's regions (its part of the exact optimum, or chosen on
+        the wafer's own kernels), the decision and the bound over every cut."""
+        costs, cuts, exact, sharing = cut.costs, cut.cuts, cut.exact, cut.sharing
+        objective = objective_named(request.objective)
         parts: list[Part] = []
         runs: list[tuple[int, int]] = []
         grids: list[tuple[int, int]] = []
@@ -195,7 +271,7 @@ class LatencyOverWafers(Strategy):
                 continue
             share = deadline.share(1.0 / (len(cuts) - 1 - w))
             given = None
-            if exact is not None:  # each wafer's part of the optimum over every cut is that wafer's optimum
+            if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
                 runs_w, grids_w = exact.wafer_runs(w)
                 spent = sum(int(sharing.latency[a + i : a + j, g].sum()) for (i, j), g in zip(runs_w, grids_w, strict=True))
                 used = sum(int(sharing.cores()[g]) for g in grids_w)
@@ -214,10 +290,11 @@ class LatencyOverWafers(Strategy):
             family=family,
             runs=tuple(runs),
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
+            expert_shards=cut.shards or None,
+            reason=_forms_reason(cut, forms),
         )
-        searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), bound, searched)
-        return Prepared(decision, tuple(parts), costs, costs, partition, bound)
+        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, sum(f.wall_s for f in forms))
+        return Prepared(decision, tuple(parts), costs, costs, partition, cut.bound)
 
     def _exact(
         self, costs: CostTable, family: Family, links: np.ndarray, count: int, price: float, deadline: Deadline, say: Progress
@@ -278,6 +355,8 @@ class LatencyOverWafers(Strategy):
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
+        if decision.expert_shards is not None:
+            costs = split_experts(costs, decision.expert_shards)
         if not decision.runs:
             return costs
         if decision.grids is not None:

@@ -1,0 +1,149 @@
+"""Expert parallelism (issue 35): a MoE layer's experts split into consecutive shards that a cut
+between wafers may separate. The split table by hand (works, edges, the bytes a cut between shards
+carries), a shard's busiest tile against brute force, the forms compared by the wafers strategy, and a
+split plan replayed by ``verify``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_experts import moe_model
+
+from wsealloc.api import run
+from wsealloc.arch import load_arch
+from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, grid_costs
+from wsealloc.cost.experts import shard_work, tile_load
+from wsealloc.cost.model import Routing
+from wsealloc.frontend.importer import import_onnx
+from wsealloc.graph.kernels import build_kernels
+from wsealloc.opmodels import CostTable, build_cost_table
+from wsealloc.opmodels.experts import shard_counts, split_experts
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.stages import cut_bytes
+from wsealloc.request import build_request
+from wsealloc.strategy import wafers
+
+
+def _table(path: Path, **shape: int) -> CostTable:
+    return build_cost_table(build_kernels(import_onnx(moe_model(path, **shape))), load_arch("tiny"), CostOptions())
+
+
+def test_split_table_by_hand(tmp_path: Path) -> None:
+    """4 experts, top 2, 2 tokens of 8, FFN 16, SwiGLU, the residual Add fused: split in two halves."""
+    whole = _table(tmp_path / "m.onnx")
+    split = split_experts(whole, 2)
+    assert [kc.kernel.name for kc in split.kernels] == ["router", "moe/shard0", "moe/shard1"]
+    w = whole.kernels[1].work
+    s0, s1 = split.kernels[1].work, split.kernels[2].work
+    assert isinstance(w, ExpertsWork) and isinstance(s0, ExpertsWork) and isinstance(s1, ExpertsWork)
+    assert (s0.held, s1.held) == (2, 2)
+    assert s0.weight_bytes == s1.weight_bytes == 2 * 768 == w.weight_bytes // 2  # each holds its two experts
+    assert s0.macs == s1.macs == 1536 // 2  # half the picks each, expected
+    # vector ops: the picks' activations and scales halved (4 x (16 x 6 + 8) / 2 = 208), each its share of
+    # the combine (2 x 2 x 8 / 2 = 16); the first routes (6 ops x 4 logits x 2 tokens = 48), the second
+    # adds the partial sum it receives (2 x 8 = 16) and applies the residual Add (16)
+    assert (s0.vector_ops, s1.vector_ops, w.vector_ops) == (208 + 16 + 48, 208 + 16 + 16 + 16, 512)
+    assert s0.vector_ops + s1.vector_ops == w.vector_ops + 2 * 8
+    assert s0.out_bytes == 2 * 8 * 2 and s1.in_bytes == w.in_bytes + 2 * 8 * 2 and s1.out_bytes == w.out_bytes
+    # the router's logits go to both shards (multicast), the partial sum (2 tokens x 8 x fp16) between them
+    assert [(e.src, e.dst, e.tensor, e.nbytes) for e in split.edges] == [
+        (0, 1, "probs", 16),
+        (0, 2, "probs", 16),
+        (1, 2, "moe/partial0", 32),
+    ]
+    assert [k.inputs for k in split.kgraph.kernels[1:]] == [("x", "probs"), ("x", "probs", "moe/partial0")]
+    # a cut between the shards carries the logits again and the partial sum
+    assert list(cut_bytes(split)) == [0, 16, 48, 0]
+    assert list(cut_bytes(whole)) == [0, 16, 0]
+
+
+def test_split_refuses_what_does_not_divide(tmp_path: Path) -> None:
+    whole = _table(tmp_path / "m.onnx")
+    assert shard_counts(whole, 4) == (2, 4)
+    with pytest.raises(ValueError, match="do not split into it"):
+        split_experts(whole, 3)
+    with pytest.raises(ValueError, match="cannot be split again"):
+        shard_work(shard_work(whole.kernels[1].work, 2, 0), 2, 1)  # type: ignore[arg-type]
+    dense = split_experts(whole, 2)
+    assert shard_counts(dense, 4) == ()  # no whole MoE layer is left
+
+
+def _brute_shard(experts: int, held: int, per_tile: int, k: int, tokens: int) -> float:
+    """E[the most (token, expert) picks on any tile of the shard holding experts 0..held-1]."""
+    routings = list(itertools.product(itertools.combinations(range(experts), k), repeat=tokens))
+    tiles = held // per_tile
+    total = 0
+    for r in routings:
+        total += max(sum(1 for s in r for e in s if e < held and e // per_tile == t) for t in range(tiles))
+    return total / len(routings)
+
+
+@pytest.mark.parametrize(("experts", "held", "k"), [(4, 2, 2), (8, 4, 2), (8, 4, 3), (6, 3, 2), (12, 6, 4), (8, 2, 3)])
+def test_shard_one_token_busiest_tile_is_exact(experts: int, held: int, k: int) -> None:
+    for tiles in [t for t in range(1, held + 1) if held % t == 0]:
+        load = tile_load(experts, k, 1, tiles, Routing.UNIFORM, held)
+        assert load.pairs == pytest.approx(_brute_shard(experts, held, held // tiles, k, 1))
+    # by hand: 4 experts, top 2, the shard of experts {0, 1} on one tile: 1 x 2 x 2/6 + ... = E[|S & {0,1}|] = 1
+    assert tile_load(4, 2, 1, 1, Routing.UNIFORM, 2).pairs == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("experts", "held", "k", "tokens", "tiles"), [(4, 2, 2, 2, 2), (6, 3, 2, 2, 3), (8, 4, 2, 2, 2)])
+def test_shard_several_tokens_bound(experts: int, held: int, k: int, tokens: int, tiles: int) -> None:
+    """The union bound is never below the true busiest tile of the shard; the worst routing bounds it."""
+    true = _brute_shard(experts, held, held // tiles, k, tokens)
+    load = tile_load(experts, k, tokens, tiles, Routing.UNIFORM, held)
+    worst = tile_load(experts, k, tokens, tiles, Routing.WORST, held)
+    assert true <= load.pairs + 1e-9 <= worst.pairs + 2e-9
+    assert worst.pairs == min(held // tiles, k) * tokens
+
+
+def test_shard_is_never_faster_alone_than_whole_layer_on_same_grid(tmp_path: Path) -> None:
+    """Two shards run in turn: on one grid their times add to at least the whole layer's (the busiest
+    tile of each half against the busiest of all)."""
+    whole = _table(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    split = split_experts(whole, 2)
+    arch, opts = load_arch("tiny"), CostOptions()
+    r, c = np.array([8, 16, 16]), np.array([8, 8, 24])
+    one = grid_costs(whole.kernels[1].work, arch, opts, Dataflow.EXPERTS, r, c).latency
+    halves = sum(grid_costs(kc.work, arch, opts, Dataflow.EXPERTS, r, c).latency for kc in split.kernels[1:])
+    assert (halves >= one).all()
+
+
+def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split form taken (its rank forced first): the plan names the shards, records the shard count
+    in its decision and each shard in the experts' record; verify replays it, and refuses a decision
+    whose shard count the layers do not split into, or another count than the plan's kernels."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    monkeypatch.setattr(wafers._Cut, "rank", lambda self, fewest: (-self.shards, 0, self.bound))
+    request = build_request(str(model), "tiny", objective="latency", wafers=2, place=False, time_limit=20)
+    plan = run(request).plan
+    assert plan.decision is not None and plan.decision.expert_shards == 2  # type: ignore[attr-defined]
+    assert "experts split into 2 shards" in plan.decision.reason
+    names = [k.name for k in plan.kernels]
+    assert "moe/shard0" in names and "moe/shard1" in names and "moe" not in names
+    moe = plan.objective.experts
+    assert moe is not None and moe.layers == 1 and [lay.shard for lay in moe.layouts] == [(0, 2), (1, 2)]
+    assert all(lay.tiles[0] * lay.tiles[1] * lay.experts_per_tile == 4 for lay in moe.layouts)
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    assert verify_plan(path).ok
+    data = json.loads(path.read_text())
+    for shards, words in ((3, "do not split into it"), (4, "decision: runs")):
+        data["decision"]["expert_shards"] = shards
+        bad = tmp_path / f"bad{shards}.json"
+        bad.write_text(json.dumps(data))
+        report = verify_plan(bad)
+        assert not report.ok and any(words in line for line in report.violations), report.violations
+
+
+def test_kept_plans_read_as_before(tmp_path: Path) -> None:
+    """A plan whose layers stay whole writes no shard count and no shard in its record."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    plan = run(build_request(str(model), "tiny", objective="latency", wafers=2, place=False, time_limit=20)).plan
+    data = json.loads(plan.to_json())
+    assert "expert_shards" not in data["decision"]
+    assert all("shard" not in lay for lay in data["objective"]["experts"]["layouts"])
