@@ -18,7 +18,13 @@ optimal in about 20 s). Its optimum is the plan: the cut, and on each wafer its 
 (the restriction of an optimum over every cut to one wafer is that wafer's optimum), the bound its
 value. When time runs out first, the bound it proved raises ours, and each wafer's regions are
 chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
-wafers whose kernels' smallest op models fit."""
+wafers whose kernels' smallest op models fit.
+
+A mixture-of-experts model has two forms of its layers (with regions): kept whole, or every layer's
+experts split into consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and
+each wafer hold half its experts. Both are cut and proven as above, each in its share of the time, and
+the better is kept (``_Cut.rank``: the fewest wafers first under ``auto``, then the least proven time);
+the decision records the shard count and its reason both forms' values."""
 
 from __future__ import annotations
 
