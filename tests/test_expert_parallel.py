@@ -17,6 +17,7 @@ from test_experts import moe_model
 
 from wsealloc.api import run
 from wsealloc.arch import load_arch
+from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, grid_costs
 from wsealloc.cost.experts import shard_work, tile_load
 from wsealloc.cost.model import Routing
@@ -25,8 +26,11 @@ from wsealloc.graph.kernels import build_kernels
 from wsealloc.opmodels import CostTable, build_cost_table
 from wsealloc.opmodels.experts import shard_counts, split_experts
 from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.problem.stages import cut_bytes
 from wsealloc.request import build_request
+from wsealloc.solvers.base import Status
+from wsealloc.solvers.share_wafers import _zone, plan_time, solve
 from wsealloc.strategy import wafers
 
 
@@ -116,10 +120,12 @@ def test_shard_is_never_faster_alone_than_whole_layer_on_same_grid(tmp_path: Pat
 
 
 def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The split form taken (its rank forced first): the plan names the shards, records the shard count
-    in its decision and each shard in the experts' record; verify replays it, and refuses a decision
-    whose shard count the layers do not split into, or another count than the plan's kernels."""
+    """Every layer split (the fallback where the paired search cannot run; its rank forced first): the
+    plan names the shards, records the shard count in its decision and each shard in the experts'
+    record; verify replays it, and refuses a decision whose shard count the layers do not split into,
+    or another count than the plan's kernels."""
     model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    monkeypatch.setattr(wafers, "_chosen", lambda *args: None)  # every layer split (the paired search's fallback)
     monkeypatch.setattr(wafers._Cut, "rank", lambda self, fewest: (-self.shards, 0, self.bound))
     request = build_request(str(model), "tiny", objective="latency", wafers=2, place=False, time_limit=20)
     plan = run(request).plan
@@ -190,20 +196,151 @@ def stacked_moe(path: Path, layers: int = 3, d: int = 256, f: int = 700, e: int 
     return path
 
 
-def test_split_takes_fewer_wafers_under_auto(tmp_path: Path) -> None:
-    """Three MoE layers of about 0.6 wafer each: kept whole, no two share a wafer (three wafers); split,
-    a cut inside the middle layer holds them on two. ``--wafers auto`` takes the two, proven optimal, the
-    reason naming both forms; verify replays it."""
+def test_split_takes_fewer_wafers_under_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three MoE layers of about 0.6 wafer each: kept whole, no two share a wafer (three wafers); the
+    search splits only the middle layer, where the cut falls, and holds them on two. ``--wafers auto``
+    takes the two, proven optimal, the reason naming both forms; verify replays it. Every layer split
+    (the fallback) is slower: the layers not cut run as two shards in turn."""
     model = stacked_moe(tmp_path / "m.onnx")
     plan = run(build_request(str(model), "tiny", objective="latency", wafers="auto", place=False, time_limit=30)).plan
-    assert plan.decision is not None and plan.decision.expert_shards == 2  # type: ignore[attr-defined]
+    decision = plan.decision
+    assert isinstance(decision, wafers.WafersDecision)
+    assert (decision.expert_shards, decision.split_layers) == (2, (3,))  # router0 moe0 router1 [moe1] router2 moe2
     assert len(plan.stages) == 2 and plan.objective.status.value == "OPTIMAL"
-    assert "experts kept whole: 3 wafers" in plan.decision.reason and "2 shards: 2 wafers" in plan.decision.reason
-    cut = [k.name for k in plan.kernels if k.stage == 1][0]
-    assert cut.endswith("/shard1")  # the second wafer starts inside a layer
+    assert "experts kept whole: 3 wafers" in decision.reason
+    assert "2 shards in 1 layer(s), the others kept whole: 2 wafers" in decision.reason
+    names = [k.name for k in plan.kernels]
+    assert "moe0" in names and "moe2" in names and "moe1/shard0" in names
+    assert [k.name for k in plan.kernels if k.stage == 1][0] == "moe1/shard1"  # the second wafer starts inside it
     path = tmp_path / "plan.json"
     path.write_text(plan.to_json())
     assert verify_plan(path).ok
-    three = run(build_request(str(model), "tiny", objective="latency", wafers=3, place=False, time_limit=30)).plan
     # at most three wafers: the least time decides, and the split on two is faster than the whole on three
-    assert getattr(three.decision, "expert_shards", None) == 2 and three.objective.value == plan.objective.value
+    three = run(build_request(str(model), "tiny", objective="latency", wafers=3, place=False, time_limit=30)).plan
+    assert getattr(three.decision, "split_layers", None) == (3,) and three.objective.value == plan.objective.value
+    monkeypatch.setattr(wafers, "_chosen", lambda *args: None)
+    every = run(build_request(str(model), "tiny", objective="latency", wafers="auto", place=False, time_limit=30)).plan
+    assert getattr(every.decision, "split_layers", 0) is None and every.objective.value > plan.objective.value
+
+
+def _fits(sp: SharingProblem, i: int, j: int, g: int) -> bool:
+    """Whether the run [i, j) fits grid g: one region, or a stacked column of at most ``pieces[g]``
+    regions none of which begins inside the column where ``unbroken`` forbids (every split tried)."""
+    k = int(sp.pieces[g]) if sp.pieces.size else 1
+    if (sp.latency[i:j, g] >= INF).any():
+        return False
+    for count in range(1, min(k, j - i) + 1):
+        for inner in itertools.combinations(range(i + 1, j), count - 1):
+            if sp.unbroken is not None and any(sp.unbroken[p] for p in inner):
+                continue
+            bounds = (i, *inner, j)
+            if all(
+                sp.resident[a:b, g].sum() + sp.buffers[a:b, g].max() <= sp.usable_sram
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            ):
+                return True
+    return False
+
+
+def _brute_charged(sp: SharingProblem, links: np.ndarray, wafers: int) -> int | None:
+    """Every cut into at most ``wafers`` wafers, every partition into runs, every grid per run, each
+    run's time with its charges (``SharingProblem.run_latency``)."""
+    n, cores = sp.n_kernels, sp.cores()
+    best = None
+    for count in range(1, wafers + 1):
+        for inner in itertools.combinations(range(1, n), count - 1):
+            cuts = (0, *inner, n)
+            total = int(sum(links[c] for c in inner))
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+                wafer = None
+                for breaks in itertools.product((False, True), repeat=b - a - 1):
+                    bounds = [a] + [a + i + 1 for i, cut in enumerate(breaks) if cut] + [b]
+                    runs = list(zip(bounds[:-1], bounds[1:], strict=True))
+                    for grids in itertools.product(range(sp.shapes.shape[0]), repeat=len(runs)):
+                        if sum(int(cores[g]) for g in grids) > sp.total_cores:
+                            continue
+                        if all(_fits(sp, i, j, g) for (i, j), g in zip(runs, grids, strict=True)):
+                            lat = sum(sp.run_latency(i, j, g) for (i, j), g in zip(runs, grids, strict=True))
+                            wafer = lat if wafer is None or lat < wafer else wafer
+                if wafer is None:
+                    total = -1
+                    break
+                total += wafer
+            if total >= 0:
+                best = total if best is None or total < best else best
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_charged_runs_and_unbroken_columns_equal_brute_force(seed: int) -> None:
+    """The exact search over cuts and runs with charges at a run's ends and boundaries no region inside
+    a stacked column may begin at (the paired problem's ingredients), forwards and in the programs run
+    backwards from the ends: its optimum is brute force's."""
+    rng = np.random.default_rng(500 + seed)
+    n, wafers = int(rng.integers(3, 7)), int(rng.integers(1, 4))
+    rows = 4
+    shapes = np.array([(4, 1), (2, 1), (4, 2), (1, 2), (2, 3)])[: int(rng.integers(2, 6))]
+    pieces = (rows // shapes[:, 0]).astype(np.int64)
+    g_count = len(shapes)
+    lat = rng.integers(5, 60, size=(n, g_count)).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, g_count)).astype(np.float64)
+    buffers = rng.integers(0, 15, size=(n, g_count)).astype(np.float64)
+    ends = np.where(rng.random((n, g_count)) < 0.4, rng.integers(1, 40, size=(n, g_count)), 0).astype(np.int64)
+    unbroken = np.zeros(n + 1, dtype=bool)
+    unbroken[1:n] = rng.random(n - 1) < 0.35
+    total = int(rng.integers(rows, rows * 5 + 1))
+    sp = SharingProblem(
+        tuple(f"k{i}" for i in range(n)),
+        shapes,
+        lat,
+        resident,
+        buffers,
+        70,
+        total,
+        pieces=pieces,
+        wafer_rows=rows,
+        ends=ends,
+        unbroken=unbroken,
+    )
+    links = np.concatenate(([0], rng.integers(1, 25, size=n - 1), [0])).astype(np.int64)
+    best = _brute_charged(sp, links, wafers)
+    found = solve(sp, links, wafers, Deadline.after(30))
+    if best is None:
+        assert found.status is Status.INFEASIBLE, found.message
+        return
+    assert found.status is Status.OPTIMAL, found.message
+    assert found.latency == best == plan_time(sp, links, found.cuts, found.runs, found.grids)
+    assert sp.windows().tolist() == sp.windows_by_testing().tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_charged_repeating_layers_stay_exact(seed: int) -> None:
+    """A head, three identical layers of a first shard (charged when a run ends on it) and a second
+    (no region of a column begins before it), and a tail: the programs shared by the repeating
+    layers' phases and those run backwards from the ends (where the charges swap sides) give brute
+    force's optimum."""
+    rng = np.random.default_rng(900 + seed)
+    rows = 4
+    shapes = np.array([(4, 1), (2, 1), (2, 2)])
+    g_count = len(shapes)
+    kinds = [rng.integers(5, 60, size=g_count) for _ in range(4)]
+    order = [0, 1, 2, 1, 2, 1, 2, 3]
+    lat = np.array([kinds[k] for k in order], dtype=np.int64)
+    res_kinds = [rng.integers(1, 30, size=g_count).astype(np.float64) for _ in range(4)]
+    resident = np.array([res_kinds[k] for k in order])
+    charge = rng.integers(1, 40, size=g_count)
+    ends = np.array([charge if k == 1 else np.zeros(g_count) for k in order], dtype=np.int64)
+    unbroken = np.array([i < len(order) and order[i] == 2 for i in range(len(order) + 1)])
+    total = int(rng.integers(rows * 2, rows * 6))
+    sp = SharingProblem(
+        tuple(f"k{i}" for i in range(len(order))), shapes, lat, resident, np.zeros_like(resident), 60, total,
+        pieces=(rows // shapes[:, 0]).astype(np.int64), wafer_rows=rows, ends=ends, unbroken=unbroken,
+    )  # fmt: skip
+    assert _zone(sp).period == 2  # the layers repeat, charges and boundaries included
+    links = np.concatenate(([0], rng.integers(1, 25, size=len(order) - 1), [0])).astype(np.int64)
+    best = _brute_charged(sp, links, 3)
+    found = solve(sp, links, 3, Deadline.after(60))
+    if best is None:
+        assert found.status is Status.INFEASIBLE, found.message
+        return
+    assert found.status is Status.OPTIMAL and found.latency == best, (found.message, found.latency, best)

@@ -8,7 +8,8 @@ of the layer's output from shard i - 1 (a tensor ``<kernel>/partial<i-1>``, toke
 last shard's output is the layer's. So a cut between wafers may fall between two shards: the link then
 carries the tokens and the partial sum (``problem.stages.cut_bytes`` reads the edges), and each wafer
 holds only its shards' experts. Nothing else changes: the other kernels, their op models and edges are
-the table's own.
+the table's own. ``layers`` splits only some layers (those the exact search chose to split:
+``problem.expert_pairs``), keeping the others whole.
 
 On one wafer the split form is never faster (the shards run one after another, each busiest tile on
 its own); over several it can let a cut balance the wafers' SRAM, or take fewer wafers, which the
@@ -18,6 +19,7 @@ strategy decides by comparing the two forms' proven optima (``strategy.wafers``)
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from wsealloc.cost import ExpertsWork, Work
@@ -50,13 +52,24 @@ def shard_counts(costs: CostTable, most: int) -> tuple[int, ...]:
     return tuple(s for s in range(2, most + 1) if all(e % s == 0 for e in counts))
 
 
-def split_experts(costs: CostTable, shards: int) -> CostTable:
-    """``costs`` with each MoE layer split into ``shards`` consecutive kernels (module docstring).
-    ValueError when the table has no whole MoE layer, a layer's experts do not split into ``shards``,
-    or the table is not one of kernels (regions, user constraints: split before them)."""
+def moe_layers(costs: CostTable) -> tuple[int, ...]:
+    """The indices of the table's whole MoE layers."""
+    return tuple(i for i, kc in enumerate(costs.kernels) if isinstance(kc.work, ExpertsWork) and kc.work.shards == 1)
+
+
+def split_experts(costs: CostTable, shards: int, layers: Collection[int] | None = None) -> CostTable:
+    """``costs`` with each MoE layer (or those at the kernel indices ``layers``) split into ``shards``
+    consecutive kernels (module docstring). ValueError when the table has no whole MoE layer (or
+    ``layers`` names a kernel that is not one), a layer's experts do not split into ``shards``, or the
+    table is not one of kernels (regions, user constraints: split before them)."""
     if costs.runs is not None or costs.applied is not None:
         raise ValueError("expert shards split a table of kernels, before regions or constraints are applied")
-    counts = moe_experts(costs)
+    whole = moe_layers(costs)
+    chosen = set(whole) if layers is None else set(layers)
+    if not chosen <= set(whole) or (layers is not None and not chosen):
+        wrong = sorted(chosen - set(whole))[:3]
+        raise ValueError(f"decision.split_layers {wrong or '[]'}: not the kernel indices of whole MoE layers of the model")
+    counts = tuple(e for i, e in zip(whole, moe_experts(costs), strict=True) if i in chosen)
     if shards < 2 or not counts or any(e % shards for e in counts):
         raise ValueError(
             f"decision.expert_shards {shards}: "
@@ -66,13 +79,13 @@ def split_experts(costs: CostTable, shards: int) -> CostTable:
         kc.work: (kc.table, kc.frontier, kc.signature) for kc in costs.kernels
     }
     top = max((kc.signature for kc in costs.kernels), default=-1)
-    names = {kc.kernel.name for kc in costs.kernels if isinstance(kc.work, ExpertsWork)}
+    names = {costs.kernels[i].kernel.name for i in chosen}
     kgraph = _split_graph(costs.kgraph, names, shards)
     kernels: list[KernelCosts] = []
     index: list[list[int]] = []  # new indices of each old kernel (its shards)
     for kc in costs.kernels:
         work = kc.work
-        if not isinstance(work, ExpertsWork) or work.shards != 1:
+        if kc.kernel.name not in names or not isinstance(work, ExpertsWork):
             index.append([len(kernels)])
             kernels.append(kc)
             continue
@@ -146,4 +159,4 @@ def _split_edges(costs: CostTable, index: list[list[int]]) -> tuple[EdgeBytes, .
     return tuple(sorted(out, key=lambda e: (e.src, e.dst, e.tensor)))
 
 
-__all__ = ["moe_experts", "partial_name", "shard_counts", "shard_name", "split_experts"]
+__all__ = ["moe_experts", "moe_layers", "partial_name", "shard_counts", "shard_name", "split_experts"]

@@ -86,6 +86,40 @@ class SharingProblem:
     # side by side always pack when their cores fit (empty: every grid is one region)
     pieces: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     wafer_rows: int = 0
+    # a MoE layer's two shards chosen kept or split by the search (``problem.expert_pairs``): ``ends[k, g]``
+    # cycles charged to a run on grid g whose last kernel is k, ``starts[k, g]`` to one whose first is k
+    # (the reversed problem's ends), and ``unbroken[p]``: no region inside a stacked column may begin at
+    # kernel boundary p (a run, a column, or a wafer may). None: nothing charged, any boundary.
+    ends: np.ndarray | None = None
+    starts: np.ndarray | None = None
+    unbroken: np.ndarray | None = None
+
+    @property
+    def charged(self) -> bool:
+        """Whether runs pay more than their kernels' latencies (``ends``, ``starts``)."""
+        return self.ends is not None or self.starts is not None
+
+    def prefixes(self) -> tuple[np.ndarray, np.ndarray]:
+        """[G, n + 1] twice: a run [i, j) on grid g takes ``end[g, j] - start[g, i]`` cycles, its kernels'
+        latencies (INF counted 0: the windows keep such runs out) and the charges at its ends."""
+        n = self.n_kernels
+        prefix = np.zeros((self.shapes.shape[0], n + 1), dtype=np.int64)
+        prefix[:, 1:] = np.cumsum(np.where(self.latency < INF, self.latency, 0).T, axis=1)
+        end, start = prefix, prefix
+        if self.ends is not None:
+            end = prefix.copy()
+            end[:, 1:] += self.ends.T
+        if self.starts is not None:
+            start = prefix.copy()
+            start[:, :-1] -= self.starts.T
+        return end, start
+
+    def run_latency(self, i: int, j: int, g: int) -> int:
+        """Cycles of the run [i, j) on grid g (its kernels' and its charges)."""
+        out = int(self.latency[i:j, g].sum())
+        out += int(self.ends[j - 1, g]) if self.ends is not None else 0
+        out += int(self.starts[i, g]) if self.starts is not None else 0
+        return out
 
     def windows(self) -> np.ndarray:
         """[G, n + 1]: for every grid g and run end j, the first start i of a run [i, j) that fits (the
@@ -131,12 +165,27 @@ class SharingProblem:
                 hi = np.where(active & fits, mid, hi)
                 lo = np.where(active & ~fits, mid + 1, lo)
             out[gs, 1:] = lo
-        for g in range(g_count):  # a column of k regions: k runs back to back, each as long as fits
+        self._columns(out)
+        return out
+
+    def _columns(self, out: np.ndarray) -> None:
+        """One-region windows ``out`` made those of the stacked columns in place: a column of k regions
+        is k runs back to back, each as long as fits (from the end: the earliest start of each); a region
+        inside it never begins where ``unbroken`` forbids (the earliest start then moved to the next
+        boundary allowed: a shorter region fits whenever a longer one does), the column itself may."""
+        n = self.n_kernels
+        for g in range(out.shape[0]):
             if self.pieces.size and self.pieces[g] > 1:
                 single = out[g].copy()
+                inner = single
+                if self.unbroken is not None:  # the first allowed boundary at or after the earliest start
+                    allowed = np.where(self.unbroken, n + 1, np.arange(n + 1))
+                    later = np.minimum.accumulate(allowed[::-1])[::-1]
+                    inner = np.minimum(later[single], np.arange(n + 1))  # none before j: nothing fits
+                at = np.arange(n + 1)
                 for _ in range(int(self.pieces[g]) - 1):
-                    out[g] = single[out[g]]
-        return out
+                    at = inner[at]
+                out[g] = single[at]
 
     def windows_by_testing(self) -> np.ndarray:
         """``windows`` by testing every start (O(G n^2)): the reference the tests hold it to."""
@@ -153,11 +202,7 @@ class SharingProblem:
             first = np.where(fits.any(axis=0), fits.argmax(axis=0), np.arange(1, n + 1))
             out[g, 0] = 0
             out[g, 1:] = first
-        for g in range(g_count):
-            if self.pieces.size and self.pieces[g] > 1:
-                single = out[g].copy()
-                for _ in range(int(self.pieces[g]) - 1):
-                    out[g] = single[out[g]]
+        self._columns(out)
         return out
 
     def split(self, first: int, end: int, g: int, single: np.ndarray, cut: np.ndarray | None = None) -> list[tuple[int, int]]:
@@ -178,14 +223,29 @@ class SharingProblem:
         """Kernels [first, end) only (one wafer's of a cut)."""
         rows = slice(first, end)
         return replace(
-            self, names=self.names[rows], latency=self.latency[rows], resident=self.resident[rows], buffers=self.buffers[rows]
+            self,
+            names=self.names[rows],
+            latency=self.latency[rows],
+            resident=self.resident[rows],
+            buffers=self.buffers[rows],
+            ends=self.ends[rows] if self.ends is not None else None,
+            starts=self.starts[rows] if self.starts is not None else None,
+            unbroken=self.unbroken[first : end + 1] if self.unbroken is not None else None,
         )
 
     def reversed(self) -> SharingProblem:
-        """The same problem with the kernel sequence reversed (a run of it is a run reversed): the
-        programs that bound the rest of a plan run on it."""
-        return replace(self, names=self.names[::-1], latency=self.latency[::-1].copy(),
-                       resident=self.resident[::-1].copy(), buffers=self.buffers[::-1].copy())  # fmt: skip
+        """The same problem with the kernel sequence reversed (a run of it is a run reversed, its last
+        kernel its first: the charges at the ends swap): the programs that bound the rest of a plan run on it."""
+        return replace(
+            self,
+            names=self.names[::-1],
+            latency=self.latency[::-1].copy(),
+            resident=self.resident[::-1].copy(),
+            buffers=self.buffers[::-1].copy(),
+            ends=self.starts[::-1].copy() if self.starts is not None else None,
+            starts=self.ends[::-1].copy() if self.ends is not None else None,
+            unbroken=self.unbroken[::-1].copy() if self.unbroken is not None else None,
+        )
 
     @property
     def n_kernels(self) -> int:
@@ -203,6 +263,8 @@ class SharingProblem:
         ``together: ... how: region``): its latency the members' sum (INF if one is), its resident
         bytes their sum, its buffers their maximum. Returns it and, for every run boundary of the
         merged rows, the kernel boundary it stands for ([m + 1])."""
+        if self.charged or self.unbroken is not None:
+            raise ValueError("the user's region groups and expert shards chosen by the search do not combine")
         n = self.n_kernels
         start = np.arange(n + 1)
         for a, b in sorted(spans):

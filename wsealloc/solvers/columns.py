@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from wsealloc.budget import Deadline
-from wsealloc.problem.sharing import INF, SharingProblem
+from wsealloc.problem.sharing import SharingProblem
 
 MAX_UNITS = 4096  # budgets of units a program tracks (a stacked wse3 wafer: 1,176 columns)
 MAX_WORK = 60_000_000  # fitting runs the programs of one search may try (0.3-0.6 us each: 20-35 s at most)
@@ -80,8 +80,9 @@ class Program:
 
     least: np.ndarray  # [n + 1, K + 1]
     windows: np.ndarray  # [G, n + 1] the part's
-    prefix: np.ndarray  # [G, n + 1] the part's latency prefix sums
+    prefix: np.ndarray  # [G, n + 1] a run [i, j) takes prefix[g, j] - before[g, i] (``SharingProblem.prefixes``)
     units: Units
+    before: np.ndarray  # [G, n + 1]
 
     def runs(self, length: int) -> list[tuple[int, int, int]]:
         """The runs (i, j, g) of a least partition of the first ``length`` kernels within the whole
@@ -94,7 +95,7 @@ class Program:
             pi, pg = _runs_ending(self.windows, j)
             pu = self.units.units[pg]
             pi, pg, pu = pi[pu <= k], pg[pu <= k], pu[pu <= k]
-            offer = self.least[pi, k - pu] + self.prefix[pg, j] - self.prefix[pg, pi]
+            offer = self.least[pi, k - pu] + self.prefix[pg, j] - self.before[pg, pi]
             hit = int(np.flatnonzero(offer == self.least[j, k])[0])
             out.append((int(pi[hit]), j, int(pg[hit])))
             k -= int(pu[hit])
@@ -136,8 +137,7 @@ def program(part: SharingProblem, units: Units, deadline: Deadline) -> Program |
     n = part.n_kernels
     budget = units.budget
     windows = part.windows()
-    prefix = np.zeros((part.shapes.shape[0], n + 1), dtype=np.int64)
-    prefix[:, 1:] = np.cumsum(np.where(part.latency < INF, part.latency, 0).T, axis=1)
+    prefix, before = part.prefixes()
     least = np.full((n + 1, budget + 1), NONE, dtype=np.int64)
     least[0] = 0
     fewest = np.full(n + 1, budget + 1, dtype=np.int64)  # the fewest units any partition of [0, l) takes
@@ -152,7 +152,7 @@ def program(part: SharingProblem, units: Units, deadline: Deadline) -> Program |
         pg, pi, pu = pg[room], pi[room], pu[room]
         if pi.size == 0:
             continue
-        lat = prefix[pg, b] - prefix[pg, pi]
+        lat = prefix[pg, b] - before[pg, pi]
         order = np.lexsort((lat, pu, pi))  # by start, then units, then latency
         pi, pu, lat = pi[order], pu[order], lat[order]
         key = lat + (b - pi) * spread  # one running minimum over all starts, each start's keys apart
@@ -164,4 +164,4 @@ def program(part: SharingProblem, units: Units, deadline: Deadline) -> Program |
         fits = np.flatnonzero(row < NONE)
         if fits.size:
             fewest[b] = int(fits[0])
-    return Program(least, windows, prefix, units)
+    return Program(least, windows, prefix, units, before)

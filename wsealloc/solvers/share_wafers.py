@@ -120,7 +120,7 @@ def plan_time(
     sp: SharingProblem, links: np.ndarray, cuts: tuple[int, ...], runs: tuple[tuple[int, int], ...], grids: tuple[int, ...]
 ) -> int:
     """A plan's time: its runs' latencies and its cuts' links."""
-    inside = sum(int(sp.latency[i:j, g].sum()) for (i, j), g in zip(runs, grids, strict=True))
+    inside = sum(sp.run_latency(i, j, g) for (i, j), g in zip(runs, grids, strict=True))
     return int(inside) + int(sum(int(links[c]) for c in cuts[1:-1]))
 
 
@@ -146,7 +146,7 @@ def fitting_cuts(sp: SharingProblem, wafers: int, targets: tuple[int, ...]) -> t
     if n == 0:
         return (0, 0)
     span = _longest_segment(sp)
-    bare = replace(sp, latency=np.where(sp.latency < INF, 0, INF).astype(np.int64))
+    bare = replace(sp, latency=np.where(sp.latency < INF, 0, INF).astype(np.int64), ends=None, starts=None)
     cores = sp.cores().astype(np.float64)[None, :]
     reach: dict[int, int] = {}
 
@@ -210,7 +210,10 @@ def _zone(sp: SharingProblem) -> _Zone:
     """The longest stretch of kernels that repeats (the fewest programs; none: every start its own)."""
     n = sp.n_kernels
     exact = [np.ascontiguousarray(a, dtype=np.float64).view(np.int64) for a in (sp.resident, sp.buffers)]
-    rows = np.concatenate([sp.latency, *exact], axis=1)  # equal rows: equal kernels on every grid
+    charges = [a for a in (sp.ends, sp.starts) if a is not None]
+    if sp.unbroken is not None:  # a boundary before the kernel (the program from it sees it first)
+        charges.append(sp.unbroken[:-1, None].astype(np.int64))
+    rows = np.concatenate([sp.latency, *exact, *charges], axis=1)  # equal rows: equal kernels on every grid
     _, ids = np.unique(rows, axis=0, return_inverse=True)
     ids = ids.ravel()
     best = _Zone(n, n, 0)
@@ -616,6 +619,13 @@ def solve(
         return known if known is not None else WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, message)
     pieces = _pieces(sp.n_kernels, _longest_segment(sp), zone)
     units = columns.small_units(sp, [(p.first, p.end) for p in pieces], windows)
+    if sp.charged:  # runs charged at their ends (expert shards): the knapsack alone knows the charges
+        if units is None:
+            message = "the expert shards' charges need the knapsack over columns, whose programs are too large here"
+            return known or WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
+        return _ColumnSearch(sp, links, wafers, zone, units).run(deadline, start) or WaferSharing(
+            Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, "no plan over the wafers was found in time"
+        )
     if units is None:
         return _segment_solve(sp, links, wafers, deadline, windows, zone, price, known, start)
     # the knapsack first while its programs keep a pace that ends them within ``QUICK_SHARE`` of the

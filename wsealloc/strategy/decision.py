@@ -31,7 +31,7 @@ class Decision(BaseModel):
         # micro-batching's and expert parallelism's fields appear only when set: every other plan and
         # request reads as before
         data: dict[str, Any] = handler(self)
-        for key in ("micro_batch", "global_batch", "expert_shards"):
+        for key in ("micro_batch", "global_batch", "expert_shards", "split_layers"):
             if key in data and data[key] is None:
                 del data[key]
         return data

@@ -37,16 +37,17 @@ from pydantic import Field, model_validator
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, SolverError
 from wsealloc.opmodels import CostTable
-from wsealloc.opmodels.experts import shard_counts, split_experts
+from wsealloc.opmodels.experts import moe_layers, shard_counts, shard_name, split_experts
 from wsealloc.opmodels.regions import region_table
 from wsealloc.problem import build_problem
+from wsealloc.problem.expert_pairs import Paired, paired_problem
 from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes
 from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
 from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
-from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts
+from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts, plan_time
 from wsealloc.solvers.share_wafers import solve as wafer_sharing
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
@@ -84,6 +85,9 @@ class WafersDecision(Decision):
     # each MoE layer's experts split into this many consecutive kernels (``opmodels.experts``: the cuts
     # and runs index the split table); None: the layers kept whole
     expert_shards: Annotated[int, Field(strict=True, ge=2, le=2**10)] | None = None
+    # ... of these MoE layers only (kernel indices of the model's table; the search kept the others
+    # whole); None: every MoE layer
+    split_layers: tuple[Index, ...] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> WafersDecision:
@@ -118,6 +122,7 @@ class _Cut:
 
     costs: CostTable
     shards: int
+    layers: tuple[int, ...] | None  # the MoE layers split (indices of the model's table); None: every one
     cuts: tuple[int, ...]
     bound: int
     exact: WaferSharing | None
@@ -126,7 +131,11 @@ class _Cut:
 
     @property
     def form(self) -> str:
-        return f"experts split into {self.shards} shards" if self.shards else "experts kept whole"
+        if not self.shards:
+            return "experts kept whole"
+        if self.layers is None:
+            return f"experts split into {self.shards} shards"
+        return f"experts split into {self.shards} shards in {len(self.layers)} layer(s), the others kept whole"
 
     def rank(self, fewest_first: bool) -> tuple[int, int, int]:
         """The order of the forms: the fewest wafers first under ``--wafers auto``, then a proven optimum
@@ -143,6 +152,38 @@ def _forms_reason(chosen: _Cut, forms: list[_Cut]) -> str:
     if len(forms) < 2:
         return ""
     return f"{chosen.form} ({'; '.join(f.words() for f in forms)})"
+
+
+def _paired(costs: CostTable, table: CostTable, family: Family) -> Paired:
+    """The paired problem of ``table`` (``costs`` with every MoE layer in two shards) on ``family``'s
+    grids: each layer kept or split by the search (``problem.expert_pairs``)."""
+    whole = build_sharing_problem(costs, family=family)
+    split = build_sharing_problem(table, family=family)
+    index = {kc.kernel.name: i for i, kc in enumerate(table.kernels)}
+    pairs = [(index[shard_name(costs.kernels[w].kernel.name, 0)], w) for w in moe_layers(costs)]
+    return paired_problem(split, whole, pairs)
+
+
+def _chosen(cut: _Cut, paired: Paired, model: CostTable, family: Family) -> _Cut | None:
+    """The paired form's optimum as the table it stands for: the layers the search kept whole one
+    kernel again, the others split (``split_layers``), the cut and runs in that table's kernels, its
+    time checked against the search's. None when the search did not prove an optimum."""
+    exact = cut.exact
+    if exact is None or exact.latency is None or not exact.runs:
+        return None
+    kept = paired.kept(exact.runs, exact.grids)
+    layers = tuple(int(w) for w in paired.layer[~kept])
+    table = split_experts(model, 2, layers) if layers else model
+    at = paired.positions(kept)
+    cuts = tuple(int(at[c]) for c in exact.cuts)
+    runs = tuple((int(at[i]), int(at[j])) for i, j in exact.runs)
+    sp = build_sharing_problem(table, family=family)
+    sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
+    value = plan_time(sp, link_cycles(table), cuts, runs, exact.grids)
+    if value != exact.latency:
+        raise SolverError(f"internal: the paired search's optimum {exact.latency:,} is {value:,} once its layers are lowered")
+    lowered = replace(exact, cuts=cuts, runs=runs)
+    return _Cut(table, 2 if layers else 0, layers or None, cuts, cut.bound, lowered, sp, cut.wall_s)
 
 
 def link_cycles(costs: CostTable) -> np.ndarray:
@@ -195,29 +236,52 @@ class LatencyOverWafers(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
-        forms = [0] + [s for s in shard_counts(costs, MOST_SHARDS) if s in EXPERT_SHARDS] if family is not None else [0]
-        cuts: list[_Cut] = []
-        for i, shards in enumerate(forms):  # each form of the MoE layers in its share of the time
-            table = split_experts(costs, shards) if shards else costs
-            if shards:
-                say(f"wafers: the MoE layers' experts split into {shards} shards each (expert parallelism)")
-            try:
-                cut = self._cut(table, request, family, shards, deadline.share(1.0 / (len(forms) - i)), say)
-            except InfeasibleError:
-                if not shards:
-                    raise
-                continue  # the split form fits no better: the kept one stands
-            cuts.append(cut)
-        best = min(cuts, key=lambda c: c.rank(request.wafer_count is None))
-        if len(cuts) > 1:
-            say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in cuts)})")
-        return self._finish(best, request, family, cuts, deadline, say)
+        counts = [n for n in shard_counts(costs, MOST_SHARDS) if n in EXPERT_SHARDS] if family is not None else []
+        # each form of the MoE layers in its share of the time: kept whole, then split into shards
+        forms = [self._cut(costs, request, family, 0, None, deadline.share(1.0 / (1 + len(counts))), say)]
+        for i, shards in enumerate(counts):
+            assert family is not None  # (the forms are tried only with regions)
+            found = self._split(costs, request, family, shards, deadline.share(1.0 / (len(counts) - i)), say)
+            forms += [found] if found is not None else []
+        best = min(forms, key=lambda c: c.rank(request.wafer_count is None))
+        if len(forms) > 1:
+            say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in forms)})")
+        return self._finish(best, request, family, forms, deadline, say)
+
+    def _split(
+        self, costs: CostTable, request: SolveRequest, family: Family, shards: int, deadline: Deadline, say: Progress
+    ) -> _Cut | None:
+        """The MoE layers split into ``shards`` and cut over wafers; None when that form fits no wafer
+        count the request allows. Two shards: each layer kept or split as the exact search chooses
+        (``problem.expert_pairs``), where its programs allow; else every layer split."""
+        table = split_experts(costs, shards)
+        try:
+            if shards == 2:
+                say("wafers: each MoE layer kept whole or split into 2 shards, as the search chooses (expert parallelism)")
+                paired = _paired(costs, table, family)
+                cut = self._cut(table, request, family, shards, None, deadline.share(0.5), say, sharing=paired.problem)
+                chosen = _chosen(cut, paired, costs, family) if cut.exact is not None else None
+                if chosen is not None:
+                    return chosen
+            say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
+            return self._cut(table, request, family, shards, None, deadline, say)
+        except InfeasibleError:
+            return None  # the split form fits no better: the kept one stands
 
     def _cut(
-        self, costs: CostTable, request: SolveRequest, family: Family | None, shards: int, deadline: Deadline, say: Progress
+        self,
+        costs: CostTable,
+        request: SolveRequest,
+        family: Family | None,
+        shards: int,
+        layers: tuple[int, ...] | None,
+        deadline: Deadline,
+        say: Progress,
+        sharing: SharingProblem | None = None,
     ) -> _Cut:
         """The cut over wafers of one form of the table and the bound over every cut, exact where the
-        search over every cut and every wafer's regions ends in time (module docstring)."""
+        search over every cut and every wafer's regions ends in time (module docstring). ``sharing``:
+        the table's sharing problem when it is not the table's own (the paired form's charges)."""
         sproblem = build_stage_problem(costs)
         least = stage_solver(sproblem, None)  # the fewest wafers whose kernels' smallest op models fit
         if least.status is not Status.OPTIMAL or least.objective is None:
@@ -229,7 +293,7 @@ class LatencyOverWafers(Strategy):
                 f"--wafers {count} is fewer; use --wafers auto to find the fewest"
             )
         links = link_cycles(costs)
-        relaxed, packed, price, count = self._relaxed(costs, request, family, count, deadline)
+        relaxed, packed, price, count = self._relaxed(costs, request, family, count, deadline, sharing)
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
         # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
         # wafers its kernels' smallest op models need (each kernel on its own rectangle) or, when kernels
@@ -241,9 +305,9 @@ class LatencyOverWafers(Strategy):
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
-        exact, sharing = None, None
+        exact = None
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
-            exact, sharing = self._exact(costs, family, links, count, price, deadline, say)
+            exact, sharing = self._exact(costs, family, links, count, price, deadline, say, sharing)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
@@ -258,7 +322,7 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, tuple(cuts), bound, exact, sharing, searched)
+        return _Cut(costs, shards, layers, tuple(cuts), bound, exact, sharing, searched)
 
     def _finish(
         self, cut: _Cut, request: SolveRequest, family: Family | None, forms: list[_Cut], deadline: Deadline, say: Progress
@@ -297,17 +361,26 @@ class LatencyOverWafers(Strategy):
             runs=tuple(runs),
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
             expert_shards=cut.shards or None,
+            split_layers=cut.layers,
             reason=_forms_reason(cut, forms),
         )
         partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, sum(f.wall_s for f in forms))
         return Prepared(decision, tuple(parts), costs, costs, partition, cut.bound)
 
     def _exact(
-        self, costs: CostTable, family: Family, links: np.ndarray, count: int, price: float, deadline: Deadline, say: Progress
+        self,
+        costs: CostTable,
+        family: Family,
+        links: np.ndarray,
+        count: int,
+        price: float,
+        deadline: Deadline,
+        say: Progress,
+        base: SharingProblem | None = None,
     ) -> tuple[WaferSharing | None, SharingProblem]:
         """The least-time cut and regions over every cut (``solvers.share_wafers``), or the bound it
         proved in its share of the time (None when a signal stopped it), and the problem it solved."""
-        sp = build_sharing_problem(costs, family=family)
+        sp = base if base is not None else build_sharing_problem(costs, family=family)
         sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
         found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE), price=price), deadline)
         if found is not None:
@@ -315,7 +388,13 @@ class LatencyOverWafers(Strategy):
         return found, sp
 
     def _relaxed(
-        self, costs: CostTable, request: SolveRequest, family: Family | None, count: int, deadline: Deadline
+        self,
+        costs: CostTable,
+        request: SolveRequest,
+        family: Family | None,
+        count: int,
+        deadline: Deadline,
+        sharing: SharingProblem | None = None,
     ) -> tuple[int, tuple[int, ...] | None, float, int]:
         """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
         budget), the cut that packs the relaxed regions onto wafers in order (None: none found), the
@@ -329,7 +408,8 @@ class LatencyOverWafers(Strategy):
             if proven.value is None:
                 raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
             return proven.value, None, 0.0, count
-        base = build_sharing_problem(costs, family=family)
+        # (a paired problem's charges are not seen here: its relaxed optimum is a bound all the same)
+        base = sharing if sharing is not None else build_sharing_problem(costs, family=family)
         if request.wafer_count is None:  # auto: the fewest wafers some cut into fitting wafers takes
             one = replace(base, total_cores=int(costs.total_cores * FAMILY_BUDGET[family]))
             reach = fitting_cuts(one, len(costs.kernels), (0, len(costs.kernels)))
@@ -362,7 +442,9 @@ class LatencyOverWafers(Strategy):
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
         if decision.expert_shards is not None:
-            costs = split_experts(costs, decision.expert_shards)
+            costs = split_experts(costs, decision.expert_shards, decision.split_layers)
+        elif decision.split_layers is not None:
+            raise ValueError("decision.split_layers is given without decision.expert_shards")
         if not decision.runs:
             return costs
         if decision.grids is not None:
