@@ -115,23 +115,23 @@ def experts_lines(plan: Plan) -> list[str]:
         return []
     value = plan.objective.value
     worst = moe.worst_routing_value_cycles
-    shapes: dict[tuple[tuple[int, int], tuple[int, int], int, float, int], int] = {}
+    shapes: dict[tuple[int, tuple[int, int], tuple[int, int], int, float, int], int] = {}
     for lay in moe.layouts:
-        key = (lay.tiles, lay.tile, lay.experts_per_tile, lay.busiest_tile_experts, lay.busiest_tile_tokens)
+        of = lay.shard[1] if lay.shard is not None else 1
+        key = (of, lay.tiles, lay.tile, lay.experts_per_tile, lay.busiest_tile_experts, lay.busiest_tile_tokens)
         shapes[key] = shapes.get(key, 0) + 1
-    shards = max((lay.shard[1] for lay in moe.layouts if lay.shard is not None), default=1)
-    unit = "layer(s)" if shards == 1 else f"shard(s) of E/{shards} experts"
     placed = "; ".join(
-        f"{n} {unit} on {t[0]}x{t[1]} tiles of {c[0]}x{c[1]} cores, {m} expert(s) a tile, the busiest tile "
-        f"{a:,.2f} expert(s) at work x {tok:,} token(s)"
-        for (t, c, m, a, tok), n in shapes.items()
+        f"{n} {'layer(s)' if of == 1 else f'shard(s) of E/{of} experts'} on {t[0]}x{t[1]} tiles of {c[0]}x{c[1]} cores, "
+        f"{m} expert(s) a tile, the busiest tile {a:,.2f} expert(s) at work x {tok:,} token(s)"
+        for (of, t, c, m, a, tok), n in shapes.items()
     )
+    split = {lay.layer for lay in moe.layouts if lay.shard is not None}
     return [
         f"mixture of experts: {moe.layers} layer(s) of {moe.experts} experts, top-{moe.top_k}, {moe.routing} routing: "
         f"{moe.tokens_per_step:,} token(s) a step, {moe.tokens_per_expert:,.3g} per expert on average, "
         f"{moe.experts_at_work:,.3g} experts at work; the layers take {moe.time_share:.1%} of the kernels' time",
         f"experts placed: {placed}"
-        + (f" (each layer's experts split into {shards} consecutive shards: expert parallelism)" if shards > 1 else ""),
+        + (f" ({len(split)} layer(s) split into consecutive shards, across wafers: expert parallelism)" if split else ""),
         f"worst routing (a bound on any: the busiest tiles serve every pick they can, on the same tiles): {worst:,} cycles, "
         f"{worst / value if value else 0:.2f}x the plan's {value:,}",
     ]
