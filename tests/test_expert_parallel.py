@@ -215,6 +215,13 @@ def test_split_takes_fewer_wafers_under_auto(tmp_path: Path, monkeypatch: pytest
     path = tmp_path / "plan.json"
     path.write_text(plan.to_json())
     assert verify_plan(path).ok
+    data = json.loads(path.read_text())
+    for layers, words in (([0], "not the kernel indices of whole MoE layers"), ([1], "not in the model")):
+        data["decision"]["split_layers"] = layers  # a router; another layer than the plan's kernels split
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(data))
+        report = verify_plan(bad)
+        assert not report.ok and any(words in line for line in report.violations), report.violations
     # at most three wafers: the least time decides, and the split on two is faster than the whole on three
     three = run(build_request(str(model), "tiny", objective="latency", wafers=3, place=False, time_limit=30)).plan
     assert getattr(three.decision, "split_layers", None) == (3,) and three.objective.value == plan.objective.value
