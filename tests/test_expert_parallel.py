@@ -208,7 +208,7 @@ def test_split_takes_fewer_wafers_under_auto(tmp_path: Path, monkeypatch: pytest
     assert (decision.expert_shards, decision.split_layers) == (2, (3,))  # router0 moe0 router1 [moe1] router2 moe2
     assert len(plan.stages) == 2 and plan.objective.status.value == "OPTIMAL"
     assert "experts kept whole: 3 wafers" in decision.reason
-    assert "2 shards in 1 layer(s), the others kept whole: 2 wafers" in decision.reason
+    assert "kept whole or split by the search (1 layer(s) split into 2 shards): 2 wafers" in decision.reason
     names = [k.name for k in plan.kernels]
     assert "moe0" in names and "moe2" in names and "moe1/shard0" in names
     assert [k.name for k in plan.kernels if k.stage == 1][0] == "moe1/shard1"  # the second wafer starts inside it

@@ -20,11 +20,15 @@ value. When time runs out first, the bound it proved raises ours, and each wafer
 chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
 wafers whose kernels' smallest op models fit.
 
-A mixture-of-experts model has two forms of its layers (with regions): kept whole, or every layer's
-experts split into consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and
-each wafer hold half its experts. Both are cut and proven as above, each in its share of the time, and
-the better is kept (``_Cut.rank``: the fewest wafers first under ``auto``, then the least proven time);
-the decision records the shard count and its reason both forms' values."""
+A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
+consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and each wafer hold
+half its experts. The exact search chooses each layer's form (``problem.expert_pairs``: the table with
+every layer split, a run holding both shards of a layer charged as the whole layer); beside it the
+layers all kept whole are cut and proven as above (that search judges the SRAM exactly where the
+paired one is conservative), each in its share of the time, and the better is kept (``_Cut.rank``:
+the fewest wafers first under ``auto``, then the least proven time). Where the paired search cannot
+run (its programs too large), every layer split is the second form. The decision records the shard
+count and the layers split, and its reason what each form gave."""
 
 from __future__ import annotations
 
@@ -128,9 +132,13 @@ class _Cut:
     exact: WaferSharing | None
     sharing: SharingProblem | None
     wall_s: float
+    chosen: bool = False  # each layer's form chosen by the search (``problem.expert_pairs``)
 
     @property
     def form(self) -> str:
+        if self.chosen:
+            split = f"{len(self.layers)} layer(s) split into {self.shards} shards" if self.layers else "none split"
+            return f"each layer kept whole or split by the search ({split})"
         if not self.shards:
             return "experts kept whole"
         if self.layers is None:
@@ -183,7 +191,7 @@ def _chosen(cut: _Cut, paired: Paired, model: CostTable, family: Family) -> _Cut
     if value != exact.latency:
         raise SolverError(f"internal: the paired search's optimum {exact.latency:,} is {value:,} once its layers are lowered")
     lowered = replace(exact, cuts=cuts, runs=runs)
-    return _Cut(table, 2 if layers else 0, layers or None, cuts, cut.bound, lowered, sp, cut.wall_s)
+    return _Cut(table, 2 if layers else 0, layers or None, cuts, cut.bound, lowered, sp, cut.wall_s, chosen=True)
 
 
 def link_cycles(costs: CostTable) -> np.ndarray:
