@@ -21,6 +21,7 @@ from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, grid_costs
 from wsealloc.cost.experts import shard_work, tile_load
 from wsealloc.cost.model import Routing
+from wsealloc.errors import InfeasibleError
 from wsealloc.frontend.importer import import_onnx
 from wsealloc.graph.kernels import build_kernels
 from wsealloc.opmodels import CostTable, build_cost_table
@@ -225,6 +226,11 @@ def test_split_takes_fewer_wafers_under_auto(tmp_path: Path, monkeypatch: pytest
     # at most three wafers: the least time decides, and the split on two is faster than the whole on three
     three = run(build_request(str(model), "tiny", objective="latency", wafers=3, place=False, time_limit=30)).plan
     assert getattr(three.decision, "split_layers", None) == (3,) and three.objective.value == plan.objective.value
+    # two wafers given: the layers kept whole do not fit them, the search's form does
+    two = run(build_request(str(model), "tiny", objective="latency", wafers=2, place=False, time_limit=30)).plan
+    assert getattr(two.decision, "split_layers", None) == (3,) and two.objective.value == plan.objective.value
+    with pytest.raises(InfeasibleError, match="wafers"):  # one wafer: no form fits, the kept form's error
+        run(build_request(str(model), "tiny", objective="latency", wafers=1, place=False, time_limit=30))
     monkeypatch.setattr(wafers, "_chosen", lambda *args: None)
     every = run(build_request(str(model), "tiny", objective="latency", wafers="auto", place=False, time_limit=30)).plan
     assert getattr(every.decision, "split_layers", 0) is None and every.objective.value > plan.objective.value

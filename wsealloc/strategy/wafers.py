@@ -245,12 +245,23 @@ class LatencyOverWafers(Strategy):
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         counts = [n for n in shard_counts(costs, MOST_SHARDS) if n in EXPERT_SHARDS] if family is not None else []
-        # each form of the MoE layers in its share of the time: kept whole, then split into shards
-        forms = [self._cut(costs, request, family, 0, None, deadline.share(1.0 / (1 + len(counts))), say)]
+        # each form of the MoE layers in its share of the time: kept whole, then split into shards (a
+        # form that fits no wafer count the request allows is left out; none fits: the kept form's error)
+        forms: list[_Cut] = []
+        refused: InfeasibleError | None = None
+        try:
+            forms.append(self._cut(costs, request, family, 0, None, deadline.share(1.0 / (1 + len(counts))), say))
+        except InfeasibleError as exc:
+            if not counts:
+                raise
+            refused = exc
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
             found = self._split(costs, request, family, shards, deadline.share(1.0 / (len(counts) - i)), say)
             forms += [found] if found is not None else []
+        if not forms:
+            assert refused is not None
+            raise refused
         best = min(forms, key=lambda c: c.rank(request.wafer_count is None))
         if len(forms) > 1:
             say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in forms)})")
