@@ -12,9 +12,12 @@ At a target T a kernel may take a legal grid (fitting the wafer) only if
               producer's grids fit above or below), the same with columns
     <= T;
 
-the fewest cores of those grids must fit the wafer and each user's area, and the kernels that can
-only be taller (wider) than half the wafer must fit side by side in its columns (rows). The least
-such T, by bisection over the integers up to the plan's value.
+the fewest cores of those grids must fit the wafer and each user's area; and for every pair (f, g) of
+the dual-feasible functions of ``problem.dual_feasible`` (the one definition of that family, whose
+property the tests check on every small multiset), the least f(rows) g(columns) over each kernel's
+grids, added up with the keep-out areas (those overlapping none listed before them) and the defective
+cores outside them, must not exceed f(wafer rows) g(wafer columns). The least such T, by bisection
+over the integers up to the plan's value.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import numpy as np
 
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import area_budgets
+from wsealloc.problem.dual_feasible import pairs, side_functions
 from wsealloc.problem.flows import flows
+from wsealloc.problem.placement import defect_mask
 from wsealloc.search import first_true
 
 
@@ -58,6 +63,23 @@ def communication_bound(table: CostTable, value: int) -> int | None:
         return lat + (hop if k in into else 0) + penalty * crossings
 
     bases = [base(k) for k in range(len(grids))]
+    # what no kernel covers, pairwise disjoint: keep-outs overlapping none before them, other defects 1 x 1
+    holes: list[tuple[int, int, int, int]] = []
+    for y, x, h, w in table.applied.obstacles if table.applied is not None else ():
+        clear = all(y + h <= y2 or y2 + h2 <= y or x + w <= x2 or x2 + w2 <= x for y2, x2, h2, w2 in holes)
+        if clear and h > 0 and w > 0:
+            holes.append((y, x, h, w))
+    broken = wafer.defects
+    bad = defect_mask(arch.rows, arch.cols, broken.cores, broken.rate, broken.seed)
+    for y, x, h, w in holes:
+        bad[y : y + h, x : x + w] = False
+    sides = [(h, w) for _, _, h, w in holes] + [(1, 1)] * int(bad.sum())
+    fr = side_functions(arch.rows, set(np.concatenate([g[0] for g in grids]).tolist()) | {h for h, _ in sides})
+    fc = side_functions(arch.cols, set(np.concatenate([g[1] for g in grids]).tolist()) | {w for _, w in sides})
+    pr, pc = pairs(len(fr), len(fc))
+    room = fr[pr, arch.rows] * fc[pc, arch.cols]
+    taken = sum((fr[pr, h] * fc[pc, w] for h, w in sides), np.zeros(pr.size, dtype=np.int64))
+    signature = [kc.signature for kc in table.kernels]
 
     def fits(t: int) -> bool:
         reach: list[tuple[int, int, int, int]] = []  # most rows, most columns, fewest rows, fewest columns at t
@@ -67,7 +89,8 @@ def communication_bound(table: CostTable, value: int) -> int | None:
                 return False
             reach.append((int(np.max(r[may])), int(np.max(c[may])), int(np.min(r[may])), int(np.min(c[may]))))
         least = np.zeros(len(grids), dtype=np.int64)
-        across, down = 0, 0
+        transformed = taken.copy()
+        memo: dict[tuple[int, bytes], np.ndarray] = {}
         for k, (r, c, lat, n) in enumerate(grids):
             stage = bases[k]
             if k in into:
@@ -88,14 +111,16 @@ def communication_bound(table: CostTable, value: int) -> int | None:
             if not np.any(may):
                 return False
             least[k] = int(np.min(n[may]))
-            if 2 * int(np.min(r[may])) > arch.rows:
-                across += int(np.min(c[may]))
-            if 2 * int(np.min(c[may])) > arch.cols:
-                down += int(np.min(r[may]))
+            key = (signature[k], may.tobytes())
+            if key not in memo:
+                # f and g never fall as a side grows: per height only the narrowest grid can be least
+                heights = np.unique(r[may])
+                narrowest = np.array([int(c[may][r[may] == h].min()) for h in heights], dtype=np.int64)
+                memo[key] = np.min(fr[:, heights][pr] * fc[:, narrowest][pc], axis=1)
+            transformed += memo[key]
         return (
             int(least.sum()) <= table.total_cores
-            and across <= arch.cols
-            and down <= arch.rows
+            and bool(np.all(transformed <= room))
             and all(sum(int(least[k]) for k in b.kernels) <= b.cores for b in budgets)
         )
 

@@ -20,18 +20,21 @@ layout of the others:
   Congestion adds where it exceeds ``max(compute, NoC)`` of k, exactly as ``cost.comm`` charges it;
 * **die crossings** (``die_boundary: penalty``): r rows span at least ``(r - 1) // die_rows`` die
   boundaries wherever they lie (likewise the columns);
-* **tall and wide kernels** (a cut-line argument): row spans longer than half the wafer pairwise
-  intersect, and intervals that pairwise intersect share a point (Helly's theorem on a line), so all
-  kernels that can only be taller than half the wafer cross one common row, side by side: their
-  widths add up to at most the wafer's columns. Likewise kernels wider than half the wafer share a
-  column and their heights add up to at most its rows.
+* **packing** (``problem.dual_feasible``): rectangles of one layout are disjoint and avoid the
+  keep-out areas and defective cores, so for every pair of dual-feasible functions f of the rows and
+  g of the columns the kernels' f(rows) g(columns), each at its least over the shapes it may take,
+  with the obstacles' added, fit in f(wafer rows) g(wafer columns) (Fekete & Schepers). The identity
+  pair is the area argument; f = u^(1) with g the identity is the cut line of kernels taller than half
+  the wafer (their row spans pairwise intersect, so by Helly's theorem they cross one row side by
+  side); the rest count what sides quantized to fractions of the wafer leave idle.
 
 With these terms each kernel's *stage* lower bound is a function of its own shape (and of its
 producers' largest shapes at T), so min-max stays separable as in the allocation bound: T is a valid
 bound if some shape of every kernel has a stage bound <= T, their fewest cores fit the wafer (and the
-user's areas), and the tall and wide kernels fit side by side. The condition is monotone in T (more
-shapes become eligible, producers may grow), so the least such T is found by bisection; it is never
-below the allocation bound (every term only adds to the latency). ``plan.verify`` recomputes it with
+user's areas), and every pair of dual-feasible functions finds room for them. The condition is
+monotone in T (more shapes become eligible, producers may grow; the functions are fixed per problem,
+never chosen per T), so the least such T is found by bisection; it is never below the allocation
+bound (every term only adds to the latency). ``plan.verify`` recomputes it with
 its own code (``plan/verify_bounds.py``); ``tests/test_comm_bound.py`` checks it against every layout
 of tiny wafers.
 
@@ -48,9 +51,10 @@ import numpy as np
 from wsealloc.cost.comm import MeshParams
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import Budget, area_budgets
+from wsealloc.problem.dual_feasible import pairs, pareto_front, side_functions
 from wsealloc.problem.flows import Flows, flows
 from wsealloc.problem.objective import ObjectiveKind
-from wsealloc.problem.placement import mesh_params
+from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.search import first_true
 
 # Link loads are sums of floats (``cost.comm`` adds and subtracts them on a difference grid): a load
@@ -77,6 +81,8 @@ class CommBoundProblem:
     mesh: MeshParams
     total_cores: int
     budgets: tuple[Budget, ...] = ()
+    # (rows, columns) of disjoint rectangles no kernel may cover: keep-out areas and defective cores
+    obstacles: tuple[tuple[int, int], ...] = ()
 
     def incoming(self) -> list[list[tuple[int, float]]]:
         """Per consumer, (producer, bytes) with the tensors of one pair added up (one route for all of
@@ -119,7 +125,25 @@ def comm_bound_problem(costs: CostTable) -> CommBoundProblem:
                 t.cores[keep].astype(np.int64),
             )
         shapes.append(by_signature[kc.signature])
-    return CommBoundProblem(tuple(shapes), flows(costs), mesh_params(arch), costs.total_cores, area_budgets(costs))
+    return CommBoundProblem(
+        tuple(shapes), flows(costs), mesh_params(arch), costs.total_cores, area_budgets(costs), obstacles(costs)
+    )
+
+
+def obstacles(costs: CostTable) -> tuple[tuple[int, int], ...]:
+    """(rows, columns) of rectangles no kernel covers, pairwise disjoint (a packing argument adds them
+    to the kernels): the keep-out areas that overlap none taken before them (an overlapping one is left
+    out, which only weakens the bound), then each defective core outside those as 1 x 1."""
+    arch = costs.arch
+    boxes: list[tuple[int, int, int, int]] = []
+    for y, x, r, c in costs.applied.obstacles if costs.applied is not None else ():
+        if r > 0 and c > 0 and all(y >= y2 + r2 or y2 >= y + r or x >= x2 + c2 or x2 >= x + c for y2, x2, r2, c2 in boxes):
+            boxes.append((y, x, r, c))
+    d = arch.wafer.defects
+    broken = defect_mask(arch.rows, arch.cols, d.cores, d.rate, d.seed)
+    for y, x, r, c in boxes:
+        broken[y : y + r, x : x + c] = False
+    return tuple((r, c) for _, _, r, c in boxes) + ((1, 1),) * int(broken.sum())
 
 
 def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None:
@@ -137,6 +161,17 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
         + (mesh.die_penalty * ((s.r - 1) // mesh.die_rows + (s.c - 1) // mesh.die_cols) if mesh.die_penalty else 0)
         for k, s in enumerate(p.shapes)
     ]
+    # the dual-feasible functions of the rows and of the columns (``problem.dual_feasible``), the pairs
+    # tested, what each pair allows (the wafer's transformed area) and what the obstacles take of it
+    distinct = list({id(s): s for s in p.shapes}.values())
+    heights = np.unique(np.concatenate([s.r for s in distinct] + [np.array([h for h, _ in p.obstacles], dtype=np.int64)]))
+    widths = np.unique(np.concatenate([s.c for s in distinct] + [np.array([w for _, w in p.obstacles], dtype=np.int64)]))
+    rows_f, cols_f = side_functions(mesh.rows, heights.tolist()), side_functions(mesh.cols, widths.tolist())
+    pair_r, pair_c = pairs(len(rows_f), len(cols_f))
+    capacity = rows_f[pair_r, mesh.rows] * cols_f[pair_c, mesh.cols]
+    packed = np.zeros(pair_r.size, dtype=np.int64)
+    for h, w in p.obstacles:
+        packed += rows_f[pair_r, h] * cols_f[pair_c, w]
     busy = [np.maximum(0, s.latency - mesh.hop_latency * (s.r + s.c)).astype(np.float64) for s in p.shapes]
 
     def eligible(k: int, sides: np.ndarray, t: int) -> np.ndarray:
@@ -164,8 +199,8 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
                 return False
             sides[k] = (s.r[within].max(), s.c[within].max(), s.r[within].min(), s.c[within].min())
         fewest = np.zeros(n, dtype=np.int64)
-        tall_width = wide_height = 0
-        seen: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        load = packed.copy()  # per pair of dual-feasible functions: the transformed area taken
+        seen: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         for k, s in enumerate(p.shapes):
             # identical kernels fed alike (the repeated layers) give the same answer: test them once
             key = (id(s), has_producer[k], tuple((tuple(sides[src].tolist()), b) for src, b in incoming[k]))
@@ -173,14 +208,13 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
                 ok = eligible(k, sides, t)
                 if not ok.any():
                     return False
-                seen[key] = (int(s.cores[ok].min()), int(s.r[ok].min()), int(s.c[ok].min()))
-            cores, least_r, least_c = seen[key]
+                front_r, front_c = pareto_front(s.r[ok], s.c[ok])
+                least = (rows_f[:, front_r][pair_r] * cols_f[:, front_c][pair_c]).min(axis=1)
+                seen[key] = (int(s.cores[ok].min()), least)
+            cores, least = seen[key]
             fewest[k] = cores
-            if 2 * least_r > mesh.rows:  # every shape it may take is taller than half the wafer
-                tall_width += least_c
-            if 2 * least_c > mesh.cols:
-                wide_height += least_r
-        if int(fewest.sum()) > p.total_cores or tall_width > mesh.cols or wide_height > mesh.rows:
+            load += least
+        if int(fewest.sum()) > p.total_cores or bool((load > capacity).any()):
             return False
         return all(int(fewest[list(b.kernels)].sum()) <= b.cores for b in p.budgets)
 
