@@ -382,3 +382,25 @@ def test_a_fixed_corner_is_covered_whatever_shape_its_kernel_takes() -> None:
     p = CommBoundProblem((a, b), NO_FLOWS, _mesh(1, 4), 4, pins=((0, 0), (0, 2)))
     assert allocation_bound(p) == 15
     assert communication_bound(p, 1000) == best_layout(p) == 20
+
+
+def test_the_verifier_packs_the_same_obstacles() -> None:
+    """5% of the tiny wafer's cores defective, two keep-outs that overlap (the second is left out of
+    the packing, its cores still off the fixed corners' shapes), q_proj and qk at fixed corners: the
+    obstacles are the first keep-out and the 17 defective cores outside it, and the verifier's own
+    code finds the same bound (q_proj at [0, 0] is at most 2 columns wide: a defect sits at [0, 2])."""
+    from wsealloc.arch import load_arch
+    from wsealloc.constraints.load import parse_constraints
+    from wsealloc.cost import CostOptions
+    from wsealloc.frontend.sources import OnnxSource
+    from wsealloc.pipeline import build_costs
+    from wsealloc.plan.verify_bounds import communication_bound as recomputed
+
+    text = "- place: q_proj\n  at: [0, 0]\n- place: qk\n  at: [3, 7]\n- keep-out: {rows: [8, 9]}\n"
+    text += "- keep-out: {rows: [7, 12], cols: [0, 3]}\n"
+    arch = load_arch("tiny", ["wafer.defects.rate=0.05"])
+    rules = parse_constraints(text, "c.yaml")
+    costs = build_costs(OnnxSource(path=str(ATTENTION)), arch, CostOptions(), constraints=rules, check_feasible=False)
+    p = comm_bound_problem(costs)
+    assert p.obstacles[0] == (8, 0, 2, 24) and len(p.obstacles) == 18 and (0, 2, 1, 1) in p.obstacles
+    assert communication_bound(p, 50_000) == recomputed(costs, 50_000) == 5129

@@ -98,7 +98,9 @@ def communication_bound(table: CostTable, value: int) -> int | None:
     fc = side_functions(arch.cols, set(np.concatenate([g[1] for g in grids]).tolist()) | {w for _, w in sides})
     pr, pc = pairs(len(fr), len(fc))
     room = fr[pr, arch.rows] * fc[pc, arch.cols]
-    taken = sum((fr[pr, h] * fc[pc, w] for h, w in sides), np.zeros(pr.size, dtype=np.int64))
+    taken = np.zeros(pr.size, dtype=np.int64)
+    for h, w in set(sides):
+        taken += sides.count((h, w)) * fr[pr, h] * fc[pc, w]
     signature = [kc.signature for kc in table.kernels]
 
     def apart(

@@ -50,6 +50,7 @@ path, regions sharing cores in time, several wafers and the contest's score keep
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,8 +177,8 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
     pair_r, pair_c = pairs(len(rows_f), len(cols_f))
     capacity = rows_f[pair_r, mesh.rows] * cols_f[pair_c, mesh.cols]
     packed = np.zeros(pair_r.size, dtype=np.int64)
-    for _, _, h, w in p.obstacles:
-        packed += rows_f[pair_r, h] * cols_f[pair_c, w]
+    for (h, w), count in Counter((o[2], o[3]) for o in p.obstacles).items():  # defects: many 1 x 1
+        packed += count * rows_f[pair_r, h] * cols_f[pair_c, w]
     busy = [np.maximum(0, s.latency - mesh.hop_latency * (s.r + s.c)).astype(np.float64) for s in p.shapes]
 
     fixed_corners = [(k, pin) for k, pin in enumerate(pins) if pin is not None]
