@@ -105,12 +105,12 @@ def communication_bound(table: CostTable, value: int) -> int | None:
 
     def apart(
         k: int, s: int, may: np.ndarray, fewest_rows_p: int, fewest_cols_p: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Per grid of consumer k: can its column spans and producer s's (on its grids ``may``) be
-        disjoint, can its row spans, and the fewest hops between them (1 unless both corners are fixed;
-        inf when they must overlap)."""
+        disjoint, can its row spans, and the fewest hops between them when both corners are fixed
+        (inf when they must overlap; None: one hop, the least of any two rectangles)."""
         r, c = grids[k][0], grids[k][1]
-        one = np.ones(r.size)
+        one = None
         mine, theirs = corner[k], corner[s]
         if mine is None and theirs is None:
             return c + fewest_cols_p <= arch.cols, r + fewest_rows_p <= arch.rows, one
@@ -169,7 +169,7 @@ def communication_bound(table: CostTable, value: int) -> int | None:
             if k in into:
                 compute = np.clip(lat - hop * (r + c), 0, None)
                 busiest = np.zeros(r.size)
-                farthest = np.ones(r.size)
+                farthest: np.ndarray | float = 1.0
                 for s, b in into[k].items():
                     rows_p, cols_p, fewest_rows_p, fewest_cols_p = reach[s]
                     side_by_side, stacked, hops = apart(k, s, usable_now[s], fewest_rows_p, fewest_cols_p)
@@ -179,17 +179,22 @@ def communication_bound(table: CostTable, value: int) -> int | None:
                     load = np.full(r.size, np.inf)  # no grid of the producer fits apart from this one
                     load[bundle > 0] = b / (float(noc.link_bytes_per_cycle) * bundle[bundle > 0])
                     busiest = np.maximum(busiest, load)
-                    farthest = np.maximum(farthest, hops)
+                    if hops is not None:
+                        farthest = np.maximum(farthest, hops)
                 stage = stage + hop * (farthest - 1) + np.ceil(np.clip(busiest - compute - 1e-6, 0, None))
-            may = (stage <= t) & usable_now[k]
+            may = stage <= t
+            if corner[k] is not None:  # (elsewhere the stage meeting t implies the base does)
+                may &= usable_now[k]
             if not np.any(may):
                 return False
             least[k] = int(np.min(n[may]))
             key = (signature[k], may.tobytes())
             if key not in memo:
                 # f and g never fall as a side grows: per height only the narrowest grid can be least
-                heights = np.unique(r[may])
-                narrowest = np.array([int(c[may][r[may] == h].min()) for h in heights], dtype=np.int64)
+                rows_may, cols_may = r[may], c[may]
+                order = np.lexsort((cols_may, rows_may))  # by height, then width: each height's first is narrowest
+                first = np.concatenate(([True], np.diff(rows_may[order]) != 0))
+                heights, narrowest = rows_may[order][first], cols_may[order][first]
                 memo[key] = np.min(fr[:, heights][pr] * fc[:, narrowest][pc], axis=1)
             transformed += memo[key]
         return (
