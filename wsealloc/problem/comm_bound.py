@@ -20,18 +20,27 @@ layout of the others:
   Congestion adds where it exceeds ``max(compute, NoC)`` of k, exactly as ``cost.comm`` charges it;
 * **die crossings** (``die_boundary: penalty``): r rows span at least ``(r - 1) // die_rows`` die
   boundaries wherever they lie (likewise the columns);
-* **tall and wide kernels** (a cut-line argument): row spans longer than half the wafer pairwise
-  intersect, and intervals that pairwise intersect share a point (Helly's theorem on a line), so all
-  kernels that can only be taller than half the wafer cross one common row, side by side: their
-  widths add up to at most the wafer's columns. Likewise kernels wider than half the wafer share a
-  column and their heights add up to at most its rows.
+* **fixed corners** (``place ... at``): a pinned kernel's rectangle is known once its shape is. Its
+  shapes past the wafer's edge or over an obstacle are out, its die crossings are exact, and a
+  producer must lie in the room its corner leaves (above or below it for a vertical bundle, left or
+  right for a horizontal one). With both corners of a pair fixed, the hops between them are at least
+  the gap between the spans that are apart (the producer's side that reaches nearest) plus the least
+  gap along the other axis, the producer on any shape it may take at T (``_apart``);
+* **packing** (``problem.dual_feasible``): rectangles of one layout are disjoint and avoid the
+  keep-out areas and defective cores, so for every pair of dual-feasible functions f of the rows and
+  g of the columns the kernels' f(rows) g(columns), each at its least over the shapes it may take,
+  with the obstacles' added, fit in f(wafer rows) g(wafer columns) (Fekete & Schepers). The identity
+  pair is the area argument; f = u^(1) with g the identity is the cut line of kernels taller than half
+  the wafer (their row spans pairwise intersect, so by Helly's theorem they cross one row side by
+  side); the rest count what sides quantized to fractions of the wafer leave idle.
 
 With these terms each kernel's *stage* lower bound is a function of its own shape (and of its
 producers' largest shapes at T), so min-max stays separable as in the allocation bound: T is a valid
 bound if some shape of every kernel has a stage bound <= T, their fewest cores fit the wafer (and the
-user's areas), and the tall and wide kernels fit side by side. The condition is monotone in T (more
-shapes become eligible, producers may grow), so the least such T is found by bisection; it is never
-below the allocation bound (every term only adds to the latency). ``plan.verify`` recomputes it with
+user's areas), and every pair of dual-feasible functions finds room for them. The condition is
+monotone in T (more shapes become eligible, producers may grow; the functions are fixed per problem,
+never chosen per T), so the least such T is found by bisection; it is never below the allocation
+bound (every term only adds to the latency). ``plan.verify`` recomputes it with
 its own code (``plan/verify_bounds.py``); ``tests/test_comm_bound.py`` checks it against every layout
 of tiny wafers.
 
@@ -41,6 +50,7 @@ path, regions sharing cores in time, several wafers and the contest's score keep
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,9 +58,10 @@ import numpy as np
 from wsealloc.cost.comm import MeshParams
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.allocation import Budget, area_budgets
+from wsealloc.problem.dual_feasible import pairs, pareto_front, side_functions
 from wsealloc.problem.flows import Flows, flows
 from wsealloc.problem.objective import ObjectiveKind
-from wsealloc.problem.placement import mesh_params
+from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.search import first_true
 
 # Link loads are sums of floats (``cost.comm`` adds and subtracts them on a difference grid): a load
@@ -77,6 +88,10 @@ class CommBoundProblem:
     mesh: MeshParams
     total_cores: int
     budgets: tuple[Budget, ...] = ()
+    # (row, col, rows, cols) of disjoint rectangles no kernel may cover: keep-out areas, defective cores
+    obstacles: tuple[tuple[int, int, int, int], ...] = ()
+    # per kernel the top-left corner the user fixed (``place ... at``), or None; empty: none fixed
+    pins: tuple[tuple[int, int] | None, ...] = ()
 
     def incoming(self) -> list[list[tuple[int, float]]]:
         """Per consumer, (producer, bytes) with the tensors of one pair added up (one route for all of
@@ -119,7 +134,27 @@ def comm_bound_problem(costs: CostTable) -> CommBoundProblem:
                 t.cores[keep].astype(np.int64),
             )
         shapes.append(by_signature[kc.signature])
-    return CommBoundProblem(tuple(shapes), flows(costs), mesh_params(arch), costs.total_cores, area_budgets(costs))
+    applied = costs.applied
+    pins = tuple((q[1] if (q := applied.pin_of(kc.kernel.name)) is not None else None) for kc in costs.kernels) if applied else ()
+    return CommBoundProblem(
+        tuple(shapes), flows(costs), mesh_params(arch), costs.total_cores, area_budgets(costs), obstacles(costs), pins
+    )
+
+
+def obstacles(costs: CostTable) -> tuple[tuple[int, int, int, int], ...]:
+    """(row, col, rows, cols) of rectangles no kernel covers, pairwise disjoint (a packing argument adds
+    them to the kernels): the keep-out areas that overlap none taken before them (an overlapping one is
+    left out, which only weakens the bound), then each defective core outside those as 1 x 1."""
+    arch = costs.arch
+    boxes: list[tuple[int, int, int, int]] = []
+    for y, x, r, c in costs.applied.obstacles if costs.applied is not None else ():
+        if r > 0 and c > 0 and all(y >= y2 + r2 or y2 >= y + r or x >= x2 + c2 or x2 >= x + c for y2, x2, r2, c2 in boxes):
+            boxes.append((y, x, r, c))
+    d = arch.wafer.defects
+    broken = defect_mask(arch.rows, arch.cols, d.cores, d.rate, d.seed)
+    for y, x, r, c in boxes:
+        broken[y : y + r, x : x + c] = False
+    return tuple(boxes) + tuple((int(y), int(x), 1, 1) for y, x in np.argwhere(broken).tolist())
 
 
 def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None:
@@ -131,57 +166,169 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
     n = len(p.shapes)
     has_producer = [bool(incoming[k]) for k in range(n)]
     # each shape's stage time without the congestion term (it does not depend on T)
-    fixed = [
-        s.latency
-        + mesh.hop_latency * has_producer[k]
-        + (mesh.die_penalty * ((s.r - 1) // mesh.die_rows + (s.c - 1) // mesh.die_cols) if mesh.die_penalty else 0)
-        for k, s in enumerate(p.shapes)
-    ]
+    pins = p.pins or (None,) * n
+    fixed = [_fixed_stage(s, pins[k], mesh, has_producer[k], p.obstacles) for k, s in enumerate(p.shapes)]
+    # the dual-feasible functions of the rows and of the columns (``problem.dual_feasible``), the pairs
+    # tested, what each pair allows (the wafer's transformed area) and what the obstacles take of it
+    distinct = list({id(s): s for s in p.shapes}.values())
+    heights = np.unique(np.concatenate([s.r for s in distinct] + [np.array([o[2] for o in p.obstacles], dtype=np.int64)]))
+    widths = np.unique(np.concatenate([s.c for s in distinct] + [np.array([o[3] for o in p.obstacles], dtype=np.int64)]))
+    rows_f, cols_f = side_functions(mesh.rows, heights.tolist()), side_functions(mesh.cols, widths.tolist())
+    pair_r, pair_c = pairs(len(rows_f), len(cols_f))
+    capacity = rows_f[pair_r, mesh.rows] * cols_f[pair_c, mesh.cols]
+    packed = np.zeros(pair_r.size, dtype=np.int64)
+    for (h, w), count in Counter((o[2], o[3]) for o in p.obstacles).items():  # defects: many 1 x 1
+        packed += count * rows_f[pair_r, h] * cols_f[pair_c, w]
     busy = [np.maximum(0, s.latency - mesh.hop_latency * (s.r + s.c)).astype(np.float64) for s in p.shapes]
 
-    def eligible(k: int, sides: np.ndarray, t: int) -> np.ndarray:
+    fixed_corners = [(k, pin) for k, pin in enumerate(pins) if pin is not None]
+
+    def allowed_at(t: int) -> list[np.ndarray]:
+        """Per kernel the shapes whose stage without its producers' terms meets t; at a fixed corner
+        also off every other fixed corner's block (each shape there covers the fewest rows x the
+        fewest columns that kernel may take, so no other rectangle may)."""
+        allowed = [f <= t for f in fixed]
+        blocks = [
+            (k, y, x, int(p.shapes[k].r[allowed[k]].min()), int(p.shapes[k].c[allowed[k]].min()))
+            for k, (y, x) in fixed_corners
+            if allowed[k].any()
+        ]
+        for k, (y, x) in fixed_corners:
+            s = p.shapes[k]
+            for j, by, bx, br, bc in blocks:
+                if j != k:
+                    allowed[k] = allowed[k] & ((y + s.r <= by) | (by + br <= y) | (x + s.c <= bx) | (bx + bc <= x))
+        return allowed
+
+    def eligible(k: int, sides: np.ndarray, allowed: list[np.ndarray], t: int) -> np.ndarray:
         """The shapes of kernel k whose stage lower bound meets t (``sides``: per kernel the most and
-        the fewest rows and columns of the shapes it may take at t)."""
+        the fewest rows and columns of the shapes it may take at t, ``allowed`` those shapes)."""
         s = p.shapes[k]
         stage = fixed[k]
         if incoming[k]:
             cong = np.zeros(s.r.size)
+            hops = np.ones(s.r.size)
             for src, nbytes in incoming[k]:
                 most_r, most_c, least_r, least_c = sides[src]
-                beside = np.where(s.c + least_c <= mesh.cols, np.maximum(s.r, most_r), 0)
-                above = np.where(s.r + least_r <= mesh.rows, np.maximum(s.c, most_c), 0)
+                if pins[k] is not None and pins[src] is not None:  # the producer's every side counts
+                    within = allowed[src]
+                    span = Span(pins[src], np.unique(p.shapes[src].r[within]), np.unique(p.shapes[src].c[within]))
+                else:  # its fewest rows and columns decide
+                    span = Span(pins[src], np.array([least_r, most_r]), np.array([least_c, most_c]))
+                stacked, side_by_side, apart = _apart(s, pins[k], span, mesh)
+                beside = np.where(side_by_side, np.maximum(s.r, most_r), 0)
+                above = np.where(stacked, np.maximum(s.c, most_c), 0)
                 width = np.maximum(beside, above)  # 0: no rectangle of p fits apart from this one
                 cong = np.maximum(cong, np.where(width > 0, nbytes / (mesh.link_bytes_per_cycle * np.maximum(width, 1)), np.inf))
+                hops = np.maximum(hops, apart)
+            stage = stage + mesh.hop_latency * (hops - 1)  # both corners fixed: the hops between them
             stage = stage + np.ceil(np.maximum(0.0, cong - busy[k] - LOAD_SLACK))  # float: inf where p cannot fit
-        return stage <= t
+        return (stage <= t) & allowed[k]
 
     def fits(t: int) -> bool:
         # the sides of the rectangles each producer may take at T (its stage without congestion meets T)
         sides = np.zeros((n, 4), dtype=np.int64)
+        allowed = allowed_at(t)
         for k, s in enumerate(p.shapes):
-            within = fixed[k] <= t
+            within = allowed[k]
             if not within.any():
                 return False
             sides[k] = (s.r[within].max(), s.c[within].max(), s.r[within].min(), s.c[within].min())
         fewest = np.zeros(n, dtype=np.int64)
-        tall_width = wide_height = 0
-        seen: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        load = packed.copy()  # per pair of dual-feasible functions: the transformed area taken
+        seen: dict[tuple[object, ...], tuple[int, np.ndarray]] = {}
         for k, s in enumerate(p.shapes):
             # identical kernels fed alike (the repeated layers) give the same answer: test them once
-            key = (id(s), has_producer[k], tuple((tuple(sides[src].tolist()), b) for src, b in incoming[k]))
+            # (a fixed corner, its own or a producer's, makes a kernel its own class)
+            pinned = pins[k] is not None or any(pins[src] is not None for src, _ in incoming[k])
+            key = (k if pinned else -1, id(s), has_producer[k], tuple((tuple(sides[src].tolist()), b) for src, b in incoming[k]))
             if key not in seen:
-                ok = eligible(k, sides, t)
+                ok = eligible(k, sides, allowed, t)
                 if not ok.any():
                     return False
-                seen[key] = (int(s.cores[ok].min()), int(s.r[ok].min()), int(s.c[ok].min()))
-            cores, least_r, least_c = seen[key]
+                front_r, front_c = pareto_front(s.r[ok], s.c[ok])
+                least = (rows_f[:, front_r][pair_r] * cols_f[:, front_c][pair_c]).min(axis=1)
+                seen[key] = (int(s.cores[ok].min()), least)
+            cores, least = seen[key]
             fewest[k] = cores
-            if 2 * least_r > mesh.rows:  # every shape it may take is taller than half the wafer
-                tall_width += least_c
-            if 2 * least_c > mesh.cols:
-                wide_height += least_r
-        if int(fewest.sum()) > p.total_cores or tall_width > mesh.cols or wide_height > mesh.rows:
+            load += least
+        if int(fewest.sum()) > p.total_cores or bool((load > capacity).any()):
             return False
         return all(int(fewest[list(b.kernels)].sum()) <= b.cores for b in p.budgets)
 
     return first_true(range(lo, hi + 1), fits)
+
+
+BIG = np.iinfo(np.int64).max // 4  # the stage of a shape that cannot lie at its kernel's fixed corner
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a producer may lie at a target: its fixed corner (None: anywhere) and the distinct rows
+    and columns (ascending) of the shapes it may take."""
+
+    pin: tuple[int, int] | None
+    rows: np.ndarray
+    cols: np.ndarray
+
+
+def _fixed_stage(
+    s: Shapes, pin: tuple[int, int] | None, mesh: MeshParams, has_producer: bool, obstacles: tuple[tuple[int, int, int, int], ...]
+) -> np.ndarray:
+    """Each shape's stage time without the terms of its producers' shapes (no T in it): the latency,
+    a hop from a producer, the die boundaries crossed (where the corner is fixed, exactly the ones
+    its rectangle crosses there); ``BIG`` for a shape that does not fit at a fixed corner (past the
+    wafer's edge or over a keep-out area or defective core)."""
+    hop = mesh.hop_latency * has_producer
+    if pin is None:
+        die = (s.r - 1) // mesh.die_rows + (s.c - 1) // mesh.die_cols
+        return s.latency + hop + (mesh.die_penalty * die if mesh.die_penalty else 0)
+    y, x = pin
+    die = (y + s.r - 1) // mesh.die_rows - y // mesh.die_rows + (x + s.c - 1) // mesh.die_cols - x // mesh.die_cols
+    fits = (y + s.r <= mesh.rows) & (x + s.c <= mesh.cols)
+    for oy, ox, orows, ocols in obstacles:
+        fits &= (y + s.r <= oy) | (oy + orows <= y) | (x + s.c <= ox) | (ox + ocols <= x)
+    return np.where(fits, s.latency + hop + mesh.die_penalty * die, BIG)
+
+
+def _apart(s: Shapes, pin: tuple[int, int] | None, p: Span, mesh: MeshParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per shape of a consumer (at ``pin``, or anywhere): whether its row spans and a producer's (``p``)
+    can be disjoint (one above the other), whether their column spans can (side by side), and the
+    fewest hops between the two rectangles (1 unless both corners are fixed; inf if they must overlap).
+
+    Free kernels are apart in rows when their heights add up to at most the wafer's; a fixed corner
+    leaves the room above it or below its rectangle. Two fixed corners: apart in rows when the
+    consumer ends above the producer's corner or some producer height ends above the consumer's, the
+    hops then at least the rows between them (the tallest such producer height) plus the least column
+    gap any producer width leaves, or the same with rows and columns swapped."""
+    rows, cols = mesh.rows, mesh.cols
+    least_r, least_c = int(p.rows[0]), int(p.cols[0])
+    one = np.ones(s.r.size)
+    if pin is None and p.pin is None:
+        return s.r + least_r <= rows, s.c + least_c <= cols, one
+    if p.pin is None:
+        assert pin is not None
+        y, x = pin
+        return (least_r <= y) | (least_r <= rows - y - s.r), (least_c <= x) | (least_c <= cols - x - s.c), one
+    py, px = p.pin
+    if pin is None:
+        return (s.r <= py) | (s.r <= rows - py - least_r), (s.c <= px) | (s.c <= cols - px - least_c), one
+    y, x = pin
+    inf = np.full(s.r.size, np.inf)
+    gap_y = _gap(y, s.r, py, p.rows, inf)
+    gap_x = _gap(x, s.c, px, p.cols, inf)
+    # the least gap over every producer side (apart or not): the tallest side reaches nearest
+    near_y = np.maximum(0, np.maximum(py - (y + s.r - 1), y - (py + int(p.rows[-1]) - 1)))
+    near_x = np.maximum(0, np.maximum(px - (x + s.c - 1), x - (px + int(p.cols[-1]) - 1)))
+    return np.isfinite(gap_y), np.isfinite(gap_x), np.minimum(gap_y + near_x, near_y + gap_x)
+
+
+def _gap(at: int, side: np.ndarray, p_at: int, p_sides: np.ndarray, inf: np.ndarray) -> np.ndarray:
+    """Along one axis, per consumer side (its span from ``at``): the fewest hops to a producer span from
+    ``p_at`` of one of ``p_sides`` (ascending) when the two spans are disjoint; inf if none is."""
+    before = np.where(at + side <= p_at, p_at - (at + side) + 1, inf)  # the consumer ends first
+    # the producer ends first: its longest side that does, nearest
+    fits = np.searchsorted(p_sides, at - p_at, side="right")
+    if fits > 0:
+        before = np.minimum(before, at - (p_at + int(p_sides[fits - 1])) + 1)
+    return before
