@@ -30,6 +30,7 @@ from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.problem.stages import cut_bytes
 from wsealloc.request import build_request
+from wsealloc.solvers import columns
 from wsealloc.solvers.base import Status
 from wsealloc.solvers.share_wafers import _zone, plan_time, solve
 from wsealloc.strategy import wafers
@@ -357,3 +358,29 @@ def test_charged_repeating_layers_stay_exact(seed: int) -> None:
         assert found.status is Status.INFEASIBLE, found.message
         return
     assert found.status is Status.OPTIMAL and found.latency == best, (found.message, found.latency, best)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_program_with_large_charges_at_run_starts_is_exact(seed: int) -> None:
+    """Charges at a run's first kernel (the reversed problems' ends) much larger than the latencies: a
+    program's least time of the whole part is brute force's (the keys that keep starts apart in its
+    Pareto fronts must exceed every run's time, charges included; seed 28 found it, review of issue 35)."""
+    rng = np.random.default_rng(seed)
+    n, rows = int(rng.integers(2, 6)), 4
+    shapes = np.array([(4, 1), (4, 2), (4, 3)])[: int(rng.integers(2, 4))]
+    g_count = len(shapes)
+    lat = rng.integers(1, 10, size=(n, g_count)).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, g_count)).astype(np.float64)
+    starts = np.where(rng.random((n, g_count)) < 0.5, rng.integers(50, 500, size=(n, g_count)), 0).astype(np.int64)
+    total = int(rng.integers(rows, rows * 4 + 1))
+    sp = SharingProblem(
+        tuple(f"k{i}" for i in range(n)), shapes, lat, resident, np.zeros_like(resident), 60, total,
+        pieces=np.ones(g_count, dtype=np.int64), wafer_rows=rows, starts=starts,
+    )  # fmt: skip
+    units = columns.column_units(sp)
+    assert units is not None
+    found = columns.program(sp, units, Deadline.after(30))
+    assert found is not None
+    best = _brute_charged(sp, np.zeros(n + 1, dtype=np.int64), 1)
+    got = int(found.least[n, units.budget])
+    assert got == best if best is not None else got >= columns.NONE

@@ -120,3 +120,17 @@ def test_objectives_by_name_and_contest_rank() -> None:
     within = contest.rank(np.array([100, 90]), CommCosts(zero, zero, zero, zero, 14.0))
     over = contest.rank(np.array([110, 90]), CommCosts(zero, zero, zero, zero, 1.0))
     assert within[1] == 100 + 40 * 14 and within < over  # a layout within the cap ranks first, whatever its score
+
+
+@pytest.mark.parametrize(("small", "total"), [((2, 2), 10), ((3, 2), 11)])
+def test_pulp_reads_an_integral_optimum_where_cbc_preprocessing_lost_it(small: tuple[int, int], total: int) -> None:
+    """Two independent kernels of one class and a third of two choices: CBC 2.10's preprocessing made one
+    binary of the two-way group continuous and returned its root LP point (0.5, 0.5) with status
+    Optimal (found by the property above); the backend solves once more without preprocessing and reads
+    the integral optimum (3 cycles: 4 + 4 cores for the pair, the third on its larger choice)."""
+    pair = Choices(np.array([1, 2, 3, 4, 5]), np.array([6, 5, 4, 3, 2]))
+    third = Choices(np.array([1, small[0]]), np.array([4, small[1]]))
+    hints = GreedyHints((1.0, 1.0, 1.0), (0, 0, 0), (False, False, False), (0, 0, 0), 1)
+    p = AllocationProblem(("k0", "k1", "k2"), (1, 1, 0), (third, pair), total, hints, Latency(), preds=((), (), ()))
+    result = get_solver("pulp")(p, SolveOptions(deadline=Deadline.after(20), lower_bound=latency_lp_bound(p)))
+    assert result.status is Status.OPTIMAL and result.objective == brute_latency(p) == 3

@@ -142,7 +142,9 @@ def program(part: SharingProblem, units: Units, deadline: Deadline) -> Program |
     least[0] = 0
     fewest = np.full(n + 1, budget + 1, dtype=np.int64)  # the fewest units any partition of [0, l) takes
     fewest[0] = 0
-    spread = int(prefix.max()) + 1  # keys of one start above every key of a later one
+    # keys of one start above every key of a later one: above every run's time, charges included (a
+    # charge at a run's first kernel makes ``before`` negative)
+    spread = int((prefix.max(axis=1) - before.min(axis=1)).max()) + 1
     for b in range(1, n + 1):
         if deadline.expired():
             return None

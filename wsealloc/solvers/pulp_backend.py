@@ -12,6 +12,7 @@ with status FEASIBLE and the reason in the message.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from typing import Any
@@ -25,8 +26,11 @@ from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.program import build_program
 from wsealloc.solvers.base import SolveOptions, SolverResult, Status, result_from_choice
 
+INTEGRAL = 1e-6  # a binary's value this near 0 or 1 is read as that
+MAX_REPAIRS = 256  # choices tried where CBC returned fractional values
 
-def _backend(name: str, options: SolveOptions, time_limit: float) -> Any:
+
+def _backend(name: str, options: SolveOptions, time_limit: float, preprocess: bool = True) -> Any:
     if name == "highs":
         if shutil.which("highs") is None:
             raise SolverError(
@@ -39,7 +43,7 @@ def _backend(name: str, options: SolveOptions, time_limit: float) -> Any:
         timeLimit=max(1, int(np.ceil(time_limit))),
         threads=max(1, options.workers),
         warmStart=True,
-        options=[f"randomCbcSeed {options.seed + 1}"],
+        options=[f"randomCbcSeed {options.seed + 1}"] + ([] if preprocess else ["preprocess off"]),
     )
 
 
@@ -94,21 +98,40 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
         start_from(program.hint)
         T.setInitialValue(program.hint_value)
 
+    repaired = False
+
     def read() -> list[int] | None:
-        chosen = []
+        """The choice CBC returned; where a group's values are fractional (CBC 2.10 has returned its
+        root LP point with status Optimal after its preprocessing made one binary of a two-way group
+        continuous), the best feasible choice among the group options it left positive (a few)."""
+        nonlocal repaired
+        options_of: list[list[int]] = []
         for g, row in enumerate(x):
             if not row:
-                chosen.append(0)
+                options_of.append([0])
                 continue
             vals = [v.varValue if v.varValue is not None else 0.0 for v in row]
-            ones = [j for j, val in enumerate(vals) if val > 0.5]
-            if len(ones) != 1:
+            whole = [j for j, val in enumerate(vals) if val > 1.0 - INTEGRAL]
+            some = whole if len(whole) == 1 else [j for j, val in enumerate(vals) if val > INTEGRAL]
+            if not some:
                 return None
-            chosen.append(int(program.groups[g].keep[ones[0]]))
-        return chosen if problem.feasible(program.kernel_choice(chosen)) else None
+            repaired |= len(some) > 1
+            options_of.append([int(program.groups[g].keep[j]) for j in some])
+        best: tuple[int, list[int]] | None = None
+        for combo in itertools.islice(itertools.product(*options_of), MAX_REPAIRS):
+            kernel = program.kernel_choice(list(combo))
+            if problem.feasible(kernel):
+                value = problem.evaluate(kernel)[0]
+                if best is None or value < best[0]:
+                    best = (value, list(combo))
+        return best[1] if best is not None else None
 
     prob.solve(_backend(backend, options, options.deadline.seconds_for_solver(1.0)))
     chosen = read()
+    if repaired and backend == "cbc":  # CBC's preprocessing lost integrality: once more without it
+        repaired = False
+        prob.solve(_backend(backend, options, options.deadline.seconds_for_solver(1.0), preprocess=False))
+        chosen = read()
     proven = prob.status == pulp.LpStatusOptimal and prob.sol_status == pulp.LpSolutionOptimal
     if chosen is None:
         if prob.status == pulp.LpStatusInfeasible and program.hint is None:
@@ -141,6 +164,8 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             message=f"{name} returned no valid solution ({pulp.LpStatus[prob.status]}); kept the warm start",
         )
     t_best = problem.evaluate(program.kernel_choice(chosen))[0]
+    if repaired:  # CBC's optimum proves a repaired choice only when the choice reaches it
+        proven = proven and prob.objective is not None and t_best <= np.ceil(pulp.value(prob.objective) - 1e-6)
     bound = t_best if proven else options.lower_bound
     remaining = options.deadline.remaining()
     if options.minimize_cores and remaining > 0.5 and not options.deadline.stopped:
