@@ -142,7 +142,7 @@ def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.Mon
     path.write_text(plan.to_json())
     assert verify_plan(path).ok
     data = json.loads(path.read_text())
-    for shards, words in ((3, "do not split into it"), (4, "decision: runs")):
+    for shards, words in ((3, "do not split into it"), (4, "the search splits MoE layers into 2 shards")):
         data["decision"]["expert_shards"] = shards
         bad = tmp_path / f"bad{shards}.json"
         bad.write_text(json.dumps(data))

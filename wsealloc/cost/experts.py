@@ -1,5 +1,5 @@
 """Mixture-of-experts layers: every expert resident on its own tile of the kernel's grid (or several
-sharing one in time), k of E at work per token (docs/cost-model.md, section 13).
+sharing one in time), k of E at work per token (docs/cost-model.md, section 14).
 
 A ``com.microsoft`` ``MoE`` / ``QMoE`` node is one kernel (:class:`ExpertsWork`). Its grid R x C is cut
 into ``ta x tb`` tiles of ``R // ta`` x ``C // tb`` cores (cores left over idle); the E experts are dealt
@@ -335,7 +335,7 @@ def _tiled(
     rf, cf = r.astype(np.float64), c.astype(np.float64)
     b, link = float(work.dtype_bytes), float(arch.noc.link_bytes_per_cycle)
     hop, vec = float(arch.noc.hop_latency_cycles), float(arch.vector_ops_per_cycle)
-    d, t_all, k = float(work.hidden), float(work.tokens), float(work.top_k)
+    d, t_all = float(work.hidden), float(work.tokens)
     usable = arch.usable_sram_bytes
     # outside the experts' tiles: each token's k outputs summed, the routing's softmax and top-k over
     # its E logits, the epilogue; spread over every core of the grid
@@ -358,7 +358,7 @@ def _tiled(
         # narrower side (half of them under uniform routing; the worst case, all)
         edge = np.zeros_like(rf) if in_place else np.ceil(entering / rf / link)
         to_tile = np.ceil(load.pairs * d * b / tr / link)
-        bisect = np.where(ta * tb > 1, np.ceil(cross * t_all * k / work.shards * d * b / np.minimum(rf, cf) / link), 0.0)
+        bisect = np.where(ta * tb > 1, np.ceil(cross * work.picks * d * b / np.minimum(rf, cf) / link), 0.0)
         move = np.maximum.reduce([edge, to_tile, bisect]) + hop * (rf + cf)
         latency = np.ceil(2 * move + load.active * g.latency + routing)
         weights = (work.held // (ta * tb)) * parts.weights

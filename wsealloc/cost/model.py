@@ -392,12 +392,22 @@ class ExpertsWork:
         return self.shard > 0
 
     @property
+    def picks(self) -> int:
+        """(token, expert) picks per sample this kernel serves: all T k of the whole layer; a shard its
+        share T k / S under uniform routing (expected), under the worst every pick it can take, T min(k, E/S)."""
+        if self.shards == 1:
+            return self.tokens * self.top_k
+        if self.routing is Routing.WORST:
+            return self.tokens * min(self.top_k, self.held)
+        return self.tokens * self.top_k // self.shards
+
+    @property
     def outside_ops(self) -> int:
         """Vector ops per sample outside the experts' tiles: its share of each token's k outputs scaled
         and summed (and the partial sum received added), the routing's softmax and top-k over the E
         logits where it routes, the fused epilogue where it ends the layer."""
         t, d = self.tokens, self.hidden
-        combine = t * self.top_k * d // self.shards + (t * d if self.receives_partial else 0)
+        combine = self.picks * d + (t * d if self.receives_partial else 0)
         routing = ROUTING_OPS_PER_LOGIT * self.experts * t if self.routes else 0
         last = self.shard == self.shards - 1
         return combine + routing + (self.epilogue_ops if last else 0)
@@ -410,14 +420,14 @@ class ExpertsWork:
     @property
     def macs(self) -> int:
         """MACs per sample of the active experts: k per token."""
-        return self.tokens * self.top_k * self.projections * self.hidden * self.expert_ffn // self.shards
+        return self.picks * self.projections * self.hidden * self.expert_ffn
 
     @property
     def vector_ops(self) -> int:
         """Vector ops per sample: each active expert's activation (and gate product) and output scaled
         by its routing weight (a shard: its share of the picks), and ``outside_ops``."""
         per_pair = self.expert_ffn * (self.act_ops + int(self.gated)) + self.hidden  # the scale by its weight too
-        active = self.tokens * self.top_k * per_pair // self.shards
+        active = self.picks * per_pair
         return active + self.outside_ops
 
     @property

@@ -131,7 +131,7 @@ def experts_lines(plan: Plan) -> list[str]:
         f"{moe.tokens_per_step:,} token(s) a step, {moe.tokens_per_expert:,.3g} per expert on average, "
         f"{moe.experts_at_work:,.3g} experts at work; the layers take {moe.time_share:.1%} of the kernels' time",
         f"experts placed: {placed}"
-        + (f" ({len(split)} layer(s) split into consecutive shards, across wafers: expert parallelism)" if split else ""),
+        + (f" ({len(split)} layer(s) split into consecutive shards: expert parallelism)" if split else ""),
         f"worst routing (a bound on any: the busiest tiles serve every pick they can, on the same tiles): {worst:,} cycles, "
         f"{worst / value if value else 0:.2f}x the plan's {value:,}",
     ]

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 # expert parallelism (``opmodels.experts``): the shard counts tried beside the layers kept whole. Two
 # halves let a cut fall inside a layer; more shards lengthen every layer's path by a shard's dispatch
-# and combine for finer cuts the wafers' SRAM rarely needs (docs/cost-model.md, section 13)
+# and combine for finer cuts the wafers' SRAM rarely needs (docs/cost-model.md, section 14)
 EXPERT_SHARDS = (2,)
 MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
@@ -274,15 +274,18 @@ class LatencyOverWafers(Strategy):
         count the request allows. Two shards: each layer kept or split as the exact search chooses
         (``problem.expert_pairs``), where its programs allow; else every layer split."""
         table = split_experts(costs, shards)
-        try:
-            if shards == 2:
-                say("wafers: each MoE layer kept whole or split into 2 shards, as the search chooses (expert parallelism)")
-                paired = _paired(costs, table, family)
+        if shards == 2:
+            say("wafers: each MoE layer kept whole or split into 2 shards, as the search chooses (expert parallelism)")
+            paired = _paired(costs, table, family)
+            try:  # (its SRAM judged more strictly than every layer split's: that form may still fit)
                 cut = self._cut(table, request, family, shards, None, deadline.share(0.5), say, sharing=paired.problem)
-                chosen = _chosen(cut, paired, costs, family) if cut.exact is not None else None
-                if chosen is not None:
-                    return chosen
-            say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
+            except InfeasibleError:
+                cut = None
+            chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
+            if chosen is not None:
+                return chosen
+        say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
+        try:
             return self._cut(table, request, family, shards, None, deadline, say)
         except InfeasibleError:
             return None  # the split form fits no better: the kept one stands
@@ -481,6 +484,11 @@ class LatencyOverWafers(Strategy):
         asked = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
         if decision.family != asked:
             return f"decision.family is {decision.family!r}, the request shares cores as {asked!r}"
+        if decision.expert_shards is not None and (asked is None or decision.expert_shards not in EXPERT_SHARDS):
+            return (
+                f"decision.expert_shards is {decision.expert_shards}: the search splits MoE layers into "
+                f"{', '.join(map(str, EXPERT_SHARDS))} shards, and only with regions (--share auto)"
+            )
         return None
 
     def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
