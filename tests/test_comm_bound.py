@@ -261,6 +261,7 @@ def _packing_problem(seed: int) -> CommBoundProblem:
     return CommBoundProblem(tuple(shapes), NO_FLOWS, _mesh(4, 5), 20)
 
 
+@pytest.mark.slow  # every layout of 40 tiny wafers: 14 s (run by .ci/run's slow group)
 def test_packing_never_above_every_layout_of_a_tiny_wafer() -> None:
     """40 random packing instances (no flows: the dual-feasible functions alone above the area): the
     bound never exceeds the best layout of the 35 that have one and proves 4 of the other 5 have none;
