@@ -18,7 +18,11 @@ a kernel boxed in (pinned, or with no free spot) takes a faster rectangle at its
 one other kernel, which moves to free cores elsewhere (an eviction), and where no core is free the
 slowest kernel or a far producer of it trades places with a kernel it touches along a row or column,
 both keeping their rectangles (an exchange: a one-column layer norm behind the up-projection it feeds
-is next to the down-projection that takes it as the residual).
+is next to the down-projection that takes it as the residual). A slow kernel may also squeeze its
+neighbours (tried before the eviction: measured on ResNet-50 wse3, 1,492 cycles against 1,511 after
+it): a faster rectangle near its own takes a strip of at most ``SQUEEZED`` kernels, each of which
+re-takes its fastest shape within what is left of its rectangle (a kernel with time to spare gives up
+a few columns).
 
 The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
 a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
