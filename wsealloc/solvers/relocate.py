@@ -403,6 +403,8 @@ class _Search:
                 return
             options.append(mine)
         for combo in product(*options):
+            if self.deadline.expired():
+                return
             moved = placed.rects.copy()
             latency, codes = placed.latency.copy(), placed.dataflow.copy()
             moved[k] = box
