@@ -122,3 +122,40 @@ def test_a_full_wafer_improves_by_kernels_trading_places(problem: PlacementProbl
     assert (swapped.rects[:, 2:] == start.rects[:, 2:]).all() and (swapped.latency == start.latency).all()
     moved = relocate(full, start, Deadline.after(20))  # the whole search, the swap among its moves
     assert score(full, moved) < score(full, start) and not _overlaps(moved.rects)
+
+
+def test_a_boxed_in_kernel_takes_a_strip_of_a_neighbour_with_time_to_spare(
+    problem: PlacementProblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No core is free: qk (1) is the slowest on 4 columns (1,044 cycles), softmax (2) beside it has time
+    to spare on 6 (532 needs 4). qk on 6 columns takes two of softmax's, which keeps the 4 left; the
+    search without this move (single moves, chains, evictions, exchanges) gains qk's hops at most."""
+    rows = problem.mesh.rows
+    order, widths = (0, 2, 1, 3), (8, 6, 4, 6)  # q_proj, softmax, qk, pv side by side: the whole wafer
+    rects, codes, latency = [(0, 0, 0, 0)] * 4, [0] * 4, [0] * 4
+    x = 0
+    for k, c in zip(order, widths, strict=True):
+        shape = problem.shape(k)
+        h = shape.height_index(rows)
+        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
+        rects[k], codes[k], latency[k] = (0, x, rows, c), int(shape.best_df[h, c]), int(shape.best[h, c])
+        x += c
+    assert x == problem.mesh.cols
+    start = Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
+    before, _ = problem.evaluate(start.rects, start.latency)
+    assert int(np.argmax(before)) == 1
+    squeezed = _Search(problem, Deadline.after(20))._squeeze(start, 1, before, np.sort(before)[::-1])
+    assert squeezed is not None
+    after, _ = problem.evaluate(squeezed.rects, squeezed.latency)
+    assert after.max() < before.max() and after[1] < before[1]
+    assert not _overlaps(squeezed.rects) and not problem.violations(squeezed.rects)
+    assert int(squeezed.rects[1, 3]) > 4 and int(squeezed.rects[2, 3]) < 6  # qk wider, softmax narrower
+    for k, (_, _, r, c) in enumerate(squeezed.rects.tolist()):  # every rectangle's latency is its shape table's
+        shape = problem.shape(k)
+        h = shape.height_index(r)
+        assert int(shape.best[h, c]) == int(squeezed.latency[k]) and int(shape.best_r[h, c]) == r
+    moved = relocate(problem, start, Deadline.after(20))
+    assert problem.evaluate(moved.rects, moved.latency)[0].max() < 800 and not _overlaps(moved.rects)
+    monkeypatch.setattr(_Search, "_squeeze", lambda *args: None)  # without the new move
+    without = relocate(problem, start, Deadline.after(20))
+    assert problem.evaluate(without.rects, without.latency)[0].max() >= int(start.latency[1])  # qk's hops at most
