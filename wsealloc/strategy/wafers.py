@@ -126,7 +126,7 @@ class _Cut:
 
     costs: CostTable
     shards: int
-    layers: tuple[int, ...] | None  # the MoE layers split (indices of the model's table); None: every one
+    layers: tuple[int, ...] | None  # the layers the search split (indices of the model's table); None: all or none
     cuts: tuple[int, ...]
     bound: int
     exact: WaferSharing | None
@@ -139,11 +139,7 @@ class _Cut:
         if self.chosen:
             split = f"{len(self.layers)} layer(s) split into {self.shards} shards" if self.layers else "none split"
             return f"each layer kept whole or split by the search ({split})"
-        if not self.shards:
-            return "experts kept whole"
-        if self.layers is None:
-            return f"experts split into {self.shards} shards"
-        return f"experts split into {self.shards} shards in {len(self.layers)} layer(s), the others kept whole"
+        return f"experts split into {self.shards} shards" if self.shards else "experts kept whole"
 
     def rank(self, fewest_first: bool) -> tuple[int, int, int]:
         """The order of the forms: the fewest wafers first under ``--wafers auto``, then a proven optimum
@@ -250,7 +246,7 @@ class LatencyOverWafers(Strategy):
         forms: list[_Cut] = []
         refused: InfeasibleError | None = None
         try:
-            forms.append(self._cut(costs, request, family, 0, None, deadline.share(1.0 / (1 + len(counts))), say))
+            forms.append(self._cut(costs, request, family, 0, deadline.share(1.0 / (1 + len(counts))), say))
         except InfeasibleError as exc:
             if not counts:
                 raise
@@ -278,7 +274,7 @@ class LatencyOverWafers(Strategy):
             say("wafers: each MoE layer kept whole or split into 2 shards, as the search chooses (expert parallelism)")
             paired = _paired(costs, table, family)
             try:  # (its SRAM judged more strictly than every layer split's: that form may still fit)
-                cut = self._cut(table, request, family, shards, None, deadline.share(0.5), say, sharing=paired.problem)
+                cut = self._cut(table, request, family, shards, deadline.share(0.5), say, sharing=paired.problem)
             except InfeasibleError:
                 cut = None
             chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
@@ -286,7 +282,7 @@ class LatencyOverWafers(Strategy):
                 return chosen
         say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
         try:
-            return self._cut(table, request, family, shards, None, deadline, say)
+            return self._cut(table, request, family, shards, deadline, say)
         except InfeasibleError:
             return None  # the split form fits no better: the kept one stands
 
@@ -296,7 +292,6 @@ class LatencyOverWafers(Strategy):
         request: SolveRequest,
         family: Family | None,
         shards: int,
-        layers: tuple[int, ...] | None,
         deadline: Deadline,
         say: Progress,
         sharing: SharingProblem | None = None,
@@ -344,7 +339,7 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, layers, tuple(cuts), bound, exact, sharing, searched)
+        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched)
 
     def _finish(
         self, cut: _Cut, request: SolveRequest, family: Family | None, forms: list[_Cut], deadline: Deadline, say: Progress
