@@ -132,6 +132,37 @@ def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: 
         assert found.status is Status.OPTIMAL and found.latency == best == found.bound
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_sharing_search_out_of_time_still_gives_a_plan(seed: int) -> None:
+    """Out of time before any price made a plan fit, the search takes one plan at the highest price
+    (the fewest cores of all): a plan that fits whenever one exists (the 70B prefill's wafers under a
+    loaded machine found none before); a signal stops it with none."""
+    import time
+
+    from wsealloc.budget import Deadline, StopHook
+
+    rng = np.random.default_rng(1000 + seed)
+    n, g_count = int(rng.integers(2, 6)), int(rng.integers(2, 4))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
+    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum() * 2) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    best = _brute(sp)
+    found = share_solve(sp, Deadline(time.perf_counter() - 1.0))
+    if best is None:
+        assert found.status is Status.INFEASIBLE
+        return
+    assert found.runs and found.latency is not None and found.latency >= best
+    assert found.cores is not None and found.cores <= total
+    assert found.bound is None or found.bound <= best
+    stop = StopHook()
+    stop.stop()
+    stopped = share_solve(sp, Deadline(time.perf_counter() + 60.0, stop))
+    assert not stopped.runs or (stopped.cores is not None and stopped.cores <= total)  # no last plan forced
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_windows_by_binary_search_equal_testing_every_start(seed: int) -> None:
     """The sparse-table binary search finds every run's first fitting start exactly as testing every

@@ -360,9 +360,13 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
                 f"no partition into regions fits the wafer: the fewest cores any takes are {fit.cores:,}, "
                 f"the wafer has {sp.total_cores:,}",
             )
+        if deadline is not None and deadline.expired() and not deadline.stopped and hi < price_cap:
+            # out of time before any price made a plan fit: one last plan at the cap, the fewest cores
+            # of all, which fits if any does (a plan on timeout, not none; one program more; a signal
+            # stops at once)
+            lo, hi = hi, price_cap
+            continue
         lo, hi = hi, min(hi * 4, price_cap)
-        if deadline is not None and deadline.expired():
-            break
     for _ in range(LAMBDA_STEPS):
         if best is None or (deadline is not None and deadline.expired()):
             break
