@@ -326,7 +326,7 @@ def _cut_program(segment: np.ndarray, links: np.ndarray, wafers: int) -> tuple[n
 
 
 class _Late(Exception):
-    """The column programs stopped: the deadline passed, or they would take longer than allowed."""
+    """A search's programs stopped: the deadline passed, or they would take longer than allowed."""
 
 
 @dataclass
@@ -551,7 +551,18 @@ def _segment_solve(
     span = _longest_segment(sp)
     scale = price if price > 0 else 1.0 / max(1, sp.total_cores)
     lams = np.concatenate(([0.0], scale * np.geomspace(0.3, 3.0, PRICES - 1)))
-    values = _segment_values(sp, _lagrangian(sp, lams), span, zone, lams.size)  # [n + 1, span + 1, m]
+    priced = _lagrangian(sp, lams)
+
+    def program(part: SharingProblem) -> np.ndarray:  # one sweep a start: the deadline checked between them
+        if deadline.expired():
+            raise _Late
+        return priced(part)
+
+    try:
+        values = _segment_values(sp, program, span, zone, lams.size)  # [n + 1, span + 1, m]
+    except _Late:  # out of time before the bounds per segment were known: nothing proven beyond ``known``
+        message = "no plan over the wafers was found in time"
+        return known or WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
     # fresh_rest[w, a]: the least bound of the plan's rest from a fresh wafer w at kernel a (the best price per segment)
     fresh_rest, _, afters = _cut_program(values.max(axis=2), links, wafers)
     heads = np.full((n + 1, wafers, lams.size), np.inf)

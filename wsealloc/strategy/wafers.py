@@ -401,7 +401,8 @@ class LatencyOverWafers(Strategy):
         sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
         found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE), price=price), deadline)
         if found is not None:
-            say(f"wafers: {found.status.value}, bound {found.bound or 0:,} cycles ({found.wall_s:.1f} s); {found.message}")
+            proven = f"bound {found.bound:,} cycles" if found.bound is not None else "no bound"
+            say(f"wafers: {found.status.value}, {proven} ({found.wall_s:.1f} s); {found.message}")
         return found, sp
 
     def _relaxed(
