@@ -101,6 +101,18 @@ def _brute(sp: SharingProblem) -> int | None:
     return best
 
 
+def _random_problem(rng: np.random.Generator, fewest_grids: int) -> SharingProblem:
+    """2-5 kernels on ``fewest_grids``-3 square grids, random latencies, SRAM and a core budget."""
+    n, g_count = int(rng.integers(2, 6)), int(rng.integers(fewest_grids, 4))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
+    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum() * 2) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    return sp
+
+
 @pytest.mark.parametrize("method", ["columns", "after-priced", "priced"])
 @pytest.mark.parametrize("seed", range(12))
 def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,14 +125,7 @@ def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: 
     if method == "after-priced":  # the knapsack after a priced closing given no time (else at once)
         monkeypatch.setattr(columns, "QUICK_WORK", -1)
         monkeypatch.setattr(columns, "PRICED_SHARE", 1e-12)
-    rng = np.random.default_rng(seed)
-    n, g_count = int(rng.integers(2, 6)), int(rng.integers(1, 4))
-    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
-    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
-    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
-    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
-    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum() * 2) + 2))
-    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    sp = _random_problem(np.random.default_rng(seed), 1)
     best = _brute(sp)
     found = share_solve(sp)
     if best is None:
@@ -141,14 +146,8 @@ def test_sharing_search_out_of_time_still_gives_a_plan(seed: int) -> None:
 
     from wsealloc.budget import Deadline, StopHook
 
-    rng = np.random.default_rng(1000 + seed)
-    n, g_count = int(rng.integers(2, 6)), int(rng.integers(2, 4))
-    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 6, size=g_count)}))
-    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
-    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
-    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
-    total = int(rng.integers(int((shapes[:, 0] ** 2).min()), int((shapes[:, 0] ** 2).sum() * 2) + 2))
-    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    sp = _random_problem(np.random.default_rng(1000 + seed), 2)
+    total = sp.total_cores
     best = _brute(sp)
     found = share_solve(sp, Deadline(time.perf_counter() - 1.0))
     if best is None:
