@@ -224,6 +224,25 @@ def test_widths_within_by_hand() -> None:
         assert table.widths_within(lanes, target).tolist() == expected
 
 
+def test_distinct_heights_drop_only_heights_that_narrow_no_kernel() -> None:
+    heights = np.array([2, 3, 4, 6, 8])
+    # two kernels: 3 rows narrow neither (dropped), 4 rows narrows kernel 0, 6 rows neither, 8 kernel 1
+    widths = np.array([[9, 9, 5, 5, 5], [7, 7, 7, 7, 3]])
+    kept, w = strips.distinct_heights(heights, widths, min_band=1)
+    assert kept.tolist() == [2, 4, 8] and w.tolist() == [[9, 5, 5], [7, 7, 3]]
+    # a style whose bands are at least 5 rows tall keeps its shortest admitted band (6 rows)
+    kept, _ = strips.distinct_heights(heights, widths, min_band=5)
+    assert kept.tolist() == [2, 4, 6, 8]
+    # the band plan over the kept heights is the plan over all of them. 12 columns: two 2-row bands
+    # of 9 and 7 columns (4 rows; one 4-row band of 5 + 7 columns ties); 8 columns: kernel 0 fits
+    # only from 4 rows (5 columns), kernel 1 in 2 rows (7): 6 rows, against one 8-row band of 5 + 3
+    for cols, plan in ((12, [(0, 1, 2), (1, 2, 2)]), (8, [(0, 1, 4), (1, 2, 2)])):
+        for hs, ws in ((heights, widths), strips.distinct_heights(heights, widths, 1)):
+            sl = strips.slots(np.where(ws <= cols, ws, strips.INF), hs, cols=cols, rule=None)
+            bands = strips.band_plan(sl, hs, region_rows=14, region_cols=cols, n_regions=1)
+            assert bands == [strips.Band(*b) for b in plan]
+
+
 def test_repeated_pairs_get_the_slots_of_their_first_occurrence() -> None:
     # the three kernels of test_slots_by_hand, repeated four times: every repetition stacks alike
     heights = np.array([2, 4])
