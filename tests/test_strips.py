@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from wsealloc.api import solve
 from wsealloc.arch.schema import DieBoundary
@@ -191,6 +192,29 @@ def _chain_problem(n: int, flows: list[tuple[int, int, float]]) -> PlacementProb
     fl = Flows(src, dst, nbytes.astype(np.float64), np.arange(len(flows)))
     names = tuple(f"k{i}" for i in range(n))
     return PlacementProblem(names, (0,) * n, (table,), mesh, np.zeros((8, cols), bool), "ignore", fl, 100)
+
+
+def test_place_targets_relaxes_from_its_floor() -> None:
+    # every kernel is 100 cycles at best: targets of 90 pack once relaxed to ceil(90 (1000 + x) / 1000)
+    # >= 100, i.e. 90 (1000 + x) > 99,000, x >= 101; from a floor below that the bisection ends at 101
+    # too, and from 101 itself in one construction
+    problem = _chain_problem(3, [(0, 1, 400.0), (1, 2, 400.0)])
+    base = np.full(3, 90)
+    calls = []
+    real = strips.construct
+
+    def counted(*args: object, **kwargs: object) -> strips.Placed | None:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    deadline = Deadline.after(60)
+    for floor in (0, 50, 100, 101):
+        found = strips.place_targets(problem, base, deadline, strips.Style(), floor)
+        assert found is not None and found[0] == 101 and (found[1].latency <= 100).all()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(strips, "construct", counted)
+        strips.place_targets(problem, base, deadline, strips.Style(), 101)
+    assert len(calls) == 1
 
 
 def test_band_height_leaves_the_pass_through_room_beside_the_fill() -> None:

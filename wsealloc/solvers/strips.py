@@ -930,21 +930,24 @@ def smallest_target(
     return found
 
 
-def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: Deadline, style: Style = Style()) -> Placed | None:
+def place_targets(
+    problem: PlacementProblem, base: np.ndarray, deadline: Deadline, style: Style = Style(), floor: int = 0
+) -> tuple[int, Placed] | None:
     """Place kernels aiming at per-kernel targets ``base`` (e.g. the greedy allocation's latencies),
-    relaxed by the smallest common factor (1 + x/1000) that packs."""
+    relaxed by the smallest common factor (1 + x/1000) that packs, x from ``floor`` up (a relaxation
+    known not to pack below it); (x, the layout), or None."""
     base = np.maximum(base.astype(np.int64), 1)
 
     def attempt(x: int) -> Placed | None:
         return construct(problem, -(-base * (1000 + x) // 1000), style)
 
-    hi, found = 0, attempt(0)
+    failed, hi, found = floor - 1, floor, attempt(floor)
     while found is None:
-        hi = max(1, hi * 2)
+        failed, hi = hi, max(1, hi * 2)
         if hi > 1 << 30 or deadline.expired():
             return None
         found = attempt(hi)
-    lo = hi // 2 if hi else 0
+    lo = failed + 1
     while lo < hi and not deadline.expired():
         mid = (lo + hi) // 2
         placed = attempt(mid)
@@ -952,4 +955,4 @@ def place_targets(problem: PlacementProblem, base: np.ndarray, deadline: Deadlin
             hi, found = mid, placed
         else:
             lo = mid + 1
-    return found
+    return hi, found
