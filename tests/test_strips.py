@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from wsealloc.api import solve
 from wsealloc.arch.schema import DieBoundary
@@ -193,6 +194,29 @@ def _chain_problem(n: int, flows: list[tuple[int, int, float]]) -> PlacementProb
     return PlacementProblem(names, (0,) * n, (table,), mesh, np.zeros((8, cols), bool), "ignore", fl, 100)
 
 
+def test_place_targets_relaxes_from_its_floor() -> None:
+    # every kernel is 100 cycles at best: targets of 90 pack once relaxed to ceil(90 (1000 + x) / 1000)
+    # >= 100, i.e. 90 (1000 + x) > 99,000, x >= 101; from a floor below that the bisection ends at 101
+    # too, and from 101 itself in one construction
+    problem = _chain_problem(3, [(0, 1, 400.0), (1, 2, 400.0)])
+    base = np.full(3, 90)
+    calls = []
+    real = strips.construct
+
+    def counted(*args: object, **kwargs: object) -> strips.Placed | None:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    deadline = Deadline.after(60)
+    for floor in (0, 50, 100, 101):
+        found = strips.place_targets(problem, base, deadline, strips.Style(), floor)
+        assert found is not None and found[0] == 101 and (found[1].latency <= 100).all()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(strips, "construct", counted)
+        strips.place_targets(problem, base, deadline, strips.Style(), 101)
+    assert len(calls) == 1
+
+
 def test_band_height_leaves_the_pass_through_room_beside_the_fill() -> None:
     # Traffic into kernel 1 overlaps its compute, not its fill: with a band of H rows and a 20-column
     # rectangle, P / (4 H) <= 100 - H - 20 must hold. 320 link cycles: H = 4 gives (100 - 24) x 4 = 304
@@ -222,6 +246,25 @@ def test_widths_within_by_hand() -> None:
     for target in (50, 100, 120, 150, 200, 300):
         expected = [table.width_for(table.height_index(int(m)), target) for m in lanes]
         assert table.widths_within(lanes, target).tolist() == expected
+
+
+def test_distinct_heights_drop_only_heights_that_narrow_no_kernel() -> None:
+    heights = np.array([2, 3, 4, 6, 8])
+    # two kernels: 3 rows narrow neither (dropped), 4 rows narrows kernel 0, 6 rows neither, 8 kernel 1
+    widths = np.array([[9, 9, 5, 5, 5], [7, 7, 7, 7, 3]])
+    kept, w = strips.distinct_heights(heights, widths, min_band=1)
+    assert kept.tolist() == [2, 4, 8] and w.tolist() == [[9, 5, 5], [7, 7, 3]]
+    # a style whose bands are at least 5 rows tall keeps its shortest admitted band (6 rows)
+    kept, _ = strips.distinct_heights(heights, widths, min_band=5)
+    assert kept.tolist() == [2, 4, 6, 8]
+    # the band plan over the kept heights is the plan over all of them. 12 columns: two 2-row bands
+    # of 9 and 7 columns (4 rows; one 4-row band of 5 + 7 columns ties); 8 columns: kernel 0 fits
+    # only from 4 rows (5 columns), kernel 1 in 2 rows (7): 6 rows, against one 8-row band of 5 + 3
+    for cols, plan in ((12, [(0, 1, 2), (1, 2, 2)]), (8, [(0, 1, 4), (1, 2, 2)])):
+        for hs, ws in ((heights, widths), strips.distinct_heights(heights, widths, 1)):
+            sl = strips.slots(np.where(ws <= cols, ws, strips.INF), hs, cols=cols, rule=None)
+            bands = strips.band_plan(sl, hs, region_rows=14, region_cols=cols, n_regions=1)
+            assert bands == [strips.Band(*b) for b in plan]
 
 
 def test_repeated_pairs_get_the_slots_of_their_first_occurrence() -> None:
