@@ -138,7 +138,7 @@ def test_sharing_search_equals_brute_force(seed: int, method: str, monkeypatch: 
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_sharing_search_out_of_time_still_gives_a_plan(seed: int) -> None:
+def test_sharing_search_out_of_time_still_gives_a_plan(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Out of time before any price made a plan fit, the search takes one plan at the highest price
     (the fewest cores of all): a plan that fits whenever one exists (the 70B prefill's wafers under a
     loaded machine found none before); a signal stops it with none."""
@@ -156,10 +156,21 @@ def test_sharing_search_out_of_time_still_gives_a_plan(seed: int) -> None:
     assert found.runs and found.latency is not None and found.latency >= best
     assert found.cores is not None and found.cores <= total
     assert found.bound is None or found.bound <= best
+    from wsealloc.solvers import share
+
+    prices: list[float] = []
+    real = share._dp
+
+    def recorded(sp_: SharingProblem, lam: float, windows: np.ndarray | None = None):  # type: ignore[no-untyped-def]
+        prices.append(lam)
+        return real(sp_, lam, windows)
+
     stop = StopHook()
     stop.stop()
+    monkeypatch.setattr(share, "_dp", recorded)
     stopped = share_solve(sp, Deadline(time.perf_counter() + 60.0, stop))
-    assert not stopped.runs or (stopped.cores is not None and stopped.cores <= total)  # no last plan forced
+    assert prices == [0.0]  # a signal: the fastest partition only, no price tried, no last plan forced
+    assert not stopped.runs or (stopped.cores is not None and stopped.cores <= total)
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -267,6 +267,39 @@ def test_distinct_heights_drop_only_heights_that_narrow_no_kernel() -> None:
             assert bands == [strips.Band(*b) for b in plan]
 
 
+def test_distinct_slots_keep_a_height_that_only_a_stacked_pair_needs() -> None:
+    """With pairs the height also decides which pairs stack: kernels A and B (10 columns at every
+    height, short enough for lanes of 100 rows) stack only in a 200-row band, where C (from 150 rows)
+    fits beside them in 20 columns; single widths do not change from 150 to 200 rows, so reducing the
+    heights by single widths (``distinct_heights``) lost the only plan (a review found it); the slots
+    (``distinct_slots``) keep it. The band plan over the kept heights is the plan over all of them."""
+    heights = np.array([100, 150, 200])
+    widths = np.array([[10, 10, 10], [10, 10, 10], [strips.INF, 10, 10]])
+    sl = strips.slots(widths, heights, cols=20, rule=_free_pairs(3))
+    plan = strips.band_plan(sl, heights, region_rows=200, region_cols=20, n_regions=1)
+    assert plan is not None and [(b.first, b.end, b.height) for b in plan] == [(0, 3, 200)]  # one 200-row band: A over B, then C
+    kept, reduced = strips.distinct_slots(heights, sl, min_band=1)
+    assert kept.tolist() == [100, 150, 200]
+    assert strips.band_plan(reduced, kept, region_rows=200, region_cols=20, n_regions=1) == plan
+    lost, _ = strips.distinct_heights(heights, widths, min_band=1)
+    assert lost.tolist() == [100, 150]  # by single widths alone 200 rows is dropped (why stacking uses slots)
+    # a height with the same slots as the one below is still dropped
+    flat = strips.slots(np.array([[5, 5, 5], [5, 5, 5]]), heights, cols=20, rule=None)
+    assert strips.distinct_slots(heights, flat, min_band=1)[0].tolist() == [100]
+
+
+def test_distinct_heights_keep_the_region_height_for_a_style_taller_than_the_region() -> None:
+    """``band_plan`` admits bands of at least min(min_band, the region's rows): in a 6-row part (a fence,
+    the largest free rectangle) a style of 8-row bands has only the 6-row band, which must stay though
+    it narrows no kernel (a review found it dropped)."""
+    heights = np.array([4, 6])
+    widths = np.array([[10, 10], [10, 10]])
+    kept, _ = strips.distinct_heights(heights, widths, min_band=8)
+    assert kept.tolist() == [4, 6]
+    sl = strips.slots(widths, heights, cols=20, rule=None)
+    assert strips.band_plan(sl, heights, region_rows=6, region_cols=20, n_regions=1, min_band=8) == [strips.Band(0, 2, 6)]
+
+
 def test_repeated_pairs_get_the_slots_of_their_first_occurrence() -> None:
     # the three kernels of test_slots_by_hand, repeated four times: every repetition stacks alike
     heights = np.array([2, 4])
@@ -349,3 +382,48 @@ def test_prefix_width_holds_the_running_best() -> None:
     table = shape_table(np.array([4]), lat, np.zeros_like(lat, dtype=np.int32))
     assert table.prefix[0].tolist() == [INF, INF, INF, 90, 90, 90, 60, 60]
     assert table.prefix_width[0].tolist()[3:] == [3, 3, 3, 6, 6]
+
+
+def test_floors_only_where_a_layout_fails_in_the_band_plan_alone() -> None:
+    """``construct_best``'s floors (a taller-band style starts where the all-heights style packed) hold
+    only where a layout fails in the band plan alone: not with a defect (bands overflow past it: a review
+    found a taller style packing at the bound where the all-heights style needed twice it), nor with the
+    user's keep-outs, corners or areas (layouts built in parts)."""
+    from dataclasses import replace
+
+    from wsealloc.solvers.place import floors_hold
+
+    problem = _two_kernel_problem(1.0)
+    assert floors_hold(problem)
+    blocked = problem.blocked.copy()
+    blocked[0, 10] = True
+    assert not floors_hold(replace(problem, blocked=blocked))
+    assert not floors_hold(replace(problem, keep_out=((0, 0, 2, 2),)))
+
+
+def test_a_layout_only_stacked_pairs_make_is_found() -> None:
+    """Six kernels on a 16 x 20 mesh (dies of 6 rows): a, b, d, e 4 rows x 15 columns, c and f 6 or 8
+    rows x 5 columns. Only 8-row bands pack them (a over b beside c; d over e beside f), and 8 rows
+    narrows no single kernel: with the heights of distinct single widths alone no style found a layout
+    (a review's case); stacked styles that find no plan take every height's slots."""
+    from wsealloc.cost.comm import MeshParams
+    from wsealloc.problem.flows import Flows
+    from wsealloc.problem.placement import INF, shape_table
+    from wsealloc.solvers.place import construct_best
+
+    cols, rows = 20, 16
+
+    def table(hs: list[int], w: int):  # type: ignore[no-untyped-def]
+        best = np.full((len(hs), cols + 1), INF, dtype=np.int64)
+        best[:, w:] = 100
+        return shape_table(np.array(hs), best, np.zeros_like(best, dtype=np.int32))
+
+    mesh = MeshParams(rows, cols, 6, cols, 4.0, 1, 6, cols, 0)
+    flows = Flows(np.arange(5), np.arange(1, 6), np.full(5, 4.0), np.arange(5))
+    problem = PlacementProblem(
+        tuple("abcdef"), (0, 0, 1, 0, 0, 1), (table([4], 15), table([6, 8], 5)), mesh, np.zeros((rows, cols), bool),
+        "ignore", flows, 100,
+    )  # fmt: skip
+    placed = construct_best(problem, Deadline.after(10))
+    assert placed is not None and not problem.violations(placed.rects)
+    assert strips.score(problem, placed)[0] <= 101  # every kernel at its 100 cycles, one hop to its producer

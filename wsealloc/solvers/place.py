@@ -87,6 +87,19 @@ def styles(problem: PlacementProblem) -> list[Style]:
     return [Style(min_band, stack) for stack in stacks for min_band in min_bands]
 
 
+def floors_hold(problem: PlacementProblem) -> bool:
+    """Whether a style admitting only taller bands packs at no smaller target than the style admitting
+    every height (``construct_best``'s floors): true where a layout fails only in the band plan, whose
+    DP over a subset of heights never gives fewer rows; not with defects (a plan's bands may not pack
+    past them), the user's corners, areas or keep-outs (the layout is built in parts), nor the contest
+    (whose heights are not reduced and whose score ranks the layouts)."""
+    return (
+        problem.objective.charges_communication
+        and not (problem.constrained or problem.keep_out)
+        and not bool(problem.blocked.any())
+    )
+
+
 def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> Placed | None:
     """Per-kernel targets ``base`` (the greedy allocation's latencies) placed in every ``styles``
     layout, the best kept: the baseline gets the same multi-start as the search (each style an equal
@@ -101,7 +114,7 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadli
         found = place_targets(problem, base, share, style, floors.get(style.stack, 0))
         if found is not None:
             relaxed, placed = found
-            if problem.objective.charges_communication and style.min_band <= 1:
+            if floors_hold(problem) and style.min_band <= 1 and not share.expired():  # (a bisection cut short is no floor)
                 floors[style.stack] = relaxed
             placed, rank = align(problem, placed, share, one_by_one=False)
             if best is None or rank < best[0]:
@@ -167,9 +180,12 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
     # ONNX: per (sequence, stacking) the smallest target of the style admitting every band height. A
     # style admitting only taller bands (``Style.min_band``) plans over a subset of the same band plans,
-    # so it packs at no smaller target (exact without stacking, where the band-plan DP is exact): its
-    # bisection starts there. On GPT-2 training, where every style packs at the same target, this saves
-    # 9 of the 12 bisections (~150 constructions, ~3 s of a 22 s placement) for the moves after them.
+    # so it packs at no smaller target where a layout fails in the band plan alone (``floors_hold``:
+    # no defects, no user rules; a stacked style that finds no plan over the heights of distinct single
+    # widths tries every height, so both styles' failures are the band plan's): its bisection starts
+    # there, and only a bisection that ran to its end sets a floor. On GPT-2 training, where every
+    # style packs at the same target, this saves 9 of the 12 bisections (~150 constructions, ~3 s of a
+    # 22 s placement) for the moves after them.
     floors: dict[tuple[int, Stacking], int] = {}
 
     def explore(seq_problem: PlacementProblem, sequence: np.ndarray | None, style: Style) -> None:
@@ -182,12 +198,13 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
         # late valid placement beats none (the time limit returns the best placement found, not an error)
         clock = deadline if best is not None else deadline.unbounded()
         key = (0 if sequence is None else 1, style.stack)
-        found = smallest_target(seq_problem, zero, floors.get(key, problem.lower_bound), clock, style)
+        floor = problem.lower_bound if style.first_fit else floors.get(key, problem.lower_bound)
+        found = smallest_target(seq_problem, zero, floor, clock, style)
         if found is None:
             return
         target, placed = found
-        if problem.objective.charges_communication and style.min_band <= 1 and not style.first_fit:
-            floors[key] = target
+        if floors_hold(problem) and style.min_band <= 1 and not style.first_fit and not clock.expired():
+            floors[key] = target  # (a bisection the clock cut short proves no floor)
         local = consider(in_kernel_order(placed, sequence), style)  # this style's best (the ladder's patience is per style)
         local_factor = 1.0
         since_better = 0

@@ -340,7 +340,9 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     price_cap = float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0
     lo, hi = 0.0, min(1.0, price_cap)
     while True:  # a price high enough that the plan fits
-        if deadline is not None and deadline.expired() and not deadline.stopped:
+        if deadline is not None and deadline.stopped:
+            break
+        if deadline is not None and deadline.expired():
             # out of time before any price made a plan fit: one last plan at the cap, the fewest cores
             # of all, which fits if any does (a plan on timeout, not none; one program more; a signal
             # stops at once)
@@ -365,8 +367,6 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
                 f"no partition into regions fits the wafer: the fewest cores any takes are {fit.cores:,}, "
                 f"the wafer has {sp.total_cores:,}",
             )
-        if deadline is not None and deadline.stopped:
-            break
         lo, hi = hi, min(hi * 4, price_cap)
     for _ in range(LAMBDA_STEPS):
         if best is None or (deadline is not None and deadline.expired()):

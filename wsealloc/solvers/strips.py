@@ -166,12 +166,32 @@ def distinct_heights(heights: np.ndarray, widths: np.ndarray, min_band: int) -> 
     and more rows, so no band plan needs it. The first height of at least ``min_band`` stays (the
     shortest band the style admits). The band plan and slot DPs cost O(|H|) and O(|H|^2) per kernel,
     so this is their speed as well (GPT-2 training: 164 heights, 106 distinct)."""
-    keep = np.ones(heights.size, dtype=bool)
-    keep[1:] = (widths[:, 1:] != widths[:, :-1]).any(axis=0)
-    tall = np.flatnonzero(heights >= min_band)
+    keep = _first_admitted(heights, min_band)
+    keep[1:] |= (widths[:, 1:] != widths[:, :-1]).any(axis=0)
+    return heights[keep], widths[:, keep]
+
+
+def _first_admitted(heights: np.ndarray, min_band: int) -> np.ndarray:
+    """Which heights must stay whatever their slots: the first, and the shortest band the style admits
+    (``band_plan`` admits heights >= min(min_band, the region's rows), the region's rows being the last
+    height): a taller height with the same slots may be the shortest admitted band."""
+    keep = np.zeros(heights.size, dtype=bool)
+    keep[0] = True
+    tall = np.flatnonzero(heights >= min(min_band, int(heights[-1])))
     if tall.size:
         keep[tall[0]] = True
-    return heights[keep], widths[:, keep]
+    return keep
+
+
+def distinct_slots(heights: np.ndarray, sl: Slots, min_band: int) -> tuple[np.ndarray, Slots]:
+    """``distinct_heights`` for stacked slots: with pairs the band height also decides which pairs fit
+    one above the other, so a height whose single widths equal the one below may still hold a pair the
+    shorter cannot; the slots (over every height) are compared instead: a height whose slot widths and
+    pair splits equal the height below's gives the same band plans with more rows, so ``band_plan``
+    never needs it (the slot DP keeps its cost over all heights; the band plan's drops)."""
+    keep = _first_admitted(heights, min_band)
+    keep[1:] |= (sl.width[:, 1:] != sl.width[:, :-1]).any(axis=0) | (sl.inside[:, 1:] != sl.inside[:, :-1]).any(axis=0)
+    return heights[keep], Slots(sl.width[:, keep], sl.top[:, keep], sl.inside[:, keep])
 
 
 def pass_through(problem: PlacementProblem) -> np.ndarray:
@@ -876,13 +896,19 @@ def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> 
     """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts)."""
     regs = regions(problem)
     # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
-    heights = band_heights(problem, regs[0].rows)
-    widths = widths_for(problem, targets, heights)
-    if problem.objective.charges_communication:  # (the contest keeps every height: see ``distinct_heights``'s test)
-        heights, widths = distinct_heights(heights, widths, style.min_band)
+    every = band_heights(problem, regs[0].rows)
+    widths = all_widths = widths_for(problem, targets, every)
     rule = None if style.stack is Stacking.NONE else pair_rule(problem, targets, style.stack)
+    heights = every
+    if problem.objective.charges_communication:  # (the contest keeps every height: see ``distinct_heights``'s test)
+        heights, widths = distinct_heights(every, all_widths, style.min_band)
     sl = slots(widths, heights, regs[0].cols, rule)
     plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
+    if plan is None and rule is not None and heights.size < every.size:
+        # with pairs a height may hold a stacked pair that the heights of distinct single widths miss
+        # (``distinct_slots``): where those find no plan, every height's slots (exact, slower)
+        heights, sl = distinct_slots(every, slots(all_widths, every, regs[0].cols, rule), style.min_band)
+        plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None:
         return None
     chosen = band_widths(problem, plan, targets)
