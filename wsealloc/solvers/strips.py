@@ -6,8 +6,9 @@ in even bands and right to left in odd ones (a snake, as wafer compilers lay out
 producer and its consumer are neighbours. A band has one height H and is a row of *column slots*: a
 slot holds one kernel (at most H rows) or two consecutive kernels stacked (their rows summing to at
 most H; for the contest, ``Stacking.DEEP``, up to ``DEEP_STACK``), each the narrowest legal rectangle
-meeting its latency target. Per band height a DP over the
-sequence picks the slots of least total width (``slots``).
+meeting its latency target; ``Stacking.LANES`` also lays runs of up to ``LANE_RUN`` consecutive
+kernels as two sub-lanes of a band (the first ones side by side in its upper rows, the rest under
+them). Per band height a DP over the sequence picks the slots of least total width (``slots``).
 
 For a target T, a dynamic program over the kernel sequence chooses the band boundaries and heights
 with the least total height:  f(j) = min over H of align(f(lo_H(j))) + H, where lo_H(j) is the first
@@ -351,10 +352,11 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
     over the sequence as ``slots``: g(i) = min(g(i - 1) + own slot, min over runs ending at i of
     g(a) + run width).
 
-    A flow from the upper lane into the lower one runs down in a bundle no wider than the narrower
-    of its two kernels; it must pass while its consumer computes (``PairRule``'s room rule, per flow):
-    a 2-column softmax under the 18-column product it reads took 8,600 cycles of congestion otherwise
-    (ViT-B/16)."""
+    A flow from the upper lane into the lower one runs down in a bundle as wide as the wider of its
+    two kernels and must pass while its consumer computes (``PairRule``'s room rule, per flow):
+    without it ViT-B/16's runs put a 2-column softmax under the 18-column product it reads, 8,600
+    cycles of congestion (the narrower kernel's width as the bundle was measured too: ResNet-50 then
+    packs at 1,916 cycles instead of 1,743, ViT-B/16 at the same 5,120)."""
     run = rule.depth
     n, nh = capped.shape
     prefix = np.vstack([np.zeros((1, nh), dtype=np.int64), np.cumsum(capped, axis=0)])  # [n + 1, |H|]
@@ -363,6 +365,28 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
     lower = np.searchsorted(heights, heights[:, None] - heights[None, :], side="right") - 1
     valid = lower >= 0
     low = np.maximum(lower, 0)
+    near = {(u, v): cycles for u, v, cycles in rule.near} if rule.links else {}
+    rows = np.arange(nh)
+    # repeated layers have identical runs: each distinct (kernels' widths, targets, split, flows) once
+    seen: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def narrowest(a: int, s: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """[|H|] narrowest width of the run [a, i) split at s per band height, and its upper lane's index."""
+        flows = tuple((u - a, v - a, near[(u, v)]) for u in range(a, s) for v in range(s, i) if (u, v) in near)
+        key = (s - a, capped[a:i].tobytes(), rule.targets[a:i].tobytes(), flows)
+        if key not in seen:
+            up = prefix[s] - prefix[a]  # [|H|] over the upper lane's height t
+            down = (prefix[i] - prefix[s])[low]  # [|H| band, |H| upper]
+            ok = valid.copy()
+            for u, v, cycles in flows:  # down from the upper lane, in a bundle as wide as the wider end
+                wv = capped[a + v][low]  # [|H| band, |H| upper]
+                busy = rule.targets[a + v] - heights[low] - wv
+                ok &= (busy > 0) & (cycles <= busy * np.maximum(capped[a + u][None, :], wv))
+            w = np.where(ok, np.maximum(up[None, :], down), INF)
+            t = np.argmin(w, axis=1)
+            seen[key] = (w[rows, t], t)
+        return seen[key]
+
     g = np.zeros((n + 1, nh), dtype=np.int64)
     choice = np.zeros((n + 1, nh, 3), dtype=np.int64)  # (a, s, t) of the run ending at i, a = i: none
     for i in range(1, n + 1):
@@ -370,21 +394,12 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
         choice[i, :, 0] = i
         for a in range(max(0, i - run), i - 1):
             for s in range(a + 1, i):
-                up = prefix[s] - prefix[a]  # [|H|] over the upper lane's height t
-                down = (prefix[i] - prefix[s])[low]  # [|H| band, |H| upper]
-                ok = valid.copy()
-                for u, v, cycles in rule.near if rule.links else ():
-                    if a <= u < s <= v < i:  # down from the upper lane: the narrower end's columns carry it
-                        wv = capped[v][low]  # [|H| band, |H| upper]
-                        busy = rule.targets[v] - heights[low] - wv
-                        ok &= (busy > 0) & (cycles <= busy * np.maximum(capped[u][None, :], wv))
-                w = np.where(ok, np.maximum(up[None, :], down), INF)
-                t = np.argmin(w, axis=1)
-                width = w[np.arange(nh), t]
+                width, t = narrowest(a, s, i)
                 cand = np.where(width <= cols, g[a] + width, INF)
                 better = cand < g[i]
-                g[i] = np.where(better, cand, g[i])
-                choice[i, better] = np.column_stack([np.full(int(better.sum()), a), np.full(int(better.sum()), s), t[better]])
+                if better.any():
+                    g[i] = np.where(better, cand, g[i])
+                    choice[i, better] = np.column_stack([np.full(int(better.sum()), a), np.full(int(better.sum()), s), t[better]])
     width = capped.copy()
     inside = np.zeros((n + 1, nh), dtype=bool)
     runs: list[dict[int, tuple[int, int, int]]] = []
@@ -392,14 +407,15 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
         found: dict[int, tuple[int, int, int]] = {}
         i = n
         while i > 0:
-            a, s, t = (int(v) for v in choice[i, h])
+            a, s, top = (int(v) for v in choice[i, h])
             if a == i:
                 i -= 1
                 continue
             width[a : i - 1, h] = 0
             inside[a + 1 : i, h] = True
-            width[i - 1, h] = max(int(prefix[s, t] - prefix[a, t]), int(prefix[i, low[h, t]] - prefix[s, low[h, t]]))
-            found[a] = (s, i, int(heights[t]))
+            bottom = int(low[h, top])
+            width[i - 1, h] = max(int(prefix[s, top] - prefix[a, top]), int(prefix[i, bottom] - prefix[s, bottom]))
+            found[a] = (s, i, int(heights[top]))
             i = a
         runs.append(found)
     return Slots(width, np.zeros((n, nh), dtype=np.int64), inside, tuple(runs))
