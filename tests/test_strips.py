@@ -427,3 +427,71 @@ def test_a_layout_only_stacked_pairs_make_is_found() -> None:
     placed = construct_best(problem, Deadline.after(10))
     assert placed is not None and not problem.violations(placed.rects)
     assert strips.score(problem, placed)[0] <= 101  # every kernel at its 100 cycles, one hop to its producer
+
+
+def _lanes_rule(n: int, near: tuple[tuple[int, int, float], ...] = ()) -> strips.PairRule:
+    """Stacking.LANES's rule over ``n`` kernels (targets 1000), with the given flows between near kernels."""
+    return strips.PairRule(np.zeros(n - 1), np.full(n, 1000), np.ones(n - 1, dtype=bool), bool(near), 3, True, near)
+
+
+def test_lane_slots_by_hand() -> None:
+    heights = np.array([2, 4])
+    widths = np.array([[5, 5], [3, 3], [8, 8]])
+    sl = strips.slots(widths, heights, cols=100, rule=_lanes_rule(3))
+    # 2-row bands: no room for two lanes; 4-row bands: kernels 0 and 1 side by side in the upper 2 rows
+    # (5 + 3 columns), kernel 2 under them (8): 8 columns, against 16 alone, 13 for either pair and 11
+    # for the run split after kernel 0
+    assert sl.width[:, 0].tolist() == [5, 3, 8] and sl.runs[0] == {}
+    assert sl.width[:, 1].tolist() == [0, 0, 8]
+    assert sl.inside[:, 1].tolist() == [False, True, True, False]
+    assert sl.runs[1] == {0: (2, 3, 2)}
+    # (bands of at least 4 rows: two 2-row bands would tie with it)
+    plan = strips.band_plan(sl, heights, region_rows=4, region_cols=8, n_regions=1, min_band=4)
+    assert plan == [strips.Band(0, 3, 4, (), ((0, 2, 3, 2),))]
+    assert strips.lanes(plan[0]) == {0: (0, 2), 1: (0, 2), 2: (2, 2)}
+
+
+def test_lane_runs_leave_room_for_their_downward_flows() -> None:
+    heights = np.array([2, 4])
+    widths = np.array([[5, 5], [3, 3], [8, 8]])
+    # 0 -> 2 runs down from the upper lane in a bundle of max(5, 8) = 8 columns while kernel 2 computes:
+    # 1000 - (2 rows + 8 columns) = 990 cycles of room, 7,920 link cycles at most
+    fits = strips.slots(widths, heights, cols=100, rule=_lanes_rule(3, ((0, 2, 7920.0),)))
+    assert fits.runs[1] == {0: (2, 3, 2)}
+    # one cycle more: every run with 0 above 2 is out; the pair 0 over 1 (no flow between them) is
+    # the first of the two 13-column layouts
+    barred = strips.slots(widths, heights, cols=100, rule=_lanes_rule(3, ((0, 2, 7921.0),)))
+    assert barred.width[:, 1].tolist() == [0, 5, 8] and barred.runs[1] == {0: (1, 2, 2)}
+
+
+def test_pair_rule_of_lanes_lists_the_near_flows() -> None:
+    problem = _chain_problem(4, [(0, 1, 400.0), (0, 3, 800.0), (1, 2, 40.0)])
+    rule = strips.pair_rule(problem, np.full(4, 100), strips.Stacking.LANES)
+    assert rule.lanes and rule.depth == strips.LANE_RUN and rule.allowed.all()
+    assert rule.near == ((0, 1, 100.0), (0, 3, 200.0), (1, 2, 10.0))  # bytes over 4 B/cycle
+
+
+def test_pack_lays_a_run_as_two_lanes_by_hand() -> None:
+    # 8 x 40 mesh, every kernel 20 columns on any of 2, 4 or 8 rows: a band of 8 rows with kernels 0
+    # and 1 side by side in the upper 4 rows and kernel 2 under kernel 0
+    problem = _chain_problem(3, [(0, 1, 4.0), (1, 2, 4.0)])
+    band = strips.Band(0, 3, 8, (), ((0, 2, 3, 4),))
+    targets = np.full(3, 100)
+    widths = strips.band_widths(problem, [band], targets)
+    assert widths.tolist() == [20, 20, 20]
+    placed = strips.pack(problem, [band], widths, strips.regions(problem))
+    assert placed is not None
+    assert placed.rects.tolist() == [[0, 0, 2, 20], [0, 20, 2, 20], [4, 0, 2, 20]]
+    assert placed.latency.tolist() == [100, 100, 100]
+
+
+def test_distinct_slots_keep_each_kept_height_s_runs() -> None:
+    """``Stacking.LANES`` slots carry their runs per height index: the heights ``distinct_slots`` keeps
+    keep their own runs (the dropped height's are dropped with it)."""
+    heights = np.array([2, 4, 6])
+    width = np.array([[0, 0, 0], [5, 3, 3]])
+    runs = ({}, {0: (1, 2, 2)}, {0: (1, 2, 3)})
+    sl = strips.Slots(width, np.zeros((2, 3), dtype=np.int64), np.zeros((3, 3), dtype=bool), runs)
+    kept, reduced = strips.distinct_slots(heights, sl, min_band=1)
+    assert kept.tolist() == [2, 4] and reduced.runs == ({}, {0: (1, 2, 2)})
+    assert reduced.width.tolist() == [[0, 0], [5, 3]]

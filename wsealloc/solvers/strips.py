@@ -6,8 +6,9 @@ in even bands and right to left in odd ones (a snake, as wafer compilers lay out
 producer and its consumer are neighbours. A band has one height H and is a row of *column slots*: a
 slot holds one kernel (at most H rows) or two consecutive kernels stacked (their rows summing to at
 most H; for the contest, ``Stacking.DEEP``, up to ``DEEP_STACK``), each the narrowest legal rectangle
-meeting its latency target. Per band height a DP over the
-sequence picks the slots of least total width (``slots``).
+meeting its latency target; ``Stacking.LANES`` also lays runs of up to ``LANE_RUN`` consecutive
+kernels as two sub-lanes of a band (the first ones side by side in its upper rows, the rest under
+them). Per band height a DP over the sequence picks the slots of least total width (``slots``).
 
 For a target T, a dynamic program over the kernel sequence chooses the band boundaries and heights
 with the least total height:  f(j) = min over H of align(f(lo_H(j))) + H, where lo_H(j) is the first
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -70,10 +71,15 @@ class Stacking(Enum):
     # the branch's last kernel): the skip flow then passes one slot fewer
     DEEP = "deep"  # the contest: up to DEEP_STACK consecutive kernels share a slot, one lane each (a
     # 633-row fabric holds three 198-row kernels or four 150-row ones in one column slot)
+    LANES = "lanes"  # a run of up to LANE_RUN consecutive kernels shares a stretch of the band as two
+    # sub-lanes, the first kernels left to right in the upper rows, the rest under them (``_lane_slots``)
 
 
 # Stacking.DEEP: most kernels in one column slot (the contest only: no link model to leave room for)
 DEEP_STACK = 4
+# Stacking.LANES: most kernels in one run of two sub-lanes (ViT-B/16's 99-row matmuls two to a
+# 198-row band; longer runs were not needed in the measurements, docs/benchmarks.md, 2026-11-29)
+LANE_RUN = 6
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,11 @@ class PairRule:
     targets: np.ndarray  # [n]
     allowed: np.ndarray  # [n - 1] bool: the stacking mode admits (k, k+1)
     links: bool = True  # the room rule applies (ONNX); the contest has no link model
-    depth: int = 2  # most kernels per column slot (Stacking.DEEP: DEEP_STACK)
+    depth: int = 2  # most kernels per column slot (Stacking.DEEP: DEEP_STACK; Stacking.LANES: per run)
+    lanes: bool = False  # Stacking.LANES: runs of two sub-lanes instead of column slots
+    # Stacking.LANES: (src, dst, bytes over one link's bandwidth) of every flow between kernels less
+    # than ``depth`` apart, a multicast tensor once per consumer (the flows a run may turn downwards)
+    near: tuple[tuple[int, int, float], ...] = ()
 
 
 def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -> PairRule:
@@ -118,8 +128,17 @@ def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -
             skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
     allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack in (Stacking.ANY, Stacking.DEEP))
     links = problem.objective.charges_communication  # without a link model (the contest) any admitted pair may stack
-    depth = DEEP_STACK if stack is Stacking.DEEP else 2
-    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links, depth)
+    if stack is Stacking.LANES:
+        allowed = np.ones(max(n - 1, 0), dtype=bool)
+    depth = {Stacking.DEEP: DEEP_STACK, Stacking.LANES: LANE_RUN}.get(stack, 2)
+    lanes = stack is Stacking.LANES
+    near: dict[tuple[int, int], float] = {}
+    if lanes and links:
+        for s, t, b in zip(fl.src.tolist(), fl.dst.tolist(), fl.nbytes.tolist(), strict=True):
+            if 0 < t - s < depth:
+                near[(s, t)] = near.get((s, t), 0.0) + b / problem.mesh.link_bytes_per_cycle
+    flows = tuple((s, t, c) for (s, t), c in sorted(near.items()))
+    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links, depth, lanes, flows)
 
 
 @dataclass(frozen=True)
@@ -191,7 +210,8 @@ def distinct_slots(heights: np.ndarray, sl: Slots, min_band: int) -> tuple[np.nd
     never needs it (the slot DP keeps its cost over all heights; the band plan's drops)."""
     keep = _first_admitted(heights, min_band)
     keep[1:] |= (sl.width[:, 1:] != sl.width[:, :-1]).any(axis=0) | (sl.inside[:, 1:] != sl.inside[:, :-1]).any(axis=0)
-    return heights[keep], Slots(sl.width[:, keep], sl.top[:, keep], sl.inside[:, keep])
+    runs = tuple(sl.runs[int(h)] for h in np.flatnonzero(keep)) if sl.runs else ()  # (Stacking.LANES: per height)
+    return heights[keep], Slots(sl.width[:, keep], sl.top[:, keep], sl.inside[:, keep], runs)
 
 
 def pass_through(problem: PlacementProblem) -> np.ndarray:
@@ -230,12 +250,15 @@ def widths_for(problem: PlacementProblem, targets: np.ndarray, heights: np.ndarr
 class Band:
     """Kernels [first, end) side by side in a band of ``height`` rows; ``stacked`` lists the groups of
     consecutive kernels sharing one column slot, one above the other: (first kernel, rows of every lane
-    but the last, which takes the rest of the band); a pair is (k, (top lane rows,))."""
+    but the last, which takes the rest of the band); a pair is (k, (top lane rows,)). ``runs`` lists
+    the runs of two sub-lanes (``Stacking.LANES``): (first, split, end, upper rows): kernels [first,
+    split) side by side in the band's upper rows, [split, end) under them in the rest."""
 
     first: int
     end: int
     height: int
     stacked: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    runs: tuple[tuple[int, int, int, int], ...] = ()
 
     def groups(self) -> dict[int, list[int]]:
         """First kernel of each stacked group -> its kernels, top lane first."""
@@ -252,6 +275,8 @@ class Slots:
     width: np.ndarray  # [n, |H|]: columns kernel k adds to its band (a pair's width on its second kernel, 0 on its first)
     top: np.ndarray  # [n, |H|]: rows of kernel k's lane when it is in a stacked group but not its last, else 0
     inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
+    # Stacking.LANES, per height index: first kernel of a run -> (split, end, upper rows)
+    runs: tuple[dict[int, tuple[int, int, int]], ...] = field(default=())
 
 
 def _pair_slots(
@@ -337,6 +362,86 @@ def _deep_slots(capped: np.ndarray, heights: np.ndarray, cols: int, depth: int) 
     return Slots(width, top, inside)
 
 
+def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule) -> Slots:
+    """``slots`` with runs of up to ``run`` consecutive kernels laid as two sub-lanes (no link rule).
+
+    A run [a, i) split at s puts [a, s) side by side in an upper lane of heights[t] rows and [s, i)
+    under it in the largest candidate height of the rest of the band; it takes as many columns as the
+    wider lane. Short kernels of a tall band stop wasting its height this way (two 99-row matmuls
+    over each other in a 198-row band where each alone took a 198-row slot). Per band height the
+    narrowest upper lane for each (a, s, i) is found for every band height at once; then the same DP
+    over the sequence as ``slots``: g(i) = min(g(i - 1) + own slot, min over runs ending at i of
+    g(a) + run width).
+
+    A flow from the upper lane into the lower one runs down in a bundle as wide as the wider of its
+    two kernels and must pass while its consumer computes (``PairRule``'s room rule, per flow):
+    without it ViT-B/16's runs put a 2-column softmax under the 18-column product it reads, 8,600
+    cycles of congestion (the narrower kernel's width as the bundle was measured too: ResNet-50 then
+    packs at 1,916 cycles instead of 1,743, ViT-B/16 at the same 5,120)."""
+    run = rule.depth
+    n, nh = capped.shape
+    prefix = np.vstack([np.zeros((1, nh), dtype=np.int64), np.cumsum(capped, axis=0)])  # [n + 1, |H|]
+    # lower[h, t]: index of the tallest candidate height fitting under an upper lane heights[t] in a
+    # band heights[h] (-1: none)
+    lower = np.searchsorted(heights, heights[:, None] - heights[None, :], side="right") - 1
+    valid = lower >= 0
+    low = np.maximum(lower, 0)
+    near = {(u, v): cycles for u, v, cycles in rule.near} if rule.links else {}
+    rows = np.arange(nh)
+    # repeated layers have identical runs: each distinct (kernels' widths, targets, split, flows) once
+    seen: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def narrowest(a: int, s: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """[|H|] narrowest width of the run [a, i) split at s per band height, and its upper lane's index."""
+        flows = tuple((u - a, v - a, near[(u, v)]) for u in range(a, s) for v in range(s, i) if (u, v) in near)
+        key = (s - a, capped[a:i].tobytes(), rule.targets[a:i].tobytes(), flows)
+        if key not in seen:
+            up = prefix[s] - prefix[a]  # [|H|] over the upper lane's height t
+            down = (prefix[i] - prefix[s])[low]  # [|H| band, |H| upper]
+            ok = valid.copy()
+            for u, v, cycles in flows:  # down from the upper lane, in a bundle as wide as the wider end
+                wv = capped[a + v][low]  # [|H| band, |H| upper]
+                busy = rule.targets[a + v] - heights[low] - wv
+                ok &= (busy > 0) & (cycles <= busy * np.maximum(capped[a + u][None, :], wv))
+            w = np.where(ok, np.maximum(up[None, :], down), INF)
+            t = np.argmin(w, axis=1)
+            seen[key] = (w[rows, t], t)
+        return seen[key]
+
+    g = np.zeros((n + 1, nh), dtype=np.int64)
+    choice = np.zeros((n + 1, nh, 3), dtype=np.int64)  # (a, s, t) of the run ending at i, a = i: none
+    for i in range(1, n + 1):
+        g[i] = g[i - 1] + capped[i - 1]  # (cols + 1 where a kernel does not fit: as in ``slots``)
+        choice[i, :, 0] = i
+        for a in range(max(0, i - run), i - 1):
+            for s in range(a + 1, i):
+                width, t = narrowest(a, s, i)
+                cand = np.where(width <= cols, g[a] + width, INF)
+                better = cand < g[i]
+                if better.any():
+                    g[i] = np.where(better, cand, g[i])
+                    choice[i, better] = np.column_stack([np.full(int(better.sum()), a), np.full(int(better.sum()), s), t[better]])
+    width = capped.copy()
+    inside = np.zeros((n + 1, nh), dtype=bool)
+    runs: list[dict[int, tuple[int, int, int]]] = []
+    for h in range(nh):
+        found: dict[int, tuple[int, int, int]] = {}
+        i = n
+        while i > 0:
+            a, s, top = (int(v) for v in choice[i, h])
+            if a == i:
+                i -= 1
+                continue
+            width[a : i - 1, h] = 0
+            inside[a + 1 : i, h] = True
+            bottom = int(low[h, top])
+            width[i - 1, h] = max(int(prefix[s, top] - prefix[a, top]), int(prefix[i, bottom] - prefix[s, bottom]))
+            found[a] = (s, i, int(heights[top]))
+            i = a
+        runs.append(found)
+    return Slots(width, np.zeros((n, nh), dtype=np.int64), inside, tuple(runs))
+
+
 def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | None) -> Slots:
     """Per band height, the partition of the kernel sequence into single and stacked slots of least
     total width (DP over the sequence, all heights at once); pairs only where ``rule`` admits them
@@ -348,6 +453,8 @@ def slots(widths: np.ndarray, heights: np.ndarray, cols: int, rule: PairRule | N
     inside = np.zeros((n + 1, nh), dtype=bool)
     if rule is None or n < 2 or not rule.allowed.any():
         return Slots(width, top, inside)
+    if rule.lanes:
+        return _lane_slots(capped, heights, cols, rule)
     if rule.depth > 2:
         return _deep_slots(capped, heights, cols, rule.depth)
     # Pairs with identical inputs (repeated layers) have identical slots: compute each distinct one once.
@@ -439,7 +546,8 @@ def band_plan(
                     k += 1
                 groups.append((first, tuple(rows)))
             k += 1
-        bands.append(Band(lo, j, int(heights[h]), tuple(groups)))
+        runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
+        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs)))
         j = lo
     return bands[::-1]
 
@@ -454,6 +562,9 @@ def lanes(band: Band) -> dict[int, tuple[int, int]]:
             out[k + i] = (offset, r)
             offset += r
         out[k + len(rows)] = (offset, band.height - offset)
+    for first, split, end, top in band.runs:
+        out.update({k: (0, top) for k in range(first, split)})
+        out.update({k: (top, band.height - top) for k in range(split, end)})
     return out
 
 
@@ -495,6 +606,9 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
                     out[m] = width_at(shape, h, slot)
         used = sum(int(max(out[m] for m in members)) for members in groups.values())
+        for first, split, end, _ in band.runs:  # a run keeps its kernels' widths: its wider lane sets its columns
+            paired.update(range(first, end))
+            used += max(int(out[first:split].sum()), int(out[split:end].sum()))
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = region_cols - used
         if spare <= 0:
@@ -558,15 +672,66 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
             reg_i, y = reg_i + 1, 0
         return reg_i < len(regs)
 
+    def run_spots(run: tuple[int, int, int, int], x: int, reg: Region, height: int) -> list[tuple[int, int]] | None:
+        """Corners of a run's kernels from column ``x`` of the band (upper lane, then lower), or None."""
+        first, split, end, top = run
+        spots: list[tuple[int, int]] = []
+        for part, (y0, rows) in (((first, split), (0, top)), ((split, end), (top, height - top))):
+            offset = 0
+            for m in range(*part):
+                d = shape_of(m, rows)
+                if d is None:
+                    return None
+                _, r, c = d
+                if x + offset + c > reg.cols:
+                    return None
+                col = reg.col + (x + offset if band_no % 2 == 0 else reg.cols - x - offset - c)
+                dy = next((dy for dy in range(y0, y0 + rows - r + 1) if free(reg.row + y + dy, col, r, c)), None)
+                if dy is None:
+                    return None
+                spots.append((reg.row + y + dy, col))
+                offset += c
+        return spots
+
     for band in bands:
         if not open_band(band.height):
             return None
         groups = band.groups()
+        runs = {run[0]: run for run in band.runs}
         lane = lanes(band)
         cursor = 0
         k = band.first
         while k < band.end:
             reg = regs[reg_i]
+            if k in runs:  # a run of two sub-lanes: its first free columns, else a fresh band
+                run = runs[k]
+                members = list(range(run[0], run[2]))
+                dims = [shape_of(m, lane[m][1]) for m in members]
+                if any(d is None for d in dims):
+                    return None
+                got = [d for d in dims if d is not None]
+                split = run[1] - run[0]
+                slot = max(sum(d[2] for d in got[:split]), sum(d[2] for d in got[split:]))
+                x = cursor
+                corners = None
+                while corners is None and x + slot <= reg.cols:
+                    corners = run_spots(run, x, reg, band.height)
+                    if corners is None:
+                        x += 1
+                if corners is not None:
+                    for m, (hidx, r, c), (row, col) in zip(members, got, corners, strict=True):
+                        rects[m] = (row, col, r, c)
+                        dfs[m] = problem.shape(m).best_df[hidx, c]
+                        lat[m] = problem.shape(m).best[hidx, c]
+                    cursor = x + slot
+                    k = run[2]
+                    continue
+                y += band.height  # band overflow (defects): continue in a fresh band of the same height
+                band_no += 1
+                cursor = 0
+                if not open_band(band.height):
+                    return None
+                continue
             members = groups.get(k, [k])
             lane_rows = [lane[m][1] for m in members]
             dims = [shape_of(m, rows) for m, rows in zip(members, lane_rows, strict=True)]
