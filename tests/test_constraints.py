@@ -272,8 +272,9 @@ def test_the_placement_honours_corners_areas_and_keep_outs_and_verifies(tmp_path
     assert verify_plan(tmp_path / "p.json").ok
 
 
-# two corners in the middle of the 16 x 24 wafer and two 13-row grids: no band of the strip layout
-# slides past both corners, the first-fit fallback does
+# two corners in the middle of the 16 x 24 wafer and two 13-row grids: no band of the full width
+# slides past both corners; bands planned around them (``band_plan_around``) and the first-fit
+# fallback both place every kernel
 MIDDLE_PINS = """
 - place: l0.ln2
   at: [5, 8]
@@ -284,22 +285,26 @@ MIDDLE_PINS = """
 """
 
 
-def test_corners_in_the_middle_of_the_wafer_are_placed_around_by_first_fit(tmp_path: Path) -> None:
+def test_corners_in_the_middle_of_the_wafer_are_placed_around(tmp_path: Path) -> None:
     from wsealloc.problem.placement import build_placement_problem
+    from wsealloc.solvers import strips
     from wsealloc.solvers.strips import Style, construct, slowest
 
     path = _rules(tmp_path, MIDDLE_PINS)
     free = ws.solve(TRANSFORMER, "tiny", place=False, time_limit=5, constraints=path)
     problem = build_placement_problem(free.costs, lower_bound=0)
     targets = np.full(problem.n_kernels, slowest(problem))
-    assert construct(problem, targets) is None  # the bands alone: no layout at any target
-    placed = construct(problem, targets, Style(first_fit=True))
-    assert placed is not None and not problem.violations(placed.rects)
-    taken = np.zeros((16, 24), dtype=int)
-    for y, x, r, c in placed.rects.tolist():
-        taken[y : y + r, x : x + c] += 1
-    assert taken.max() == 1  # no two kernels share a core
-    assert (placed.latency <= targets).all()
+    with pytest.MonkeyPatch.context() as m:  # bands of the full width alone: no layout at any target
+        m.setattr(strips, "band_plan_around", lambda *args, **kwargs: None)
+        assert construct(problem, targets) is None
+    for style in (Style(), Style(first_fit=True)):
+        placed = construct(problem, targets, style)
+        assert placed is not None and not problem.violations(placed.rects)
+        taken = np.zeros((16, 24), dtype=int)
+        for y, x, r, c in placed.rects.tolist():
+            taken[y : y + r, x : x + c] += 1
+        assert taken.max() == 1  # no two kernels share a core
+        assert (placed.latency <= targets).all()
     out = ws.solve(TRANSFORMER, "tiny", constraints=path, time_limit=2, output=tmp_path / "p.json")
     by = {k.name: k for k in out.plan.kernels}
     assert by["l0.ln2"].placement == (5, 8) and by["l1.ln2"].placement == (10, 16)

@@ -259,6 +259,7 @@ class Band:
     height: int
     stacked: tuple[tuple[int, tuple[int, ...]], ...] = ()
     runs: tuple[tuple[int, int, int, int], ...] = ()
+    skip: int = 0  # rows left empty above the band (``band_plan_around``: it starts below an obstacle)
 
     def groups(self) -> dict[int, list[int]]:
         """First kernel of each stacked group -> its kernels, top lane first."""
@@ -552,6 +553,106 @@ def band_plan(
     return bands[::-1]
 
 
+def _free_segments(free_cols: np.ndarray, reverse: bool) -> list[int]:
+    """Widths of the runs of free columns of a band, in the order the band fills them."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], free_cols.astype(np.int8), [0]])))
+    widths = (edges[1::2] - edges[0::2]).tolist()
+    return widths[::-1] if reverse else widths
+
+
+def band_plan_around(sl: Slots, heights: np.ndarray, reg: Region, blocked: np.ndarray, min_band: int = 1) -> list[Band] | None:
+    """``band_plan`` for a region holding obstacles (the user's fixed corners and keep-outs, kernels
+    placed before): each band fills the runs of columns free over all its rows, next-fit in its snake
+    direction, and may start below the band before it (``Band.skip``) where an obstacle ends; None if
+    the kernels do not fit.
+
+    ``band_plan`` assumes every band has the region's full width; with obstacles in the middle of the
+    wafer its bands overflow when packed (the packer slides past the obstacles and opens a fresh band),
+    so the layout packed only at targets far above the bound (the constraints benchmark: GPT-2 with
+    five fixed corners at +41%, its kernels on 11 x 576 slivers of the first-fit fallback).
+
+    A DP over the rows: a state is (top row y, snake parity, kernels placed); from it each admitted
+    height H ends a band at y + H holding the kernels next-fit reaches in the band's free runs. Of the
+    states at one row and parity only the one with most kernels placed matters (next-fit of a suffix
+    of the sequence reaches at least as far), and a state is carried down past empty rows only to
+    the rows where the obstacles change (below them, a band's free columns only shrink), so at most
+    2 n + 2 (obstacle edges) states are expanded, each with one next-fit per height."""
+    n = sl.width.shape[0]
+    rows, cols = reg.rows, reg.cols
+    blk = blocked[reg.row : reg.row + rows, reg.col : reg.col + cols]
+    prefix = np.vstack([np.zeros((1, heights.size), dtype=np.int64), np.cumsum(sl.width, axis=0)])  # [n+1, H]
+    admitted = np.flatnonzero((heights >= min(min_band, rows)) & (heights <= rows))
+    change = {0} | {int(y) for y in np.flatnonzero((blk[1:] != blk[:-1]).any(axis=1)) + 1}
+    # next_blocked[y, c]: the first blocked row >= y of column c (rows: none), so column c is free
+    # over a band [y, y + H) iff next_blocked[y, c] >= y + H
+    row_of = np.where(blk, np.arange(rows)[:, None], rows)
+    next_blocked = np.minimum.accumulate(row_of[::-1], axis=0)[::-1]
+    # nodes: (row after the band, parity, kernels placed, parent node, band top, height index)
+    nodes: list[tuple[int, int, int, int, int, int]] = [(0, 0, 0, -1, 0, -1)]
+    reached: dict[int, list[int]] = {0: [0]}  # row -> nodes ending there
+    best = [-1, -1]  # per parity: node with most kernels placed so far (carried down past empty rows)
+    ys = sorted(change | {0})
+    heap = list(ys)
+    heapq.heapify(heap)
+    seen_rows: set[int] = set()
+    while heap:
+        y = heapq.heappop(heap)
+        if y in seen_rows:
+            continue
+        seen_rows.add(y)
+        for parity in (0, 1):
+            here = [v for v in reached.get(y, []) if nodes[v][1] == parity]
+            top = max(here, key=lambda v: nodes[v][2], default=-1)
+            carried = best[parity]
+            if top >= 0 and (carried < 0 or nodes[top][2] > nodes[carried][2]):
+                start = top
+            elif carried >= 0 and y in change:
+                start = carried
+            else:
+                continue
+            best[parity] = start
+            done = nodes[start][2]
+            if done == n:
+                continue
+            for h in admitted.tolist():
+                height = int(heights[h])
+                if y + height > rows:
+                    continue
+                pos = done
+                for width in _free_segments(next_blocked[y] >= y + height, reverse=parity == 1):
+                    pos = int(np.searchsorted(prefix[:, h], prefix[pos, h] + width, side="right")) - 1
+                while pos > done and sl.inside[pos, h]:
+                    pos -= 1  # a band never ends inside a stacked pair or a run
+                if pos <= done:
+                    continue
+                end = y + height
+                nodes.append((end, 1 - parity, pos, start, y, h))
+                reached.setdefault(end, []).append(len(nodes) - 1)
+                heapq.heappush(heap, end)
+    finished = [v for v in range(len(nodes)) if nodes[v][2] == n]
+    if not finished:
+        return None
+    v = min(finished, key=lambda u: nodes[u][0])
+    bands: list[Band] = []
+    while nodes[v][3] >= 0:
+        end_row, _, j, parent, top_row, h = nodes[v]
+        lo = nodes[parent][2]
+        groups: list[tuple[int, tuple[int, ...]]] = []
+        k = lo
+        while k < j:
+            if sl.top[k, h] > 0:
+                first, lane_rows = k, []
+                while sl.top[k, h] > 0:
+                    lane_rows.append(int(sl.top[k, h]))
+                    k += 1
+                groups.append((first, tuple(lane_rows)))
+            k += 1
+        runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
+        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs), skip=top_row - nodes[parent][0]))
+        v = parent
+    return bands[::-1]
+
+
 def lanes(band: Band) -> dict[int, tuple[int, int]]:
     """Rows available to each kernel of a band: (offset below the band top, rows). The bottom kernel
     of a pair starts under its top lane."""
@@ -578,7 +679,7 @@ def band_widths(problem: PlacementProblem, bands: list[Band], targets: np.ndarra
     return widths
 
 
-def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, region_cols: int) -> np.ndarray:
+def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, region_cols: int | list[int]) -> np.ndarray:
     """Hand each band's unused columns, one at a time, to its slowest single kernel (where a wider
     rectangle is faster): the band's end would otherwise idle. The narrower kernel of a stacked pair
     widens to the pair's width for free.
@@ -593,7 +694,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
     def width_at(shape: ShapeTable, h: int, c: int) -> int:
         return c if exact else int(shape.prefix_width[h, c])
 
-    for band in bands:
+    for b, band in enumerate(bands):
         rows = lanes(band)
         paired: set[int] = set()
         groups = band.groups()
@@ -610,7 +711,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
             paired.update(range(first, end))
             used += max(int(out[first:split].sum()), int(out[split:end].sum()))
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
-        spare = region_cols - used
+        spare = (region_cols if isinstance(region_cols, int) else region_cols[b]) - used
         if spare <= 0:
             continue
         heap: list[tuple[int, int]] = []
@@ -694,6 +795,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
         return spots
 
     for band in bands:
+        y += band.skip
         if not open_band(band.height):
             return None
         groups = band.groups()
@@ -862,7 +964,7 @@ def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Styl
         whole = area if area is not None else wafer
         placed = None
         for region in dict.fromkeys((largest_free(whole, obstacles), whole)):
-            placed = _construct(problem.restrict(members, taken, region), targets[members], style)
+            placed = _construct(problem.restrict(members, taken, region), targets[members], style, around=True)
             if placed is not None:
                 break
         if placed is None and style.first_fit:  # obstacles inside the area (pins in its middle): around them
@@ -1057,8 +1159,10 @@ def _touch_group(
     return out if connected(boxes) else None
 
 
-def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
-    """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts)."""
+def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style, around: bool = False) -> Placed | None:
+    """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts);
+    ``around``: the region holds obstacles (a part of ``_construct_parts``), so the bands are first
+    planned around them (``band_plan_around``), then, where that does not pack, as if it were free."""
     regs = regions(problem)
     # every height is a lane height of stacked pairs; only bands are kept at least min_band tall
     every = band_heights(problem, regs[0].rows)
@@ -1068,6 +1172,11 @@ def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> 
     if problem.objective.charges_communication:  # (the contest keeps every height: see ``distinct_heights``'s test)
         heights, widths = distinct_heights(every, all_widths, style.min_band)
     sl = slots(widths, heights, regs[0].cols, rule)
+    if around and len(regs) == 1 and problem.blocked.any():
+        plan = band_plan_around(sl, heights, regs[0], problem.blocked, style.min_band)
+        placed = None if plan is None else _pack_plan(problem, plan, targets, regs, around=True)
+        if placed is not None:
+            return placed
     plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None and rule is not None and heights.size < every.size:
         # with pairs a height may hold a stacked pair that the heights of distinct single widths miss
@@ -1076,6 +1185,15 @@ def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> 
         plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None:
         return None
+    return _pack_plan(problem, plan, targets, regs)
+
+
+def _pack_plan(
+    problem: PlacementProblem, plan: list[Band], targets: np.ndarray, regs: list[Region], around: bool = False
+) -> Placed | None:
+    """A band plan packed: its kernels at their narrowest widths, stretched into each band's spare
+    columns (``around``: the columns free over the band's rows, ``_band_room``) where that still packs
+    (see ``stretch``)."""
     chosen = band_widths(problem, plan, targets)
     if not problem.objective.charges_communication:
         # the contest: spare columns make the slowest kernels faster but push every centre apart;
@@ -1087,7 +1205,20 @@ def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style) -> 
         ]
         return min(layouts, key=lambda x: score(problem, x), default=None)
     # wider rectangles may no longer slide past defects: fall back to the narrow ones
-    return pack(problem, plan, stretch(problem, plan, chosen, regs[0].cols), regs) or pack(problem, plan, chosen, regs)
+    room = _band_room(problem, plan, regs[0]) if around else regs[0].cols
+    return pack(problem, plan, stretch(problem, plan, chosen, room), regs) or pack(problem, plan, chosen, regs)
+
+
+def _band_room(problem: PlacementProblem, plan: list[Band], reg: Region) -> list[int]:
+    """Columns free over all the rows of each band of a plan laid from the region's top (the spare
+    columns ``stretch`` may hand out; with obstacles, fewer than the region's width)."""
+    room, y = [], 0
+    for band in plan:
+        y += band.skip
+        rows = problem.blocked[reg.row + y : reg.row + y + band.height, reg.col : reg.col + reg.cols]
+        room.append(int((~rows.any(axis=0)).sum()) if rows.shape[0] == band.height else reg.cols)
+        y += band.height
+    return room
 
 
 def slowest(problem: PlacementProblem) -> int:

@@ -1,0 +1,86 @@
+"""Bands planned around obstacles (``strips.band_plan_around``): by hand, and every plan it returns packs
+on the real cores (random obstacles on small wafers)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wsealloc.cost.comm import MeshParams
+from wsealloc.problem.flows import Flows
+from wsealloc.problem.placement import INF, PlacementProblem, shape_table
+from wsealloc.solvers import strips
+
+
+def _problem(n: int, rows: int, cols: int, width: int, blocked: np.ndarray) -> PlacementProblem:
+    """``n`` chained kernels of one class on a rows x cols mesh: any rectangle of at least ``width``
+    columns (on 2, 4 or 8 rows) computes in 100 cycles."""
+    heights = np.array([h for h in (2, 4, 8) if h <= rows])
+    best = np.full((heights.size, cols + 1), INF, dtype=np.int64)
+    best[:, width:] = 100
+    table = shape_table(heights, best, np.zeros_like(best, dtype=np.int32))
+    mesh = MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0)
+    src = np.arange(max(n - 1, 0))
+    fl = Flows(src, src + 1, np.full(src.size, 4.0), src.copy())
+    names = tuple(f"k{i}" for i in range(n))
+    return PlacementProblem(names, (0,) * n, (table,), mesh, blocked, "ignore", fl, 100)
+
+
+def test_band_plan_around_by_hand() -> None:
+    # 8 x 8 cores: the top two rows kept out, a fixed kernel on rows 2-3, columns 0-3; four kernels of
+    # 4 columns in 2-row bands. At row 2 a band has columns 4-7 only (one kernel), below it the whole
+    # width (two): bands [0, 1) from row 2 (two rows skipped), [1, 3) from row 4, [3, 4) from row 6
+    blocked = np.zeros((8, 8), dtype=bool)
+    blocked[:2] = True
+    blocked[2:4, :4] = True
+    heights = np.array([2, 4])
+    sl = strips.slots(np.full((4, 2), 4), heights, cols=8, rule=None)
+    plan = strips.band_plan_around(sl, heights, strips.Region(0, 0, 8, 8), blocked)
+    assert plan == [strips.Band(0, 1, 2, skip=2), strips.Band(1, 3, 2), strips.Band(3, 4, 2)]
+    # the plain plan takes the full width for every band and so packs the first band over the obstacles
+    assert strips.band_plan(sl, heights, 8, 8, 1) == [strips.Band(0, 2, 2), strips.Band(2, 4, 2)]
+    problem = _problem(4, 8, 8, 4, blocked)
+    placed = strips._construct(problem, np.full(4, 100), strips.Style(), around=True)
+    assert placed is not None
+    # snake: the first band left to right (its only free run, columns 4-7), the second right to left
+    assert placed.rects.tolist() == [[2, 4, 2, 4], [4, 4, 2, 4], [4, 0, 2, 4], [6, 0, 2, 4]]
+
+
+def test_band_plan_around_none_when_the_obstacles_leave_no_room() -> None:
+    blocked = np.zeros((8, 8), dtype=bool)
+    blocked[:, 3:5] = True  # every row: free runs of 3 columns only
+    heights = np.array([2, 4])
+    sl = strips.slots(np.full((2, 2), 4), heights, cols=8, rule=None)
+    assert strips.band_plan_around(sl, heights, strips.Region(0, 0, 8, 8), blocked) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 7),
+    width=st.integers(1, 6),
+    boxes=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 15), st.integers(1, 5), st.integers(1, 6)), max_size=4),
+)
+def test_every_plan_around_obstacles_packs_on_free_cores(n: int, width: int, boxes: list[tuple[int, int, int, int]]) -> None:
+    """A plan the DP returns fits its bands' free runs, so the packer places every kernel on free
+    cores, inside the wafer, without overlaps."""
+    rows, cols = 12, 16
+    blocked = np.zeros((rows, cols), dtype=bool)
+    for y, x, r, c in boxes:
+        blocked[y : y + r, x : x + c] = True
+    problem = _problem(n, rows, cols, width, blocked)
+    heights = strips.band_heights(problem, rows)
+    widths = strips.widths_for(problem, np.full(n, 100), heights)
+    sl = strips.slots(widths, heights, cols, None)
+    plan = strips.band_plan_around(sl, heights, strips.Region(0, 0, rows, cols), blocked)
+    if plan is None:
+        return
+    assert [b.first for b in plan] == [0, *(b.end for b in plan[:-1])] and plan[-1].end == n
+    assert sum(b.skip + b.height for b in plan) <= rows
+    placed = strips._pack_plan(problem, plan, np.full(n, 100), strips.regions(problem), around=True)
+    assert placed is not None
+    used = blocked.copy()
+    for y, x, r, c in placed.rects.tolist():
+        assert y >= 0 and x >= 0 and y + r <= rows and x + c <= cols
+        assert not used[y : y + r, x : x + c].any()
+        used[y : y + r, x : x + c] = True
