@@ -3,6 +3,8 @@ on the real cores (random obstacles on small wafers)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,6 +83,75 @@ def test_every_plan_around_obstacles_packs_on_free_cores(n: int, width: int, box
     assert placed is not None
     used = blocked.copy()
     for y, x, r, c in placed.rects.tolist():
+        assert y >= 0 and x >= 0 and y + r <= rows and x + c <= cols
+        assert not used[y : y + r, x : x + c].any()
+        used[y : y + r, x : x + c] = True
+
+
+def test_a_pinned_kernel_takes_the_rectangle_the_bands_leave_room_for() -> None:
+    # 8 x 8 cores; kernel 0 pinned at the top-left corner, its fewest-core rectangle 8 x 1 (then 2 x 5
+    # and 4 x 3); five more kernels of 4 columns in 2-row bands. Pinned first on 8 x 1, it leaves 7
+    # columns to every band (one kernel each: 10 rows for five); the bands pick 2 x 5, whose band
+    # holds nothing else, and three full bands below it hold the five kernels
+    rows = cols = 8
+    heights = np.array([2, 4, 8])
+    pinned = np.full((3, cols + 1), INF, dtype=np.int64)
+    pinned[0, 5:] = pinned[1, 3:] = pinned[2, 1:] = 100
+    free = np.full((3, cols + 1), INF, dtype=np.int64)
+    free[:, 4:] = 100
+    tables = tuple(shape_table(heights, t, np.zeros_like(t, dtype=np.int32)) for t in (pinned, free))
+    mesh = MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0)
+    src = np.arange(5)
+    fl = Flows(src, src + 1, np.full(5, 4.0), src.copy())
+    problem = PlacementProblem(
+        tuple(f"k{i}" for i in range(6)),
+        (0, 1, 1, 1, 1, 1),
+        tables,
+        mesh,
+        np.zeros((rows, cols), dtype=bool),
+        "ignore",
+        fl,
+        100,
+        pins=((0, 0), None, None, None, None, None),
+    )
+    targets = np.full(6, 100)
+    placed = strips.construct(problem, targets)
+    assert placed is not None and not problem.violations(placed.rects)
+    assert placed.rects[0].tolist() == [0, 0, 2, 5]
+    used = np.zeros((rows, cols), dtype=int)
+    for y, x, r, c in placed.rects.tolist():
+        used[y : y + r, x : x + c] += 1
+    assert used.max() == 1
+    # the pinned kernel first, on its fewest cores: no layout
+    assert strips._construct_in_parts(problem, targets, strips.Style()) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 7),
+    width=st.integers(1, 6),
+    corners=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 15)), min_size=1, max_size=2, unique=True),
+    box=st.tuples(st.integers(0, 11), st.integers(0, 15), st.integers(1, 4), st.integers(1, 4)),
+)
+def test_pinned_kernels_in_the_bands_keep_their_corners(
+    n: int, width: int, corners: list[tuple[int, int]], box: tuple[int, int, int, int]
+) -> None:
+    """Whatever the corners and a keep-out, a layout the construction returns has every pinned kernel
+    at its corner and no two rectangles on one core or a blocked one."""
+    rows, cols = 12, 16
+    blocked = np.zeros((rows, cols), dtype=bool)
+    y0, x0, r0, c0 = box
+    blocked[y0 : y0 + r0, x0 : x0 + c0] = True
+    corners = [(y, x) for y, x in corners if not blocked[y, x]][: n - 1]
+    pins = tuple(corners[i] if i < len(corners) else None for i in range(n))
+    problem = replace(_problem(n, rows, cols, width, blocked), pins=pins, keep_out=((y0, x0, r0, c0),))
+    placed = strips.construct(problem, np.full(n, 100))
+    if placed is None:
+        return
+    assert not problem.violations(placed.rects)
+    used = blocked.copy()
+    for k, (y, x, r, c) in enumerate(placed.rects.tolist()):
+        assert pins[k] is None or (y, x) == pins[k]
         assert y >= 0 and x >= 0 and y + r <= rows and x + c <= cols
         assert not used[y : y + r, x : x + c].any()
         used[y : y + r, x : x + c] = True
