@@ -39,7 +39,11 @@ def test_band_plan_around_by_hand() -> None:
     heights = np.array([2, 4])
     sl = strips.slots(np.full((4, 2), 4), heights, cols=8, rule=None)
     plan = strips.band_plan_around(sl, heights, strips.Region(0, 0, 8, 8), blocked)
-    assert plan == [strips.Band(0, 1, 2, skip=2), strips.Band(1, 3, 2), strips.Band(3, 4, 2)]
+    assert plan == [
+        strips.Band(0, 1, 2, skip=2, reverse=False),
+        strips.Band(1, 3, 2, reverse=True),
+        strips.Band(3, 4, 2, reverse=False),
+    ]
     # the plain plan takes the full width for every band and so packs the first band over the obstacles
     assert strips.band_plan(sl, heights, 8, 8, 1) == [strips.Band(0, 2, 2), strips.Band(2, 4, 2)]
     problem = _problem(4, 8, 8, 4, blocked)

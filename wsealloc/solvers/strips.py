@@ -260,6 +260,7 @@ class Band:
     stacked: tuple[tuple[int, tuple[int, ...]], ...] = ()
     runs: tuple[tuple[int, int, int, int], ...] = ()
     skip: int = 0  # rows left empty above the band (``band_plan_around``: it starts below an obstacle)
+    reverse: bool | None = None  # filled right to left (None: the snake's direction, odd bands reversed)
 
     def groups(self) -> dict[int, list[int]]:
         """First kernel of each stacked group -> its kernels, top lane first."""
@@ -616,24 +617,35 @@ def _pin_shapes(problem: PlacementProblem, k: int, target: int, taken: np.ndarra
     return PinShapes(y, x, r_arr, c_arr, lat, code, fewest)
 
 
-def _pin_cover(pins: tuple[PinShapes, ...], reg: Region, y: int, height: int) -> list[tuple[int, int]]:
+Hanging = tuple[tuple[int, int, int], ...]  # pinned rectangles reaching below their band: (col, end col, end row)
+
+
+def _pin_cover(
+    pins: tuple[PinShapes, ...], reg: Region, after: int, y: int, height: int, hanging: Hanging
+) -> tuple[list[tuple[int, int]], Hanging]:
     """Columns (start, end; region coordinates) the pinned kernels take in a band of ``height`` rows
-    from row y of the region: those with their corner in it take their fewest-core rectangle within
-    the band, else their fewest-core of all; one above it that has a rectangle ending above the band
-    is taken to end there (``band_plan_around``'s assumption; the packer checks)."""
-    out = []
+    from row y of the region, the band before it ending at row ``after``; and the pinned rectangles
+    that reach below this band. A kernel with its corner in the band takes its fewest-core rectangle
+    within the band's rows, one with its corner in the rows skipped above the band its fewest-core
+    rectangle within them (as ``pin_choices``), each else its fewest-core rectangle of all, which
+    then hangs into the bands below (``hanging``: those of the bands before)."""
+    end = y + height
+    cover = [(a, b) for a, b, bottom in hanging if bottom > y]
+    still = [(a, b, bottom) for a, b, bottom in hanging if bottom > end]
     for p in pins:
         row, col = p.row - reg.row, p.col - reg.col
-        if y <= row < y + height:
-            i = p.shape(y + height - row)
-        elif row < y and p.within(y - row) is None:
-            i = int(p.fewest[-1])
-            if row + int(p.rows[i]) <= y:
-                continue
+        if after <= row < y:
+            i = p.shape(y - row)
+        elif y <= row < end:
+            i = p.shape(end - row)
         else:
             continue
-        out.append((col, col + int(p.cols[i])))
-    return out
+        bottom, span = row + int(p.rows[i]), (col, col + int(p.cols[i]))
+        if bottom > y:
+            cover.append(span)
+        if bottom > end:
+            still.append((*span, bottom))
+    return cover, tuple(still)
 
 
 def pin_choices(plan: list[Band], pins: tuple[PinShapes, ...], reg: Region) -> list[int]:
@@ -687,66 +699,71 @@ def band_plan_around(
     admitted = np.flatnonzero((heights >= min(min_band, rows)) & (heights <= rows))
     change = {0} | {int(y) for y in np.flatnonzero((blk[1:] != blk[:-1]).any(axis=1)) + 1}
     # a band may start at a pinned kernel's corner row, or under any rectangle it may take
-    change |= {y for p in pins for y in [p.row - reg.row, *(p.row - reg.row + p.rows).tolist()] if 0 <= y < rows}
+    # (and the row under it: a band starting there leaves the kernel the rows above it)
+    for p in pins:
+        # (the rectangles it may take: the fewest-core ones within some number of rows)
+        bottoms = (p.row - reg.row + p.rows[np.unique(p.fewest)]).tolist()
+        change |= {y for y in [p.row - reg.row, p.row - reg.row + 1, *bottoms] if 0 <= y < rows}
     # next_blocked[y, c]: the first blocked row >= y of column c (rows: none), so column c is free
     # over a band [y, y + H) iff next_blocked[y, c] >= y + H
     row_of = np.where(blk, np.arange(rows)[:, None], rows)
     next_blocked = np.minimum.accumulate(row_of[::-1], axis=0)[::-1]
-    # nodes: (row after the band, parity, kernels placed, parent node, band top, height index)
-    nodes: list[tuple[int, int, int, int, int, int]] = [(0, 0, 0, -1, 0, -1)]
+    # nodes: (row after the band, kernels placed, parent node, band top, height index, the band
+    # filled right to left, pinned rectangles reaching below it)
+    nodes: list[tuple[int, int, int, int, int, bool, Hanging]] = [(0, 0, -1, 0, -1, True, ())]
     reached: dict[int, list[int]] = {0: [0]}  # row -> nodes ending there
-    best = [-1, -1]  # per parity: node with most kernels placed so far (carried down past empty rows)
-    ys = sorted(change | {0})
-    heap = list(ys)
-    heapq.heapify(heap)
+    best = -1  # the node with most kernels placed so far (carried down past empty rows)
+    heap = sorted(change | {0})
     seen_rows: set[int] = set()
     while heap:
         y = heapq.heappop(heap)
         if y in seen_rows:
             continue
         seen_rows.add(y)
-        for parity in (0, 1):
-            here = [v for v in reached.get(y, []) if nodes[v][1] == parity]
-            top = max(here, key=lambda v: nodes[v][2], default=-1)
-            carried = best[parity]
-            if top >= 0 and (carried < 0 or nodes[top][2] > nodes[carried][2]):
-                start = top
-            elif carried >= 0 and y in change:
-                start = carried
-            else:
+        top = max(reached.get(y, []), key=lambda v: nodes[v][1], default=-1)
+        if top >= 0 and (best < 0 or nodes[top][1] > nodes[best][1]):
+            start = best = top
+        elif best >= 0 and y in change:
+            start = best
+        else:
+            continue
+        after, done, _, _, _, reverse, hanging = nodes[start]
+        if done == n:
+            continue
+        for h in admitted.tolist():
+            height = int(heights[h])
+            if y + height > rows:
                 continue
-            best[parity] = start
-            done = nodes[start][2]
-            if done == n:
-                continue
-            for h in admitted.tolist():
-                height = int(heights[h])
-                if y + height > rows:
-                    continue
+            free = next_blocked[y] >= y + height
+            below: Hanging = ()
+            if pins:
+                free = free.copy()
+                cover, below = _pin_cover(pins, reg, after, y, height, hanging)
+                for a, b in cover:
+                    free[max(a, 0) : max(b, 0)] = False
+            # the snake's direction (opposite to the band before), or the other where more kernels fit
+            reach = []
+            for backwards in (not reverse, reverse):
                 pos = done
-                free = next_blocked[y] >= y + height
-                if pins:
-                    free = free.copy()
-                    for a, b in _pin_cover(pins, reg, y, height):
-                        free[max(a, 0) : max(b, 0)] = False
-                for width in _free_segments(free, reverse=parity == 1):
+                for width in _free_segments(free, reverse=backwards):
                     pos = int(np.searchsorted(prefix[:, h], prefix[pos, h] + width, side="right")) - 1
                 while pos > done and sl.inside[pos, h]:
                     pos -= 1  # a band never ends inside a stacked pair or a run
-                if pos <= done:
-                    continue
-                end = y + height
-                nodes.append((end, 1 - parity, pos, start, y, h))
-                reached.setdefault(end, []).append(len(nodes) - 1)
-                heapq.heappush(heap, end)
-    finished = [v for v in range(len(nodes)) if nodes[v][2] == n]
+                reach.append((pos, backwards))
+            pos, backwards = max(reach, key=lambda t: t[0])  # (the first, the snake's, on a tie)
+            if pos <= done:
+                continue
+            nodes.append((y + height, pos, start, y, h, backwards, below))
+            reached.setdefault(y + height, []).append(len(nodes) - 1)
+            heapq.heappush(heap, y + height)
+    finished = [v for v in range(len(nodes)) if nodes[v][1] == n]
     if not finished:
         return None
     v = min(finished, key=lambda u: nodes[u][0])
     bands: list[Band] = []
-    while nodes[v][3] >= 0:
-        end_row, _, j, parent, top_row, h = nodes[v]
-        lo = nodes[parent][2]
+    while nodes[v][2] >= 0:
+        _, j, parent, top_row, h, backwards, _ = nodes[v]
+        lo = nodes[parent][1]
         groups: list[tuple[int, tuple[int, ...]]] = []
         k = lo
         while k < j:
@@ -758,7 +775,7 @@ def band_plan_around(
                 groups.append((first, tuple(lane_rows)))
             k += 1
         runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
-        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs), skip=top_row - nodes[parent][0]))
+        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs), top_row - nodes[parent][0], backwards))
         v = parent
     return bands[::-1]
 
@@ -877,6 +894,12 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
             return None
         return hidx, int(shape.best_r[hidx, c]), c
 
+    band = bands[0] if bands else None
+
+    def backwards() -> bool:
+        """Whether the band being packed fills right to left (its own direction, else the snake's)."""
+        return bool(band_no % 2) if band is None or band.reverse is None else band.reverse
+
     def open_band(height: int) -> bool:
         nonlocal reg_i, y
         while reg_i < len(regs) and y + height > regs[reg_i].rows:
@@ -896,7 +919,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
                 _, r, c = d
                 if x + offset + c > reg.cols:
                     return None
-                col = reg.col + (x + offset if band_no % 2 == 0 else reg.cols - x - offset - c)
+                col = reg.col + (reg.cols - x - offset - c if backwards() else x + offset)
                 dy = next((dy for dy in range(y0, y0 + rows - r + 1) if free(reg.row + y + dy, col, r, c)), None)
                 if dy is None:
                     return None
@@ -957,7 +980,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
                 spots: list[tuple[int, int]] = []
                 dy0 = 0
                 for (_, r, c), rows in zip(got, lane_rows, strict=True):
-                    col = reg.col + (x if band_no % 2 == 0 else reg.cols - x - c)
+                    col = reg.col + (reg.cols - x - c if backwards() else x)
                     room = band.height - dy0 if len(got) > 1 and spots else rows
                     offsets = [dy for dy in range(dy0, dy0 + room - r + 1) if free(reg.row + y + dy, col, r, c)]
                     if not offsets:
