@@ -25,8 +25,8 @@ rounds, keeping the best placement.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -538,20 +538,25 @@ def band_plan(
     j = n
     while j > 0:
         h, lo = int(arg_h[j]), int(arg_lo[j])
-        groups: list[tuple[int, tuple[int, ...]]] = []
-        k = lo
-        while k < j:
-            if sl.top[k, h] > 0:
-                first, rows = k, []
-                while sl.top[k, h] > 0:
-                    rows.append(int(sl.top[k, h]))
-                    k += 1
-                groups.append((first, tuple(rows)))
-            k += 1
-        runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
-        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs)))
+        bands.append(_band(sl, heights, h, lo, j))
         j = lo
     return bands[::-1]
+
+
+def _band(sl: Slots, heights: np.ndarray, h: int, lo: int, j: int) -> Band:
+    """The band of height index h holding kernels [lo, j): its stacked groups and runs from ``sl``."""
+    groups: list[tuple[int, tuple[int, ...]]] = []
+    k = lo
+    while k < j:
+        if sl.top[k, h] > 0:
+            first, rows = k, []
+            while sl.top[k, h] > 0:
+                rows.append(int(sl.top[k, h]))
+                k += 1
+            groups.append((first, tuple(rows)))
+        k += 1
+    runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
+    return Band(lo, j, int(heights[h]), tuple(groups), tuple(runs))
 
 
 def _free_runs(free_cols: np.ndarray, reverse: bool) -> list[tuple[int, int]]:
@@ -597,21 +602,12 @@ class PinShapes:
 
 def _pin_shapes(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> PinShapes | None:
     """Kernel k's ``PinShapes`` at its corner on the cores free in ``taken``; None if it has none."""
-    pin = problem.pins[k]
-    assert pin is not None
-    y, x = pin
-    rows, cols = problem.mesh.rows - y, problem.mesh.cols - x
+    y, x = problem.pins[k]  # type: ignore[misc]
     shape = problem.shape(k)
     found: dict[int, tuple[int, int, int]] = {}  # rows -> (cols, latency, code), the fewest columns
-    for h in range(shape.height_index(rows) + 1):
-        c = shape.width_for(h, target)
-        if c <= 0 or c > cols:
-            continue
-        c = int(shape.prefix_width[h, c])
-        r = int(shape.best_r[h, c])
-        if r > rows or taken[y : y + r, x : x + c].any() or (r in found and found[r][0] <= c):
-            continue
-        found[r] = (c, int(shape.best[h, c]), int(shape.best_df[h, c]))
+    for h, r, c in _corner_rects(problem, k, target, taken):
+        if r not in found or c < found[r][0]:
+            found[r] = (c, int(shape.best[h, c]), int(shape.best_df[h, c]))
     if not found:
         return None
     order = sorted(found)
@@ -785,18 +781,7 @@ def band_plan_around(
     while nodes[v][2] >= 0:
         _, j, parent, top_row, h, backwards, _ = nodes[v]
         lo = nodes[parent][1]
-        groups: list[tuple[int, tuple[int, ...]]] = []
-        k = lo
-        while k < j:
-            if sl.top[k, h] > 0:
-                first, lane_rows = k, []
-                while sl.top[k, h] > 0:
-                    lane_rows.append(int(sl.top[k, h]))
-                    k += 1
-                groups.append((first, tuple(lane_rows)))
-            k += 1
-        runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
-        bands.append(Band(lo, j, int(heights[h]), tuple(groups), tuple(runs), top_row - nodes[parent][0], backwards))
+        bands.append(replace(_band(sl, heights, h, lo, j), skip=top_row - nodes[parent][0], reverse=backwards))
         v = parent
     return bands[::-1]
 
@@ -1047,26 +1032,31 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
 def _pinned_rect(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> tuple[int, int, int, int, int] | None:
     """(rows, cols, latency, code, height index) of the fewest-core rectangle of kernel k at its fixed
     corner meeting ``target`` on free cores (inside its area, if it has one); None if none does."""
-    pin = problem.pins[k]
-    assert pin is not None
-    y, x = pin
+    shape = problem.shape(k)
+    best: tuple[int, int, int, int, int] | None = None
+    for h, r, c in _corner_rects(problem, k, target, taken):
+        if best is None or r * c < best[0] * best[1]:
+            best = (r, c, int(shape.best[h, c]), int(shape.best_df[h, c]), h)
+    return best
+
+
+def _corner_rects(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(height index, rows, cols) of kernel k's narrowest rectangle meeting ``target`` per band height,
+    at its fixed corner, on the wafer (inside its area, if it has one) and on cores free in ``taken``."""
+    y, x = problem.pins[k]  # type: ignore[misc]
     rows, cols = problem.mesh.rows - y, problem.mesh.cols - x
     fence = problem.fences[k] if problem.fences else None
     if fence is not None:
         rows, cols = min(rows, fence[0] + fence[2] - y), min(cols, fence[1] + fence[3] - x)
     shape = problem.shape(k)
-    best: tuple[int, int, int, int, int] | None = None
     for h in range(shape.height_index(rows) + 1):
         c = shape.width_for(h, target)
         if c <= 0 or c > cols:
             continue
         c = int(shape.prefix_width[h, c])
         r = int(shape.best_r[h, c])
-        if r > rows or taken[y : y + r, x : x + c].any():
-            continue
-        if best is None or r * c < best[0] * best[1]:
-            best = (r, c, int(shape.best[h, c]), int(shape.best_df[h, c]), h)
-    return best
+        if r <= rows and not taken[y : y + r, x : x + c].any():
+            yield h, r, c
 
 
 def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
