@@ -121,6 +121,11 @@ class PlacementProblem:
         """Whether some kernel has a fixed corner, an area to stay within or a group to touch."""
         return any(p is not None for p in self.pins) or any(f is not None for f in self.fences) or bool(self.touch)
 
+    @property
+    def ruled(self) -> bool:
+        """Whether any user rule shapes the layout: a fixed corner, an area, a group or a keep-out."""
+        return self.constrained or bool(self.keep_out)
+
     def fixed(self, kernel: int) -> bool:
         """Whether the searches after the construction leave ``kernel`` where it is: the user fixed its
         corner, or it touches its group (moving it alone could part the group)."""

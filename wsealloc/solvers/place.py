@@ -94,7 +94,7 @@ def styles(problem: PlacementProblem) -> list[Style]:
     # LANES: with bands of every height only (its runs already split tall bands into lanes; ViT-B/16's
     # best layout comes from it, and the taller-band styles' bisections would take the windows' time)
     out = [Style(min_band, stack) for stack in stacks for min_band in min_bands if stack is not Stacking.LANES or min_band == 1]
-    if problem.constrained or problem.keep_out:
+    if problem.ruled:
         # under the user's rules the styles admitting every band height first (``construct_best``
         # starts the others only in the first half of its time: see ``RULED_TALL_SHARE``)
         out.sort(key=lambda style: style.min_band > 1)
@@ -107,11 +107,7 @@ def floors_hold(problem: PlacementProblem) -> bool:
     DP over a subset of heights never gives fewer rows; not with defects (a plan's bands may not pack
     past them), the user's corners, areas or keep-outs (the layout is built in parts), nor the contest
     (whose heights are not reduced and whose score ranks the layouts)."""
-    return (
-        problem.objective.charges_communication
-        and not (problem.constrained or problem.keep_out)
-        and not bool(problem.blocked.any())
-    )
+    return problem.objective.charges_communication and not problem.ruled and not bool(problem.blocked.any())
 
 
 def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> Placed | None:
@@ -238,17 +234,16 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
                 if factor > 1.0 and (cap is None or target * factor <= cap):
                     consider(build(int(target * factor)), style)
 
-    ruled = problem.constrained or bool(problem.keep_out)
     tall_until = deadline.share(RULED_TALL_SHARE)
     for sequence in sequences(problem):
         seq_problem = problem if sequence is None else problem.in_sequence(sequence)
         for style in styles(problem):
             if deadline.stopped or (best is not None and deadline.expired()):
                 break
-            if ruled and style.min_band > 1 and best is not None and tall_until.expired():
+            if problem.ruled and style.min_band > 1 and best is not None and tall_until.expired():
                 break  # (the moves after the construction need the rest)
             explore(seq_problem, sequence, style)
-    if best is None and (problem.constrained or problem.keep_out) and not deadline.stopped:
+    if best is None and problem.ruled and not deadline.stopped:
         # bands found no way past the user's corners and keep-outs: the first-fit fallback
         for style in styles(problem)[:1]:
             explore(problem, None, replace(style, first_fit=True))
@@ -292,7 +287,7 @@ def solve(
             problem.lower_bound,
             time.perf_counter() - start,
             message="no placement found: too little room for the kernels (defects, die rule"
-            + (", the user's corners, areas and keep-outs)" if problem.constrained or problem.keep_out else ")"),
+            + (", the user's corners, areas and keep-outs)" if problem.ruled else ")"),
         )
     solver = "strips"
     if refine:
@@ -335,7 +330,7 @@ def improve(problem: PlacementProblem, placed: Placed, options: SolveOptions) ->
             keep(cp_refine(problem, placed, options), "lns")
         return placed, solver
     if not deadline.expired():
-        share = WINDOWS_SHARE_CONSTRAINED if problem.constrained or problem.keep_out else WINDOWS_SHARE
+        share = WINDOWS_SHARE_CONSTRAINED if problem.ruled else WINDOWS_SHARE
         keep(cp_refine(problem, placed, replace(options, deadline=deadline.share(share))), "lns")
     if not deadline.expired():
         before = placed

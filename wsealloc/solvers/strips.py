@@ -1024,7 +1024,7 @@ def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Sty
     parts: pinned kernels first, then each group side by side (``_touch_group``), then the kernels of
     each area inside it (smallest area first), then the rest on what is left of the wafer; each part
     is a strip construction of its own."""
-    if problem.constrained or problem.keep_out:
+    if problem.ruled:
         return _construct_parts(problem, targets, style)
     return _construct(problem, targets, style)
 
