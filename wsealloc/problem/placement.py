@@ -230,6 +230,7 @@ class PlacementProblem:
             preds=tuple(tuple(sorted(int(position[p]) for p in self.preds[k])) for k in order.tolist()) if self.preds else (),
             pins=tuple(self.pins[k] for k in order.tolist()) if self.pins else (),
             fences=tuple(self.fences[k] for k in order.tolist()) if self.fences else (),
+            touch=tuple(tuple(int(position[k]) for k in group) for group in self.touch),
         )
 
     def shape_table_rows(self) -> int:
