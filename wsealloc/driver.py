@@ -31,7 +31,7 @@ from wsealloc.problem.stages import build_stage_problem
 from wsealloc.request import SolveRequest
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
-from wsealloc.solvers.place import column_layout, place_baseline
+from wsealloc.solvers.place import baseline_share, column_layout, place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.strips import Placed
@@ -42,7 +42,6 @@ Progress = Callable[[str], None]
 # Shares of the budget (what remains when the stage starts). The allocation backends usually prove
 # their optimum in seconds; capping them at half keeps the placement's time when they do not.
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
-BASELINE_PLACEMENT_SHARE = 0.25  # the greedy allocation placed by the same construction
 
 
 @dataclass(frozen=True)
@@ -249,7 +248,7 @@ def _placed(
     baseline_placed = None
     if baseline.choice is not None:
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(baseline.choice)])
-        share = deadline.share(BASELINE_PLACEMENT_SHARE)
+        share = deadline.share(baseline_share(pproblem))
         greedy_layout = run_stoppable(lambda: place_baseline(pproblem, targets, share), deadline)
         if greedy_layout is not None:
             stage, comm = pproblem.evaluate(greedy_layout.rects, greedy_layout.latency)
@@ -260,7 +259,7 @@ def _placed(
         # solver's own allocation placed by the same construction is a start the search must beat
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(result.choice)])
         solver_layout = run_stoppable(
-            lambda: place_baseline(pproblem, targets, deadline.share(BASELINE_PLACEMENT_SHARE)), deadline
+            lambda: place_baseline(pproblem, targets, deadline.share(baseline_share(pproblem))), deadline
         )
         starts += (solver_layout,) if solver_layout is not None else ()
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
