@@ -159,3 +159,21 @@ def test_pinned_kernels_in_the_bands_keep_their_corners(
         assert y >= 0 and x >= 0 and y + r <= rows and x + c <= cols
         assert not used[y : y + r, x : x + c].any()
         used[y : y + r, x : x + c] = True
+
+
+def test_no_room_left_after_a_touch_group_is_no_layout_not_a_crash() -> None:
+    # every kernel is a 2 x 16 rectangle on a 4 x 16 wafer: the touch group (kernels 0 and 1) takes all
+    # of it, so the largest free rectangle is empty and kernel 2 has no room (an IndexError before)
+    heights = np.array([2])
+    best = np.full((1, 17), INF, dtype=np.int64)
+    best[:, 16] = 100
+    table = shape_table(heights, best, np.zeros_like(best, dtype=np.int32))
+    mesh = MeshParams(4, 16, 4, 16, 4.0, 1, 4, 16, 0)
+    fl = Flows(np.array([0, 1]), np.array([1, 2]), np.full(2, 4.0), np.arange(2))
+    problem = PlacementProblem(
+        ("a", "b", "c"), (0, 0, 0), (table,), mesh, np.zeros((4, 16), bool), "ignore", fl, 100, touch=((0, 1),)
+    )
+    assert strips.construct(problem, np.full(3, 100), strips.Style()) is None
+    # and a region without rows plans no band
+    sl = strips.slots(np.full((1, 1), 4), heights, cols=16, rule=None)
+    assert strips.band_plan_around(sl, heights, strips.Region(0, 0, 0, 16), np.zeros((4, 16), bool)) is None

@@ -712,6 +712,8 @@ def band_plan_around(
     a flow of 1,146 cycles into a band turned the other way)."""
     n = sl.width.shape[0]
     rows, cols = reg.rows, reg.cols
+    if rows <= 0 or cols <= 0:
+        return None if n else []
     blk = blocked[reg.row : reg.row + rows, reg.col : reg.col + cols]
     prefix = np.vstack([np.zeros((1, heights.size), dtype=np.int64), np.cumsum(sl.width, axis=0)])  # [n+1, H]
     admitted = np.flatnonzero((heights >= min(min_band, rows)) & (heights <= rows))
@@ -1188,6 +1190,8 @@ def _construct_in_parts(problem: PlacementProblem, targets: np.ndarray, style: S
         whole = area if area is not None else wafer
         placed = None
         for region in dict.fromkeys((largest_free(whole, obstacles), whole)):
+            if region[2] <= 0 or region[3] <= 0:  # (no free rectangle left: the groups and pins took it all)
+                continue
             placed = _construct(problem.restrict(members, taken, region), targets[members], style, around=True)
             if placed is not None:
                 break
