@@ -10,6 +10,7 @@ import numpy as np
 from wsealloc.budget import Deadline
 from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
+from wsealloc.problem.objective import Latency
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers.place import SKIP_SPAN, closed_skips, construct_best, sequences
 
@@ -81,3 +82,14 @@ def test_a_sequence_renumbers_the_users_rules_with_the_kernels() -> None:
     assert seq.names == ("k1", "k2", "k0", "k3")
     assert seq.pins == (None, None, (0, 0), (0, 60)) and seq.fences == ((0, 0, 8, 40), None, None, None)
     assert seq.touch == ((2, 3),)
+
+
+def test_a_skip_around_exactly_skip_span_kernels_closes_and_a_tokens_path_keeps_its_order() -> None:
+    n = SKIP_SPAN + 2
+    chain = [(k, k + 1) for k in range(n - 1)]
+    problem = _problem([*chain, (0, SKIP_SPAN)], n, cols=400)
+    order = closed_skips(problem)
+    assert order is not None and order.tolist() == [*range(1, SKIP_SPAN), 0, *range(SKIP_SPAN, n)]
+    # a token's path (``path_length`` reads producers in index order): the dataflow order only
+    preds = tuple(tuple(sorted({s for s, t in [*chain, (0, SKIP_SPAN)] if t == k})) for k in range(n))
+    assert sequences(replace(problem, objective=Latency(), preds=preds)) == [None]

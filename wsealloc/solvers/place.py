@@ -24,6 +24,7 @@ import numpy as np
 
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
+from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
@@ -167,7 +168,9 @@ def sequences(problem: PlacementProblem) -> list[np.ndarray | None]:
     similar kernels waste fewer rows: C packs at 1.024x its bound this way, 1.041x in dataflow order.
     The score decides which layout wins (wires are longer)."""
     if problem.objective.charges_communication:
-        closed = closed_skips(problem)
+        # (a token's path ranks layouts by ``path_length``, which reads the producers in index order:
+        # a closed order numbers a moved source after the kernels reading it, so it stays out)
+        closed = closed_skips(problem) if problem.objective.aggregate is not Aggregate.PATH else None
         return [None] if closed is None else [None, closed]
     if problem.n_kernels < 3:
         return [None]
@@ -196,7 +199,10 @@ def closed_skips(problem: PlacementProblem) -> np.ndarray | None:
     model (the multi-start ranks both): ViT-B/16 on wse2 5,202 -> 5,121 cycles; ResNet-50's moved
     block outputs would pull their producers apart, and its layouts stay in the dataflow order.
     Only chains of at most ``SKIP_SPAN`` kernels move, and a kernel ending a moved chain does not move
-    itself (moves would cascade along a residual stream, each block's output far from its inputs)."""
+    itself (moves would cascade along a residual stream, each block's output far from its inputs); a
+    chain member with a short skip of its own may move to the same end (then it, too, sits just before
+    it). Training graphs never move: their gradient flows give every kernel with a producer a reader
+    before it, and a source read before itself (or by itself) stays."""
     n = problem.n_kernels
     fl = problem.flows
     readers: list[set[int]] = [set() for _ in range(n)]
