@@ -1,8 +1,9 @@
 """Placement driver: strip construction with communication feedback, then CP-SAT refinement.
 
-1. For every kernel sequence (``sequences``: the dataflow order, and for the contest a density order)
-   and every layout ``Style`` (minimum band height, which pairs may stack), ``strips.smallest_target``
-   with zero margins gives the least uniform latency target that packs, tried with a little slack.
+1. For every kernel sequence (``sequences``: the dataflow order, then for ONNX the order with short
+   skips closed and for the contest a density order) and every layout ``Style`` (minimum band
+   height, which pairs may stack), ``strips.smallest_target`` with zero margins gives the least
+   uniform latency target that packs, tried with a little slack.
    Every layout is first slid into shape by ``align.align`` (kernels moved within the free rows of
    their columns, so flows that turn between bands do not cross idle rows), then ranked.
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
