@@ -17,6 +17,7 @@ from functools import partial
 import numpy as np
 
 from wsealloc.budget import Deadline, run_stoppable
+from wsealloc.cost import Dataflow
 from wsealloc.errors import Interrupted, NoLayoutError, SolverError
 from wsealloc.opmodels import CostTable
 from wsealloc.plan import rules
@@ -26,9 +27,9 @@ from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.comm_bound import comm_bound_problem, communication_bound, states_bound
 from wsealloc.problem.flows import flows
 from wsealloc.problem.objective import Aggregate, objective_named
-from wsealloc.problem.placement import build_placement_problem
+from wsealloc.problem.placement import PlacementProblem, build_placement_problem
 from wsealloc.problem.stages import build_stage_problem
-from wsealloc.request import SolveRequest
+from wsealloc.request import SolveRequest, StartLayout
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
 from wsealloc.solvers.place import baseline_share, column_layout, place_baseline
@@ -265,6 +266,9 @@ def _placed(
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
             stacked = column_layout(pproblem, targets)
             starts += (stacked,) if stacked is not None else ()
+    if request.start is not None:
+        old = start_layout(request.start, costs, pproblem, say)
+        starts += (old,) if old is not None else ()
     placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
     if placement is None or placement.rects is None:
         if deadline.stopped:
@@ -279,6 +283,45 @@ def _placed(
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def start_layout(start: StartLayout, costs: CostTable, pproblem: PlacementProblem, say: Progress) -> Placed | None:
+    """``start`` as a layout of ``pproblem`` (each kernel's rectangle at its corner, its latency the
+    op model of its grid and dataflow in today's table), or None, with the reason said, when a kernel
+    is missing from it, its op model is no longer legal (another arch, cost model or rule) or the
+    rectangles do not form a valid layout under the request's rules."""
+    if costs.runs is not None:
+        say(f"placement: the layout of {start.source} is not a start (kernels share regions of cores here)")
+        return None
+    given = {k.name: k for k in start.kernels}
+    n = len(costs.kernels)
+    rects = np.zeros((n, 4), dtype=np.int64)
+    codes = np.zeros(n, dtype=np.int32)
+    latency = np.zeros(n, dtype=np.int64)
+    why = ""
+    for i, kc in enumerate(costs.kernels):
+        k = given.get(kc.kernel.name)
+        if k is None:
+            why = f"it has no kernel {kc.kernel.name}"
+            break
+        try:
+            row = kc.table.row_of(Dataflow(k.dataflow), *k.grid)
+        except ValueError:
+            row = None
+        if row is None or not kc.table.legal()[row]:
+            why = f"{k.name}'s {k.grid[0]}x{k.grid[1]} {k.dataflow} is not a legal op model here"
+            break
+        rects[i] = (*k.at, *k.grid)
+        codes[i], latency[i] = int(kc.table.dataflow[row]), int(kc.table.latency[row])
+    if not why and (errors := pproblem.layout_errors(rects)):
+        why = f"{errors[0]}{f' (and {len(errors) - 1} more)' if len(errors) > 1 else ''}"
+    if why:
+        say(f"placement: the layout of {start.source} is not a start: {why}")
+        return None
+    placed = Placed(rects, codes, latency)
+    stage, comm = pproblem.evaluate(rects, latency)
+    say(f"placement: starting from the layout of {start.source} ({pproblem.layout_time(stage, comm):,} cycles)")
+    return placed
 
 
 def _touch_groups_named(costs: CostTable) -> str:

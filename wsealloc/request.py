@@ -65,6 +65,8 @@ __all__ = [
     "ShareMode",
     "Sharing",
     "SolveRequest",
+    "StartKernel",
+    "StartLayout",
     "build_request",
     "check_outputs",
     "parse_grid",
@@ -131,6 +133,28 @@ class Generation(_Frozen):
         return self.prompt + self.generate - 1
 
 
+Corner = Annotated[int, Field(strict=True, ge=0, le=2**20)]
+
+
+class StartKernel(_Frozen):
+    """One kernel of a start layout: its grid, dataflow and top-left corner (row, col) on its wafer."""
+
+    name: str = Field(min_length=1)
+    grid: tuple[Side, Side]
+    dataflow: str = Field(min_length=1)
+    at: tuple[Corner, Corner]
+
+
+class StartLayout(_Frozen):
+    """A layout the placement search starts from (``--from-plan old.json``: the old plan's): where its
+    kernels match the request's by name, with op models still legal and a layout still valid under
+    the request's rules, the search's result is never worse than it (``driver``; else it is ignored and
+    the progress says why). A hint, not a rule: the plan records it with the request."""
+
+    source: str  # where it came from (the plan's path)
+    kernels: tuple[StartKernel, ...] = Field(min_length=1)
+
+
 class SolveRequest(_Frozen):
     """Everything one solve needs, validated (see the module docstring). A contest instance
     (``KgraphSource``) carries its machine in its header (``arch`` is None); every other source
@@ -152,13 +176,15 @@ class SolveRequest(_Frozen):
     micro_batch: int | None = Field(None, ge=1, le=2**20)
     constraints: Constraints | None = None  # the user's rules (``--constraints``, ``--from-plan``; docs/constraints.md)
     generation: Generation | None = None  # --prompt IN --generate OUT: one request's prefill and decode steps
+    start: StartLayout | None = None  # a layout the placement starts from (``--from-plan``)
 
     @model_serializer(mode="wrap")
     def _unset_micro(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # --micro-batch appears only when given: every other request reads as before
+        # --micro-batch and a start layout appear only when given: every other request reads as before
         data: dict[str, Any] = handler(self)
-        if data.get("micro_batch", 0) is None:
-            del data["micro_batch"]
+        for key in ("micro_batch", "start"):
+            if key in data and data[key] is None:
+                del data[key]
         return data
 
     @field_validator("objective", mode="before")
@@ -177,6 +203,10 @@ class SolveRequest(_Frozen):
                 raise ValueError("a .kgraph instance is placed on one fabric: --wafers must be 1")
             if self.objective is not ObjectiveKind.THROUGHPUT:
                 raise ValueError("a .kgraph instance is scored by the contest's objective: --objective does not apply")
+            if self.start is not None:
+                raise ValueError(
+                    f"a .kgraph instance is placed by the contest engine: the start layout of {self.start.source} does not apply"
+                )
         elif self.solver.time_cap is not None:
             raise ValueError("--time-cap bounds a .kgraph instance's largest kernel time; ONNX solves minimize it anyway")
         elif self.arch is None:
@@ -306,6 +336,7 @@ class RequestOptions(TypedDict, total=False):
     generate: int | None
     prefill: str | Path | None
     prefill_grid: str | tuple[int, int] | None
+    start: StartLayout | None
 
 
 def build_request(
@@ -428,6 +459,7 @@ def build_request(
         "micro_batch": opts.get("micro_batch"),
         "constraints": _constraints(opts.get("constraints"), base),
         "generation": generation,
+        "start": opts.get("start"),
     }
     try:
         return SolveRequest.model_validate(data)

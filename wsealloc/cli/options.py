@@ -21,7 +21,7 @@ from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.constraints import Constraints, read_constraints
 from wsealloc.errors import UsageError, excerpt
 from wsealloc.pipeline import parse_dims, parse_input_shapes
-from wsealloc.plan.pins import constraints_from_plan
+from wsealloc.plan.pins import constraints_from_plan, start_from_plan
 from wsealloc.request import build_request
 from wsealloc.solvers import solver_names
 from wsealloc.units import ascii_int
@@ -419,6 +419,8 @@ def with_request(fn: F) -> F:
         params.pop("debug", None)
         if "constraints" in params:  # (the commands get --from-plan too: solve says what moved)
             options["constraints"] = user_constraints(params.pop("constraints"), params.get("from_plan"), params.pop("keep", ()))
+            if params.get("from_plan") is not None:  # the old plan's layout: the placement's start
+                options["start"] = start_from_plan(params["from_plan"])
         request = build_request(params["model"], params["arch"], **options)
         return fn(request=request, **params)
 

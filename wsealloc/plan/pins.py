@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from wsealloc.constraints import Constraints, CutRule, GridRule, PlaceRule, Selector
 from wsealloc.cost import Dataflow
 from wsealloc.errors import ConstraintError, PlanError, excerpt
 from wsealloc.plan.io import read_plan
 from wsealloc.plan.schema import Plan
+from wsealloc.request import StartKernel, StartLayout
 
 
 def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constraints:
@@ -54,6 +57,24 @@ def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constra
             if order[before.name] != order[after.name] and before.name in kept_names:
                 rules.append(CutRule(source=f"{label} (cut after {before.name})", after=before.name))
     return Constraints(source=label, sha256=plan.model.sha256, rules=tuple(rules))
+
+
+def start_from_plan(path: str | Path) -> StartLayout | None:
+    """Plan ``path``'s layout as a start of the placement search: every placed kernel's grid, dataflow
+    and corner. None for a plan that placed nothing, or over several wafers (each wafer's corners
+    are its own: the stages of a re-solve need not be the old ones)."""
+    plan = read_plan(Path(path))
+    if len(plan.stages) > 1 or plan.regions or any(k.placement is None for k in plan.kernels) or not plan.kernels:
+        return None
+    kernels = []
+    for k in plan.kernels:
+        try:
+            kernels.append(StartKernel(name=k.name, grid=k.grid, dataflow=k.dataflow, at=k.placement))
+        except ValidationError as exc:  # (a corner past any wafer: the plan's schema bounds it less)
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise PlanError(f"{path}: kernel {k.name}: {field} {first['msg'].lower()}; re-run solve for a new plan") from None
+    return StartLayout(source=str(path), kernels=tuple(kernels))
 
 
 def moved(old: Plan, new: Plan) -> list[str]:

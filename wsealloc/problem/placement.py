@@ -27,7 +27,7 @@ import numpy as np
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints.geometry import Box, connected
-from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs
+from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs, die_crossings
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.flows import Flows, flows
 from wsealloc.problem.objective import Aggregate, Objective, Throughput, path_length
@@ -161,6 +161,32 @@ class PlacementProblem:
             if not connected([(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in group]):
                 out.append(f"{', '.join(self.names[k] for k in group[:3])}{'...' if len(group) > 3 else ''} do not touch")
         return out
+
+    def layout_errors(self, rects: np.ndarray) -> list[str]:
+        """Why ``rects`` is not a layout of this problem (empty: it is one): a rectangle off the wafer,
+        two sharing a core, one on a defective or kept-out core or across a die boundary the wafer
+        forbids, or a user rule broken (:meth:`violations`). For layouts the engine did not build (a
+        start from an old plan): the constructions build valid ones by design."""
+        rows, cols = self.mesh.rows, self.mesh.cols
+        if rects.shape != (self.n_kernels, 4):
+            return [f"{len(rects)} rectangles for {self.n_kernels} kernels"]
+        out: list[str] = []
+        cover = np.zeros((rows, cols), dtype=np.int32)
+        for k, (y, x, r, c) in enumerate(rects.tolist()):
+            if y < 0 or x < 0 or r < 1 or c < 1 or y + r > rows or x + c > cols:
+                out.append(f"{self.names[k]} at [{y}, {x}] ({r} x {c}) leaves the {rows} x {cols} wafer")
+                continue
+            cover[y : y + r, x : x + c] += 1
+            if self.blocked[y : y + r, x : x + c].any():
+                out.append(f"{self.names[k]} covers a defective or kept-out core")
+        if (cover > 1).any():
+            y, x = (int(v[0]) for v in np.nonzero(cover > 1))
+            out.append(f"two kernels share core [{y}, {x}]")
+        if self.die_rule is DieBoundary.FORBID:
+            inside = (rects[:, 2] > 0) & (rects[:, 3] > 0)
+            crossing = np.flatnonzero(inside & (die_crossings(rects, self.mesh.die_rows, self.mesh.die_cols) > 0))
+            out.extend(f"{self.names[k]} crosses a die boundary" for k in crossing.tolist())
+        return out + self.violations(rects)
 
     def restrict(self, kernels: np.ndarray, blocked: np.ndarray, area: Box | None) -> PlacementProblem:
         """The problem of ``kernels`` alone (renumbered in that order; the flows among them), on a wafer

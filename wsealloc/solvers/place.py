@@ -347,7 +347,7 @@ def solve(
     deadline = options.deadline
     placed = construct_best(problem, deadline)
     for other in starts:
-        if problem.violations(other.rects):  # (a start built without the user's corners and areas)
+        if problem.layout_errors(other.rects):  # (a start built without the user's rules, an old plan's)
             continue
         if placed is None or score(problem, other) < score(problem, placed):
             placed = other

@@ -1,0 +1,136 @@
+"""A layout the placement starts from (``--from-plan old.json``: ``request.start``): what makes a layout
+valid (``PlacementProblem.layout_errors``, by hand), when an old plan's layout is a start
+(``driver.start_layout``) and that a re-solve started from it is never worse than the plan it came from."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import MODELS
+
+import wsealloc.api as ws
+from wsealloc.arch import load_arch
+from wsealloc.arch.schema import DieBoundary
+from wsealloc.cost import CostOptions
+from wsealloc.cost.comm import MeshParams
+from wsealloc.driver import start_layout
+from wsealloc.frontend.sources import OnnxSource
+from wsealloc.pipeline import build_costs
+from wsealloc.plan.io import read_plan
+from wsealloc.plan.pins import constraints_from_plan, start_from_plan
+from wsealloc.plan.verify import verify_plan
+from wsealloc.problem.flows import Flows
+from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem, shape_table
+from wsealloc.request import SolveRequest, StartKernel, StartLayout
+
+TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
+
+
+def _problem(rows: int = 8, cols: int = 8, die: tuple[int, int] | None = None) -> PlacementProblem:
+    """Two kernels of any shape on a ``rows`` x ``cols`` mesh (dies of ``die`` cores, crossing forbidden)."""
+    best = np.full((1, cols + 1), INF, dtype=np.int64)
+    best[:, 1:] = 10
+    table = shape_table(np.array([rows]), best, np.zeros_like(best, dtype=np.int32))
+    die_rows, die_cols = die or (rows, cols)
+    mesh = MeshParams(rows, cols, die_rows, die_cols, 4.0, 1, die_rows, die_cols, 0)
+    flows = Flows(np.array([0]), np.array([1]), np.array([4.0]), np.array([0]))
+    rule = DieBoundary.FORBID if die else DieBoundary.IGNORE
+    return PlacementProblem(("a", "b"), (0, 0), (table,), mesh, np.zeros((rows, cols), bool), rule, flows, 10)
+
+
+def test_layout_errors_by_hand() -> None:
+    p = _problem()
+    ok = np.array([[0, 0, 8, 4], [0, 4, 8, 4]])
+    assert p.layout_errors(ok) == []
+    assert p.layout_errors(np.array([[0, 0, 8, 5], [0, 4, 8, 4]])) == ["two kernels share core [0, 4]"]
+    assert p.layout_errors(np.array([[0, 0, 8, 4], [1, 4, 8, 4]])) == ["b at [1, 4] (8 x 4) leaves the 8 x 8 wafer"]
+    assert p.layout_errors(ok[:1]) == ["1 rectangles for 2 kernels"]
+    blocked = p.blocked.copy()
+    blocked[7, 7] = True
+    assert replace(p, blocked=blocked).layout_errors(ok) == ["b covers a defective or kept-out core"]
+    # dies of 4 x 8 cores, crossing forbidden: a full-height kernel crosses one
+    dies = _problem(die=(4, 8))
+    assert dies.layout_errors(ok) == ["a crosses a die boundary", "b crosses a die boundary"]
+    assert dies.layout_errors(np.array([[0, 0, 4, 8], [4, 0, 4, 8]])) == []
+    # a user rule: b pinned at [0, 0]
+    pinned = replace(p, pins=(None, (0, 0)))
+    assert pinned.layout_errors(ok) == ["b at [0, 4], pinned at [0, 0]"]
+
+
+@pytest.fixture(scope="module")
+def old_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("start") / "old.json"
+    ws.solve(TRANSFORMER, "tiny", output=out, time_limit=3)
+    return out
+
+
+def _costs():  # noqa: ANN202
+    return build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny"), CostOptions())
+
+
+def test_an_old_plan_is_a_start_only_where_it_still_holds(old_plan: Path) -> None:
+    start = start_from_plan(old_plan)
+    assert start is not None and len(start.kernels) == len(read_plan(old_plan).kernels)
+    costs = _costs()
+    problem = build_placement_problem(costs, lower_bound=0)
+    said: list[str] = []
+    placed = start_layout(start, costs, problem, said.append)
+    assert placed is not None and "starting from the layout of" in said[-1]
+    old = read_plan(old_plan)
+    # the start is the old layout, valued by today's model as the plan valued it
+    stage, comm = problem.evaluate(placed.rects, placed.latency)
+    assert problem.layout_time(stage, comm) == old.objective.value
+    first = start.kernels[0]
+    # a kernel the old plan lacks
+    fewer = StartLayout(source="x.json", kernels=start.kernels[1:])
+    assert start_layout(fewer, costs, problem, said.append) is None
+    assert said[-1] == f"placement: the layout of x.json is not a start: it has no kernel {first.name}"
+    # an op model the tables do not have, and one moved onto another kernel
+    huge = StartKernel(name=first.name, grid=(999, 999), dataflow=first.dataflow, at=first.at)
+    assert start_layout(start.model_copy(update={"kernels": (huge, *start.kernels[1:])}), costs, problem, said.append) is None
+    assert f"{first.name}'s 999x999 {first.dataflow} is not a legal op model here" in said[-1]
+    second = start.kernels[1]
+    onto = start.model_copy(update={"kernels": (first, second.model_copy(update={"at": first.at}), *start.kernels[2:])})
+    assert start_layout(onto, costs, problem, said.append) is None
+    assert "two kernels share core" in said[-1]
+
+
+def test_a_re_solve_from_a_plan_is_never_worse_and_records_its_start(old_plan: Path, tmp_path: Path) -> None:
+    old = read_plan(old_plan)
+    names = [k.name for k in old.kernels]
+    pins = constraints_from_plan(old_plan, [names[0], names[-1]])
+    start = start_from_plan(old_plan)
+    said: list[str] = []
+    request = ws.build_request(TRANSFORMER, "tiny", constraints=pins, start=start, time_limit=3)
+    out = ws.run(request, progress=said.append)
+    assert any("starting from the layout of" in s for s in said), said
+    assert out.plan.objective.value <= old.objective.value
+    # the plan records the start with the request (a hint: verify rebuilds the same costs)
+    path = tmp_path / "new.json"
+    path.write_text(out.plan.to_json())
+    assert read_plan(path).request.start == start  # type: ignore[union-attr]
+    assert verify_plan(path).ok
+    # a request without a start reads as before: no "start" key
+    assert "start" not in json.loads(SolveRequest.model_validate(request.model_dump() | {"start": None}).model_dump_json())
+
+
+def test_a_start_is_refused_for_a_contest_instance() -> None:
+    start = StartLayout(source="old.json", kernels=(StartKernel(name="k", grid=(1, 1), dataflow="ws", at=(0, 0)),))
+    with pytest.raises(Exception, match="placed by the contest engine: the start layout of old.json does not apply"):
+        ws.build_request(next((MODELS.parent / "tests" / "data").rglob("*.kgraph")), start=start)
+
+
+def test_a_corner_past_any_wafer_is_a_plan_error(old_plan: Path, tmp_path: Path) -> None:
+    from wsealloc.errors import PlanError
+
+    doc = json.loads(old_plan.read_text())
+    doc["kernels"][0]["placement"] = [2**21, 0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    name = doc["kernels"][0]["name"]
+    with pytest.raises(PlanError, match=rf"bad.json: kernel {name}: at.0 input should be less than or equal to 1048576"):
+        start_from_plan(bad)
