@@ -695,8 +695,9 @@ def test_cli_from_plan_says_what_moved(placed_plan: Path, tmp_path: Path) -> Non
         "--constraints", str(mine), "--time-limit", "10", "-o", str(tmp_path / "new.json"), "-v",
     )  # fmt: skip
     assert changed.returncode == 0, changed.stderr
-    # the old layout is a start only where it holds: l0.fc2 on 2 x 2 is not its grid there
-    assert "placement: the layout of" in changed.stderr and "l0.fc2's" in changed.stderr
+    # the old layout is a start, l0.fc2 (its old grid now forbidden) fitted anew into it
+    assert "placement: starting from the layout of" in changed.stderr
+    assert "1 kernel(s) fitted anew: l0.fc2)" in changed.stderr
     assert "l0.fc2: grid" in changed.stdout and "-> 2x2" in changed.stdout
     assert "constraints: " in changed.stdout and "price" in changed.stdout
     assert verify_plan(tmp_path / "new.json").ok

@@ -15,6 +15,7 @@ from conftest import MODELS
 import wsealloc.api as ws
 from wsealloc.arch import load_arch
 from wsealloc.arch.schema import DieBoundary
+from wsealloc.budget import Deadline
 from wsealloc.cost import CostOptions
 from wsealloc.cost.comm import MeshParams
 from wsealloc.driver import start_layout
@@ -26,6 +27,7 @@ from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem, shape_table
 from wsealloc.request import SolveRequest, StartKernel, StartLayout
+from wsealloc.solvers.fill import shapes_by_speed
 
 TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
 
@@ -72,31 +74,79 @@ def _costs():  # noqa: ANN202
     return build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny"), CostOptions())
 
 
-def test_an_old_plan_is_a_start_only_where_it_still_holds(old_plan: Path) -> None:
+def test_an_old_plan_is_a_start_where_it_still_holds(old_plan: Path) -> None:
     start = start_from_plan(old_plan)
     assert start is not None and len(start.kernels) == len(read_plan(old_plan).kernels)
     costs = _costs()
     problem = build_placement_problem(costs, lower_bound=0)
     said: list[str] = []
-    placed = start_layout(start, costs, problem, said.append)
-    assert placed is not None and "starting from the layout of" in said[-1]
+    forever = Deadline.after(60)
+    placed = start_layout(start, costs, problem, forever, said.append)
+    assert placed is not None and "starting from the layout of" in said[-1] and "anew" not in said[-1]
     old = read_plan(old_plan)
     # the start is the old layout, valued by today's model as the plan valued it
     stage, comm = problem.evaluate(placed.rects, placed.latency)
     assert problem.layout_time(stage, comm) == old.objective.value
-    first = start.kernels[0]
-    # a kernel the old plan lacks
-    fewer = StartLayout(source="x.json", kernels=start.kernels[1:])
-    assert start_layout(fewer, costs, problem, said.append) is None
-    assert said[-1] == f"placement: the layout of x.json is not a start: it has no kernel {first.name}"
-    # an op model the tables do not have, and one moved onto another kernel
-    huge = StartKernel(name=first.name, grid=(999, 999), dataflow=first.dataflow, at=first.at)
-    assert start_layout(start.model_copy(update={"kernels": (huge, *start.kernels[1:])}), costs, problem, said.append) is None
-    assert f"{first.name}'s 999x999 {first.dataflow} is not a legal op model here" in said[-1]
-    second = start.kernels[1]
-    onto = start.model_copy(update={"kernels": (first, second.model_copy(update={"at": first.at}), *start.kernels[2:])})
-    assert start_layout(onto, costs, problem, said.append) is None
-    assert "two kernels share core" in said[-1]
+    first, second = start.kernels[0], start.kernels[1]
+
+    def fitted(kernels: tuple[StartKernel, ...], *anew: str) -> np.ndarray:
+        out = start_layout(start.model_copy(update={"kernels": kernels}), costs, problem, forever, said.append)
+        assert out is not None and problem.layout_errors(out.rects) == []
+        assert f"{len(anew)} kernel(s) fitted anew: {', '.join(anew)}" in said[-1], said[-1]
+        kept = [i for i, k in enumerate(costs.kernels) if k.kernel.name not in anew]
+        assert np.array_equal(out.rects[kept], placed.rects[kept])  # every other kernel where it was
+        return out.rects
+
+    # a kernel the old plan lacks, an op model the tables do not have, one moved onto another kernel
+    fitted(start.kernels[1:], first.name)
+    huge = first.model_copy(update={"grid": (999, 999)})
+    fitted((huge, *start.kernels[1:]), first.name)
+    onto = (first, second.model_copy(update={"at": first.at}), *start.kernels[2:])
+    fitted(onto, second.name)
+    # more than half of them anew: not a start
+    n = len(start.kernels)
+    half = start.model_copy(update={"kernels": start.kernels[: n // 2 - 1]})
+    assert start_layout(half, costs, problem, forever, said.append) is None
+    assert said[-1].endswith(f"is not a start: {n - n // 2 + 1} of the {n} kernels would need new rectangles")
+    # no room: every core the old layout leaves free is blocked, and one kernel lacks its rectangle
+    full = problem.blocked.copy()
+    full[:] = True
+    for y, x, r, c in placed.rects.tolist():
+        full[y : y + r, x : x + c] = False
+    y, x, r, c = placed.rects[0].tolist()
+    full[y : y + r, x : x + c] = True
+    assert start_layout(start, costs, replace(problem, blocked=full), forever, said.append) is None
+    assert said[-1].endswith(f"is not a start: no room for {first.name}")
+
+
+def test_a_new_pin_moves_its_kernel_and_what_it_lands_on(old_plan: Path) -> None:
+    """The user pins the second kernel where the first one was: it goes there on its old grid, the
+    first (the one kernel it lands on) is fitted again."""
+    start = start_from_plan(old_plan)
+    assert start is not None
+    costs = _costs()
+    base = build_placement_problem(costs, lower_bound=0)
+    names = [k.kernel.name for k in costs.kernels]
+    first, second = (names.index(start.kernels[i].name) for i in (0, 1))
+    pins = tuple(start.kernels[0].at if k == second else None for k in range(len(names)))
+    problem = replace(base, pins=pins)
+    said: list[str] = []
+    out = start_layout(start, costs, problem, Deadline.after(60), said.append)
+    assert out is not None and problem.layout_errors(out.rects) == []
+    assert tuple(out.rects[second, :2].tolist()) == start.kernels[0].at
+    assert f"2 kernel(s) fitted anew: {names[second]}, {names[first]}" in said[-1]
+
+
+def test_shapes_by_speed_drop_what_a_faster_one_fits_inside() -> None:
+    # heights 2 and 4 on 6 columns: 2 x 3 at 30, 2 x 6 at 20; 4 x 2 at 25, 4 x 3 at 30 (2 x 3 fits in it:
+    # the best of 4 rows at 3 columns is the 2-row one), 4 x 6 at 10
+    lat = np.full((2, 7), INF, dtype=np.int64)
+    lat[0, 3], lat[0, 6] = 30, 20
+    lat[1, 2], lat[1, 6] = 25, 10
+    table = shape_table(np.array([2, 4]), lat, np.zeros_like(lat, dtype=np.int32))
+    p = replace(_problem(rows=4, cols=6), shapes=(table,))
+    assert shapes_by_speed(p, 0) == [(4, 6, 10, 0), (2, 6, 20, 0), (4, 2, 25, 0), (2, 3, 30, 0)]
+    # (2 x 3 at 30 is slower than 4 x 2 but not inside it: kept after it; 4 x 3 is 2 x 3)
 
 
 def test_a_re_solve_from_a_plan_is_never_worse_and_records_its_start(old_plan: Path, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from wsealloc.problem.stages import build_stage_problem
 from wsealloc.request import SolveRequest, StartLayout
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
+from wsealloc.solvers.fill import complete
 from wsealloc.solvers.place import baseline_share, column_layout, place_baseline
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
@@ -267,7 +268,7 @@ def _placed(
             stacked = column_layout(pproblem, targets)
             starts += (stacked,) if stacked is not None else ()
     if request.start is not None:
-        old = start_layout(request.start, costs, pproblem, say)
+        old = start_layout(request.start, costs, pproblem, deadline, say)
         starts += (old,) if old is not None else ()
     placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
     if placement is None or placement.rects is None:
@@ -285,11 +286,17 @@ def _placed(
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
 
 
-def start_layout(start: StartLayout, costs: CostTable, pproblem: PlacementProblem, say: Progress) -> Placed | None:
-    """``start`` as a layout of ``pproblem`` (each kernel's rectangle at its corner, its latency the
-    op model of its grid and dataflow in today's table), or None, with the reason said, when a kernel
-    is missing from it, its op model is no longer legal (another arch, cost model or rule) or the
-    rectangles do not form a valid layout under the request's rules."""
+def start_layout(
+    start: StartLayout, costs: CostTable, pproblem: PlacementProblem, deadline: Deadline, say: Progress
+) -> Placed | None:
+    """``start`` as a layout of ``pproblem``: each kernel's rectangle at its corner, its latency the op
+    model of its grid and dataflow in today's table. A kernel it lacks, whose op model is no longer
+    legal (another arch or cost model, a rule forbidding its grid), or whose rectangle breaks a rule
+    (off the wafer, on a defect or keep-out, away from its pin or area, over a kernel before it) is
+    fitted into the cores the others leave (``solvers.fill``). None, with the reason said, when more
+    than half the kernels need that (little of the old layout would be left: the search's own
+    layouts do as well) or one finds no room, or the result breaks a rule (a group no longer side by
+    side)."""
     if costs.runs is not None:
         say(f"placement: the layout of {start.source} is not a start (kernels share regions of cores here)")
         return None
@@ -298,29 +305,43 @@ def start_layout(start: StartLayout, costs: CostTable, pproblem: PlacementProble
     rects = np.zeros((n, 4), dtype=np.int64)
     codes = np.zeros(n, dtype=np.int32)
     latency = np.zeros(n, dtype=np.int64)
-    why = ""
+    toward = np.full((n, 2), -1, dtype=np.int64)
+    known = np.zeros(n, dtype=bool)
+    legal = np.zeros(n, dtype=bool)  # its old op model legal (its grid tried first where it is fitted anew)
+    cover = np.zeros((pproblem.mesh.rows, pproblem.mesh.cols), dtype=bool)
     for i, kc in enumerate(costs.kernels):
         k = given.get(kc.kernel.name)
         if k is None:
-            why = f"it has no kernel {kc.kernel.name}"
-            break
+            continue
+        toward[i] = k.at
         try:
             row = kc.table.row_of(Dataflow(k.dataflow), *k.grid)
         except ValueError:
             row = None
         if row is None or not kc.table.legal()[row]:
-            why = f"{k.name}'s {k.grid[0]}x{k.grid[1]} {k.dataflow} is not a legal op model here"
-            break
+            continue
         rects[i] = (*k.at, *k.grid)
-        codes[i], latency[i] = int(kc.table.dataflow[row]), int(kc.table.latency[row])
-    if not why and (errors := pproblem.layout_errors(rects)):
-        why = f"{errors[0]}{f' (and {len(errors) - 1} more)' if len(errors) > 1 else ''}"
-    if why:
+        codes[i], latency[i], legal[i] = int(kc.table.dataflow[row]), int(kc.table.latency[row]), True
+        y, x, r, c = rects[i].tolist()
+        known[i] = not pproblem.rect_errors(i, rects[i]) and not cover[y : y + r, x : x + c].any()
+        if known[i]:
+            cover[y : y + r, x : x + c] = True
+    missing = int(n - known.sum())
+    if 2 * missing > n:
+        say(f"placement: the layout of {start.source} is not a start: {missing} of the {n} kernels would need new rectangles")
+        return None
+    done = complete(pproblem, rects, codes, latency, known, toward, deadline, legal)
+    names = [costs.kernels[k].kernel.name for k in done.fitted]
+    errors = pproblem.layout_errors(done.placed.rects) if done.placed is not None else []
+    if done.placed is None or errors:
+        stuck = costs.kernels[done.stuck].kernel.name if done.stuck is not None else ""
+        why = errors[0] if errors else f"no room for {stuck}" if stuck else "no time left to fit the kernels it lacks"
         say(f"placement: the layout of {start.source} is not a start: {why}")
         return None
-    placed = Placed(rects, codes, latency)
-    stage, comm = pproblem.evaluate(rects, latency)
-    say(f"placement: starting from the layout of {start.source} ({pproblem.layout_time(stage, comm):,} cycles)")
+    placed = done.placed
+    stage, comm = pproblem.evaluate(placed.rects, placed.latency)
+    refit = f"; {len(names)} kernel(s) fitted anew: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}" if names else ""
+    say(f"placement: starting from the layout of {start.source} ({pproblem.layout_time(stage, comm):,} cycles{refit})")
     return placed
 
 

@@ -146,47 +146,65 @@ class PlacementProblem:
         keep-outs, groups side by side. Empty for a layout that honours them all."""
         out: list[str] = []
         for k, (y, x, r, c) in enumerate(rects.tolist()):
-            pin = self.pins[k] if self.pins else None
-            if pin is not None and (y, x) != pin:
-                out.append(f"{self.names[k]} at [{y}, {x}], pinned at {list(pin)}")
-            fence = self.fences[k] if self.fences else None
-            if fence is not None and not (
-                fence[0] <= y and fence[1] <= x and y + r <= fence[0] + fence[2] and x + c <= fence[1] + fence[3]
-            ):
-                out.append(f"{self.names[k]} leaves its area")
+            out.extend(self._ruled_rect(k, y, x, r, c))
             for box in self.keep_out:
                 if y < box[0] + box[2] and box[0] < y + r and x < box[1] + box[3] and box[1] < x + c:
                     out.append(f"{self.names[k]} enters a keep-out area")
+        return out + self._apart(rects)
+
+    def layout_errors(self, rects: np.ndarray) -> list[str]:
+        """Why ``rects`` is not a layout of this problem (empty: it is one): a rectangle that breaks
+        :meth:`rect_errors`, two sharing a core, a group not side by side. For layouts the engine did
+        not build (a start from an old plan): the constructions build valid ones by design."""
+        if rects.shape != (self.n_kernels, 4):
+            return [f"{len(rects)} rectangles for {self.n_kernels} kernels"]
+        out = [e for k in range(self.n_kernels) for e in self.rect_errors(k, rects[k])]
+        if out:
+            return out
+        cover = np.zeros((self.mesh.rows, self.mesh.cols), dtype=np.int32)
+        for y, x, r, c in rects.tolist():
+            cover[y : y + r, x : x + c] += 1
+        if (cover > 1).any():
+            y, x = (int(v[0]) for v in np.nonzero(cover > 1))
+            out.append(f"two kernels share core [{y}, {x}]")
+        return out + self._apart(rects)
+
+    def rect_errors(self, kernel: int, rect: np.ndarray) -> list[str]:
+        """Why kernel ``kernel`` may not take rectangle ``rect`` (row, col, rows, cols) whatever the
+        others do: off the wafer, on a defective or kept-out core, across a die boundary the wafer
+        forbids crossing, away from its pin or outside its area."""
+        y, x, r, c = (int(v) for v in rect)
+        name, rows, cols = self.names[kernel], self.mesh.rows, self.mesh.cols
+        if y < 0 or x < 0 or r < 1 or c < 1 or y + r > rows or x + c > cols:
+            return [f"{name} at [{y}, {x}] ({r} x {c}) leaves the {rows} x {cols} wafer"]
+        out: list[str] = []
+        if self.blocked[y : y + r, x : x + c].any():
+            out.append(f"{name} covers a defective or kept-out core")
+        m = self.mesh
+        if self.die_rule is DieBoundary.FORBID and die_crossings(np.array([[y, x, r, c]]), m.die_rows, m.die_cols)[0]:
+            out.append(f"{name} crosses a die boundary")
+        return out + self._ruled_rect(kernel, y, x, r, c)
+
+    def _ruled_rect(self, k: int, y: int, x: int, r: int, c: int) -> list[str]:
+        """Kernel k's pin or area broken by the r x c rectangle at (y, x)."""
+        out = []
+        pin = self.pins[k] if self.pins else None
+        if pin is not None and (y, x) != pin:
+            out.append(f"{self.names[k]} at [{y}, {x}], pinned at {list(pin)}")
+        fence = self.fences[k] if self.fences else None
+        if fence is not None:
+            fy, fx, fr, fc = fence
+            if not (fy <= y and fx <= x and y + r <= fy + fr and x + c <= fx + fc):
+                out.append(f"{self.names[k]} leaves its area")
+        return out
+
+    def _apart(self, rects: np.ndarray) -> list[str]:
+        """The groups whose rectangles do not lie side by side."""
+        out = []
         for group in self.touch:
             if not connected([(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in group]):
                 out.append(f"{', '.join(self.names[k] for k in group[:3])}{'...' if len(group) > 3 else ''} do not touch")
         return out
-
-    def layout_errors(self, rects: np.ndarray) -> list[str]:
-        """Why ``rects`` is not a layout of this problem (empty: it is one): a rectangle off the wafer,
-        two sharing a core, one on a defective or kept-out core or across a die boundary the wafer
-        forbids, or a user rule broken (:meth:`violations`). For layouts the engine did not build (a
-        start from an old plan): the constructions build valid ones by design."""
-        rows, cols = self.mesh.rows, self.mesh.cols
-        if rects.shape != (self.n_kernels, 4):
-            return [f"{len(rects)} rectangles for {self.n_kernels} kernels"]
-        out: list[str] = []
-        cover = np.zeros((rows, cols), dtype=np.int32)
-        for k, (y, x, r, c) in enumerate(rects.tolist()):
-            if y < 0 or x < 0 or r < 1 or c < 1 or y + r > rows or x + c > cols:
-                out.append(f"{self.names[k]} at [{y}, {x}] ({r} x {c}) leaves the {rows} x {cols} wafer")
-                continue
-            cover[y : y + r, x : x + c] += 1
-            if self.blocked[y : y + r, x : x + c].any():
-                out.append(f"{self.names[k]} covers a defective or kept-out core")
-        if (cover > 1).any():
-            y, x = (int(v[0]) for v in np.nonzero(cover > 1))
-            out.append(f"two kernels share core [{y}, {x}]")
-        if self.die_rule is DieBoundary.FORBID:
-            inside = (rects[:, 2] > 0) & (rects[:, 3] > 0)
-            crossing = np.flatnonzero(inside & (die_crossings(rects, self.mesh.die_rows, self.mesh.die_cols) > 0))
-            out.extend(f"{self.names[k]} crosses a die boundary" for k in crossing.tolist())
-        return out + self.violations(rects)
 
     def restrict(self, kernels: np.ndarray, blocked: np.ndarray, area: Box | None) -> PlacementProblem:
         """The problem of ``kernels`` alone (renumbered in that order; the flows among them), on a wafer

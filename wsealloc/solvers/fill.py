@@ -1,0 +1,179 @@
+"""A partial layout completed: the kernels it lacks fitted onto the cores it leaves free.
+
+A start layout from an old plan (``--from-plan old.json``, ``driver.start_layout``) holds for most
+kernels of a re-solve but not all: the user changed a kernel's grid (its old op model is now
+forbidden), pinned it elsewhere, kept an area out under it, or the model gained a kernel. Dropping
+the whole start would throw away the layout of every other kernel (and the re-solve could then be
+worse than the plan it came from), so the kernels it lacks are fitted into it instead, one at a
+time: a pinned kernel at its corner, on its old grid if that is still legal and fits there, else the
+fastest of its shapes that does (a kept kernel in the way leaves and is fitted again), then the
+rest in dataflow order, each on its old grid or else the fastest shape that has a free spot, the spot
+nearest its old corner or, for a new kernel, its placed neighbours.
+The result is one more start of the search, judged by the same score as every other; the search's
+moves (windows, relocation) then improve whatever the fit cost.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from wsealloc.arch.schema import DieBoundary
+from wsealloc.budget import Deadline
+from wsealloc.problem.placement import INF, PlacementProblem
+from wsealloc.solvers.strips import Placed
+
+Shape = tuple[int, int, int, int]  # rows, cols, latency, op-model code
+
+
+class Completed(NamedTuple):
+    """What :func:`complete` made: the layout (None when a kernel found no room or time ran out),
+    the kernels fitted (in order), the kernel that found no room (None: none, or time ran out)."""
+
+    placed: Placed | None
+    fitted: list[int]
+    stuck: int | None
+
+
+def shapes_by_speed(problem: PlacementProblem, kernel: int) -> list[Shape]:
+    """Kernel ``kernel``'s rectangles, fastest first, without one that a faster one fits inside
+    (where r x c fits, a faster r' x c' with r' <= r and c' <= c fits too, so it is never needed)."""
+    shape = problem.shape(kernel)
+    found: dict[tuple[int, int], Shape] = {}
+    for h in range(shape.heights.size):
+        prefix = shape.prefix[h]
+        # the widths where the best latency at this height drops: the front of this height
+        drops = np.flatnonzero((prefix[1:] < prefix[:-1]) & (prefix[1:] < INF)) + 1
+        for c in drops.tolist():
+            r = int(shape.best_r[h, c])
+            if (r, c) not in found:
+                found[(r, c)] = (r, c, int(shape.best[h, c]), int(shape.best_df[h, c]))
+    out: list[Shape] = []
+    narrowest = np.full(problem.mesh.rows + 2, np.iinfo(np.int64).max)  # least cols of a kept shape with <= r rows
+    for r, c, lat, code in sorted(found.values(), key=lambda s: (s[2], s[0] * s[1])):
+        if narrowest[r] <= c:
+            continue
+        out.append((r, c, lat, code))
+        narrowest[r:] = np.minimum(narrowest[r:], c)
+    return out
+
+
+def complete(
+    problem: PlacementProblem,
+    rects: np.ndarray,
+    codes: np.ndarray,
+    latency: np.ndarray,
+    known: np.ndarray,
+    toward: np.ndarray,
+    deadline: Deadline,
+    old: np.ndarray | None = None,
+) -> Completed:
+    """``rects`` (with ``codes``, ``latency``) where ``known`` is true, completed (module docstring).
+    ``toward[k]`` is the corner kernel k is fitted nearest (its old one; -1: near its neighbours);
+    ``old[k]``, where true, says ``rects[k]`` (its rows and columns), ``codes[k]`` and ``latency[k]``
+    are a legal shape of kernel k, tried first wherever it is fitted.
+    Known rectangles must be valid on their own (on the wafer, on free cores, disjoint, within their
+    kernel's rules); a pinned kernel's is replaced when it does not sit at its pin. None too when
+    ``deadline`` passes (each fit scans the wafer once per shape tried)."""
+    rects, codes, latency, known = rects.copy(), codes.copy(), latency.copy(), known.copy()
+    pins = problem.pins or (None,) * problem.n_kernels
+    for k, pin in enumerate(pins):
+        if pin is not None and known[k] and tuple(rects[k, :2].tolist()) != pin:
+            known[k] = False
+    fitted: list[int] = []
+    order = [k for k in range(problem.n_kernels) if pins[k] is not None] + [
+        k for k in range(problem.n_kernels) if pins[k] is None
+    ]
+    for k in order:
+        if known[k]:
+            continue
+        if deadline.expired():
+            return Completed(None, fitted, None)
+        taken = problem.blocked.copy()
+        for j in np.flatnonzero(known).tolist():
+            y, x, r, c = rects[j].tolist()
+            taken[y : y + r, x : x + c] = True
+        pin = pins[k]
+        if pin is not None:  # pins first: the other kernels' rectangles give way to a pinned one
+            for j in np.flatnonzero(known).tolist():
+                if pins[j] is None:
+                    taken[rects[j, 0] : rects[j, 0] + rects[j, 2], rects[j, 1] : rects[j, 1] + rects[j, 3]] = False
+            at, exact = pin, True
+        else:
+            at, exact = _toward(problem, rects, known, toward, k), False
+        first = (int(rects[k, 2]), int(rects[k, 3]), int(latency[k]), int(codes[k])) if old is not None and old[k] else None
+        spot = _fit(problem, k, taken, at, exact, first)
+        if spot is None:
+            return Completed(None, fitted, k)
+        (y, x), (r, c, lat, code) = spot
+        rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
+        fitted.append(k)
+        if pin is not None:  # the kept kernels the pinned one now covers are fitted again
+            for j in np.flatnonzero(known).tolist():
+                y2, x2, r2, c2 = rects[j].tolist()
+                if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+                    known[j] = False
+    return Completed(Placed(rects, codes, latency), fitted, None)
+
+
+def _toward(problem: PlacementProblem, rects: np.ndarray, known: np.ndarray, toward: np.ndarray, k: int) -> tuple[int, int]:
+    """Where kernel k is fitted nearest: its old corner, else the mean corner of its placed producers
+    and consumers, else the wafer's top-left."""
+    if toward[k, 0] >= 0:
+        return int(toward[k, 0]), int(toward[k, 1])
+    fl = problem.flows
+    near = np.concatenate([fl.src[fl.dst == k], fl.dst[fl.src == k]])
+    near = near[known[near]] if near.size else near
+    if near.size == 0:
+        return 0, 0
+    y, x = rects[near, :2].mean(axis=0)
+    return int(y), int(x)
+
+
+def _fit(
+    problem: PlacementProblem, k: int, taken: np.ndarray, at: tuple[int, int], exact: bool, first: Shape | None
+) -> tuple[tuple[int, int], Shape] | None:
+    """Shape ``first``, else the fastest shape of kernel k, with a free spot (at ``at`` when
+    ``exact``, else the free corner nearest it; inside k's area and, where the wafer forbids crossing
+    dies, inside one die)."""
+    rows, cols = taken.shape
+    prefix = np.zeros((rows + 1, cols + 1), dtype=np.int64)
+    prefix[1:, 1:] = np.cumsum(np.cumsum(taken, axis=0), axis=1)
+    free = rows * cols - int(prefix[-1, -1])
+    fence = problem.fences[k] if problem.fences else None
+    y0, x0, fr, fc = fence if fence is not None else (0, 0, rows, cols)
+    m = problem.mesh
+    for shape in [*([first] if first is not None else []), *shapes_by_speed(problem, k)]:
+        r, c = shape[0], shape[1]
+        if r * c > free or r > fr or c > fc:
+            continue
+        if exact:
+            y, x = at
+            if y < y0 or x < x0 or y + r > y0 + fr or x + c > x0 + fc:
+                continue
+            used = prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x]
+            if used == 0 and not _crosses(problem, y, x, r, c):
+                return (y, x), shape
+            continue
+        window = prefix[y0 : y0 + fr + 1, x0 : x0 + fc + 1]
+        used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
+        ys, xs = np.arange(used.shape[0]) + y0, np.arange(used.shape[1]) + x0
+        ok = used == 0
+        if problem.die_rule is DieBoundary.FORBID:
+            ok &= ((ys // m.die_rows) == ((ys + r - 1) // m.die_rows))[:, None]
+            ok &= ((xs // m.die_cols) == ((xs + c - 1) // m.die_cols))[None, :]
+        if not ok.any():
+            continue
+        far = np.abs(ys - at[0])[:, None] + np.abs(xs - at[1])[None, :]
+        i = int(np.argmin(np.where(ok, far, np.iinfo(np.int64).max)))
+        return (int(ys[i // ok.shape[1]]), int(xs[i % ok.shape[1]])), shape
+    return None
+
+
+def _crosses(problem: PlacementProblem, y: int, x: int, r: int, c: int) -> bool:
+    """Whether an r x c rectangle at (y, x) crosses a die boundary the wafer forbids crossing."""
+    if problem.die_rule is not DieBoundary.FORBID:
+        return False
+    m = problem.mesh
+    return y // m.die_rows != (y + r - 1) // m.die_rows or x // m.die_cols != (x + c - 1) // m.die_cols
