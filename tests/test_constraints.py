@@ -521,6 +521,18 @@ def test_from_plan_of_a_verified_plan_over_wafers_solves(tmp_path: Path) -> None
     assert verify_plan(tmp_path / "p.json").ok
     again = ws.solve(TRANSFORMER, "tiny", wafers=2, time_limit=3, constraints=constraints_from_plan(tmp_path / "p.json"))
     assert moved(read_plan(tmp_path / "p.json"), again.plan) == []
+    # its layout a start of each wafer: with the first kernel free, each wafer starts from its old corners
+    from wsealloc.plan.pins import start_from_plan
+
+    old = read_plan(tmp_path / "p.json")
+    said: list[str] = []
+    pins = constraints_from_plan(tmp_path / "p.json", [k.name for k in old.kernels[1:]])
+    request = ws.build_request(
+        TRANSFORMER, "tiny", wafers=2, time_limit=3, constraints=pins, start=start_from_plan(tmp_path / "p.json")
+    )
+    out = ws.run(request, progress=said.append)
+    assert sum("starting from the layout of" in s for s in said) == 2, said
+    assert out.plan.objective.value <= old.objective.value
 
 
 def test_overlapping_pins_the_pipeline_cut_puts_on_one_wafer_conflict(tmp_path: Path) -> None:

@@ -61,10 +61,13 @@ def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constra
 
 def start_from_plan(path: str | Path) -> StartLayout | None:
     """Plan ``path``'s layout as a start of the placement search: every placed kernel's grid, dataflow
-    and corner. None for a plan that placed nothing, or over several wafers (each wafer's corners
-    are its own: the stages of a re-solve need not be the old ones)."""
+    and corner. None for a plan that placed nothing or shares regions. Over several wafers each
+    kernel's corner is on its own wafer: each wafer of the re-solve starts from the corners of its
+    kernels, so where the cuts stay (``--from-plan`` pins them with the kernels) each wafer starts
+    from its old layout, and where they move, kernels from two old wafers that would overlap are
+    fitted anew (``driver.start_layout``)."""
     plan = read_plan(Path(path))
-    if len(plan.stages) > 1 or plan.regions or any(k.placement is None for k in plan.kernels) or not plan.kernels:
+    if plan.regions or any(k.placement is None for k in plan.kernels) or not plan.kernels:
         return None
     kernels = []
     for k in plan.kernels:
