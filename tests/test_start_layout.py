@@ -184,3 +184,12 @@ def test_a_corner_past_any_wafer_is_a_plan_error(old_plan: Path, tmp_path: Path)
     name = doc["kernels"][0]["name"]
     with pytest.raises(PlanError, match=rf"bad.json: kernel {name}: at.0 input should be less than or equal to 1048576"):
         start_from_plan(bad)
+
+
+def test_the_column_start_never_crosses_a_die_boundary_the_wafer_forbids(tmp_path: Path) -> None:
+    """The regions' column layout (a start of a token's path) stacked a rectangle across dies with
+    ``die_boundary: forbid`` and the plan failed ``verify``; every start is now checked as a layout."""
+    out = tmp_path / "a.json"
+    model = MODELS / "tiny" / "attention.onnx"
+    ws.solve(model, "tiny", sets=["wafer.die_boundary=forbid"], objective="latency", time_limit=5, output=out)
+    assert verify_plan(out).ok

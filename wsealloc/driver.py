@@ -44,6 +44,10 @@ Progress = Callable[[str], None]
 # Shares of the budget (what remains when the stage starts). The allocation backends usually prove
 # their optimum in seconds; capping them at half keeps the placement's time when they do not.
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
+# An old plan's layout as a start (``--from-plan``): the kernels it lacks are fitted into it within this
+# share of what remains (LLaMA-7B with 10 kernels to fit took 20 s before the fit was bounded: the
+# search then had no time left; docs/benchmarks.md, "Re-solving from a plan").
+START_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -267,8 +271,9 @@ def _placed(
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
             stacked = column_layout(pproblem, targets)
             starts += (stacked,) if stacked is not None else ()
-    if request.start is not None:
-        old = start_layout(request.start, costs, pproblem, deadline, say)
+    if (start := request.start) is not None:
+        share = deadline.share(START_SHARE)
+        old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
         starts += (old,) if old is not None else ()
     placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
     if placement is None or placement.rects is None:

@@ -25,6 +25,7 @@ from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.strips import Placed
 
 Shape = tuple[int, int, int, int]  # rows, cols, latency, op-model code
+MOST_SCANS = 64  # shapes of one kernel scanned for a free spot (about 5 ms each on a 792 x 1232 wafer)
 
 
 class Completed(NamedTuple):
@@ -75,46 +76,67 @@ def complete(
     are a legal shape of kernel k, tried first wherever it is fitted.
     Known rectangles must be valid on their own (on the wafer, on free cores, disjoint, within their
     kernel's rules); a pinned kernel's is replaced when it does not sit at its pin. None too when
-    ``deadline`` passes (each fit scans the wafer once per shape tried)."""
+    ``deadline`` passes (checked before every shape tried: each scans the wafer once)."""
     rects, codes, latency, known = rects.copy(), codes.copy(), latency.copy(), known.copy()
     pins = problem.pins or (None,) * problem.n_kernels
     for k, pin in enumerate(pins):
         if pin is not None and known[k] and tuple(rects[k, :2].tolist()) != pin:
             known[k] = False
     fitted: list[int] = []
-    order = [k for k in range(problem.n_kernels) if pins[k] is not None] + [
-        k for k in range(problem.n_kernels) if pins[k] is None
-    ]
-    for k in order:
-        if known[k]:
+
+    def first(k: int) -> Shape | None:
+        return (int(rects[k, 2]), int(rects[k, 3]), int(latency[k]), int(codes[k])) if old is not None and old[k] else None
+
+    # pins first, each on the cores no other pinned kernel holds: the rest give way to it
+    pinned = np.array([p is not None for p in pins], dtype=bool)
+    for k, pin in enumerate(pins):
+        if pin is None or known[k]:
             continue
-        if deadline.expired():
-            return Completed(None, fitted, None)
-        taken = problem.blocked.copy()
-        for j in np.flatnonzero(known).tolist():
-            y, x, r, c = rects[j].tolist()
-            taken[y : y + r, x : x + c] = True
-        pin = pins[k]
-        if pin is not None:  # pins first: the other kernels' rectangles give way to a pinned one
-            for j in np.flatnonzero(known).tolist():
-                if pins[j] is None:
-                    taken[rects[j, 0] : rects[j, 0] + rects[j, 2], rects[j, 1] : rects[j, 1] + rects[j, 3]] = False
-            at, exact = pin, True
-        else:
-            at, exact = _toward(problem, rects, known, toward, k), False
-        first = (int(rects[k, 2]), int(rects[k, 3]), int(latency[k]), int(codes[k])) if old is not None and old[k] else None
-        spot = _fit(problem, k, taken, at, exact, first)
+        spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), deadline)
         if spot is None:
-            return Completed(None, fitted, k)
+            return Completed(None, fitted, None if deadline.expired() else k)
         (y, x), (r, c, lat, code) = spot
         rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
         fitted.append(k)
-        if pin is not None:  # the kept kernels the pinned one now covers are fitted again
-            for j in np.flatnonzero(known).tolist():
-                y2, x2, r2, c2 = rects[j].tolist()
-                if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
-                    known[j] = False
+        for j in np.flatnonzero(known).tolist():  # the kept kernels it now covers are fitted again
+            y2, x2, r2, c2 = rects[j].tolist()
+            if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+                known[j] = False
+    free = _Free(problem.blocked, rects[known])
+    for k in np.flatnonzero(~known).tolist():
+        spot = _fit(problem, k, free, _toward(problem, rects, known, toward, k), False, first(k), deadline)
+        if spot is None:
+            return Completed(None, fitted, None if deadline.expired() else k)
+        (y, x), (r, c, lat, code) = spot
+        rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
+        free.take(rects[k])
+        fitted.append(k)
     return Completed(Placed(rects, codes, latency), fitted, None)
+
+
+class _Free:
+    """The cores not taken (blocked, or under a placed rectangle), with their 2D prefix sums kept up
+    to date as rectangles are taken (one pass over the wafer per kernel fitted, not per kernel kept)."""
+
+    def __init__(self, blocked: np.ndarray, taken: np.ndarray) -> None:
+        self.taken = blocked.copy()
+        for y, x, r, c in taken.tolist():
+            self.taken[y : y + r, x : x + c] = True
+        self._prefix: np.ndarray | None = None
+
+    def take(self, rect: np.ndarray) -> None:
+        y, x, r, c = (int(v) for v in rect)
+        self.taken[y : y + r, x : x + c] = True
+        self._prefix = None
+
+    @property
+    def prefix(self) -> np.ndarray:
+        """[rows + 1, cols + 1] prefix sums of the taken cores."""
+        if self._prefix is None:
+            rows, cols = self.taken.shape
+            self._prefix = np.zeros((rows + 1, cols + 1), dtype=np.int64)
+            self._prefix[1:, 1:] = np.cumsum(np.cumsum(self.taken, axis=0), axis=1)
+        return self._prefix
 
 
 def _toward(problem: PlacementProblem, rects: np.ndarray, known: np.ndarray, toward: np.ndarray, k: int) -> tuple[int, int]:
@@ -132,29 +154,41 @@ def _toward(problem: PlacementProblem, rects: np.ndarray, known: np.ndarray, tow
 
 
 def _fit(
-    problem: PlacementProblem, k: int, taken: np.ndarray, at: tuple[int, int], exact: bool, first: Shape | None
+    problem: PlacementProblem,
+    k: int,
+    free: _Free,
+    at: tuple[int, int],
+    exact: bool,
+    first: Shape | None,
+    deadline: Deadline,
 ) -> tuple[tuple[int, int], Shape] | None:
     """Shape ``first``, else the fastest shape of kernel k, with a free spot (at ``at`` when
     ``exact``, else the free corner nearest it; inside k's area and, where the wafer forbids crossing
-    dies, inside one die)."""
-    rows, cols = taken.shape
-    prefix = np.zeros((rows + 1, cols + 1), dtype=np.int64)
-    prefix[1:, 1:] = np.cumsum(np.cumsum(taken, axis=0), axis=1)
-    free = rows * cols - int(prefix[-1, -1])
+    dies, inside one die). A shape holding one that found no spot finds none either (at every corner
+    the larger rectangle covers the smaller): it is skipped unscanned; at most ``MOST_SCANS`` shapes
+    are scanned (a kernel that far from fitting makes a start not worth its time)."""
+    prefix = free.prefix
+    rows, cols = free.taken.shape
+    room = rows * cols - int(prefix[-1, -1])
     fence = problem.fences[k] if problem.fences else None
     y0, x0, fr, fc = fence if fence is not None else (0, 0, rows, cols)
     m = problem.mesh
+    failed = np.full(rows + 2, np.iinfo(np.int64).max)  # least cols of a shape with <= r rows that found no spot
+    scans = 0
     for shape in [*([first] if first is not None else []), *shapes_by_speed(problem, k)]:
         r, c = shape[0], shape[1]
-        if r * c > free or r > fr or c > fc:
+        if r * c > room or r > fr or c > fc or failed[r] <= c:
             continue
+        if scans >= MOST_SCANS or deadline.expired():
+            return None
+        scans += 1
         if exact:
             y, x = at
-            if y < y0 or x < x0 or y + r > y0 + fr or x + c > x0 + fc:
-                continue
-            used = prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x]
+            inside = y0 <= y and x0 <= x and y + r <= y0 + fr and x + c <= x0 + fc
+            used = prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x] if inside else 1
             if used == 0 and not _crosses(problem, y, x, r, c):
                 return (y, x), shape
+            failed[r:] = np.minimum(failed[r:], c)
             continue
         window = prefix[y0 : y0 + fr + 1, x0 : x0 + fc + 1]
         used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
@@ -164,6 +198,7 @@ def _fit(
             ok &= ((ys // m.die_rows) == ((ys + r - 1) // m.die_rows))[:, None]
             ok &= ((xs // m.die_cols) == ((xs + c - 1) // m.die_cols))[None, :]
         if not ok.any():
+            failed[r:] = np.minimum(failed[r:], c)
             continue
         far = np.abs(ys - at[0])[:, None] + np.abs(xs - at[1])[None, :]
         i = int(np.argmin(np.where(ok, far, np.iinfo(np.int64).max)))

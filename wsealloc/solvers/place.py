@@ -419,7 +419,8 @@ def column_layout(problem: PlacementProblem, latency: np.ndarray) -> Placed | No
     unit at its allocation's fastest rectangle within its latency (``latency[k]``), in dataflow order,
     stacked top to bottom in columns, a new column when the next one does not fit under the last or is
     not as wide (the regions of a stacked column share its width). None when the columns overflow the wafer's width or a unit
-    has no rectangle within its latency, or a placed rectangle would cover a defective core (or the user
+    has no rectangle within its latency, or a placed rectangle would cover a defective core or cross a
+    die boundary the wafer forbids crossing (a plan ``verify`` would reject) (or the user
     fixed corners or areas: the search honours those)."""
     if problem.constrained:
         return None
@@ -446,8 +447,6 @@ def column_layout(problem: PlacementProblem, latency: np.ndarray) -> Placed | No
         codes[k] = int(shape.best_df[h, c])
         lat[k] = int(shape.best[h, c])
         y, width = y + r, max(width, c)
-    blocked = problem.blocked_prefix
-    for y0, x0, r, c in rects.tolist():
-        if blocked[y0 + r, x0 + c] - blocked[y0, x0 + c] - blocked[y0 + r, x0] + blocked[y0, x0]:
-            return None
+    if problem.layout_errors(rects):  # a defective core covered, a die crossed the wafer forbids
+        return None
     return Placed(rects, codes, lat)
