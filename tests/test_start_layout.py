@@ -193,3 +193,14 @@ def test_the_column_start_never_crosses_a_die_boundary_the_wafer_forbids(tmp_pat
     model = MODELS / "tiny" / "attention.onnx"
     ws.solve(model, "tiny", sets=["wafer.die_boundary=forbid"], objective="latency", time_limit=5, output=out)
     assert verify_plan(out).ok
+
+
+def test_the_construction_keeps_the_clock_when_a_start_is_held() -> None:
+    """Without a layout the construction runs past the time limit to its first one (a late valid plan
+    beats none); with a start held it stops at the limit (the start is the plan then)."""
+    from wsealloc.solvers.place import construct_best
+
+    problem = build_placement_problem(_costs(), lower_bound=0)
+    spent = Deadline.after(0.0)
+    assert construct_best(problem, spent, held=False) is not None
+    assert construct_best(problem, spent, held=True) is None

@@ -193,11 +193,24 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
             for k, (y, x) in fixed_corners
             if allowed[k].any()
         ]
+        if not blocks:
+            return allowed
+        owner, by, bx, br, bc = (np.array(v, dtype=np.int64) for v in zip(*blocks, strict=True))
         for k, (y, x) in fixed_corners:
+            # a shape r x c at (y, x) misses block b iff r <= by - y or c <= bx - x (or the block lies
+            # above or left of the corner): for the blocks with by - y < r, c must be at most the least
+            # bx - x among them. Sorted by by - y, that least is a prefix minimum (one pass per kernel:
+            # an old plan's 442 corners took 12 s a bisection step pair by pair)
+            near = (owner != k) & (by + br > y) & (bx + bc > x)
+            if not near.any():
+                continue
+            rows_free, cols_free = by[near] - y, bx[near] - x
+            order = np.argsort(rows_free, kind="stable")
+            rows_free, least = rows_free[order], np.minimum.accumulate(cols_free[order])
             s = p.shapes[k]
-            for j, by, bx, br, bc in blocks:
-                if j != k:
-                    allowed[k] = allowed[k] & ((y + s.r <= by) | (by + br <= y) | (x + s.c <= bx) | (bx + bc <= x))
+            reach = np.searchsorted(rows_free, s.r, side="left")  # blocks with by - y < r
+            cap = np.where(reach > 0, least[np.maximum(reach - 1, 0)], np.iinfo(np.int64).max)
+            allowed[k] = allowed[k] & (s.c <= cap)
         return allowed
 
     def eligible(k: int, sides: np.ndarray, allowed: list[np.ndarray], t: int) -> np.ndarray:

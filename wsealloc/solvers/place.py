@@ -233,7 +233,7 @@ def in_kernel_order(placed: Placed | None, sequence: np.ndarray | None) -> Place
     return Placed(rects, dataflow, latency)
 
 
-def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | None:
+def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = False) -> Placed | None:
     """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
 
     Starts: every kernel sequence (``sequences``: the dataflow order, then for ONNX the one with
@@ -244,6 +244,11 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
     margins of the kernels it made too slow, in the sequence and style that produced it. Under the
     user's rules the whole construction takes at most ``RULED_CONSTRUCTION_SHARE`` of ``deadline``
     once it holds a layout (the moves after it gain more there).
+
+    Until it holds a layout the clock does not stop it (a late valid layout beats none), unless
+    ``held``: the caller holds one already (a start of ``solve``: the greedy allocation's layout, an
+    old plan's), and then the time limit holds from the first construction on (LLaMA-7B re-solved from
+    a plan with one kernel free: 97 s of construction for a 20 s limit, before).
     """
     if problem.ruled:
         deadline = deadline.share(RULED_CONSTRUCTION_SHARE)
@@ -277,7 +282,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
 
         # until a first layout exists the clock does not stop the search (a stop request does): a
         # late valid placement beats none (the time limit returns the best placement found, not an error)
-        clock = deadline if best is not None else deadline.unbounded()
+        clock = deadline if best is not None or held else deadline.unbounded()
         key = (0 if sequence is None else 1, style.stack)
         floor = problem.lower_bound if style.first_fit else floors.get(key, problem.lower_bound)
         found = smallest_target(seq_problem, zero, floor, clock, style)
@@ -310,12 +315,12 @@ def construct_best(problem: PlacementProblem, deadline: Deadline) -> Placed | No
     for sequence in sequences(problem):
         seq_problem = problem if sequence is None else problem.in_sequence(sequence)
         for style in styles(problem):
-            if deadline.stopped or (best is not None and deadline.expired()):
+            if deadline.stopped or ((best is not None or held) and deadline.expired()):
                 break
-            if problem.ruled and style.min_band > 1 and best is not None and tall_until.expired():
+            if problem.ruled and style.min_band > 1 and (best is not None or held) and tall_until.expired():
                 break  # (the moves after the construction need the rest)
             explore(seq_problem, sequence, style)
-    if best is None and problem.ruled and not deadline.stopped:
+    if best is None and problem.ruled and not deadline.stopped and not (held and deadline.expired()):
         # bands found no way past the user's corners and keep-outs: the first-fit fallback
         for style in styles(problem)[:1]:
             explore(problem, None, replace(style, first_fit=True))
@@ -345,10 +350,10 @@ def solve(
     construction): the result is never worse than any of them."""
     start = time.perf_counter()
     deadline = options.deadline
-    placed = construct_best(problem, deadline)
-    for other in starts:
-        if problem.layout_errors(other.rects):  # (a start built without the user's rules, an old plan's)
-            continue
+    # (a start built without the user's rules, an old plan's: each checked as a layout of this problem)
+    valid = [other for other in starts if not problem.layout_errors(other.rects)]
+    placed = construct_best(problem, deadline, held=bool(valid))
+    for other in valid:
         if placed is None or score(problem, other) < score(problem, placed):
             placed = other
     if placed is None:

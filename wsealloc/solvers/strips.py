@@ -625,9 +625,34 @@ def _pin_shapes(problem: PlacementProblem, k: int, target: int, taken: np.ndarra
 Hanging = tuple[tuple[int, int, int], ...]  # pinned rectangles reaching below their band: (col, end col, end row)
 
 
-def _pin_cover(
-    pins: tuple[PinShapes, ...], reg: Region, after: int, y: int, height: int, hanging: Hanging
-) -> tuple[list[tuple[int, int]], Hanging]:
+@dataclass(frozen=True)
+class _PinTable:
+    """``PinShapes`` of the pinned kernels of a region, sorted by their corners' rows, with each one's
+    choice at every cap on its rows looked up once (``PinShapes.shape``): the band DP asks for it at
+    every state and height, for every pin in the band (LLaMA-7B with 442 corners from an old plan:
+    100 s of one-by-one lookups before)."""
+
+    row: np.ndarray  # [m] corner rows, region coordinates, ascending
+    col: np.ndarray  # [m] corner cols, region coordinates
+    rows_at: np.ndarray  # [m, region rows + 1]: rows of the rectangle a pin takes within that many rows
+    cols_at: np.ndarray  # [m, region rows + 1]: its cols
+
+    @classmethod
+    def of(cls, pins: tuple[PinShapes, ...], reg: Region) -> _PinTable:
+        ordered = sorted(pins, key=lambda p: p.row)
+        caps = np.arange(reg.rows + 1)
+        rows_at = np.zeros((len(ordered), caps.size), dtype=np.int64)
+        cols_at = np.zeros_like(rows_at)
+        for i, p in enumerate(ordered):
+            j = np.searchsorted(p.rows, caps, side="right") - 1
+            pick = np.where(j >= 0, p.fewest[np.maximum(j, 0)], p.fewest[-1])
+            rows_at[i], cols_at[i] = p.rows[pick], p.cols[pick]
+        row = np.array([p.row - reg.row for p in ordered], dtype=np.int64)
+        col = np.array([p.col - reg.col for p in ordered], dtype=np.int64)
+        return cls(row, col, rows_at, cols_at)
+
+
+def _pin_cover(pins: _PinTable, after: int, y: int, height: int, hanging: Hanging) -> tuple[list[tuple[int, int]], Hanging]:
     """Columns (start, end; region coordinates) the pinned kernels take in a band of ``height`` rows
     from row y of the region, the band before it ending at row ``after``; and the pinned rectangles
     that reach below this band. A kernel with its corner in the band takes its fewest-core rectangle
@@ -637,19 +662,17 @@ def _pin_cover(
     end = y + height
     cover = [(a, b) for a, b, bottom in hanging if bottom > y]
     still = [(a, b, bottom) for a, b, bottom in hanging if bottom > end]
-    for p in pins:
-        row, col = p.row - reg.row, p.col - reg.col
-        if after <= row < y:
-            i = p.shape(y - row)
-        elif y <= row < end:
-            i = p.shape(end - row)
-        else:
-            continue
-        bottom, span = row + int(p.rows[i]), (col, col + int(p.cols[i]))
-        if bottom > y:
-            cover.append(span)
-        if bottom > end:
-            still.append((*span, bottom))
+    lo, hi = int(np.searchsorted(pins.row, after)), int(np.searchsorted(pins.row, end))
+    if hi > lo:
+        row = pins.row[lo:hi]
+        cap = np.where(row < y, y - row, end - row)
+        sel = np.arange(lo, hi)
+        bottom = row + pins.rows_at[sel, cap]
+        a = pins.col[lo:hi]
+        b = a + pins.cols_at[sel, cap]
+        cover += list(zip(a[bottom > y].tolist(), b[bottom > y].tolist(), strict=True))
+        down = bottom > end
+        still += list(zip(a[down].tolist(), b[down].tolist(), bottom[down].tolist(), strict=True))
     return cover, tuple(still)
 
 
@@ -714,6 +737,7 @@ def band_plan_around(
     rows, cols = reg.rows, reg.cols
     if rows <= 0 or cols <= 0:
         return None if n else []
+    table = _PinTable.of(pins, reg)
     blk = blocked[reg.row : reg.row + rows, reg.col : reg.col + cols]
     prefix = np.vstack([np.zeros((1, heights.size), dtype=np.int64), np.cumsum(sl.width, axis=0)])  # [n+1, H]
     admitted = np.flatnonzero((heights >= min(min_band, rows)) & (heights <= rows))
@@ -758,9 +782,13 @@ def band_plan_around(
             below: Hanging = ()
             if pins:
                 free = free.copy()
-                cover, below = _pin_cover(pins, reg, after, y, height, hanging)
-                for a, b in cover:
-                    free[max(a, 0) : max(b, 0)] = False
+                cover, below = _pin_cover(table, after, y, height, hanging)
+                if cover:  # (one pass: a band may hold dozens of an old plan's corners)
+                    edges = np.zeros(cols + 1, dtype=np.int64)
+                    spans = np.clip(np.array(cover, dtype=np.int64), 0, cols)
+                    np.add.at(edges, spans[:, 0], 1)
+                    np.add.at(edges, spans[:, 1], -1)
+                    free &= np.cumsum(edges)[:cols] == 0
             # the snake's direction (opposite to the band before), or the other where more kernels fit
             reach = []
             for backwards in (not reverse, reverse):
