@@ -46,13 +46,15 @@ def test_the_baseline_takes_less_of_the_time_under_the_users_rules() -> None:
 
 def test_under_the_users_rules_the_construction_stops_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
     # with a vanishing share the multi-start ends after its first layout under the rules (the first
-    # style's bisection runs unbounded until a layout exists), but tries every style without them
+    # style's search runs unbounded until a layout exists), but tries every style without them
     calls: list[Style] = []
     real = place.smallest_target
 
-    def counted(problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: Deadline, style: Style) -> object:
+    def counted(
+        problem: PlacementProblem, margins: np.ndarray, lo: int, deadline: Deadline, style: Style, first: bool = False
+    ) -> object:
         calls.append(style)
-        return real(problem, margins, lo, deadline, style)
+        return real(problem, margins, lo, deadline, style, first)
 
     monkeypatch.setattr(place, "smallest_target", counted)
     monkeypatch.setattr(place, "RULED_CONSTRUCTION_SHARE", 1e-9)

@@ -280,16 +280,17 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         def build(target: int) -> Placed | None:
             return in_kernel_order(construct(seq_problem, np.full(problem.n_kernels, target), style), sequence)
 
-        # until a first layout exists the clock does not stop the search (a stop request does): a
-        # late valid placement beats none (the time limit returns the best placement found, not an error)
-        clock = deadline if best is not None or held else deadline.unbounded()
+        # until a first layout exists the clock does not stop the search for one (a stop request
+        # does): a late valid placement beats none (the time limit returns the best placement found,
+        # not an error); the bisection below it keeps the clock
+        first_free = best is None and not held
         key = (0 if sequence is None else 1, style.stack)
         floor = problem.lower_bound if style.first_fit else floors.get(key, problem.lower_bound)
-        found = smallest_target(seq_problem, zero, floor, clock, style)
+        found = smallest_target(seq_problem, zero, floor, deadline, style, first_free)
         if found is None:
             return
         target, placed = found
-        if floors_hold(problem) and style.min_band <= 1 and not style.first_fit and not clock.expired():
+        if floors_hold(problem) and style.min_band <= 1 and not style.first_fit and not deadline.expired():
             floors[key] = target  # (a bisection the clock cut short proves no floor)
         # this style's best (the ladder's patience is per style)
         local = consider(in_kernel_order(placed, sequence), style, sequence)
