@@ -7,8 +7,9 @@ sets ``--time-limit``). The deadline also carries the run's :class:`StopHook`: a
 handler calls ``stop()``, and every loop that checks ``deadline.expired()`` ends at its next check,
 returning its best result so far.
 
-The one exception to the clock (never to a stop request): the placement keeps constructing until a
-first layout exists (``Deadline.unbounded``), because a late valid plan beats no plan.
+The one exception to the clock (never to a stop request): the placement keeps searching for a first
+packing target until a first layout exists (``strips.smallest_target(first_free=True)``, unless a
+start is held: ``place.construct_best(held=)``), because a late valid plan beats no plan.
 """
 
 from __future__ import annotations
@@ -99,10 +100,6 @@ class Deadline:
             return self
         now = time.perf_counter()
         return Deadline(now + fraction * max(0.0, self.end - now), self.stop)
-
-    def unbounded(self) -> Deadline:
-        """The same stop hook without the clock (the placement's first layout, see the module docs)."""
-        return Deadline(math.inf, self.stop)
 
     def seconds_for_solver(self, floor: float = 0.01) -> float:
         """Time limit to hand a solver library (at least ``floor``: CP-SAT rejects 0)."""

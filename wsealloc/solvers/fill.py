@@ -186,7 +186,7 @@ def _fit(
             y, x = at
             inside = y0 <= y and x0 <= x and y + r <= y0 + fr and x + c <= x0 + fc
             used = prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x] if inside else 1
-            if used == 0 and not _crosses(problem, y, x, r, c):
+            if used == 0 and not problem.rect_errors(k, np.array([y, x, r, c])):  # (its die rule, pin, area)
                 return (y, x), shape
             failed[r:] = np.minimum(failed[r:], c)
             continue
@@ -204,11 +204,3 @@ def _fit(
         i = int(np.argmin(np.where(ok, far, np.iinfo(np.int64).max)))
         return (int(ys[i // ok.shape[1]]), int(xs[i % ok.shape[1]])), shape
     return None
-
-
-def _crosses(problem: PlacementProblem, y: int, x: int, r: int, c: int) -> bool:
-    """Whether an r x c rectangle at (y, x) crosses a die boundary the wafer forbids crossing."""
-    if problem.die_rule is not DieBoundary.FORBID:
-        return False
-    m = problem.mesh
-    return y // m.die_rows != (y + r - 1) // m.die_rows or x // m.die_cols != (x + c - 1) // m.die_cols
