@@ -27,7 +27,7 @@ from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem, shape_table
 from wsealloc.request import SolveRequest, StartKernel, StartLayout
-from wsealloc.solvers.fill import shapes_by_speed
+from wsealloc.solvers.fill import complete, shapes_by_speed
 
 TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
 
@@ -108,14 +108,19 @@ def test_an_old_plan_is_a_start_where_it_still_holds(old_plan: Path) -> None:
     half = start.model_copy(update={"kernels": start.kernels[: n // 2 - 1]})
     assert start_layout(half, costs, problem, forever, said.append) is None
     assert said[-1].endswith(f"is not a start: {n - n // 2 + 1} of the {n} kernels would need new rectangles")
-    # no room: every core the old layout leaves free is blocked, and one kernel lacks its rectangle
+    # one kernel loses its rectangle and every core the old layout leaves free is blocked: it displaces
+    # kept kernels (fitted again, elsewhere); with the others pinned where they are it finds no room
     full = problem.blocked.copy()
     full[:] = True
     for y, x, r, c in placed.rects.tolist():
         full[y : y + r, x : x + c] = False
     y, x, r, c = placed.rects[0].tolist()
     full[y : y + r, x : x + c] = True
-    assert start_layout(start, costs, replace(problem, blocked=full), forever, said.append) is None
+    out = start_layout(start, costs, replace(problem, blocked=full), forever, said.append)
+    assert out is not None and replace(problem, blocked=full).layout_errors(out.rects) == []
+    assert f"fitted anew: {first.name}, " in said[-1]
+    pins = tuple(None if i == 0 else (y, x) for i, (y, x, _, _) in enumerate(placed.rects.tolist()))
+    assert start_layout(start, costs, replace(problem, blocked=full, pins=pins), forever, said.append) is None
     assert said[-1].endswith(f"is not a start: no room for {first.name}")
 
 
@@ -135,6 +140,36 @@ def test_a_new_pin_moves_its_kernel_and_what_it_lands_on(old_plan: Path) -> None
     assert out is not None and problem.layout_errors(out.rects) == []
     assert tuple(out.rects[second, :2].tolist()) == start.kernels[0].at
     assert f"2 kernel(s) fitted anew: {names[second]}, {names[first]}" in said[-1]
+
+
+def test_a_kernel_with_no_free_spot_displaces_the_kept_ones() -> None:
+    """4 x 12 cores: a at [0, 0] and b at [0, 4], each 4 x 4, the last four columns free. A rule now
+    allows a only 6 to 8 columns (wider is faster): no free spot holds one, so a takes its old corner
+    on 4 x 8 (latency 92) over b, and b is fitted again in the free columns on its old grid."""
+    rows, cols = 4, 12
+    lat = np.full((1, cols + 1), INF, dtype=np.int64)
+    lat[0, 6:9] = 100 - np.arange(6, 9)
+    free = np.full((1, cols + 1), INF, dtype=np.int64)
+    free[0, 1:] = 50
+    tables = (
+        shape_table(np.array([rows]), lat, np.zeros_like(lat, dtype=np.int32)),
+        shape_table(np.array([rows]), free, np.zeros_like(free, dtype=np.int32)),
+    )
+    mesh = MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0)
+    flows = Flows(np.array([0]), np.array([1]), np.array([4.0]), np.array([0]))
+    p = PlacementProblem(("a", "b"), (0, 1), tables, mesh, np.zeros((rows, cols), bool), DieBoundary.IGNORE, flows, 10)
+    rects = np.array([[0, 0, 4, 4], [0, 4, 4, 4]])
+    known, old = np.array([False, True]), np.array([False, True])
+    toward = rects[:, :2].copy()
+    out = complete(p, rects, np.zeros(2, np.int32), np.array([0, 50]), known, toward, Deadline.after(60), old)
+    assert out.placed is not None and out.fitted == [0, 1] and out.stuck is None
+    assert out.placed.rects.tolist() == [[0, 0, 4, 8], [0, 8, 4, 4]]
+    assert out.placed.latency.tolist() == [92, 50]
+    assert p.layout_errors(out.placed.rects) == []
+    # no free columns for b afterwards: a finds no layout (b would have to displace a, now fixed)
+    narrow = replace(p, mesh=MeshParams(rows, 8, rows, 8, 4.0, 1, rows, 8, 0), blocked=np.zeros((rows, 8), bool))
+    out = complete(narrow, rects, np.zeros(2, np.int32), np.array([0, 50]), known, toward, Deadline.after(60), old)
+    assert out.placed is None and out.stuck == 1
 
 
 def test_shapes_by_speed_drop_what_a_faster_one_fits_inside() -> None:

@@ -7,14 +7,22 @@ the whole start would throw away the layout of every other kernel (and the re-so
 worse than the plan it came from), so the kernels it lacks are fitted into it instead, one at a
 time: a pinned kernel at its corner, on its old grid if that is still legal and fits there, else the
 fastest of its shapes that does (a kept kernel in the way leaves and is fitted again), then the
-rest in dataflow order, each on its old grid or else the fastest shape that has a free spot, the spot
-nearest its old corner or, for a new kernel, its placed neighbours.
+rest in dataflow order, each on its old grid or a shape as fast as the old layout's slowest kept
+kernel, on the free cores nearest its old corner or, for a new kernel, its placed neighbours. Where
+the free cores hold no such shape (a dense layout: ResNet-50's old plan leaves no free 256 x 40 for a
+conv whose grid the user changed from 392 x 27, and a kernel it lands on then finds its old grid
+nowhere) the kernel displaces kept ones: the same search with the kept kernels' cores counted free,
+and the kernels it lands on are fitted again, in dataflow order, the same way. Only where neither
+holds a shape that fast does it take a slower one (free cores first). Every kernel fitted is fixed
+from then on (pinned ones too), so each displacement fixes one more and the cascade ends; more than
+half the kernels fitted anew and the start is given up (little of the old layout would be left).
 The result is one more start of the search, judged by the same score as every other; the search's
 moves (windows, relocation) then improve whatever the fit cost.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import NamedTuple
 
 import numpy as np
@@ -102,13 +110,37 @@ def complete(
             y2, x2, r2, c2 = rects[j].tolist()
             if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
                 known[j] = False
+    # the rest in dataflow order; a kernel finding no free spot displaces kept ones (module docstring)
+    fixed = known & pinned
+    fixed[fitted] = True
     free = _Free(problem.blocked, rects[known])
-    for k in np.flatnonzero(~known).tolist():
-        spot = _fit(problem, k, free, _toward(problem, rects, known, toward, k), False, first(k), deadline)
+    waiting = np.flatnonzero(~known).tolist()
+    heapq.heapify(waiting)
+    ref = int(latency[known].max()) if known.any() else None  # the old layout's slowest kept kernel
+    while waiting:
+        k = heapq.heappop(waiting)
+        near = _toward(problem, rects, known, toward, k)
+        kept = _Free(problem.blocked, rects[fixed]) if 2 * (len(fitted) + 1) <= problem.n_kernels else None
+        # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels; then
+        # the fastest shape in free cores, else displacing
+        tries: list[tuple[_Free | None, int | None]] = [(free, ref), (kept, ref), (free, None), (kept, None)]
+        spot, cores = None, None
+        for cores, slowest in tries if ref is not None else tries[2:]:
+            if cores is not None and not deadline.expired():
+                spot = _fit(problem, k, cores, near, False, first(k), deadline, slowest)
+                if spot is not None:
+                    break
         if spot is None:
             return Completed(None, fitted, None if deadline.expired() else k)
         (y, x), (r, c, lat, code) = spot
-        rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
+        if cores is not free:  # the kept kernels it lands on are fitted again, in dataflow order
+            for j in np.flatnonzero(known & ~fixed).tolist():
+                y2, x2, r2, c2 = rects[j].tolist()
+                if y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+                    known[j] = False
+                    heapq.heappush(waiting, j)
+            free = _Free(problem.blocked, rects[known])
+        rects[k], codes[k], latency[k], known[k], fixed[k] = (y, x, r, c), code, lat, True, True
         free.take(rects[k])
         fitted.append(k)
     return Completed(Placed(rects, codes, latency), fitted, None)
@@ -161,12 +193,14 @@ def _fit(
     exact: bool,
     first: Shape | None,
     deadline: Deadline,
+    slowest: int | None = None,
 ) -> tuple[tuple[int, int], Shape] | None:
     """Shape ``first``, else the fastest shape of kernel k, with a free spot (at ``at`` when
-    ``exact``, else the free corner nearest it; inside k's area and, where the wafer forbids crossing
-    dies, inside one die). A shape holding one that found no spot finds none either (at every corner
-    the larger rectangle covers the smaller): it is skipped unscanned; at most ``MOST_SCANS`` shapes
-    are scanned (a kernel that far from fitting makes a start not worth its time)."""
+    ``exact``, else the free corner nearest it; none slower than ``slowest``; inside k's area and,
+    where the wafer forbids crossing dies, inside one die). A shape holding one that found no spot
+    finds none either (at every corner the larger rectangle covers the smaller): it is skipped
+    unscanned; at most ``MOST_SCANS`` shapes are scanned (a kernel that far from fitting makes a start
+    not worth its time)."""
     prefix = free.prefix
     rows, cols = free.taken.shape
     room = rows * cols - int(prefix[-1, -1])
@@ -177,6 +211,8 @@ def _fit(
     scans = 0
     for shape in [*([first] if first is not None else []), *shapes_by_speed(problem, k)]:
         r, c = shape[0], shape[1]
+        if slowest is not None and shape[2] > slowest:
+            continue
         if r * c > room or r > fr or c > fc or failed[r] <= c:
             continue
         if scans >= MOST_SCANS or deadline.expired():
