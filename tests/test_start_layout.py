@@ -27,7 +27,10 @@ from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.placement import INF, PlacementProblem, build_placement_problem, shape_table
 from wsealloc.request import SolveRequest, StartKernel, StartLayout
+from wsealloc.solvers import place
+from wsealloc.solvers.base import SolveOptions
 from wsealloc.solvers.fill import complete, shapes_by_speed
+from wsealloc.solvers.strips import Placed, score
 
 TRANSFORMER = MODELS / "tiny" / "transformer.onnx"
 
@@ -170,6 +173,31 @@ def test_a_kernel_with_no_free_spot_displaces_the_kept_ones() -> None:
     narrow = replace(p, mesh=MeshParams(rows, 8, rows, 8, 4.0, 1, rows, 8, 0), blocked=np.zeros((rows, 8), bool))
     out = complete(narrow, rects, np.zeros(2, np.int32), np.array([0, 50]), known, toward, Deadline.after(60), old)
     assert out.placed is None and out.stuck == 1
+
+
+def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rival layout (the old plan's) and the construction's best are each improved (the moves, here
+    replaced by a stand-in that records its inputs and makes the construction's best faster), and
+    the better result is kept, whichever ranked better before the moves."""
+    start = start_from_plan(old_plan)
+    assert start is not None
+    costs = _costs()
+    problem = build_placement_problem(costs, lower_bound=0)
+    rival = start_layout(start, costs, problem, Deadline.after(60), lambda _: None)
+    assert rival is not None
+    seen: list[Placed] = []
+
+    def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> tuple[Placed, str]:
+        seen.append(placed)
+        if placed is rival:
+            return placed, "strips"
+        return Placed(placed.rects, placed.dataflow, placed.latency // 2), "strips+relocate"
+
+    monkeypatch.setattr(place, "improve", moves)
+    result = place.solve(problem, SolveOptions(deadline=Deadline.after(10)), rival=rival)
+    assert len(seen) == 2 and sum(p is rival for p in seen) == 1
+    assert result.solver == "strips+relocate"
+    assert result.objective is not None and result.objective < score(problem, rival)[0]
 
 
 def test_shapes_by_speed_drop_what_a_faster_one_fits_inside() -> None:

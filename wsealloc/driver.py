@@ -271,11 +271,13 @@ def _placed(
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
             stacked = column_layout(pproblem, targets)
             starts += (stacked,) if stacked is not None else ()
+    old = None
     if (start := request.start) is not None:
         share = deadline.share(START_SHARE)
         old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
-        starts += (old,) if old is not None else ()
-    placement = run_stoppable(lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts), deadline)
+    placement = run_stoppable(
+        lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts, rival=old), deadline
+    )
     if placement is None or placement.rects is None:
         if deadline.stopped:
             # stopped before any layout: the allocation-only plan is the best valid plan there is

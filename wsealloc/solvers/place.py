@@ -343,20 +343,32 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
 
 
 def solve(
-    problem: PlacementProblem, options: SolveOptions, refine: bool = True, starts: tuple[Placed, ...] = ()
+    problem: PlacementProblem,
+    options: SolveOptions,
+    refine: bool = True,
+    starts: tuple[Placed, ...] = (),
+    rival: Placed | None = None,
 ) -> PlacementResult:
     """Place every kernel; best placement within the time limit with its status, bound and gap.
 
     ``starts`` are further candidate layouts (e.g. the greedy allocation placed by the same
-    construction): the result is never worse than any of them."""
+    construction): the result is never worse than any of them. ``rival`` is one more (an old plan's
+    layout, ``--from-plan``) whose rank says little about where the moves take it: where it and the
+    construction's best differ, both are improved, the better-ranked first on half the time, and
+    the better result kept (ResNet-50 re-solved with one conv's grid changed: the old layout ranked
+    2,322 against the construction's 2,354, and improved reached 2,047 where the construction's
+    reached 1,773)."""
     start = time.perf_counter()
     deadline = options.deadline
     # (a start built without the user's rules, an old plan's: each checked as a layout of this problem)
-    valid = [other for other in starts if not problem.layout_errors(other.rects)]
-    placed = construct_best(problem, deadline, held=bool(valid))
+    valid = [other for other in (*starts, *([rival] if rival is not None else [])) if not problem.layout_errors(other.rects)]
+    built = placed = construct_best(problem, deadline, held=bool(valid))
     for other in valid:
         if placed is None or score(problem, other) < score(problem, placed):
             placed = other
+    second = None
+    if rival is not None and any(v is rival for v in valid) and built is not None:
+        second = built if placed is rival else rival  # (the other of the two, whichever ranked better)
     if placed is None:
         return PlacementResult(
             "strips",
@@ -370,7 +382,11 @@ def solve(
             + (", the user's corners, areas and keep-outs)" if problem.ruled else ")"),
         )
     solver = "strips"
-    if refine:
+    if refine and second is not None and second is not placed:
+        first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)))
+        other, other_solver = improve(problem, second, options)
+        placed, solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)
+    elif refine:
         placed, solver = improve(problem, placed, options)
     objective, traffic = evaluate(problem, placed)
     status = Status.OPTIMAL if problem.objective.proven(objective, problem.lower_bound) else Status.FEASIBLE
