@@ -145,34 +145,58 @@ def test_a_new_pin_moves_its_kernel_and_what_it_lands_on(old_plan: Path) -> None
     assert f"2 kernel(s) fitted anew: {names[second]}, {names[first]}" in said[-1]
 
 
-def test_a_kernel_with_no_free_spot_displaces_the_kept_ones() -> None:
-    """4 x 12 cores: a at [0, 0] and b at [0, 4], each 4 x 4, the last four columns free. A rule now
-    allows a only 6 to 8 columns (wider is faster): no free spot holds one, so a takes its old corner
-    on 4 x 8 (latency 92) over b, and b is fitted again in the free columns on its old grid."""
-    rows, cols = 4, 12
-    lat = np.full((1, cols + 1), INF, dtype=np.int64)
-    lat[0, 6:9] = 100 - np.arange(6, 9)
-    free = np.full((1, cols + 1), INF, dtype=np.int64)
-    free[0, 1:] = 50
-    tables = (
-        shape_table(np.array([rows]), lat, np.zeros_like(lat, dtype=np.int32)),
-        shape_table(np.array([rows]), free, np.zeros_like(free, dtype=np.int32)),
-    )
+def _row_problem(cols: int, *widths: dict[int, int]) -> PlacementProblem:
+    """Kernels on a 4-row mesh of ``cols`` columns, each on 4-row rectangles whose legal widths and
+    latencies are ``widths[k]`` (columns -> cycles), the first feeding the second."""
+    rows = 4
+    tables = []
+    for legal in widths:
+        lat = np.full((1, cols + 1), INF, dtype=np.int64)
+        for c, cycles in legal.items():
+            if c <= cols:
+                lat[0, c] = cycles
+        tables.append(shape_table(np.array([rows]), lat, np.zeros_like(lat, dtype=np.int32)))
     mesh = MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0)
     flows = Flows(np.array([0]), np.array([1]), np.array([4.0]), np.array([0]))
-    p = PlacementProblem(("a", "b"), (0, 1), tables, mesh, np.zeros((rows, cols), bool), DieBoundary.IGNORE, flows, 10)
-    rects = np.array([[0, 0, 4, 4], [0, 4, 4, 4]])
-    known, old = np.array([False, True]), np.array([False, True])
-    toward = rects[:, :2].copy()
-    out = complete(p, rects, np.zeros(2, np.int32), np.array([0, 50]), known, toward, Deadline.after(60), old)
+    names = tuple("abcd"[: len(widths)])
+    return PlacementProblem(
+        names, tuple(range(len(widths))), tuple(tables), mesh, np.zeros((rows, cols), bool), DieBoundary.IGNORE, flows, 10
+    )
+
+
+def _complete(p: PlacementProblem, rects: list[list[int]], latency: list[int], known: list[bool]):  # noqa: ANN202
+    r = np.array(rects)
+    k = np.array(known)
+    return complete(p, r, np.zeros(len(rects), np.int32), np.array(latency), k, r[:, :2].copy(), Deadline.after(60), k.copy())
+
+
+def test_a_kernel_with_no_free_spot_displaces_the_kept_ones() -> None:
+    """4 x 16 cores: a at [0, 0] and b at [0, 4], each 4 x 4, c and d 4 x 2 after them, the last four
+    columns free. A rule now allows a only 6 to 8 columns (wider is faster): no free spot holds one,
+    so a takes its old corner on 4 x 8 (latency 92) over b, and b is fitted again in the free columns
+    on its old grid; c and d stay."""
+    anywhere = {c: 50 for c in range(1, 17)}
+    p = _row_problem(16, {c: 100 - c for c in (6, 7, 8)}, anywhere, anywhere, anywhere)
+    rects = [[0, 0, 4, 4], [0, 4, 4, 4], [0, 8, 4, 2], [0, 10, 4, 2]]
+    out = _complete(p, rects, [0, 50, 50, 50], [False, True, True, True])
     assert out.placed is not None and out.fitted == [0, 1] and out.stuck is None
-    assert out.placed.rects.tolist() == [[0, 0, 4, 8], [0, 8, 4, 4]]
-    assert out.placed.latency.tolist() == [92, 50]
+    assert out.placed.rects.tolist() == [[0, 0, 4, 8], [0, 12, 4, 4], [0, 8, 4, 2], [0, 10, 4, 2]]
+    assert out.placed.latency.tolist() == [92, 50, 50, 50]
     assert p.layout_errors(out.placed.rects) == []
-    # no free columns for b afterwards: a finds no layout (b would have to displace a, now fixed)
-    narrow = replace(p, mesh=MeshParams(rows, 8, rows, 8, 4.0, 1, rows, 8, 0), blocked=np.zeros((rows, 8), bool))
-    out = complete(narrow, rects, np.zeros(2, np.int32), np.array([0, 50]), known, toward, Deadline.after(60), old)
-    assert out.placed is None and out.stuck == 1
+    # two kernels only: the displacement fits both anew, more than half: without displacing a finds no room
+    two = _row_problem(12, {c: 100 - c for c in (6, 7, 8)}, anywhere)
+    out = _complete(two, rects[:2], [0, 50], [False, True])
+    assert out.placed is None and out.stuck == 0
+
+
+def test_a_cascade_that_strands_a_kernel_is_dropped_for_a_slower_shape_in_free_cores() -> None:
+    """4 x 10 cores: a (4 x 7 at 40 cycles, or 4 x 4 at 90) lost its rectangle at [0, 0], b (4 x 4
+    at 50, its only shape) is kept at [0, 4]. a displaces b on 4 x 7, but b then fits nowhere: the
+    completion runs again without displacing and a takes 4 x 4 in its old place (the review's case)."""
+    p = _row_problem(10, {7: 40, 4: 90}, {4: 50})
+    out = _complete(p, [[0, 0, 4, 4], [0, 4, 4, 4]], [0, 50], [False, True])
+    assert out.placed is not None and out.fitted == [0]
+    assert out.placed.rects.tolist() == [[0, 0, 4, 4], [0, 4, 4, 4]] and out.placed.latency.tolist() == [90, 50]
 
 
 def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:

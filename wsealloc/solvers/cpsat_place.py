@@ -59,11 +59,9 @@ def _shape_options(
     if h0 >= 0 and 0 < c0 < shape.best.shape[1]:
         options[(r0, c0)] = (r0, c0, int(shape.best[h0, c0]), int(shape.best_df[h0, c0]))
     ranked = sorted(options.values(), key=lambda o: (o[2], o[0] * o[1]))
-    return (
-        ranked[:MAX_SHAPES]
-        if (r0, c0) in {(o[0], o[1]) for o in ranked[:MAX_SHAPES]}
-        else ranked[: MAX_SHAPES - 1] + [options[(r0, c0)]]
-    )
+    if (r0, c0) not in options or (r0, c0) in {(o[0], o[1]) for o in ranked[:MAX_SHAPES]}:
+        return ranked[:MAX_SHAPES]  # (the current shape is legal, so a table row holds it: the first test never holds)
+    return ranked[: MAX_SHAPES - 1] + [options[(r0, c0)]]
 
 
 def _step(problem: PlacementProblem, placed: Placed, window: list[int], options: SolveOptions, seconds: float) -> Placed | None:

@@ -14,8 +14,10 @@ conv whose grid the user changed from 392 x 27, and a kernel it lands on then fi
 nowhere) the kernel displaces kept ones: the same search with the kept kernels' cores counted free,
 and the kernels it lands on are fitted again, in dataflow order, the same way. Only where neither
 holds a shape that fast does it take a slower one (free cores first). Every kernel fitted is fixed
-from then on (pinned ones too), so each displacement fixes one more and the cascade ends; more than
-half the kernels fitted anew and the start is given up (little of the old layout would be left).
+from then on (pinned ones too), so each displacement fixes one more and the cascade ends. A cascade
+that strands a kernel or fits more than half the kernels anew (little of the old layout left) is
+dropped, and the kernels are fitted again without displacing (free cores only, a slower shape where
+that is all they hold).
 The result is one more start of the search, judged by the same score as every other; the search's
 moves (windows, relocation) then improve whatever the fit cost.
 """
@@ -84,7 +86,31 @@ def complete(
     are a legal shape of kernel k, tried first wherever it is fitted.
     Known rectangles must be valid on their own (on the wafer, on free cores, disjoint, within their
     kernel's rules); a pinned kernel's is replaced when it does not sit at its pin. None too when
-    ``deadline`` passes (checked before every shape tried: each scans the wafer once)."""
+    ``deadline`` passes (checked before every shape tried: each scans the wafer once).
+
+    A displacement is never undone, so a cascade can strand a kernel that free cores held before (a
+    displaced kernel finding no room), or fit more than half the kernels anew: then the completion
+    runs again without displacing (free cores only, a slower shape where that is all they hold), and
+    the first that completes with at most half the kernels fitted anew is the answer."""
+    done = _complete(problem, rects, codes, latency, known, toward, deadline, old, displace=True)
+    if done.placed is not None and 2 * len(done.fitted) <= problem.n_kernels:
+        return done
+    again = _complete(problem, rects, codes, latency, known, toward, deadline, old, displace=False)
+    return again
+
+
+def _complete(
+    problem: PlacementProblem,
+    rects: np.ndarray,
+    codes: np.ndarray,
+    latency: np.ndarray,
+    known: np.ndarray,
+    toward: np.ndarray,
+    deadline: Deadline,
+    old: np.ndarray | None,
+    displace: bool,
+) -> Completed:
+    """``complete`` in one pass, displacing kept kernels where ``displace``."""
     rects, codes, latency, known = rects.copy(), codes.copy(), latency.copy(), known.copy()
     pins = problem.pins or (None,) * problem.n_kernels
     for k, pin in enumerate(pins):
@@ -120,7 +146,7 @@ def complete(
     while waiting:
         k = heapq.heappop(waiting)
         near = _toward(problem, rects, known, toward, k)
-        kept = _Free(problem.blocked, rects[fixed]) if 2 * (len(fitted) + 1) <= problem.n_kernels else None
+        kept = _Free(problem.blocked, rects[fixed]) if displace and 2 * (len(fitted) + 1) <= problem.n_kernels else None
         # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels; then
         # the fastest shape in free cores, else displacing
         tries: list[tuple[_Free | None, int | None]] = [(free, ref), (kept, ref), (free, None), (kept, None)]

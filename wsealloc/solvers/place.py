@@ -353,11 +353,11 @@ def solve(
 
     ``starts`` are further candidate layouts (e.g. the greedy allocation placed by the same
     construction): the result is never worse than any of them. ``rival`` is one more (an old plan's
-    layout, ``--from-plan``) whose rank says little about where the moves take it: where it and the
-    construction's best differ, both are improved, the better-ranked first on half the time, and
-    the better result kept (ResNet-50 re-solved with one conv's grid changed: the old layout ranked
-    2,322 against the construction's 2,354, and improved reached 2,047 where the construction's
-    reached 1,773)."""
+    layout, ``--from-plan``) whose rank says little about where the moves take it: the best-ranked
+    layout is improved on half the time and, beside it, the rival (or, where the rival ranks best,
+    the construction's best) on the rest, the better result kept (ResNet-50 re-solved with one
+    conv's grid changed: the old layout ranked 2,322 against the construction's 2,354, and improved
+    reached 2,047 where the construction's reached 1,773)."""
     start = time.perf_counter()
     deadline = options.deadline
     # (a start built without the user's rules, an old plan's: each checked as a layout of this problem)
@@ -382,7 +382,7 @@ def solve(
             + (", the user's corners, areas and keep-outs)" if problem.ruled else ")"),
         )
     solver = "strips"
-    if refine and second is not None and second is not placed:
+    if refine and second is not None:
         first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)))
         other, other_solver = improve(problem, second, options)
         placed, solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)

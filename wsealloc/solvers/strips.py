@@ -566,10 +566,10 @@ def _free_runs(free_cols: np.ndarray) -> tuple[tuple[int, int], ...]:
     every state and height, and most ask it of a mask seen before (heights between two obstacle
     edges, the bisection's next target): the runs are kept by the mask's bytes (ViT-B/16 under the
     constraints benchmark's rules: 625,000 asks, 17 s of a 60 s solve)."""
-    return _runs_of(free_cols.tobytes())
+    return _runs_of(np.ascontiguousarray(free_cols, dtype=bool).tobytes())
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=1 << 10)  # (a mask with defects holds hundreds of runs: at most ~30 MB)
 def _runs_of(mask: bytes) -> tuple[tuple[int, int], ...]:
     free = np.frombuffer(mask, dtype=np.int8)
     edges = np.flatnonzero(np.diff(free, prepend=0, append=0)).tolist()
@@ -879,7 +879,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
             for m in members:
                 shape = problem.shape(m)
                 h = shape.height_index(rows[m][1])
-                if slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
+                if h >= 0 and slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
                     out[m] = width_at(shape, h, slot)
         used = sum(int(max(out[m] for m in members)) for members in groups.values())
         for first, split, end, _ in band.runs:  # a run keeps its kernels' widths: its wider lane sets its columns
@@ -891,7 +891,7 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
             continue
         heap: list[tuple[int, int]] = []
         for k in range(band.first, band.end):
-            if k not in paired:
+            if k not in paired and problem.shape(k).height_index(band.height) >= 0:  # (a placed kernel's always is)
                 shape = problem.shape(k)
                 heapq.heappush(heap, (-int(shape.prefix[shape.height_index(band.height), out[k]]), k))
         while spare > 0 and heap:
