@@ -126,7 +126,7 @@ def test_an_old_plan_is_a_start_where_it_still_holds(old_plan: Path) -> None:
         assert replace(problem, blocked=full).layout_errors(out.rects) == []
         assert f"fitted anew: {first.name}, " in said[-1]
     else:
-        assert said[-1].endswith(f"is not a start: no room for {first.name}") or " no room for " in said[-1]
+        assert " is not a start: no room for " in said[-1]
     pins = tuple(None if i == 0 else (y, x) for i, (y, x, _, _) in enumerate(placed.rects.tolist()))
     assert start_layout(start, costs, replace(problem, blocked=full, pins=pins), forever, said.append) is None
     assert said[-1].endswith(f"is not a start: no room for {first.name}")
