@@ -91,85 +91,75 @@ def complete(
     A displacement is never undone, so a cascade can strand a kernel that free cores held before (a
     displaced kernel finding no room), or fit more than half the kernels anew: then the completion
     runs again without displacing (free cores only, a slower shape where that is all they hold), and
-    the first that completes with at most half the kernels fitted anew is the answer."""
-    done = _complete(problem, rects, codes, latency, known, toward, deadline, old, displace=True)
+    that pass is the answer."""
+    given = (rects, codes, latency, known)
+
+    def one_pass(displace: bool) -> Completed:
+        """The completion in one pass, displacing kept kernels where ``displace``."""
+        rects, codes, latency, known = given[0].copy(), given[1].copy(), given[2].copy(), given[3].copy()
+        pins = problem.pins or (None,) * problem.n_kernels
+        for k, pin in enumerate(pins):
+            if pin is not None and known[k] and tuple(rects[k, :2].tolist()) != pin:
+                known[k] = False
+        fitted: list[int] = []
+
+        def first(k: int) -> Shape | None:
+            return (int(rects[k, 2]), int(rects[k, 3]), int(latency[k]), int(codes[k])) if old is not None and old[k] else None
+
+        # pins first, each on the cores no other pinned kernel holds: the rest give way to it
+        pinned = np.array([p is not None for p in pins], dtype=bool)
+        for k, pin in enumerate(pins):
+            if pin is None or known[k]:
+                continue
+            spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), deadline)
+            if spot is None:
+                return Completed(None, fitted, None if deadline.expired() else k)
+            (y, x), (r, c, lat, code) = spot
+            rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
+            fitted.append(k)
+            for j in np.flatnonzero(known).tolist():  # the kept kernels it now covers are fitted again
+                y2, x2, r2, c2 = rects[j].tolist()
+                if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+                    known[j] = False
+        # the rest in dataflow order; a kernel finding no free spot displaces kept ones (module docstring)
+        fixed = known & pinned
+        fixed[fitted] = True
+        free = _Free(problem.blocked, rects[known])
+        waiting = np.flatnonzero(~known).tolist()
+        heapq.heapify(waiting)
+        ref = int(latency[known].max()) if known.any() else None  # the old layout's slowest kept kernel
+        while waiting:
+            k = heapq.heappop(waiting)
+            near = _toward(problem, rects, known, toward, k)
+            kept = _Free(problem.blocked, rects[fixed]) if displace and 2 * (len(fitted) + 1) <= problem.n_kernels else None
+            # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels; then
+            # the fastest shape in free cores, else displacing
+            tries: list[tuple[_Free | None, int | None]] = [(free, ref), (kept, ref), (free, None), (kept, None)]
+            spot, cores = None, None
+            for cores, slowest in tries if ref is not None else tries[2:]:
+                if cores is not None and not deadline.expired():
+                    spot = _fit(problem, k, cores, near, False, first(k), deadline, slowest)
+                    if spot is not None:
+                        break
+            if spot is None:
+                return Completed(None, fitted, None if deadline.expired() else k)
+            (y, x), (r, c, lat, code) = spot
+            if cores is not free:  # the kept kernels it lands on are fitted again, in dataflow order
+                for j in np.flatnonzero(known & ~fixed).tolist():
+                    y2, x2, r2, c2 = rects[j].tolist()
+                    if y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
+                        known[j] = False
+                        heapq.heappush(waiting, j)
+                free = _Free(problem.blocked, rects[known])
+            rects[k], codes[k], latency[k], known[k], fixed[k] = (y, x, r, c), code, lat, True, True
+            free.take(rects[k])
+            fitted.append(k)
+        return Completed(Placed(rects, codes, latency), fitted, None)
+
+    done = one_pass(displace=True)
     if done.placed is not None and 2 * len(done.fitted) <= problem.n_kernels:
         return done
-    again = _complete(problem, rects, codes, latency, known, toward, deadline, old, displace=False)
-    return again
-
-
-def _complete(
-    problem: PlacementProblem,
-    rects: np.ndarray,
-    codes: np.ndarray,
-    latency: np.ndarray,
-    known: np.ndarray,
-    toward: np.ndarray,
-    deadline: Deadline,
-    old: np.ndarray | None,
-    displace: bool,
-) -> Completed:
-    """``complete`` in one pass, displacing kept kernels where ``displace``."""
-    rects, codes, latency, known = rects.copy(), codes.copy(), latency.copy(), known.copy()
-    pins = problem.pins or (None,) * problem.n_kernels
-    for k, pin in enumerate(pins):
-        if pin is not None and known[k] and tuple(rects[k, :2].tolist()) != pin:
-            known[k] = False
-    fitted: list[int] = []
-
-    def first(k: int) -> Shape | None:
-        return (int(rects[k, 2]), int(rects[k, 3]), int(latency[k]), int(codes[k])) if old is not None and old[k] else None
-
-    # pins first, each on the cores no other pinned kernel holds: the rest give way to it
-    pinned = np.array([p is not None for p in pins], dtype=bool)
-    for k, pin in enumerate(pins):
-        if pin is None or known[k]:
-            continue
-        spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), deadline)
-        if spot is None:
-            return Completed(None, fitted, None if deadline.expired() else k)
-        (y, x), (r, c, lat, code) = spot
-        rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
-        fitted.append(k)
-        for j in np.flatnonzero(known).tolist():  # the kept kernels it now covers are fitted again
-            y2, x2, r2, c2 = rects[j].tolist()
-            if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
-                known[j] = False
-    # the rest in dataflow order; a kernel finding no free spot displaces kept ones (module docstring)
-    fixed = known & pinned
-    fixed[fitted] = True
-    free = _Free(problem.blocked, rects[known])
-    waiting = np.flatnonzero(~known).tolist()
-    heapq.heapify(waiting)
-    ref = int(latency[known].max()) if known.any() else None  # the old layout's slowest kept kernel
-    while waiting:
-        k = heapq.heappop(waiting)
-        near = _toward(problem, rects, known, toward, k)
-        kept = _Free(problem.blocked, rects[fixed]) if displace and 2 * (len(fitted) + 1) <= problem.n_kernels else None
-        # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels; then
-        # the fastest shape in free cores, else displacing
-        tries: list[tuple[_Free | None, int | None]] = [(free, ref), (kept, ref), (free, None), (kept, None)]
-        spot, cores = None, None
-        for cores, slowest in tries if ref is not None else tries[2:]:
-            if cores is not None and not deadline.expired():
-                spot = _fit(problem, k, cores, near, False, first(k), deadline, slowest)
-                if spot is not None:
-                    break
-        if spot is None:
-            return Completed(None, fitted, None if deadline.expired() else k)
-        (y, x), (r, c, lat, code) = spot
-        if cores is not free:  # the kept kernels it lands on are fitted again, in dataflow order
-            for j in np.flatnonzero(known & ~fixed).tolist():
-                y2, x2, r2, c2 = rects[j].tolist()
-                if y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
-                    known[j] = False
-                    heapq.heappush(waiting, j)
-            free = _Free(problem.blocked, rects[known])
-        rects[k], codes[k], latency[k], known[k], fixed[k] = (y, x, r, c), code, lat, True, True
-        free.take(rects[k])
-        fitted.append(k)
-    return Completed(Placed(rects, codes, latency), fitted, None)
+    return one_pass(displace=False)
 
 
 class _Free:
