@@ -94,8 +94,8 @@ def complete(
     that pass is the answer."""
     given = (rects, codes, latency, known)
 
-    def one_pass(displace: bool) -> Completed:
-        """The completion in one pass, displacing kept kernels where ``displace``."""
+    def one_pass(displace: bool) -> tuple[Completed, bool]:
+        """The completion in one pass, displacing kept kernels where ``displace``; and whether it did."""
         rects, codes, latency, known = given[0].copy(), given[1].copy(), given[2].copy(), given[3].copy()
         pins = problem.pins or (None,) * problem.n_kernels
         for k, pin in enumerate(pins):
@@ -113,14 +113,12 @@ def complete(
                 continue
             spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), deadline)
             if spot is None:
-                return Completed(None, fitted, None if deadline.expired() else k)
+                return Completed(None, fitted, None if deadline.expired() else k), False
             (y, x), (r, c, lat, code) = spot
+            known[k] = False
+            known[_under(rects, known, (y, x, r, c))] = False  # the kept kernels it now covers are fitted again
             rects[k], codes[k], latency[k], known[k] = (y, x, r, c), code, lat, True
             fitted.append(k)
-            for j in np.flatnonzero(known).tolist():  # the kept kernels it now covers are fitted again
-                y2, x2, r2, c2 = rects[j].tolist()
-                if j != k and y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
-                    known[j] = False
         # the rest in dataflow order; a kernel finding no free spot displaces kept ones (module docstring)
         fixed = known & pinned
         fixed[fitted] = True
@@ -128,38 +126,46 @@ def complete(
         waiting = np.flatnonzero(~known).tolist()
         heapq.heapify(waiting)
         ref = int(latency[known].max()) if known.any() else None  # the old layout's slowest kept kernel
+        displaced = False
         while waiting:
             k = heapq.heappop(waiting)
             near = _toward(problem, rects, known, toward, k)
-            kept = _Free(problem.blocked, rects[fixed]) if displace and 2 * (len(fitted) + 1) <= problem.n_kernels else None
-            # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels; then
-            # the fastest shape in free cores, else displacing
-            tries: list[tuple[_Free | None, int | None]] = [(free, ref), (kept, ref), (free, None), (kept, None)]
-            spot, cores = None, None
-            for cores, slowest in tries if ref is not None else tries[2:]:
-                if cores is not None and not deadline.expired():
+            may = displace and 2 * (len(fitted) + 1) <= problem.n_kernels
+            # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels
+            # (only the blocked cores and the fixed kernels' taken); then the fastest shape the same way
+            spot, moves = None, False
+            for moves, slowest in [(False, ref), (True, ref), (False, None), (True, None)][0 if ref is not None else 2 :]:
+                if (may or not moves) and not deadline.expired():
+                    cores = _Free(problem.blocked, rects[fixed]) if moves else free
                     spot = _fit(problem, k, cores, near, False, first(k), deadline, slowest)
                     if spot is not None:
                         break
             if spot is None:
-                return Completed(None, fitted, None if deadline.expired() else k)
+                return Completed(None, fitted, None if deadline.expired() else k), displaced
             (y, x), (r, c, lat, code) = spot
-            if cores is not free:  # the kept kernels it lands on are fitted again, in dataflow order
-                for j in np.flatnonzero(known & ~fixed).tolist():
-                    y2, x2, r2, c2 = rects[j].tolist()
-                    if y < y2 + r2 and y2 < y + r and x < x2 + c2 and x2 < x + c:
-                        known[j] = False
-                        heapq.heappush(waiting, j)
+            if moves:  # the kept kernels it lands on are fitted again, in dataflow order
+                landed = _under(rects, known & ~fixed, (y, x, r, c))
+                known[landed] = False
+                for j in landed.tolist():
+                    heapq.heappush(waiting, j)
                 free = _Free(problem.blocked, rects[known])
+                displaced = True
             rects[k], codes[k], latency[k], known[k], fixed[k] = (y, x, r, c), code, lat, True, True
             free.take(rects[k])
             fitted.append(k)
-        return Completed(Placed(rects, codes, latency), fitted, None)
+        return Completed(Placed(rects, codes, latency), fitted, None), displaced
 
-    done = one_pass(displace=True)
-    if done.placed is not None and 2 * len(done.fitted) <= problem.n_kernels:
-        return done
-    return one_pass(displace=False)
+    done, displaced = one_pass(displace=True)
+    if not displaced or (done.placed is not None and 2 * len(done.fitted) <= problem.n_kernels):
+        return done  # (without a displacement the second pass would be this one again)
+    return one_pass(displace=False)[0]
+
+
+def _under(rects: np.ndarray, among: np.ndarray, rect: tuple[int, int, int, int]) -> np.ndarray:
+    """The kernels (indices) where ``among`` holds whose rectangle shares a core with ``rect``."""
+    y, x, r, c = rect
+    ys, xs, rs, cs = rects.T
+    return np.flatnonzero(among & (ys < y + r) & (y < ys + rs) & (xs < x + c) & (x < xs + cs))
 
 
 class _Free:
