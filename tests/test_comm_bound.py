@@ -143,6 +143,7 @@ def test_tall_kernels_share_a_row() -> None:
     p = CommBoundProblem((tall, tall, tall), none, _mesh(4, 5), 20)
     assert best_layout(p) is None
     assert communication_bound(p, 1000) is None  # no T passes: no layout exists
+    assert communication_bound(p, None) is None  # (the doubling search for an upper end gives up)
     assert allocation_bound(p) == 10
 
 
@@ -164,8 +165,18 @@ def test_the_verifier_derives_the_same_bound(sets: list[str]) -> None:
     mine = communication_bound(comm_bound_problem(costs), 50 * alloc)
     assert mine is not None and mine >= alloc
     assert recomputed(costs, 50 * alloc) == mine
-    for lo in (0, alloc):  # where the bisection starts changes nothing
+    for lo in (0, alloc):  # where the bisection starts changes nothing, nor an upper end found by doubling
         assert communication_bound(comm_bound_problem(costs), 50 * alloc, lo) == mine
+        assert communication_bound(comm_bound_problem(costs), None, lo) == mine
+    asked: list[int] = []
+
+    def third() -> bool:  # stop before the third test
+        asked.append(1)
+        return len(asked) >= 3
+
+    # asked to stop: no bound at all, never one short of the least T
+    assert communication_bound(comm_bound_problem(costs), 50 * alloc, alloc, stop=third) is None
+    assert len(asked) == 3
 
 
 def test_every_layout_of_a_real_model_on_a_tiny_wafer() -> None:

@@ -48,6 +48,9 @@ ALLOCATION_SHARE_WHEN_PLACING = 0.5
 # share of what remains (LLaMA-7B with 10 kernels to fit took 20 s before the fit was bounded: the
 # search then had no time left; docs/benchmarks.md, "Re-solving from a plan").
 START_SHARE = 0.1
+# The bound that counts communication, computed before the placement search (``_comm_bound``): 0.1 s on
+# the zoo, 1 s on LLaMA-7B re-solved from a plan (442 fixed corners); never more than this share.
+COMM_BOUND_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
     partition = prepared.partition
     if partition is None:
         (part,) = prepared.parts
-        return _with_comm_bound(solve_part(part, request, deadline, say), request, say)
+        return solve_part(part, request, deadline, say, comm_bound=True)
     outcomes = []
     for s, part in enumerate(prepared.parts):
         outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say))
@@ -131,24 +134,6 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
     return SolveOutcome(plan, first.result, first.baseline, exact, costs, deadline.stopped, None, partition, request)
 
 
-def _with_comm_bound(outcome: SolveOutcome, request: SolveRequest, say: Progress) -> SolveOutcome:
-    """A placed min-max plan of one wafer with the bound that counts communication beside the
-    allocation's (``problem.comm_bound``): the placed value is an upper end the bisection may start
-    from, since its layout passes every test of that bound. Other plans keep their bounds alone."""
-    objective = outcome.plan.objective
-    if not states_bound(request.objective, objective.placed, 1, outcome.costs.runs is not None):
-        return outcome
-    bound = communication_bound(comm_bound_problem(outcome.costs), objective.value)
-    if bound is None:  # the layout would contradict the bound: never claim one then
-        return outcome
-    say(f"placement: {bound:,} cycles at least with communication counted (allocation bound {objective.bound_cycles or 0:,})")
-    update: dict[str, object] = {"comm_bound_cycles": bound}
-    if rules.proven_optimal(objective.value, bound):  # no layout is faster: the plan is optimal
-        update["status"] = Status.OPTIMAL
-    plan = outcome.plan.model_copy(update={"objective": objective.model_copy(update=update)})
-    return replace(outcome, plan=plan)
-
-
 def _annotated(outcome: SolveOutcome, prepared: Prepared) -> SolveOutcome:
     """The plan with what the strategy decided: the decision, its reason in front of the note, the price."""
     objective = outcome.plan.objective
@@ -167,10 +152,11 @@ def _annotated(outcome: SolveOutcome, prepared: Prepared) -> SolveOutcome:
     return replace(outcome, plan=plan)
 
 
-def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progress) -> SolveOutcome:
+def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progress, comm_bound: bool = False) -> SolveOutcome:
     """One part: greedy baseline, the bound the strategy proved, then the request's backend (an
     allocation share of ``deadline``); with ``request.place`` and a part to place, every unit placed in
-    what remains (the bound stays the allocation-only optimum)."""
+    what remains (the bound stays the allocation-only optimum). ``comm_bound``: the part is the whole
+    plan (one wafer), whose placed layout states the bound that counts communication (``_placed``)."""
     costs = part.table
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
@@ -231,7 +217,7 @@ def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progr
         # a stop before the placement: the allocation-only plan is the best valid plan there is
         plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
         return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
-    return _placed(costs, problem, result, baseline, exact, request, deadline, knobs, say)
+    return _placed(costs, problem, result, baseline, exact, request, deadline, knobs, say, comm_bound)
 
 
 def _placed(
@@ -244,9 +230,12 @@ def _placed(
     deadline: Deadline,
     knobs: SolveOptions,
     say: Progress,
+    comm_bound: bool = False,
 ) -> SolveOutcome:
     """Every unit placed on the wafer: the greedy allocation placed by the same construction (the
-    baseline, and a start of the search), then the placement search."""
+    baseline, and a start of the search), then the placement search. With ``comm_bound`` (and a plan
+    that states one, ``problem.comm_bound.states_bound``) the bound that counts communication is
+    computed before the search, inside the time limit (``_comm_bound``)."""
     objective = problem.objective
     pproblem = build_placement_problem(costs, lower_bound=int(result.bound or 0), objective=objective)
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
@@ -271,6 +260,10 @@ def _placed(
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
             stacked = column_layout(pproblem, targets)
             starts += (stacked,) if stacked is not None else ()
+    proven = None
+    if comm_bound and states_bound(request.objective, True, 1, costs.runs is not None):
+        upper = baseline_placed[0] if baseline_placed is not None else None
+        proven = run_stoppable(lambda: _comm_bound(costs, int(result.bound or 0), upper, deadline, say), deadline)
     old = None
     if (start := request.start) is not None:
         share = deadline.share(START_SHARE)
@@ -290,7 +283,25 @@ def _placed(
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
+    if proven is not None and proven <= plan.objective.value:  # (above it the layout would contradict it: never claimed)
+        update: dict[str, object] = {"comm_bound_cycles": proven}
+        if rules.proven_optimal(plan.objective.value, proven):  # no layout is faster: the plan is optimal
+            update["status"] = Status.OPTIMAL
+        plan = plan.model_copy(update={"objective": plan.objective.model_copy(update=update)})
     return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, placement, request=request)
+
+
+def _comm_bound(costs: CostTable, lo: int, upper: int | None, deadline: Deadline, say: Progress) -> int | None:
+    """The bound that counts communication (``problem.comm_bound``), from the allocation bound ``lo``
+    up to ``upper`` (the greedy baseline's placed value: its layout passes every test; None: found by
+    doubling), in at most ``COMM_BOUND_SHARE`` of what remains. It does not depend on the layout, so
+    it runs before the search, inside the time limit (after it, it took up to 2 s past the limit on
+    LLaMA-7B with 442 fixed corners); out of time it is not stated (None)."""
+    share = deadline.share(COMM_BOUND_SHARE)
+    bound = communication_bound(comm_bound_problem(costs), upper, lo, stop=share.expired)
+    if bound is not None:
+        say(f"placement: {bound:,} cycles at least with communication counted (allocation bound {lo:,})")
+    return bound
 
 
 def start_layout(

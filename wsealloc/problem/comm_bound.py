@@ -51,6 +51,7 @@ path, regions sharing cores in time, several wafers and the contest's score keep
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,10 +158,15 @@ def obstacles(costs: CostTable) -> tuple[tuple[int, int, int, int], ...]:
     return tuple(boxes) + tuple((int(y), int(x), 1, 1) for y, x in np.argwhere(broken).tolist())
 
 
-def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None:
+def communication_bound(p: CommBoundProblem, hi: int | None, lo: int = 0, stop: Callable[[], bool] | None = None) -> int | None:
     """The least T in [``lo``, ``hi``] that passes every test of the module docstring (None: not even
     ``hi``, which a valid layout with bottleneck ``hi`` would contradict). ``lo``: a proven bound of the
-    same table (the allocation's), where the bisection may start."""
+    same table (the allocation's), where the bisection may start. ``hi`` None: no layout's value is
+    known yet, so the upper end is found by doubling steps above ``lo`` (None past ``MOST_CYCLES``).
+
+    ``stop`` is asked before every test (each a pass over the kernels: 0.1-0.2 s on a 452-kernel
+    table with 442 fixed corners), so the driver can run the bound inside the search's time limit; a
+    stop gives None, never a T short of the least one (``verify`` recomputes it exactly)."""
     mesh = p.mesh
     incoming = p.incoming()
     n = len(p.shapes)
@@ -269,7 +275,29 @@ def communication_bound(p: CommBoundProblem, hi: int, lo: int = 0) -> int | None
             return False
         return all(int(fewest[list(b.kernels)].sum()) <= b.cores for b in p.budgets)
 
-    return first_true(range(lo, hi + 1), fits)
+    def test(t: int) -> bool:
+        if stop is not None and stop():
+            raise _Stopped
+        return fits(t)
+
+    try:
+        if hi is None:
+            hi, step = max(lo, 1), max(1, lo // 16)
+            while not test(hi):
+                lo, hi, step = hi + 1, hi + step, 2 * step
+                if hi > MOST_CYCLES:
+                    return None
+        return first_true(range(lo, hi + 1), test)
+    except _Stopped:
+        return None
+
+
+class _Stopped(Exception):
+    """The bound's search was asked to stop (``communication_bound(stop=)``)."""
+
+
+# The doubling search for an upper end gives up past this many cycles (no layout that slow is planned).
+MOST_CYCLES = 1 << 50
 
 
 BIG = np.iinfo(np.int64).max // 4  # the stage of a shape that cannot lie at its kernel's fixed corner
