@@ -204,6 +204,22 @@ def test_a_cascade_that_strands_a_kernel_is_dropped_for_a_slower_shape_in_free_c
     assert out.placed.rects.tolist() == [[0, 0, 4, 4], [0, 4, 4, 4]] and out.placed.latency.tolist() == [90, 50]
 
 
+def test_kernels_new_to_a_layout_fill_the_holes_they_fit() -> None:
+    """4 x 12 cores: c (4 x 2 at [0, 3]) and d (4 x 3 at [0, 9]) kept, holes of 3 and 4 columns left;
+    a and b are new (no old corner nor grid): a is fastest on 4 columns (40 cycles, 45 on 3), b has
+    only 4 (50). Fitted in dataflow order, fastest first, a would take the 4-column hole and b find
+    none; the larger kernel first, each where its border touches most, both fit exactly."""
+    p = _row_problem(12, {3: 45, 4: 40}, {4: 50}, {2: 50}, {3: 50})
+    rects = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 4, 2], [0, 9, 4, 3]])
+    known = np.array([False, False, True, True])
+    toward = np.where(known[:, None], rects[:, :2], -1)
+    out = complete(p, rects, np.zeros(4, np.int32), np.array([0, 0, 50, 50]), known, toward, Deadline.after(60), known.copy())
+    assert out.placed is not None and out.fitted == [1, 0] and out.stuck is None
+    assert out.placed.rects[:2].tolist() == [[0, 0, 4, 3], [0, 5, 4, 4]]
+    assert out.placed.latency.tolist() == [45, 50, 50, 50]
+    assert p.layout_errors(out.placed.rects) == []
+
+
 def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rival layout (the old plan's) and the construction's best are each improved (the moves, here
     replaced by a stand-in that records its inputs and makes the construction's best faster), and

@@ -8,7 +8,10 @@ worse than the plan it came from), so the kernels it lacks are fitted into it in
 time: a pinned kernel at its corner, on its old grid if that is still legal and fits there, else the
 fastest of its shapes that does (a kept kernel in the way leaves and is fitted again), then the
 rest in dataflow order, each on its old grid or a shape as fast as the old layout's slowest kept
-kernel, on the free cores nearest its old corner or, for a new kernel, its placed neighbours. Where
+kernel, on the free cores nearest its old corner. Kernels new to the layout (no old corner nor grid:
+the model gained them, or the plan lost them) come last, the largest first, each on the shape and
+free spot whose border touches taken cores most (a hole's own kernel fills it; then fewest cores,
+then nearest its placed neighbours), as in decreasing-size bin packing. Where
 the free cores hold no such shape (a dense layout: ResNet-50's old plan leaves no free 256 x 40 for a
 conv whose grid the user changed from 392 x 27, and a kernel it lands on then finds its old grid
 nowhere) the kernel displaces kept ones: the same search with the kept kernels' cores counted free,
@@ -25,6 +28,7 @@ moves (windows, relocation) then improve whatever the fit cost.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -93,6 +97,12 @@ def complete(
     runs again without displacing (free cores only, a slower shape where that is all they hold), and
     that pass is the answer."""
     given = (rects, codes, latency, known)
+    cache: dict[int, list[Shape]] = {}
+
+    def shapes(k: int) -> list[Shape]:
+        if k not in cache:
+            cache[k] = shapes_by_speed(problem, k)
+        return cache[k]
 
     def one_pass(displace: bool) -> tuple[Completed, bool]:
         """The completion in one pass, displacing kept kernels where ``displace``; and whether it did."""
@@ -111,7 +121,7 @@ def complete(
         for k, pin in enumerate(pins):
             if pin is None or known[k]:
                 continue
-            spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), deadline)
+            spot = _fit(problem, k, _Free(problem.blocked, rects[known & pinned]), pin, True, first(k), shapes(k), deadline)
             if spot is None:
                 return Completed(None, fitted, None if deadline.expired() else k), False
             (y, x), (r, c, lat, code) = spot
@@ -123,13 +133,14 @@ def complete(
         fixed = known & pinned
         fixed[fitted] = True
         free = _Free(problem.blocked, rects[known])
-        waiting = np.flatnonzero(~known).tolist()
-        heapq.heapify(waiting)
         ref = int(latency[known].max()) if known.any() else None  # the old layout's slowest kept kernel
+        waiting = [_key(shapes, k, toward, old, ref) for k in np.flatnonzero(~known).tolist()]
+        heapq.heapify(waiting)
         displaced = False
         while waiting:
-            k = heapq.heappop(waiting)
+            k = heapq.heappop(waiting)[-1]
             near = _toward(problem, rects, known, toward, k)
+            snug = bool(toward[k, 0] < 0 and first(k) is None)  # no old corner nor grid: into a hole (``_fit``)
             may = displace and 2 * (len(fitted) + 1) <= problem.n_kernels
             # as fast as the old layout's slowest kernel in free cores, else displacing kept kernels
             # (only the blocked cores and the fixed kernels' taken); then the fastest shape the same way
@@ -137,7 +148,9 @@ def complete(
             for moves, slowest in [(False, ref), (True, ref), (False, None), (True, None)][0 if ref is not None else 2 :]:
                 if (may or not moves) and not deadline.expired():
                     cores = _Free(problem.blocked, rects[fixed]) if moves else free
-                    spot = _fit(problem, k, cores, near, False, first(k), deadline, slowest)
+                    spot = _fit(
+                        problem, k, cores, near, False, first(k), shapes(k), deadline, slowest, snug and slowest is not None
+                    )
                     if spot is not None:
                         break
             if spot is None:
@@ -147,7 +160,7 @@ def complete(
                 landed = _under(rects, known & ~fixed, (y, x, r, c))
                 known[landed] = False
                 for j in landed.tolist():
-                    heapq.heappush(waiting, j)
+                    heapq.heappush(waiting, _key(shapes, j, toward, old, ref))
                 free = _Free(problem.blocked, rects[known])
                 displaced = True
             rects[k], codes[k], latency[k], known[k], fixed[k] = (y, x, r, c), code, lat, True, True
@@ -168,29 +181,95 @@ def _under(rects: np.ndarray, among: np.ndarray, rect: tuple[int, int, int, int]
     return np.flatnonzero(among & (ys < y + r) & (y < ys + rs) & (xs < x + c) & (x < xs + cs))
 
 
+def _key(
+    shapes: Callable[[int], list[Shape]], k: int, toward: np.ndarray, old: np.ndarray | None, ref: int | None
+) -> tuple[int, ...]:
+    """Where kernel k waits to be fitted: a kernel with an old corner or grid in dataflow order, before
+    the kernels with neither (new to the layout), which go largest first (their fewest cores as fast
+    as ``ref``), as in decreasing-size bin packing: the holes a plan's deleted kernels left are each
+    the size of one, and a small kernel fitted first can split the hole a large one needed."""
+    if toward[k, 0] >= 0 or (old is not None and old[k]):
+        return (0, k)
+    fewest = min((s[0] * s[1] for s in shapes(k) if ref is None or s[2] <= ref), default=0)
+    return (1, -fewest, k)
+
+
 class _Free:
-    """The cores not taken (blocked, or under a placed rectangle), with their 2D prefix sums kept up
-    to date as rectangles are taken (one pass over the wafer per kernel fitted, not per kernel kept)."""
+    """The cores not taken (blocked, or under a placed rectangle) and what a fit asks of them, kept
+    until the next rectangle is taken (one pass over the wafer per kernel fitted, not per shape
+    tried): prefix sums of the taken cores with a ring of taken ones around the wafer (its edge
+    counts as taken where a rectangle's border touches it), and per free core the free run below it
+    and to its right, so a shape's possible corners are found among the free cores alone (a dense
+    layout leaves a few thousand of them)."""
 
     def __init__(self, blocked: np.ndarray, taken: np.ndarray) -> None:
         self.taken = blocked.copy()
         for y, x, r, c in taken.tolist():
             self.taken[y : y + r, x : x + c] = True
         self._prefix: np.ndarray | None = None
+        self._runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def take(self, rect: np.ndarray) -> None:
         y, x, r, c = (int(v) for v in rect)
         self.taken[y : y + r, x : x + c] = True
-        self._prefix = None
+        self._prefix = self._runs = None
 
     @property
     def prefix(self) -> np.ndarray:
-        """[rows + 1, cols + 1] prefix sums of the taken cores."""
+        """[rows + 3, cols + 3] prefix sums of the taken cores, the wafer ringed by taken cores (core
+        (y, x) is (y + 1, x + 1) there)."""
         if self._prefix is None:
             rows, cols = self.taken.shape
-            self._prefix = np.zeros((rows + 1, cols + 1), dtype=np.int64)
-            self._prefix[1:, 1:] = np.cumsum(np.cumsum(self.taken, axis=0), axis=1)
+            padded = np.ones((rows + 2, cols + 2), dtype=bool)
+            padded[1:-1, 1:-1] = self.taken
+            self._prefix = np.zeros((rows + 3, cols + 3), dtype=np.int64)
+            self._prefix[1:, 1:] = np.cumsum(np.cumsum(padded, axis=0), axis=1)
         return self._prefix
+
+    def room(self) -> int:
+        """How many cores are free."""
+        return int(self.taken.size - np.count_nonzero(self.taken))
+
+    def _taken_in(self, y: np.ndarray | int, x: np.ndarray | int, h: int, w: int) -> np.ndarray | int:
+        """Taken cores (the ring's too) in the h x w rectangles at wafer corners (y, x); y, x >= -1."""
+        p = self.prefix
+        y1, x1 = np.add(y, 1), np.add(x, 1)
+        return p[y1 + h, x1 + w] - p[y1, x1 + w] - p[y1 + h, x1] + p[y1, x1]
+
+    def empty(self, y: int, x: int, r: int, c: int) -> bool:
+        """Whether the r x c rectangle at (y, x), on the wafer, is all free."""
+        return int(self._taken_in(y, x, r, c)) == 0
+
+    def empty_at(self, ys: np.ndarray, xs: np.ndarray, r: int, c: int) -> np.ndarray:
+        """Per corner, whether the r x c rectangle there (on the wafer) is all free."""
+        return np.asarray(self._taken_in(ys, xs, r, c)) == 0
+
+    def contact(self, ys: np.ndarray, xs: np.ndarray, r: int, c: int) -> np.ndarray:
+        """Per corner, the cores just outside an r x c rectangle there (its four sides) that are taken
+        or off the wafer: a rectangle filling a hole exactly touches all 2 (r + c)."""
+        return np.asarray(
+            self._taken_in(ys - 1, xs, 1, c)
+            + self._taken_in(ys + r, xs, 1, c)
+            + self._taken_in(ys, xs - 1, r, 1)
+            + self._taken_in(ys, xs + c, r, 1)
+        )
+
+    def corners(self, r: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The free cores (rows, cols; row-major) with at least r free cores down from them and c to
+        their right: every corner of a free r x c rectangle is one (not every one is such a corner)."""
+        if self._runs is None:
+            free = ~self.taken
+            rows, cols = free.shape
+            row, col = np.arange(rows, dtype=np.int32)[:, None], np.arange(cols, dtype=np.int32)[None, :]
+            row_of = np.where(free, np.int32(rows), row)  # a taken core's row, else past the end
+            below = np.minimum.accumulate(row_of[::-1], axis=0)[::-1] - row
+            col_of = np.where(free, np.int32(cols), col)
+            right = np.minimum.accumulate(col_of[:, ::-1], axis=1)[:, ::-1] - col
+            ys, xs = np.nonzero(free)
+            self._runs = (ys, xs, below[ys, xs], right[ys, xs])
+        ys, xs, below_at, right_at = self._runs
+        ok = (below_at >= r) & (right_at >= c)
+        return ys[ok], xs[ok]
 
 
 def _toward(problem: PlacementProblem, rects: np.ndarray, known: np.ndarray, toward: np.ndarray, k: int) -> tuple[int, int]:
@@ -214,51 +293,69 @@ def _fit(
     at: tuple[int, int],
     exact: bool,
     first: Shape | None,
+    shapes: list[Shape],
     deadline: Deadline,
     slowest: int | None = None,
+    snug: bool = False,
 ) -> tuple[tuple[int, int], Shape] | None:
-    """Shape ``first``, else the fastest shape of kernel k, with a free spot (at ``at`` when
-    ``exact``, else the free corner nearest it; none slower than ``slowest``; inside k's area and,
-    where the wafer forbids crossing dies, inside one die). A shape holding one that found no spot
-    finds none either (at every corner the larger rectangle covers the smaller): it is skipped
-    unscanned; at most ``MOST_SCANS`` shapes are scanned (a kernel that far from fitting makes a start
-    not worth its time)."""
-    prefix = free.prefix
+    """Shape ``first``, else the fastest of ``shapes`` (kernel k's, ``shapes_by_speed``), with a free
+    spot (at ``at`` when ``exact``, else the free corner nearest it; none slower than ``slowest``;
+    inside k's area and, where the wafer forbids crossing dies, inside one die). A shape holding one
+    that found no spot finds none either (at every corner the larger rectangle covers the smaller): it
+    is skipped unscanned; at most ``MOST_SCANS`` shapes are scanned (a kernel that far from fitting
+    makes a start not worth its time).
+
+    ``snug`` (a kernel new to the layout, with ``slowest``): of every shape with a free spot, the one
+    whose border touches taken cores or the wafer's edge most (as a share of its border; then fewest
+    cores, then nearest ``at``), at its spot touching most: a hole a deleted kernel left is filled by
+    a kernel that fits it, not split by whichever comes first (LLaMA-7B with 10 kernels deleted from
+    its plan: fastest-first, nearest, a matmul later found no room; the fewest-core shape first, a
+    32 x 187 matmul took parts of two holes)."""
     rows, cols = free.taken.shape
-    room = rows * cols - int(prefix[-1, -1])
+    room = free.room()
     fence = problem.fences[k] if problem.fences else None
     y0, x0, fr, fc = fence if fence is not None else (0, 0, rows, cols)
     m = problem.mesh
     failed = np.full(rows + 2, np.iinfo(np.int64).max)  # least cols of a shape with <= r rows that found no spot
     scans = 0
-    for shape in [*([first] if first is not None else []), *shapes_by_speed(problem, k)]:
+    best: tuple[tuple[float, int, int], tuple[int, int], Shape] | None = None  # (snug) rank, corner, shape
+    if snug:  # the fewest cores first: a hole's own kernel fits it with few to spare
+        shapes = sorted(shapes, key=lambda s: (s[0] * s[1], s[2]))
+    for shape in [*([first] if first is not None else []), *shapes]:
         r, c = shape[0], shape[1]
         if slowest is not None and shape[2] > slowest:
             continue
         if r * c > room or r > fr or c > fc or failed[r] <= c:
             continue
         if scans >= MOST_SCANS or deadline.expired():
-            return None
+            break
         scans += 1
         if exact:
             y, x = at
             inside = y0 <= y and x0 <= x and y + r <= y0 + fr and x + c <= x0 + fc
-            used = prefix[y + r, x + c] - prefix[y, x + c] - prefix[y + r, x] + prefix[y, x] if inside else 1
-            if used == 0 and not problem.rect_errors(k, np.array([y, x, r, c])):  # (its die rule, pin, area)
+            if inside and free.empty(y, x, r, c) and not problem.rect_errors(k, np.array([y, x, r, c])):  # (die rule, pin, area)
                 return (y, x), shape
             failed[r:] = np.minimum(failed[r:], c)
             continue
-        window = prefix[y0 : y0 + fr + 1, x0 : x0 + fc + 1]
-        used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
-        ys, xs = np.arange(used.shape[0]) + y0, np.arange(used.shape[1]) + x0
-        ok = used == 0
+        ys, xs = free.corners(r, c)  # row-major: the nearest first among equals, as a scan of the wafer
+        ok = (ys >= y0) & (xs >= x0) & (ys + r <= y0 + fr) & (xs + c <= x0 + fc)
         if problem.die_rule is DieBoundary.FORBID:
-            ok &= ((ys // m.die_rows) == ((ys + r - 1) // m.die_rows))[:, None]
-            ok &= ((xs // m.die_cols) == ((xs + c - 1) // m.die_cols))[None, :]
-        if not ok.any():
+            ok &= (ys // m.die_rows) == ((ys + r - 1) // m.die_rows)
+            ok &= (xs // m.die_cols) == ((xs + c - 1) // m.die_cols)
+        ys, xs = ys[ok], xs[ok]
+        if ys.size:
+            empty = free.empty_at(ys, xs, r, c)
+            ys, xs = ys[empty], xs[empty]
+        if not ys.size:
             failed[r:] = np.minimum(failed[r:], c)
             continue
-        far = np.abs(ys - at[0])[:, None] + np.abs(xs - at[1])[None, :]
-        i = int(np.argmin(np.where(ok, far, np.iinfo(np.int64).max)))
-        return (int(ys[i // ok.shape[1]]), int(xs[i % ok.shape[1]])), shape
-    return None
+        far = np.abs(ys - at[0]) + np.abs(xs - at[1])
+        if not snug:
+            i = int(np.argmin(far))
+            return (int(ys[i]), int(xs[i])), shape
+        touch = free.contact(ys, xs, r, c)
+        i = int(np.lexsort((far, -touch))[0])  # most touching, then nearest
+        rank = (-int(touch[i]) / (2 * (r + c)), r * c, int(far[i]))
+        if best is None or rank < best[0]:
+            best = (rank, (int(ys[i]), int(xs[i])), shape)
+    return None if best is None else (best[1], best[2])
