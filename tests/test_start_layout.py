@@ -245,6 +245,30 @@ def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: P
     assert result.objective is not None and result.objective < score(problem, rival)[0]
 
 
+def test_a_layout_at_the_proven_bound_ends_the_search(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start whose value reaches the bound the caller proved (``options.lower_bound``) is the
+    result: no construction, no moves; without the bound, or above it, the search runs as before."""
+    start = start_from_plan(old_plan)
+    assert start is not None
+    costs = _costs()
+    problem = build_placement_problem(costs, lower_bound=0)
+    rival = start_layout(start, costs, problem, Deadline.after(60), lambda _: None)
+    assert rival is not None
+    value = place.evaluate(problem, rival)[0]
+    calls: list[str] = []
+    monkeypatch.setattr(place, "construct_best", lambda *a, **k: calls.append("construct"))
+    monkeypatch.setattr(place, "improve", lambda problem, placed, options: (calls.append("improve"), (placed, "strips"))[1])
+    result = place.solve(problem, SolveOptions(deadline=Deadline.after(10), lower_bound=value), rival=rival)
+    assert calls == [] and result.objective == value and result.rects is not None
+    assert np.array_equal(result.rects, rival.rects)
+    place.solve(problem, SolveOptions(deadline=Deadline.after(10), lower_bound=value - 1), rival=rival)
+    assert calls == ["construct", "improve"]  # (the stand-in construction finds nothing: the rival alone is improved)
+    # and the moves stop once a layout reaches it
+    assert place.at_bound(problem, rival, SolveOptions(lower_bound=value))
+    assert not place.at_bound(problem, rival, SolveOptions(lower_bound=value - 1))
+    assert not place.at_bound(problem, rival, SolveOptions())
+
+
 def test_shapes_by_speed_drop_what_a_faster_one_fits_inside() -> None:
     # heights 2 and 4 on 6 columns: 2 x 3 at 30, 2 x 6 at 20; 4 x 2 at 25, 4 x 3 at 30 (2 x 3 fits in it:
     # the best of 4 rows at 3 columns is the 2-row one), 4 x 6 at 10

@@ -269,7 +269,7 @@ def _placed(
         share = deadline.share(START_SHARE)
         old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
     placement = run_stoppable(
-        lambda: place_solver(pproblem, replace(knobs, deadline=deadline), starts=starts, rival=old), deadline
+        lambda: place_solver(pproblem, replace(knobs, deadline=deadline, lower_bound=proven), starts=starts, rival=old), deadline
     )
     if placement is None or placement.rects is None:
         if deadline.stopped:
