@@ -97,12 +97,13 @@ def complete(
     runs again without displacing (free cores only, a slower shape where that is all they hold), and
     that pass is the answer."""
     given = (rects, codes, latency, known)
-    cache: dict[int, list[Shape]] = {}
+    cache: dict[int, list[Shape]] = {}  # per kernel class (one shape table: repeated layers ask once)
 
     def shapes(k: int) -> list[Shape]:
-        if k not in cache:
-            cache[k] = shapes_by_speed(problem, k)
-        return cache[k]
+        c = problem.kernel_class[k]
+        if c not in cache:
+            cache[c] = shapes_by_speed(problem, k)
+        return cache[c]
 
     def one_pass(displace: bool) -> tuple[Completed, bool]:
         """The completion in one pass, displacing kept kernels where ``displace``; and whether it did."""
