@@ -46,8 +46,9 @@ Progress = Callable[[str], None]
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
 # An old plan's layout as a start (``--from-plan``): the kernels it lacks are fitted into it within this
 # share of what remains (LLaMA-7B with 10 kernels to fit took 20 s before the fit was bounded: the
-# search then had no time left; docs/benchmarks.md, "Re-solving from a plan").
-START_SHARE = 0.1
+# search then had no time left; docs/benchmarks.md, "Re-solving from a plan"). A tenth until the fit
+# took 0.4 s there (session 23): a completed old layout can be optimal, the search rarely as good.
+START_SHARE = 0.25
 # The bound that counts communication, computed before the placement search (``_comm_bound``): 0.1 s on
 # the zoo, 1 s on LLaMA-7B re-solved from a plan (442 fixed corners); never more than this share.
 COMM_BOUND_SHARE = 0.25
@@ -239,6 +240,10 @@ def _placed(
     objective = problem.objective
     pproblem = build_placement_problem(costs, lower_bound=int(result.bound or 0), objective=objective)
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
+    old = None  # (first: a completed old layout may be optimal, the greedy's never beats it by much)
+    if (start := request.start) is not None:
+        share = deadline.share(START_SHARE)
+        old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
     greedy_layout = None
     baseline_placed = None
     if baseline.choice is not None:
@@ -262,12 +267,10 @@ def _placed(
             starts += (stacked,) if stacked is not None else ()
     proven = None
     if comm_bound and states_bound(request.objective, True, 1, costs.runs is not None):
-        upper = baseline_placed[0] if baseline_placed is not None else None
+        # (the least value of a valid layout in hand: each passes every test of the bound)
+        values = [pproblem.layout_time(*pproblem.evaluate(p.rects, p.latency)) for p in (*starts, old) if p is not None]
+        upper = min(values) if values else None
         proven = run_stoppable(lambda: _comm_bound(costs, int(result.bound or 0), upper, deadline, say), deadline)
-    old = None
-    if (start := request.start) is not None:
-        share = deadline.share(START_SHARE)
-        old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
     placement = run_stoppable(
         lambda: place_solver(pproblem, replace(knobs, deadline=deadline, lower_bound=proven), starts=starts, rival=old), deadline
     )
