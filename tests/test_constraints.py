@@ -455,6 +455,40 @@ def test_conflicts_name_a_small_subset_by_line(tmp_path: Path, text: str, lines:
     assert info.value.exit_code == 3
 
 
+def test_the_corner_pairs_tested_at_once_are_the_pairs_tested_one_by_one() -> None:
+    """``conflicts._corners_near`` (every pinned kernel against the ones after it, at once) finds the
+    pairs ``_corner_cover`` finds pair by pair, on random corners and grid rules of every kernel."""
+    from wsealloc.solvers.conflicts import _corner_cover, _corners_near
+
+    rng = np.random.default_rng(3)
+    base = build_costs(OnnxSource(path=str(TRANSFORMER)), load_arch("tiny"), CostOptions())
+    names = [kc.kernel.name for kc in base.kernels]
+    covers = 0
+    for _ in range(20):
+        rules = []
+        for name in names:
+            if rng.random() < 0.8:
+                rules.append(f"- place: {name}\n  at: [{rng.integers(0, 4)}, {rng.integers(0, 6)}]\n")  # (crowded: many covers)
+            if rng.random() < 0.5:
+                rules.append(f"- grid: {name}\n  rows: [{rng.integers(1, 5)}, 16]\n  cols: [{rng.integers(1, 5)}, 24]\n")
+        costs = build_costs(
+            OnnxSource(path=str(TRANSFORMER)),
+            load_arch("tiny"),
+            CostOptions(),
+            check_feasible=False,
+            constraints=parse_constraints("".join(rules), "c.yaml"),
+        )
+        applied = costs.applied
+        assert applied is not None
+        index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+        pinned = [index[name] for name, _, _ in applied.pins]
+        near = _corners_near(costs, pinned)
+        for i, a in enumerate(pinned):
+            assert near[i] == [b for b in pinned[i + 1 :] if _corner_cover(costs, a, b)]
+        covers += sum(len(n) for n in near)
+    assert covers > 100  # (the corners are crowded enough to test both answers)
+
+
 def test_a_touch_group_no_layout_joins_names_its_line(tmp_path: Path) -> None:
     """Issue 37: pins at opposite corners joined by a free member that could take a grid reaching both
     (no conflict is proven), but the placement finds no such layout: exit 3 naming the touch rule's line,
