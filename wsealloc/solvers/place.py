@@ -387,6 +387,8 @@ def solve(
     solver = "strips"
     if refine and second is not None:
         first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)))
+        if at_bound(problem, first, options):  # (the other cannot do better)
+            return _result(problem, first, first_solver, start)
         other, other_solver = improve(problem, second, options)
         placed, solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)
     elif refine:
