@@ -41,6 +41,9 @@ from wsealloc.solvers.strips import Placed
 
 Shape = tuple[int, int, int, int]  # rows, cols, latency, op-model code
 MOST_SCANS = 64  # shapes of one kernel scanned for a free spot (about 5 ms each on a 792 x 1232 wafer)
+# spots of one shape whose border is measured when a new kernel is fitted into holes (the nearest ones):
+# a region of free cores that large is no hole, and measuring all its spots took 12 s of LLaMA-7B's fill
+MOST_SPOTS = 4096
 
 
 class Completed(NamedTuple):
@@ -181,17 +184,17 @@ def complete(
     def value(c: Completed) -> float:
         return math.inf if c.placed is None else problem.layout_time(*problem.evaluate(c.placed.rects, c.placed.latency))
 
-    done = completed(largest=True, holes=True)
+    # the fill before session 23 first (kernels new to the layout among the others, each at the
+    # nearest spot): the two ways after it, into holes, only replace it where they do better
+    done = completed(largest=None, holes=False)
     if not ((toward[:, 0] < 0) & ~known & (old is None or ~old)).any():
-        return done  # (no kernel new to the layout: the three ways below are one)
-    # kernels new to the layout also in dataflow order into holes, and among the others into the
-    # nearest spots (the fill before session 23), the best completion kept (never worse than that
-    # fill): largest first into holes fills the holes a plan's deleted kernels left (LLaMA-7B's); on
-    # a small model's 600 fuzzed completions the three complete 370 where the last alone completed 312
-    for largest, holes in ((False, True), (None, False)):
+        return done  # (no kernel new to the layout: the three ways are one)
+    # largest first into holes fills the holes a plan's deleted kernels left (LLaMA-7B's); on a small
+    # model's 600 fuzzed completions the three complete 370 where the first alone completed 312
+    for largest in (True, False):
         if deadline.expired():
             break
-        other = completed(largest, holes)
+        other = completed(largest, holes=True)
         if value(other) < value(done):
             done = other
     return done
@@ -386,9 +389,14 @@ def _fit(
         if not snug:
             i = int(np.argmin(far))
             return (int(ys[i]), int(xs[i])), shape
+        if ys.size > MOST_SPOTS:  # a large free region, no hole: its spots nearest ``at`` are enough
+            near = np.sort(np.argpartition(far, MOST_SPOTS)[:MOST_SPOTS])
+            ys, xs, far = ys[near], xs[near], far[near]
         touch = free.contact(ys, xs, r, c)
         i = int(np.lexsort((far, -touch))[0])  # most touching, then nearest
         rank = (-int(touch[i]) / (2 * (r + c)), r * c, int(far[i]))
         if best is None or rank < best[0]:
             best = (rank, (int(ys[i]), int(xs[i])), shape)
+        if best[0][0] == -1.0:
+            break  # a hole filled exactly: no shape after it (more cores) ranks better
     return None if best is None else (best[1], best[2])
