@@ -8,10 +8,8 @@ worse than the plan it came from), so the kernels it lacks are fitted into it in
 time: a pinned kernel at its corner, on its old grid if that is still legal and fits there, else the
 fastest of its shapes that does (a kept kernel in the way leaves and is fitted again), then the
 rest in dataflow order, each on its old grid or a shape as fast as the old layout's slowest kept
-kernel, on the free cores nearest its old corner. Kernels new to the layout (no old corner nor grid:
-the model gained them, or the plan lost them) come last, the largest first, each on the shape and
-free spot whose border touches taken cores most (a hole's own kernel fills it; then fewest cores,
-then nearest its placed neighbours), as in decreasing-size bin packing. Where
+kernel, on the free cores nearest its old corner (a kernel new to the layout, with no old corner
+nor grid: nearest its placed neighbours). Where
 the free cores hold no such shape (a dense layout: ResNet-50's old plan leaves no free 256 x 40 for a
 conv whose grid the user changed from 392 x 27, and a kernel it lands on then finds its old grid
 nowhere) the kernel displaces kept ones: the same search with the kept kernels' cores counted free,
@@ -21,6 +19,10 @@ from then on (pinned ones too), so each displacement fixes one more and the casc
 that strands a kernel or fits more than half the kernels anew (little of the old layout left) is
 dropped, and the kernels are fitted again without displacing (free cores only, a slower shape where
 that is all they hold).
+Kernels new to the layout (the model gained them, or the plan lost them) are then also fitted after
+the others, the largest first or in dataflow order, each on the shape and free spot whose border
+touches taken cores most (a hole's own kernel fills it; then fewest cores, then nearest its placed
+neighbours), as in decreasing-size bin packing; of the three completions the fastest is kept.
 The result is one more start of the search, judged by the same score as every other; the search's
 moves (windows, relocation) then improve whatever the fit cost.
 """
