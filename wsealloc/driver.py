@@ -240,7 +240,7 @@ def _placed(
     objective = problem.objective
     pproblem = build_placement_problem(costs, lower_bound=int(result.bound or 0), objective=objective)
     say(f"placement: {len(pproblem.shapes)} shape tables; placing ({deadline.remaining():.1f} s left)")
-    old = None  # (first: a completed old layout may be optimal, the greedy's never beats it by much)
+    old = None  # (first, on its share: a completed old layout can be optimal, and the greedy's first layout ignores the clock)
     if (start := request.start) is not None:
         share = deadline.share(START_SHARE)
         old = run_stoppable(lambda: start_layout(start, costs, pproblem, share, say), deadline)
@@ -296,8 +296,9 @@ def _placed(
 
 def _comm_bound(costs: CostTable, lo: int, upper: int | None, deadline: Deadline, say: Progress) -> int | None:
     """The bound that counts communication (``problem.comm_bound``), from the allocation bound ``lo``
-    up to ``upper`` (the greedy baseline's placed value: its layout passes every test; None: found by
-    doubling), in at most ``COMM_BOUND_SHARE`` of what remains. It does not depend on the layout, so
+    up to ``upper`` (the least value of a valid layout in hand, the greedy baseline's or the old
+    plan's: each passes every test; None: found by doubling), in at most ``COMM_BOUND_SHARE`` of what
+    remains. It does not depend on the layout, so
     it runs before the search, inside the time limit (after it, it took up to 2 s past the limit on
     LLaMA-7B with 442 fixed corners); out of time it is not stated (None)."""
     share = deadline.share(COMM_BOUND_SHARE)
