@@ -96,7 +96,7 @@ def complete(
     are a legal shape of kernel k, tried first wherever it is fitted.
     Known rectangles must be valid on their own (on the wafer, on free cores, disjoint, within their
     kernel's rules); a pinned kernel's is replaced when it does not sit at its pin. None too when
-    ``deadline`` passes (checked before every shape tried: each scans the wafer once).
+    ``deadline`` passes (checked before every shape tried).
 
     A displacement is never undone, so a cascade can strand a kernel that free cores held before (a
     displaced kernel finding no room), or fit more than half the kernels anew: then the completion
