@@ -220,16 +220,22 @@ def test_kernels_new_to_a_layout_fill_the_holes_they_fit() -> None:
     assert p.layout_errors(out.placed.rects) == []
 
 
-def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rival layout (the old plan's) and the construction's best are each improved (the moves, here
-    replaced by a stand-in that records its inputs and makes the construction's best faster), and
-    the better result is kept, whichever ranked better before the moves."""
+def _old_layout(old_plan: Path) -> tuple[PlacementProblem, Placed]:
+    """The tiny transformer's placement problem and the old plan's layout as a start of it."""
     start = start_from_plan(old_plan)
     assert start is not None
     costs = _costs()
     problem = build_placement_problem(costs, lower_bound=0)
     rival = start_layout(start, costs, problem, Deadline.after(60), lambda _: None)
     assert rival is not None
+    return problem, rival
+
+
+def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rival layout (the old plan's) and the construction's best are each improved (the moves, here
+    replaced by a stand-in that records its inputs and makes the construction's best faster), and
+    the better result is kept, whichever ranked better before the moves."""
+    problem, rival = _old_layout(old_plan)
     seen: list[Placed] = []
 
     def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> tuple[Placed, str]:
@@ -248,12 +254,7 @@ def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: P
 def test_a_layout_at_the_proven_bound_ends_the_search(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A start whose value reaches the bound the caller proved (``options.lower_bound``) is the
     result: no construction, no moves; without the bound, or above it, the search runs as before."""
-    start = start_from_plan(old_plan)
-    assert start is not None
-    costs = _costs()
-    problem = build_placement_problem(costs, lower_bound=0)
-    rival = start_layout(start, costs, problem, Deadline.after(60), lambda _: None)
-    assert rival is not None
+    problem, rival = _old_layout(old_plan)
     value = place.evaluate(problem, rival)[0]
     calls: list[str] = []
     monkeypatch.setattr(place, "construct_best", lambda *a, **k: calls.append("construct"))
