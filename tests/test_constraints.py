@@ -14,6 +14,7 @@ from conftest import MODELS
 
 import wsealloc.api as ws
 from wsealloc.arch import load_arch
+from wsealloc.budget import Deadline
 from wsealloc.constraints import parse_constraints
 from wsealloc.cost import CostOptions, Dataflow
 from wsealloc.errors import ConflictError, ConstraintError, UsageError
@@ -298,7 +299,10 @@ def test_corners_in_the_middle_of_the_wafer_are_placed_around(tmp_path: Path) ->
         m.setattr(strips, "band_plan_around", lambda *args, **kwargs: None)
         assert construct(problem, targets) is None
     for style in (Style(), Style(first_fit=True)):
-        placed = construct(problem, targets, style)
+        # a caller keeping the clock is not held past it by one construction (the band plans around
+        # an old plan's hundreds of corners take seconds): a passed deadline gives no layout
+        assert construct(problem, targets, style, Deadline.after(0.0)) is None
+        placed = construct(problem, targets, style, Deadline.after(60.0))
         assert placed is not None and not problem.violations(placed.rects)
         taken = np.zeros((16, 24), dtype=int)
         for y, x, r, c in placed.rects.tolist():
@@ -818,3 +822,17 @@ def test_a_conflict_among_a_thousand_harmless_rules_is_found_by_halves(tmp_path:
     stop.stop()
     with pytest.raises(Interrupted):
         explain(costs, 1, deadline=Deadline.after(60, stop))
+
+
+def test_kernels_new_to_an_old_plan_or_gone_from_the_model_are_changes(placed_plan: Path) -> None:
+    """A re-solve that fitted kernels the old plan lacked did not leave everything as it was."""
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import moved
+
+    plan = read_plan(placed_plan)
+    first, *rest = plan.kernels
+    fewer = plan.model_copy(update={"kernels": rest})
+    assert moved(plan, plan) == []
+    grid, at = f"{first.grid[0]}x{first.grid[1]}", list(first.placement or ())
+    assert moved(fewer, plan) == [f"{first.name}: new to the old plan, grid {grid} at {at}"]
+    assert moved(plan, fewer) == [f"{first.name}: in the old plan, not in this model"]

@@ -227,7 +227,9 @@ def _print_moved(from_plan: str, outcome: SolveOutcome, console: Console) -> Non
     if not changes:
         console.print(f"moved: nothing (all {total} kernels as in {from_plan})", highlight=False)
         return
-    console.print(f"moved: {len(changes)} of {total} kernels against {from_plan}:", highlight=False)
+    # (a line per kernel changed, new to the old plan, or gone from the model: more lines than this
+    # plan's kernels where the model lost kernels)
+    console.print(f"moved: {len(changes)} kernel(s) against {from_plan} ({total} in this plan):", highlight=False)
     for line in changes[:20]:
         console.print(f"  {line}", highlight=False)
     if len(changes) > 20:

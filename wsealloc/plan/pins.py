@@ -81,12 +81,17 @@ def start_from_plan(path: str | Path) -> StartLayout | None:
 
 
 def moved(old: Plan, new: Plan) -> list[str]:
-    """One line per kernel whose grid, dataflow, corner or wafer differs between the plans."""
+    """One line per kernel whose grid, dataflow, corner or wafer differs between the plans, per kernel
+    the old plan lacks (new to it: the model gained it, or the plan lost it; the re-solve fitted it
+    anew) and per kernel of the old plan the new one lacks (the model no longer has it): a re-solve
+    that fitted 100 kernels the plan lacked is not "nothing moved"."""
     before = {k.name: k for k in old.kernels}
     out = []
     for k in new.kernels:
         o = before.get(k.name)
         if o is None:
+            where = f" at {list(k.placement)}" if k.placement is not None else ""
+            out.append(f"{k.name}: new to the old plan, grid {k.grid[0]}x{k.grid[1]}{where}")
             continue
         changes = []
         if o.grid != k.grid:
@@ -99,4 +104,6 @@ def moved(old: Plan, new: Plan) -> list[str]:
             changes.append(f"wafer {o.stage} -> {k.stage}")
         if changes:
             out.append(f"{k.name}: {', '.join(changes)}")
+    now = {k.name for k in new.kernels}
+    out += [f"{k.name}: in the old plan, not in this model" for k in old.kernels if k.name not in now]
     return out

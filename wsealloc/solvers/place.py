@@ -278,7 +278,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         """The smallest packable target in one sequence and style, then (the contest) a ladder of slower ones."""
 
         def build(target: int) -> Placed | None:
-            return in_kernel_order(construct(seq_problem, np.full(problem.n_kernels, target), style), sequence)
+            return in_kernel_order(construct(seq_problem, np.full(problem.n_kernels, target), style, deadline), sequence)
 
         # until a first layout exists the clock does not stop the search for one (a stop request
         # does): a late valid placement beats none (the time limit returns the best placement found,

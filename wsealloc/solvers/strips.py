@@ -713,6 +713,7 @@ def band_plan_around(
     min_band: int = 1,
     pins: tuple[PinShapes, ...] = (),
     snake: bool = False,
+    deadline: Deadline | None = None,
 ) -> list[Band] | None:
     """``band_plan`` for a region holding obstacles (the user's fixed corners and keep-outs, kernels
     placed before): each band fills the runs of columns free over all its rows, next-fit in its snake
@@ -742,7 +743,11 @@ def band_plan_around(
     row the one with most kernels placed dominates. Against the snake, the flow into the band's first
     kernel crosses the wafer; ``snake`` keeps the snake wherever it holds a kernel at all, and the
     construction packs both plans and keeps the better layout (the constraints benchmark's ViT-B/16:
-    a flow of 1,146 cycles into a band turned the other way)."""
+    a flow of 1,146 cycles into a band turned the other way).
+
+    ``deadline``: None too once it passes (checked at every row expanded): with an old plan's 442
+    corners on LLaMA-7B one plan takes 0.5-1.5 s, and a construction begun just before the time limit
+    ran that far past it."""
     n = sl.width.shape[0]
     rows, cols = reg.rows, reg.cols
     if rows <= 0 or cols <= 0:
@@ -775,6 +780,8 @@ def band_plan_around(
         if y in seen_rows:
             continue
         seen_rows.add(y)
+        if deadline is not None and deadline.expired():
+            return None
         top = max(reached.get(y, []), key=lambda v: nodes[v][1], default=-1)
         if top >= 0 and (best < 0 or nodes[top][1] > nodes[best][1]):
             start = best = top
@@ -1059,15 +1066,21 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
     return Placed(rects, dfs, lat)
 
 
-def construct(problem: PlacementProblem, targets: np.ndarray, style: Style = Style()) -> Placed | None:
+def construct(
+    problem: PlacementProblem, targets: np.ndarray, style: Style = Style(), deadline: Deadline | None = None
+) -> Placed | None:
     """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
 
     With the user's fixed corners, areas and groups (``problem.constrained``) the layout is built in
     parts: pinned kernels first, then each group side by side (``_touch_group``), then the kernels of
     each area inside it (smallest area first), then the rest on what is left of the wafer; each part
-    is a strip construction of its own."""
+    is a strip construction of its own.
+
+    ``deadline`` (None: none): None too once it passes, so a caller that keeps the clock is not held
+    past it by one construction (the band plans around hundreds of fixed corners take seconds); a
+    caller that must have a layout passes none (``smallest_target(first_free=True)``)."""
     if problem.ruled:
-        return _construct_parts(problem, targets, style)
+        return _construct_parts(problem, targets, style, deadline)
     return _construct(problem, targets, style)
 
 
@@ -1101,18 +1114,20 @@ def _corner_rects(problem: PlacementProblem, k: int, target: int, taken: np.ndar
             yield h, r, c
 
 
-def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
+def _construct_parts(problem: PlacementProblem, targets: np.ndarray, style: Style, deadline: Deadline | None) -> Placed | None:
     """``construct`` for a problem with fixed corners, areas or groups side by side (see there):
     corners alone (no areas, no groups) first in the bands (``_construct_pins_in_bands``), else in
     parts, each pinned kernel on its fewest-core rectangle first."""
     if any(pin is not None for pin in problem.pins) and not problem.touch and not any(f is not None for f in problem.fences):
-        placed = _construct_pins_in_bands(problem, targets, style)
-        if placed is not None:
+        placed = _construct_pins_in_bands(problem, targets, style, deadline)
+        if placed is not None or (deadline is not None and deadline.expired()):
             return placed
-    return _construct_in_parts(problem, targets, style)
+    return _construct_in_parts(problem, targets, style, deadline)
 
 
-def _construct_pins_in_bands(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
+def _construct_pins_in_bands(
+    problem: PlacementProblem, targets: np.ndarray, style: Style, deadline: Deadline | None
+) -> Placed | None:
     """The kernels at fixed corners laid with the bands around them: ``band_plan_around`` chooses each
     one's rectangle within the band that holds its corner (``PinShapes``), the other kernels fill the
     runs of columns they leave; None where that does not pack (the caller then builds in parts).
@@ -1143,7 +1158,7 @@ def _construct_pins_in_bands(problem: PlacementProblem, targets: np.ndarray, sty
     heights, sl, _, _, _ = _band_slots(part, targets[rest], style, regs)
     layouts = []
     for snake in (True, False):
-        plan = band_plan_around(sl, heights, regs[0], taken, style.min_band, tuple(shapes), snake)
+        plan = band_plan_around(sl, heights, regs[0], taken, style.min_band, tuple(shapes), snake, deadline)
         layout = None if plan is None else _pins_and_plan(problem, plan, targets, pinned, shapes, rest, taken, regs)
         if layout is not None:
             layouts.append(layout)
@@ -1181,7 +1196,9 @@ def _pins_and_plan(
     return Placed(rects, dfs, lat)
 
 
-def _construct_in_parts(problem: PlacementProblem, targets: np.ndarray, style: Style) -> Placed | None:
+def _construct_in_parts(
+    problem: PlacementProblem, targets: np.ndarray, style: Style, deadline: Deadline | None = None
+) -> Placed | None:
     """``_construct_parts`` in parts: pinned kernels first, then each group, each area, the rest."""
     n = problem.n_kernels
     rects = np.zeros((n, 4), dtype=np.int64)
@@ -1225,6 +1242,8 @@ def _construct_in_parts(problem: PlacementProblem, targets: np.ndarray, style: S
     parts += [(np.array(rest, dtype=np.int64), None)] if rest else []
     wafer = (0, 0, problem.mesh.rows, problem.mesh.cols)
     for members, area in parts:
+        if deadline is not None and deadline.expired():
+            return None
         # bands fill the largest free rectangle of their area first (obstacles at its edges, as I/O strips
         # and reserved corners are, then cost nothing); when that is too small, the whole area, sliding past them
         whole = area if area is not None else wafer
@@ -1232,7 +1251,7 @@ def _construct_in_parts(problem: PlacementProblem, targets: np.ndarray, style: S
         for region in dict.fromkeys((largest_free(whole, obstacles), whole)):
             if region[2] <= 0 or region[3] <= 0:  # (no free rectangle left: the groups and pins took it all)
                 continue
-            placed = _construct(problem.restrict(members, taken, region), targets[members], style, around=True)
+            placed = _construct(problem.restrict(members, taken, region), targets[members], style, around=True, deadline=deadline)
             if placed is not None:
                 break
         if placed is None and style.first_fit:  # obstacles inside the area (pins in its middle): around them
@@ -1427,14 +1446,17 @@ def _touch_group(
     return out if connected(boxes) else None
 
 
-def _construct(problem: PlacementProblem, targets: np.ndarray, style: Style, around: bool = False) -> Placed | None:
+def _construct(
+    problem: PlacementProblem, targets: np.ndarray, style: Style, around: bool = False, deadline: Deadline | None = None
+) -> Placed | None:
     """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts);
     ``around``: the region holds obstacles (a part of ``_construct_parts``), so the bands are first
     planned around them (``band_plan_around``), then, where that does not pack, as if it were free."""
     regs = regions(problem)
     heights, sl, every, all_widths, rule = _band_slots(problem, targets, style, regs)
     if around and len(regs) == 1 and problem.blocked.any():
-        plans = (band_plan_around(sl, heights, regs[0], problem.blocked, style.min_band, (), snake) for snake in (True, False))
+        blocked = problem.blocked
+        plans = (band_plan_around(sl, heights, regs[0], blocked, style.min_band, (), snake, deadline) for snake in (True, False))
         layouts = [x for x in (_pack_plan(problem, plan, targets, regs, around=True) for plan in plans if plan) if x]
         if layouts:
             return min(layouts, key=lambda x: score(problem, x))
@@ -1518,7 +1540,7 @@ def smallest_target(
     found: tuple[int, Placed] | None = None
     ceiling = slowest(problem) + int(margins.max(initial=0))
     while found is None:
-        placed = construct(problem, np.maximum(hi - margins, 1), style)
+        placed = construct(problem, np.maximum(hi - margins, 1), style, None if first_free else deadline)
         if placed is not None:
             found = (hi, placed)
             break
@@ -1529,7 +1551,7 @@ def smallest_target(
     low = lo
     while low < found[0] and not deadline.expired():
         mid = (low + found[0]) // 2
-        placed = construct(problem, np.maximum(mid - margins, 1), style)
+        placed = construct(problem, np.maximum(mid - margins, 1), style, deadline)
         if placed is not None:
             found = (mid, placed)
         else:
@@ -1546,7 +1568,7 @@ def place_targets(
     base = np.maximum(base.astype(np.int64), 1)
 
     def attempt(x: int) -> Placed | None:
-        return construct(problem, -(-base * (1000 + x) // 1000), style)
+        return construct(problem, -(-base * (1000 + x) // 1000), style, deadline)
 
     failed, hi, found = floor - 1, floor, attempt(floor)
     while found is None:
