@@ -267,6 +267,23 @@ def _dense_busy(
     return busy / mesh.link_bytes_per_cycle
 
 
+def test_every_flow_routed_at_once_is_routed_as_one_by_one() -> None:
+    """``comm._routes`` (every flow at once, for the congestion model) gives each flow the legs and
+    bytes per link of ``comm._route``, exactly: rectangles overlapping, touching, apart, in any order."""
+    from wsealloc.cost.comm import _route, _routes
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(2, 12))
+        r, c = rng.integers(1, 9, n), rng.integers(1, 9, n)
+        rects = np.stack([rng.integers(0, 25, n), rng.integers(0, 25, n), r, c], axis=1)
+        m = int(rng.integers(1, 30))
+        src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+        nbytes = rng.random(m) * 1e6
+        one_by_one = [_route(rects[s], rects[t], b) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
+        assert _routes(rects, src, dst, nbytes) == one_by_one
+
+
 def test_congestion_matches_a_link_by_link_reference() -> None:
     from wsealloc.cost.comm import _congestion
 

@@ -177,3 +177,35 @@ def test_no_room_left_after_a_touch_group_is_no_layout_not_a_crash() -> None:
     # and a region without rows plans no band
     sl = strips.slots(np.full((1, 1), 4), heights, cols=16, rule=None)
     assert strips.band_plan_around(sl, heights, strips.Region(0, 0, 0, 16), np.zeros((4, 16), bool)) is None
+
+
+def test_free_columns_for_every_band_height_at_once_are_those_of_one_height_at_a_time() -> None:
+    """``strips._band_masks`` (every band height at once, in the band DP) frees the columns the
+    obstacles leave over the band's rows less those ``_pin_cover`` gives the pinned rectangles, height
+    by height; ``_masks_runs`` are the runs of each row."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        rows, cols = int(rng.integers(4, 40)), int(rng.integers(4, 40))
+        blocked = rng.random((rows, cols)) < rng.choice([0.0, 0.02, 0.1])
+        row_of = np.where(blocked, np.arange(rows)[:, None], rows)
+        next_blocked = np.minimum.accumulate(row_of[::-1], axis=0)[::-1]
+        m = int(rng.integers(0, 6))
+        pin_rows = np.sort(rng.integers(0, rows, m))
+        caps = rows + 1
+        rows_at = rng.integers(1, rows + 1, (m, caps))  # (within the cap, or the fewest-core one of all: taller)
+        table = strips._PinTable(pin_rows, rng.integers(0, cols, m), rows_at, rng.integers(1, cols + 1, (m, caps)))
+        after = int(rng.integers(0, rows))
+        y = int(rng.integers(after, rows))
+        starts = rng.integers(0, cols, int(rng.integers(0, 3)))
+        hanging = tuple((int(a), int(a + rng.integers(1, 8)), int(rng.integers(y - 2, rows + 2))) for a in starts)
+        tall = np.unique(rng.integers(1, rows - y + 1, int(rng.integers(1, 8))))
+        got = strips._band_masks(next_blocked[y], y, tall, table, after, hanging, cols)
+        runs = strips._masks_runs(got)
+        for i, height in enumerate(tall.tolist()):
+            want = next_blocked[y] >= y + height
+            cover, _ = strips._pin_cover(table, after, y, height, hanging)
+            for a, b in cover:
+                want[min(a, cols) : min(b, cols)] = False
+            assert (got[i] == want).all()
+            edges = np.flatnonzero(np.diff(np.concatenate([[0], want.astype(int), [0]])))
+            assert runs[i] == tuple(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))

@@ -107,17 +107,24 @@ def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) 
         return None
     window = prefix[y0 : y1 + r + 1, x0 : x1 + c + 1]
     used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
-    ys, xs = np.arange(y0, y1 + 1), np.arange(x0, x1 + 1)
+    # the moving kernel's own cores count free: subtracted only where a corner's rectangle overlaps it
+    # (a dense layout leaves few free corners, so the distances are measured on those alone: the
+    # eviction asks this for every shape of every kernel it moves, 6 of a 30 s constrained solve)
     oy, ox, orows, ocols = own
-    in_rows = np.clip(np.minimum(ys + r, oy + orows) - np.maximum(ys, oy), 0, None)
-    in_cols = np.clip(np.minimum(xs + c, ox + ocols) - np.maximum(xs, ox), 0, None)
-    used = used - np.outer(in_rows, in_cols)
-    far = np.abs(ys - y)[:, None] + np.abs(xs - x)[None, :]
-    far = np.where(used == 0, far, np.iinfo(np.int64).max)
-    i = int(np.argmin(far))
-    if far.flat[i] == np.iinfo(np.int64).max:
+    a0, a1 = max(y0, oy - r + 1), min(y1, oy + orows - 1)
+    b0, b1 = max(x0, ox - c + 1), min(x1, ox + ocols - 1)
+    if a0 <= a1 and b0 <= b1:
+        ys, xs = np.arange(a0, a1 + 1), np.arange(b0, b1 + 1)
+        in_rows = np.minimum(ys + r, oy + orows) - np.maximum(ys, oy)
+        in_cols = np.minimum(xs + c, ox + ocols) - np.maximum(xs, ox)
+        used = used.copy()
+        used[a0 - y0 : a1 - y0 + 1, b0 - x0 : b1 - x0 + 1] -= np.outer(in_rows, in_cols).astype(used.dtype)
+    free = np.flatnonzero(used.ravel() == 0)
+    if free.size == 0:
         return None
-    return y0 + i // far.shape[1], x0 + i % far.shape[1]
+    fy, fx = free // used.shape[1] + y0, free % used.shape[1] + x0
+    i = int(np.argmin(np.abs(fy - y) + np.abs(fx - x)))  # (row-major: ties to the top left)
+    return int(fy[i]), int(fx[i])
 
 
 class _Search:

@@ -29,7 +29,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from functools import lru_cache
 
 import numpy as np
 
@@ -561,21 +560,6 @@ def _band(sl: Slots, heights: np.ndarray, h: int, lo: int, j: int) -> Band:
     return Band(lo, j, int(heights[h]), tuple(groups), tuple(runs))
 
 
-def _free_runs(free_cols: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """The runs of free columns of a band (start, end), left to right. The band DP asks this for
-    every state and height, and most ask it of a mask seen before (heights between two obstacle
-    edges, the bisection's next target): the runs are kept by the mask's bytes (ViT-B/16 under the
-    constraints benchmark's rules: 625,000 asks, 17 s of a 60 s solve)."""
-    return _runs_of(np.ascontiguousarray(free_cols, dtype=bool).tobytes())
-
-
-@lru_cache(maxsize=1 << 10)  # (a mask with defects holds hundreds of runs: at most ~30 MB)
-def _runs_of(mask: bytes) -> tuple[tuple[int, int], ...]:
-    free = np.frombuffer(mask, dtype=np.int8)
-    edges = np.flatnonzero(np.diff(free, prepend=0, append=0)).tolist()
-    return tuple(zip(edges[0::2], edges[1::2], strict=True))
-
-
 def _next_fit(prefix: list[int], done: int, runs: Sequence[tuple[int, int]]) -> int:
     """How far the kernel sequence from ``done`` reaches, next-fit into ``runs`` (in fill order) by
     the slot widths' prefix sums (a list: one bisect per run, far cheaper than numpy's on a scalar)."""
@@ -686,6 +670,57 @@ def _pin_cover(pins: _PinTable, after: int, y: int, height: int, hanging: Hangin
     return cover, tuple(still)
 
 
+def _band_masks(
+    next_blocked: np.ndarray, y: int, tall: np.ndarray, pins: _PinTable | None, after: int, hanging: Hanging, cols: int
+) -> np.ndarray:
+    """[heights, cols] bool: per band height in ``tall`` (a band from row y, the band before it
+    ending at row ``after``), the columns free over all the band's rows (``next_blocked``: per
+    column the first blocked row at or below y) and not taken by a pinned rectangle (``_pin_cover``
+    for every height at once: the band DP asks it for every state and height, 94,000 times in a
+    few constructions of BERT-base under the constraints benchmark's five corners, 40% of them)."""
+    free = next_blocked[None, :] >= (y + tall)[:, None]
+    if pins is None:
+        return free
+    ends = y + tall
+    lo, hi = int(np.searchsorted(pins.row, after)), int(np.searchsorted(pins.row, int(ends.max())))
+    over = [(a, b) for a, b, bottom in hanging if bottom > y]
+    if not over and hi <= lo:
+        return free
+    edges = np.zeros((tall.size, cols + 1), dtype=np.int32)
+    for a, b in over:  # (the bands before it: the same for every height)
+        edges[:, min(a, cols)] += 1
+        edges[:, min(b, cols)] -= 1
+    if hi > lo:  # every pin in reach of some height against every height at once
+        row = pins.row[lo:hi, None]
+        inside = ends[None, :] > row  # [pins, heights]: the band reaches the pin's corner row
+        cap = np.where(row < y, y - row, np.maximum(ends[None, :] - row, 0))
+        pick = np.arange(lo, hi)[:, None]
+        down = inside & (row + pins.rows_at[pick, cap] > y)
+        p_at, h_at = np.nonzero(down)
+        right = np.minimum(pins.col[lo + p_at] + pins.cols_at[lo + p_at, cap[p_at, h_at]], cols)
+        np.add.at(edges, (h_at, np.minimum(pins.col[lo + p_at], cols)), 1)
+        np.subtract.at(edges, (h_at, right), 1)
+    return free & (np.cumsum(edges, axis=1)[:, :cols] == 0)
+
+
+def _masks_runs(free: np.ndarray) -> list[tuple[tuple[int, int], ...]]:
+    """Per row of ``free`` (bool [rows, cols]) its runs of true columns (start, end), left to right."""
+    rows, cols = free.shape
+    if free.all():
+        return [((0, cols),)] * rows
+    padded = np.zeros((rows, cols + 2), dtype=bool)
+    padded[:, 1:-1] = free
+    at = np.flatnonzero(padded[:, 1:] != padded[:, :-1])  # row-major: per row, a run's start then its end
+    at_row, at_col = np.divmod(at, cols + 1)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(at_row, minlength=rows))]).tolist()
+    edges = at_col.tolist()
+    out = []
+    for i in range(rows):
+        e = edges[bounds[i] : bounds[i + 1]]
+        out.append(tuple(zip(e[0::2], e[1::2], strict=True)))
+    return out
+
+
 def pin_choices(plan: list[Band], pins: tuple[PinShapes, ...], reg: Region) -> list[int]:
     """The rectangle (an index into its ``PinShapes``) each pinned kernel takes under a band plan: the
     fewest-core one within the band holding its corner (or within the rows down to the next band,
@@ -770,11 +805,16 @@ def band_plan_around(
     next_blocked = np.minimum.accumulate(row_of[::-1], axis=0)[::-1]
     # nodes: (row after the band, kernels placed, parent node, band top, height index, the band
     # filled right to left, pinned rectangles reaching below it)
-    nodes: list[tuple[int, int, int, int, int, bool, Hanging]] = [(0, 0, -1, 0, -1, True, ())]
+    # nodes: (row after the band, kernels placed, parent node, band top, height index, the band filled
+    # right to left); the pinned rectangles reaching below a node's band (``Hanging``) are found when
+    # the node is expanded (``hangs``): most nodes never are
+    nodes: list[tuple[int, int, int, int, int, bool]] = [(0, 0, -1, 0, -1, True)]
+    hangs: dict[int, Hanging] = {0: ()}
     reached: dict[int, list[int]] = {0: [0]}  # row -> nodes ending there
     best = -1  # the node with most kernels placed so far (carried down past empty rows)
     heap = sorted(change | {0})
     seen_rows: set[int] = set()
+    tall_all = heights[admitted]
     while heap:
         y = heapq.heappop(heap)
         if y in seen_rows:
@@ -789,27 +829,19 @@ def band_plan_around(
             start = best
         else:
             continue
-        after, done, _, _, _, reverse, hanging = nodes[start]
+        after, done, parent, band_top, band_h, reverse = nodes[start]
         if done == n:
             continue
-        for h in admitted.tolist():
-            height = int(heights[h])
-            if y + height > rows:
-                continue
-            free = next_blocked[y] >= y + height
-            below: Hanging = ()
-            if pins:
-                free = free.copy()
-                cover, below = _pin_cover(table, after, y, height, hanging)
-                if cover:  # (one pass: a band may hold dozens of an old plan's corners)
-                    edges = np.zeros(cols + 1, dtype=np.int64)
-                    spans = np.clip(np.array(cover, dtype=np.int64), 0, cols)
-                    np.add.at(edges, spans[:, 0], 1)
-                    np.add.at(edges, spans[:, 1], -1)
-                    free &= np.cumsum(edges)[:cols] == 0
+        if pins and start not in hangs:
+            hangs[start] = _pin_cover(table, nodes[parent][0], band_top, int(heights[band_h]), hangs[parent])[1]
+        fits = y + tall_all <= rows
+        hs, tall = admitted[fits], tall_all[fits]
+        if hs.size == 0:
+            continue
+        free = _band_masks(next_blocked[y], y, tall, table if pins else None, after, hangs.get(start, ()), cols)
+        for h, runs in zip(hs.tolist(), _masks_runs(free), strict=True):
             # the snake's direction (opposite to the band before), or the other where more kernels fit
             reach = []
-            runs = _free_runs(free)
             for backwards in (not reverse, reverse):
                 pos = _next_fit(columns[h], done, runs[::-1] if backwards else runs)
                 while pos > done and sl.inside[pos, h]:
@@ -819,16 +851,17 @@ def band_plan_around(
             pos, backwards = reach[0] if snake and reach[0][0] > done else max(reach, key=lambda t: t[0])
             if pos <= done:
                 continue
-            nodes.append((y + height, pos, start, y, h, backwards, below))
-            reached.setdefault(y + height, []).append(len(nodes) - 1)
-            heapq.heappush(heap, y + height)
+            end_row = y + int(heights[h])
+            nodes.append((end_row, pos, start, y, h, backwards))
+            reached.setdefault(end_row, []).append(len(nodes) - 1)
+            heapq.heappush(heap, end_row)
     finished = [v for v in range(len(nodes)) if nodes[v][1] == n]
     if not finished:
         return None
     v = min(finished, key=lambda u: nodes[u][0])
     bands: list[Band] = []
     while nodes[v][2] >= 0:
-        _, j, parent, top_row, h, backwards, _ = nodes[v]
+        _, j, parent, top_row, h, backwards = nodes[v]
         lo = nodes[parent][1]
         bands.append(replace(_band(sl, heights, h, lo, j), skip=top_row - nodes[parent][0], reverse=backwards))
         v = parent
