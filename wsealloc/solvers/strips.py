@@ -841,8 +841,9 @@ def band_plan_around(
         free = _band_masks(next_blocked[y], y, tall, table if pins else None, after, hangs.get(start, ()), cols)
         for h, runs in zip(hs.tolist(), _masks_runs(free), strict=True):
             # the snake's direction (opposite to the band before), or the other where more kernels fit
+            # (one run of free columns: both directions reach as far, and the snake wins the tie)
             reach = []
-            for backwards in (not reverse, reverse):
+            for backwards in (not reverse, reverse)[: 1 if len(runs) <= 1 else 2]:
                 pos = _next_fit(columns[h], done, runs[::-1] if backwards else runs)
                 while pos > done and sl.inside[pos, h]:
                     pos -= 1  # a band never ends inside a stacked pair or a run
