@@ -159,3 +159,20 @@ def test_a_boxed_in_kernel_takes_a_strip_of_a_neighbour_with_time_to_spare(
     monkeypatch.setattr(_Search, "_squeeze", lambda *args: None)  # without the new move
     without = relocate(problem, start, Deadline.after(20))
     assert problem.evaluate(without.rects, without.latency)[0].max() >= int(start.latency[1])  # qk's hops at most
+
+
+def test_the_taken_cores_after_one_kernel_grows_are_the_layouts_own(problem: PlacementProblem) -> None:
+    """An eviction grows one kernel once per shape: its layout's prefix sums of taken cores, updated by
+    the old and new rectangle alone, are the sums counted afresh (rectangles overlapping count twice)."""
+    start = scattered(problem)
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    rng = np.random.default_rng(2)
+    search = _Search(problem, Deadline.after(20))
+    for _ in range(40):
+        k = int(rng.integers(problem.n_kernels))
+        grown = start.rects.copy()
+        y, x = int(rng.integers(rows)), int(rng.integers(cols))
+        grown[k] = (y, x, int(rng.integers(1, rows - y + 1)), int(rng.integers(1, cols - x + 1)))
+        after = Placed(grown, start.dataflow, start.latency)
+        updated = search.taken(after, start, k)
+        assert (updated == _Search(problem, Deadline.after(20)).taken(Placed(grown.copy(), start.dataflow, start.latency))).all()

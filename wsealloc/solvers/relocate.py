@@ -143,18 +143,30 @@ class _Search:
         """Whether kernel k touches a group of the user's (moving it alone could part the group)."""
         return any(k in g for g in self.problem.touch)
 
-    def taken(self, placed: Placed) -> np.ndarray:
+    def taken(self, placed: Placed, before: Placed | None = None, k: int = -1) -> np.ndarray:
         """2D prefix sums of the cores a layout takes (its rectangles, defects, keep-outs); the last
-        few layouts' kept (a round asks for the same layout once per shape of every kernel it moves)."""
+        few layouts' kept (a round asks for the same layout once per shape of every kernel it moves).
+        ``before``: a layout differing from ``placed`` in kernel k's rectangle alone, whose sums are
+        updated by the two rectangles' own (an eviction grows k once per shape: summing the wafer
+        each time was a tenth of a constrained solve's relocation)."""
         for rects, prefix in self._taken:
             if rects is placed.rects:
                 return prefix
         p = self.problem
-        taken = p.blocked.astype(np.int32)  # counts: a core two rectangles cover counts twice (an eviction)
-        for y, x, r, c in placed.rects.tolist():
-            taken[y : y + r, x : x + c] += 1
-        prefix = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
-        prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
+        if before is not None:
+            prefix = self.taken(before).copy()
+            rows, cols = prefix.shape[0] - 1, prefix.shape[1] - 1
+            for sign, (y, x, r, c) in ((1, placed.rects[k]), (-1, before.rects[k])):
+                # a rectangle's own prefix sums: the rows and the columns of it above and left of each point
+                down = np.clip(np.arange(rows + 1) - int(y), 0, int(r))
+                across = np.clip(np.arange(cols + 1) - int(x), 0, int(c))
+                prefix += (sign * np.outer(down, across)).astype(np.int32)
+        else:
+            taken = p.blocked.astype(np.int32)  # counts: a core two rectangles cover counts twice (an eviction)
+            for y, x, r, c in placed.rects.tolist():
+                taken[y : y + r, x : x + c] += 1
+            prefix = np.zeros((taken.shape[0] + 1, taken.shape[1] + 1), dtype=np.int32)
+            prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
         self._taken = [(placed.rects, prefix), *self._taken[:7]]
         return prefix
 
@@ -278,7 +290,9 @@ class _Search:
             latency[k], codes[k] = lat, code
             # the covered kernel's own cores under k's new rectangle count as taken (counted twice
             # in the prefix sums, once subtracted as its own)
-            for moved in self.moves(Placed(grown, codes, latency), int(covered[0]), top, top + 1):
+            bigger = Placed(grown, codes, latency)
+            self.taken(bigger, placed, k)
+            for moved in self.moves(bigger, int(covered[0]), top, top + 1):
                 if _before(np.sort(self.stages(moved))[::-1], key):
                     return moved
         return None
