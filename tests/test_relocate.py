@@ -176,3 +176,32 @@ def test_the_taken_cores_after_one_kernel_grows_are_the_layouts_own(problem: Pla
         after = Placed(grown, start.dataflow, start.latency)
         updated = search.taken(after, start, k)
         assert (updated == _Search(problem, Deadline.after(20)).taken(Placed(grown.copy(), start.dataflow, start.latency))).all()
+
+
+def test_the_nearest_free_corners_are_those_a_scan_of_every_corner_finds() -> None:
+    """``_nearest_free_each`` (the free corners found once for targets near each other) against a
+    scan of every corner: the rectangle on no taken core but the moving kernel's own, nearest each
+    target (L1), ties to the top left; None where no corner is free."""
+    from wsealloc.solvers.relocate import _nearest_free_each
+
+    rng = np.random.default_rng(4)
+    for _ in range(150):
+        rows, cols = int(rng.integers(2, 14)), int(rng.integers(2, 14))
+        taken = (rng.random((rows, cols)) < rng.choice([0.1, 0.3, 0.6])).astype(np.int32)
+        oy, ox = int(rng.integers(rows)), int(rng.integers(cols))
+        own = (oy, ox, int(rng.integers(1, rows - oy + 1)), int(rng.integers(1, cols - ox + 1)))
+        taken[oy : oy + own[2], ox : ox + own[3]] += 1
+        prefix = np.zeros((rows + 1, cols + 1), dtype=np.int32)
+        prefix[1:, 1:] = taken.cumsum(0).cumsum(1)
+        r, c = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
+        targets = [(int(rng.integers(-3, rows + 3)), int(rng.integers(-3, cols + 3))) for _ in range(int(rng.integers(1, 5)))]
+        mine = np.zeros_like(taken)
+        mine[oy : oy + own[2], ox : ox + own[3]] = 1
+        free = [
+            (y, x)
+            for y in range(rows - r + 1)
+            for x in range(cols - c + 1)
+            if (taken[y : y + r, x : x + c] - mine[y : y + r, x : x + c]).sum() == 0
+        ]
+        want = [min(free, key=lambda s, t=t: (abs(s[0] - t[0]) + abs(s[1] - t[1]), s)) if free else None for t in targets]
+        assert _nearest_free_each(prefix, own, r, c, targets) == want

@@ -100,11 +100,22 @@ def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) 
     """The corner nearest (y, x) (L1, ties to the top left) of an r x c rectangle within ``NEAR``
     rows and columns of it that covers no taken core but the moving kernel's own (None: none).
     Looking near keeps a move cheap; a far spot would stretch the kernel's flows past what it gains."""
+    return _nearest_free_each(prefix, own, r, c, [(y, x)])[0]
+
+
+def _near(prefix: np.ndarray, r: int, c: int, y: int, x: int) -> Box | None:
+    """The corners (first row, last row, first col, last col) within ``NEAR`` of (y, x) at which an
+    r x c rectangle lies on the wafer (None: none)."""
     rows, cols = prefix.shape[0] - 1 - r, prefix.shape[1] - 1 - c  # the last corners that fit
     y0, y1 = max(0, min(rows, y) - NEAR), min(rows, max(0, y) + NEAR)
     x0, x1 = max(0, min(cols, x) - NEAR), min(cols, max(0, x) + NEAR)
-    if y0 > y1 or x0 > x1:
-        return None
+    return None if y0 > y1 or x0 > x1 else (y0, y1, x0, x1)
+
+
+def _free_corners(prefix: np.ndarray, own: Box, r: int, c: int, box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """The corners in ``box`` (first row, last row, first col, last col), row-major, of r x c
+    rectangles covering no taken core but the moving kernel's own."""
+    y0, y1, x0, x1 = box
     window = prefix[y0 : y1 + r + 1, x0 : x1 + c + 1]
     used = window[r:, c:] - window[:-r, c:] - window[r:, :-c] + window[:-r, :-c]
     # the moving kernel's own cores count free: subtracted only where a corner's rectangle overlaps it
@@ -120,11 +131,41 @@ def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) 
         used = used.copy()
         used[a0 - y0 : a1 - y0 + 1, b0 - x0 : b1 - x0 + 1] -= np.outer(in_rows, in_cols).astype(used.dtype)
     free = np.flatnonzero(used.ravel() == 0)
-    if free.size == 0:
-        return None
-    fy, fx = free // used.shape[1] + y0, free % used.shape[1] + x0
-    i = int(np.argmin(np.abs(fy - y) + np.abs(fx - x)))  # (row-major: ties to the top left)
-    return int(fy[i]), int(fx[i])
+    return free // used.shape[1] + y0, free % used.shape[1] + x0
+
+
+def _area(box: Box) -> int:
+    """Corners in a box (first row, last row, first col, last col)."""
+    return (box[1] - box[0] + 1) * (box[3] - box[2] + 1)
+
+
+def _nearest_free_each(
+    prefix: np.ndarray, own: Box, r: int, c: int, targets: list[tuple[int, int]]
+) -> list[tuple[int, int] | None]:
+    """``_nearest_free`` for each of ``targets``: the free corners found once over the box holding
+    all their windows where it is no larger than the windows together (a move asks for the corner
+    nearest the kernel's own and the one nearest its neighbours' centre, usually close)."""
+    boxes = [_near(prefix, r, c, y, x) for y, x in targets]
+    held = [b for b in boxes if b is not None]
+    if not held:
+        return [None] * len(targets)
+    union = (min(b[0] for b in held), max(b[1] for b in held), min(b[2] for b in held), max(b[3] for b in held))
+    shared = _free_corners(prefix, own, r, c, union) if len(held) > 1 and _area(union) <= sum(map(_area, held)) else None
+    out: list[tuple[int, int] | None] = []
+    for (y, x), box in zip(targets, boxes, strict=True):
+        if box is None:
+            out.append(None)
+            continue
+        fy, fx = _free_corners(prefix, own, r, c, box) if shared is None else shared
+        if shared is not None:  # (row-major within the union is row-major within the box)
+            inside = (fy >= box[0]) & (fy <= box[1]) & (fx >= box[2]) & (fx <= box[3])
+            fy, fx = fy[inside], fx[inside]
+        if fy.size == 0:
+            out.append(None)
+            continue
+        i = int(np.argmin(np.abs(fy - y) + np.abs(fx - x)))  # (row-major: ties to the top left)
+        out.append((int(fy[i]), int(fx[i])))
+    return out
 
 
 class _Search:
@@ -199,11 +240,11 @@ class _Search:
                 corners = [(y0, x0)] if fits else []
             elif toward is not None:  # beside the consumer: above, below, left, right of it
                 ty, tx, tr, tc = (int(v) for v in rects[toward])
-                wanted = {(ty - r, tx), (ty + tr, tx), (ty, tx - c), (ty, tx + tc)}
-                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
+                wanted = sorted({(ty - r, tx), (ty + tr, tx), (ty, tx - c), (ty, tx + tc)})
+                corners = sorted({spot for spot in _nearest_free_each(prefix, own, r, c, wanted) if spot is not None})
             else:  # the free corner nearest the old one, and the one nearest the neighbours' centre
-                wanted = {(y0, x0), (round(cy - r / 2), round(cx - c / 2))}
-                corners = sorted({spot for t in wanted if (spot := _nearest_free(prefix, own, r, c, *t)) is not None})
+                wanted = sorted({(y0, x0), (round(cy - r / 2), round(cx - c / 2))})
+                corners = sorted({spot for spot in _nearest_free_each(prefix, own, r, c, wanted) if spot is not None})
             for y, x in corners:
                 moved = rects.copy()
                 moved[k] = (y, x, r, c)
