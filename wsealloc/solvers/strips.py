@@ -687,9 +687,9 @@ def _band_masks(
     if not over and hi <= lo:
         return free
     edges = np.zeros((tall.size, cols + 1), dtype=np.int32)
-    for a, b in over:  # (the bands before it: the same for every height)
-        edges[:, min(a, cols)] += 1
-        edges[:, min(b, cols)] -= 1
+    for a, b in over:  # (the bands before it: the same for every height; columns clipped to the region)
+        edges[:, max(0, min(a, cols))] += 1
+        edges[:, max(0, min(b, cols))] -= 1
     if hi > lo:  # every pin in reach of some height against every height at once
         row = pins.row[lo:hi, None]
         inside = ends[None, :] > row  # [pins, heights]: the band reaches the pin's corner row
@@ -697,8 +697,8 @@ def _band_masks(
         pick = np.arange(lo, hi)[:, None]
         down = inside & (row + pins.rows_at[pick, cap] > y)
         p_at, h_at = np.nonzero(down)
-        right = np.minimum(pins.col[lo + p_at] + pins.cols_at[lo + p_at, cap[p_at, h_at]], cols)
-        np.add.at(edges, (h_at, np.minimum(pins.col[lo + p_at], cols)), 1)
+        right = np.clip(pins.col[lo + p_at] + pins.cols_at[lo + p_at, cap[p_at, h_at]], 0, cols)
+        np.add.at(edges, (h_at, np.clip(pins.col[lo + p_at], 0, cols)), 1)
         np.subtract.at(edges, (h_at, right), 1)
     return free & (np.cumsum(edges, axis=1)[:, :cols] == 0)
 
@@ -1288,7 +1288,8 @@ def _construct_in_parts(
             placed = _construct(problem.restrict(members, taken, region), targets[members], style, around=True, deadline=deadline)
             if placed is not None:
                 break
-        if placed is None and style.first_fit:  # obstacles inside the area (pins in its middle): around them
+        if placed is None and style.first_fit and not (deadline is not None and deadline.expired()):
+            # obstacles inside the area (pins in its middle): around them
             for near in (True, False):  # next to its predecessor (short flows), else leftmost (packs)
                 placed = _first_fit(problem, members, targets, taken, whole, obstacles, near)
                 if placed is not None:
@@ -1494,6 +1495,8 @@ def _construct(
         layouts = [x for x in (_pack_plan(problem, plan, targets, regs, around=True) for plan in plans if plan) if x]
         if layouts:
             return min(layouts, key=lambda x: score(problem, x))
+        if deadline is not None and deadline.expired():
+            return None  # (the plans were cut short: no fallback past the deadline)
     plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None and rule is not None and heights.size < every.size:
         # with pairs a height may hold a stacked pair that the heights of distinct single widths miss
