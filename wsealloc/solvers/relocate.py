@@ -96,13 +96,6 @@ def _free(prefix: np.ndarray, own: Box, y: int, x: int, r: int, c: int) -> bool:
     return taken == mine
 
 
-def _nearest_free(prefix: np.ndarray, own: Box, r: int, c: int, y: int, x: int) -> tuple[int, int] | None:
-    """The corner nearest (y, x) (L1, ties to the top left) of an r x c rectangle within ``NEAR``
-    rows and columns of it that covers no taken core but the moving kernel's own (None: none).
-    Looking near keeps a move cheap; a far spot would stretch the kernel's flows past what it gains."""
-    return _nearest_free_each(prefix, own, r, c, [(y, x)])[0]
-
-
 def _near(prefix: np.ndarray, r: int, c: int, y: int, x: int) -> Box | None:
     """The corners (first row, last row, first col, last col) within ``NEAR`` of (y, x) at which an
     r x c rectangle lies on the wafer (None: none)."""
@@ -142,9 +135,12 @@ def _area(box: Box) -> int:
 def _nearest_free_each(
     prefix: np.ndarray, own: Box, r: int, c: int, targets: list[tuple[int, int]]
 ) -> list[tuple[int, int] | None]:
-    """``_nearest_free`` for each of ``targets``: the free corners found once over the box holding
-    all their windows where it is no larger than the windows together (a move asks for the corner
-    nearest the kernel's own and the one nearest its neighbours' centre, usually close)."""
+    """Per target (y, x), the corner nearest it (L1, ties to the top left) of an r x c rectangle
+    within ``NEAR`` rows and columns of it that covers no taken core but the moving kernel's own
+    (None: none). Looking near keeps a move cheap; a far spot would stretch the kernel's flows past
+    what it gains. The free corners are found once over the box holding all the targets' windows
+    where it is no larger than the windows together (a move asks for the corner nearest the kernel's
+    own and the one nearest its neighbours' centre, usually close)."""
     boxes = [_near(prefix, r, c, y, x) for y, x in targets]
     held = [b for b in boxes if b is not None]
     if not held:
