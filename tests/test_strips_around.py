@@ -209,3 +209,52 @@ def test_free_columns_for_every_band_height_at_once_are_those_of_one_height_at_a
             assert (got[i] == want).all()
             edges = np.flatnonzero(np.diff(np.concatenate([[0], want.astype(int), [0]])))
             assert runs[i] == tuple(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def _tall_first(blocked: np.ndarray) -> PlacementProblem:
+    """8 x 8 cores; kernel 0 only on 6 x 1 (taller than half the wafer at every shape, as a grid rule
+    makes it), then five kernels of 3 columns on 2 rows, a chain."""
+    rows = cols = 8
+    tall = np.full((1, cols + 1), INF, dtype=np.int64)
+    tall[0, 1:] = 100
+    short = np.full((1, cols + 1), INF, dtype=np.int64)
+    short[0, 3:] = 100
+    tables = (
+        shape_table(np.array([6]), tall, np.zeros_like(tall, dtype=np.int32)),
+        shape_table(np.array([2]), short, np.zeros_like(short, dtype=np.int32)),
+    )
+    mesh = MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0)
+    src = np.arange(5)
+    fl = Flows(src, src + 1, np.full(5, 4.0), src.copy())
+    return PlacementProblem(tuple(f"k{i}" for i in range(6)), (0, 1, 1, 1, 1, 1), tables, mesh, blocked, "ignore", fl, 100)
+
+
+def test_a_kernel_taller_than_half_the_wafer_goes_to_its_edge_and_the_bands_keep_their_height() -> None:
+    # In a band the 6-row kernel makes it 6 rows tall: kernels 1 and 2 beside it (1 + 3 + 3 columns),
+    # 3 and 4 in the 2-row band left below, kernel 5 nowhere. At the left edge it leaves columns 1-7
+    # to three 2-row bands of two kernels: [1, 2], [3, 4], [5]
+    problem = _tall_first(np.zeros((8, 8), dtype=bool))
+    targets = np.full(6, 100)
+    assert strips.tall_kernels(problem) == [0]
+    assert strips.construct(problem, targets) is None
+    assert strips.edge_pins(problem, targets) == ((0, 0), None, None, None, None, None)
+    placed = strips.construct(problem, targets, strips.Style(edge=True))
+    assert placed is not None and not problem.layout_errors(placed.rects)
+    assert placed.rects[0].tolist() == [0, 0, 6, 1]
+    assert sorted(placed.rects[1:, 0].tolist()) == [0, 0, 2, 2, 4]  # three 2-row bands
+    # the multi-start tries it first
+    from wsealloc.solvers.place import styles
+
+    assert styles(problem)[0].edge and not styles(problem)[-1].edge
+
+
+def test_the_edge_spot_of_a_tall_kernel_avoids_blocked_cores_and_the_users_corners() -> None:
+    blocked = np.zeros((8, 8), dtype=bool)
+    blocked[3, 0] = True  # a defect in the first column: the 6 x 1 rectangle fits there nowhere
+    problem = _tall_first(blocked)
+    targets = np.full(6, 100)
+    assert strips.edge_pins(problem, targets) == ((0, 1), None, None, None, None, None)
+    # a kernel the user pinned keeps its corner (with its rectangle) and is not moved to the edge
+    pinned = replace(problem, blocked=np.zeros((8, 8), dtype=bool), pins=(None, (0, 0), None, None, None, None))
+    assert strips.edge_pins(pinned, targets) == ((2, 0), (0, 0), None, None, None, None)
+    assert strips.tall_kernels(replace(problem, pins=((0, 0), None, None, None, None, None))) == []

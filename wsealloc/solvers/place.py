@@ -30,7 +30,7 @@ from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
 from wsealloc.solvers.relocate import relocate, relocates
-from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target
+from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target, tall_kernels
 from wsealloc.solvers.swap import swap_kernels
 
 FEEDBACK_ROUNDS = 3
@@ -110,10 +110,15 @@ def styles(problem: PlacementProblem) -> list[Style]:
     # LANES: with bands of every height only (its runs already split tall bands into lanes; ViT-B/16's
     # best layout comes from it, and the taller-band styles' bisections would take the windows' time)
     out = [Style(min_band, stack) for stack in stacks for min_band in min_bands if stack is not Stacking.LANES or min_band == 1]
+    if tall_kernels(problem):
+        # kernels taller than half the wafer at every shape (a grid rule's): first laid at its edge,
+        # the bands at their own heights beside them (``strips.edge_pins``; the constraints benchmark's
+        # ResNet-50 42.9% -> 29.4% over its bound), then the usual styles
+        out = [replace(style, edge=True) for style in out if style.min_band <= 1] + out
     if problem.ruled:
         # under the user's rules the styles admitting every band height first (``construct_best``
         # starts the others only in the first half of its time: see ``RULED_TALL_SHARE``)
-        out.sort(key=lambda style: style.min_band > 1)
+        out.sort(key=lambda style: style.min_band > 1)  # (stable: the edge styles first among the rest)
     return out
 
 
@@ -142,14 +147,14 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadli
     of the 30 s solve, most of it in bisections that end where the first style's did."""
     best: tuple[Score, Placed] | None = None
     candidates = styles(problem)
-    floors: dict[Stacking, int] = {}
+    floors: dict[tuple[Stacking, bool], int] = {}
     for i, style in enumerate(candidates):
         share = deadline.share(1.0 / (len(candidates) - i))
-        found = place_targets(problem, base, share, style, floors.get(style.stack, 0))
+        found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0))
         if found is not None:
             relaxed, placed = found
             if floors_hold(problem) and style.min_band <= 1 and not share.expired():  # (a bisection cut short is no floor)
-                floors[style.stack] = relaxed
+                floors[(style.stack, style.edge)] = relaxed
             placed, rank = align(problem, placed, share, one_by_one=False)
             if best is None or rank < best[0]:
                 best = (rank, placed)
@@ -272,7 +277,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     # there, and only a bisection that ran to its end sets a floor. On GPT-2 training, where every
     # style packs at the same target, this saves 9 of the 12 bisections (~150 constructions, ~3 s of a
     # 22 s placement) for the moves after them.
-    floors: dict[tuple[int, Stacking], int] = {}
+    floors: dict[tuple[int, Stacking, bool], int] = {}
 
     def explore(seq_problem: PlacementProblem, sequence: np.ndarray | None, style: Style) -> None:
         """The smallest packable target in one sequence and style, then (the contest) a ladder of slower ones."""
@@ -284,7 +289,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         # does): a late valid placement beats none (the time limit returns the best placement found,
         # not an error); the bisection below it keeps the clock
         first_free = best is None and not held
-        key = (0 if sequence is None else 1, style.stack)
+        key = (0 if sequence is None else 1, style.stack, style.edge)
         floor = problem.lower_bound if style.first_fit else floors.get(key, problem.lower_bound)
         found = smallest_target(seq_problem, zero, floor, deadline, style, first_free)
         if found is None:

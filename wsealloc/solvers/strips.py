@@ -97,6 +97,7 @@ class Style:
     min_band: int = 1
     stack: Stacking = Stacking.NONE
     first_fit: bool = False
+    edge: bool = False  # kernels that are taller than half the wafer at every shape first, at its left edge (``edge_pins``)
 
 
 @dataclass(frozen=True)
@@ -1113,9 +1114,82 @@ def construct(
     ``deadline`` (None: none): None too once it passes, so a caller that keeps the clock is not held
     past it by one construction (the band plans around hundreds of fixed corners take seconds); a
     caller that must have a layout passes none (``smallest_target(first_free=True)``)."""
+    if style.edge:
+        pins = edge_pins(problem, targets)
+        if pins is None:
+            return None
+        problem = replace(problem, pins=pins)
     if problem.ruled:
         return _construct_parts(problem, targets, style, deadline)
     return _construct(problem, targets, style)
+
+
+def tall_kernels(problem: PlacementProblem) -> list[int]:
+    """Free kernels (no corner, area or group of the user's) whose every legal rectangle is taller than
+    half the wafer: a grid rule's shape, typically, taken from an allocation that ignores placement
+    (the constraints benchmark's ResNet-50: stage-1 convolutions on 628 x 29 and 628 x 64).
+
+    In a band such a kernel makes the band that tall, and the kernels beside it share its rows: the
+    bands below get what is left (ResNet-50's stage 3 and 4 in 144 rows, 35% over its bound under the
+    grids and keep-outs alone). ``Style.edge`` lays them at the wafer's edge first (``edge_pins``) and
+    the bands around them at the heights the other kernels want."""
+    half = problem.mesh.rows / 2
+    grouped = {k for group in problem.touch for k in group}
+    least: dict[int, int] = {}  # per kernel class: its shortest legal rectangle's rows
+    out = []
+    for k in range(problem.n_kernels):
+        if (problem.pins and problem.pins[k] is not None) or (problem.fences and problem.fences[k] is not None) or k in grouped:
+            continue
+        cls = problem.kernel_class[k]
+        if cls not in least:
+            shape = problem.shapes[cls]
+            legal = (shape.best < INF).any(axis=1)
+            least[cls] = int(shape.best_r[legal][(shape.best[legal] < INF)].min()) if legal.any() else 0
+        if least[cls] > half:
+            out.append(k)
+    return out
+
+
+def edge_pins(problem: PlacementProblem, targets: np.ndarray) -> tuple[tuple[int, int] | None, ...] | None:
+    """The problem's corners with every ``tall_kernels`` kernel given one at the wafer's left edge, in
+    kernel order side by side (each at the first column, then the first row, where its fewest-core
+    rectangle meeting its target is free of blocked cores and of the user's corners with their
+    fewest-core rectangles); None where one has no such rectangle or no room. The bands are then
+    planned around them as around the user's corners (``band_plan_around``): the first band starts
+    beside them rather than under a band as tall as they are."""
+    tall = tall_kernels(problem)
+    if not tall:
+        return None
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    pins: list[tuple[int, int] | None] = list(problem.pins) if problem.pins else [None] * problem.n_kernels
+    taken = problem.blocked.copy()
+    for k, pin in enumerate(pins):
+        if pin is not None:
+            found = _pinned_rect(problem, k, int(targets[k]), taken)
+            r, c = (found[0], found[1]) if found is not None else (1, 1)
+            taken[pin[0] : pin[0] + r, pin[1] : pin[1] + c] = True
+    for k in tall:
+        shape = problem.shape(k)
+        best: tuple[int, int] | None = None
+        for h in range(shape.height_index(rows) + 1):
+            c = shape.width_for(h, int(targets[k]))
+            if 0 < c <= cols:
+                r = int(shape.best_r[h, c])
+                if best is None or r * c < best[0] * best[1]:
+                    best = (r, c)
+        if best is None:
+            return None
+        r, c = best
+        summed = np.zeros((rows + 1, cols + 1), dtype=np.int32)
+        summed[1:, 1:] = taken.cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)
+        free = (summed[r:, c:] - summed[:-r, c:] - summed[r:, :-c] + summed[:-r, :-c]) == 0  # [rows - r + 1, cols - c + 1]
+        spots = np.argwhere(free.T)  # (x, y), leftmost column first, then topmost row
+        if spots.size == 0:
+            return None
+        x, y = (int(v) for v in spots[0])
+        pins[k] = (y, x)
+        taken[y : y + r, x : x + c] = True
+    return tuple(pins)
 
 
 def _pinned_rect(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> tuple[int, int, int, int, int] | None:
