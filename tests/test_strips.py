@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wsealloc.api import solve
 from wsealloc.arch.schema import DieBoundary
@@ -495,3 +497,50 @@ def test_distinct_slots_keep_each_kept_height_s_runs() -> None:
     kept, reduced = strips.distinct_slots(heights, sl, min_band=1)
     assert kept.tolist() == [2, 4] and reduced.runs == ({}, {0: (1, 2, 2)})
     assert reduced.width.tolist() == [[0, 0], [5, 3]]
+
+
+def _lane_widths_one_run_at_a_time(capped: np.ndarray, heights: np.ndarray, cols: int, rule: strips.PairRule) -> np.ndarray:
+    """The least total width per band height of ``_lane_slots``' DP, each run tried on its own (the
+    form before runs ending at one kernel were compared at once, and before their cache keys were
+    per-kernel ids)."""
+    n, nh = capped.shape
+    prefix = np.vstack([np.zeros((1, nh), dtype=np.int64), np.cumsum(capped, axis=0)])
+    lower = np.searchsorted(heights, heights[:, None] - heights[None, :], side="right") - 1
+    low = np.maximum(lower, 0)
+    near = {(u, v): c for u, v, c in rule.near} if rule.links else {}
+    g = np.zeros((n + 1, nh), dtype=np.int64)
+    for i in range(1, n + 1):
+        g[i] = g[i - 1] + capped[i - 1]
+        for a in range(max(0, i - rule.depth), i - 1):
+            for s in range(a + 1, i):
+                ok = lower >= 0
+                for u in range(a, s):
+                    for v in range(s, i):
+                        if (u, v) in near:
+                            wv = capped[v][low]
+                            busy = rule.targets[v] - heights[low] - wv
+                            ok &= (busy > 0) & (near[(u, v)] <= busy * np.maximum(capped[u][None, :], wv))
+                both = np.maximum((prefix[s] - prefix[a])[None, :], (prefix[i] - prefix[s])[low])
+                w = np.where(ok, both, strips.INF).min(axis=1)
+                g[i] = np.minimum(g[i], np.where(w <= cols, g[a] + w, strips.INF))
+    return g[n]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    kinds=st.lists(st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9)), min_size=1, max_size=3),
+    order=st.lists(st.integers(0, 2), min_size=2, max_size=9),
+    flows=st.lists(st.tuples(st.integers(0, 8), st.integers(1, 3), st.floats(0, 400)), max_size=6),
+)
+def test_lane_slots_widths_are_those_of_every_run_tried_alone(
+    kinds: list[tuple[int, int, int]], order: list[int], flows: list[tuple[int, int, float]]
+) -> None:
+    """Repeated kernels (a few kinds, as repeated layers) and flows down between near kernels: the slots'
+    total width per band height is the DP's with each run tried on its own, and every run's lanes fit."""
+    heights = np.array([2, 4, 6])
+    capped = np.array([kinds[k % len(kinds)] for k in order], dtype=np.int64)
+    n = capped.shape[0]
+    near = tuple((u, v, c) for (u, v), c in sorted({(u, u + d): c for u, d, c in flows if u + d < n}.items()))
+    rule = strips.PairRule(np.zeros(n - 1), np.full(n, 30), np.ones(n - 1, dtype=bool), True, 3, True, near)
+    sl = strips.slots(capped, heights, cols=20, rule=rule)
+    assert sl.width.sum(axis=0).tolist() == _lane_widths_one_run_at_a_time(np.minimum(capped, 21), heights, 20, rule).tolist()
