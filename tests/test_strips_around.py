@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
@@ -258,3 +259,58 @@ def test_the_edge_spot_of_a_tall_kernel_avoids_blocked_cores_and_the_users_corne
     pinned = replace(problem, blocked=np.zeros((8, 8), dtype=bool), pins=(None, (0, 0), None, None, None, None))
     assert strips.edge_pins(pinned, targets) == ((2, 0), (0, 0), None, None, None, None)
     assert strips.tall_kernels(replace(problem, pins=((0, 0), None, None, None, None, None))) == []
+
+
+def test_an_edge_spot_stays_inside_one_die_where_the_wafer_forbids_crossing() -> None:
+    # dies of 8 x 4 cores; the tall kernel (6 x 4) cannot take column 0 (a defect in it): the first
+    # spot free of blocked cores, [0, 1], crosses into the second die; [0, 4] does not
+    blocked = np.zeros((8, 8), dtype=bool)
+    blocked[3, 0] = True
+    tall = np.full((1, 9), INF, dtype=np.int64)
+    tall[0, 4:5] = 100
+    short = np.full((1, 9), INF, dtype=np.int64)
+    short[0, 2:5] = 100
+    tables = (
+        shape_table(np.array([6]), tall, np.zeros_like(tall, dtype=np.int32)),
+        shape_table(np.array([2]), short, np.zeros_like(short, dtype=np.int32)),
+    )
+    mesh = MeshParams(8, 8, 8, 4, 4.0, 1, 8, 4, 0)
+    src = np.arange(3)
+    fl = Flows(src, src + 1, np.full(3, 4.0), src.copy())
+    problem = PlacementProblem(("k0", "k1", "k2", "k3"), (0, 1, 1, 1), tables, mesh, blocked, DieBoundary.FORBID, fl, 100)
+    targets = np.full(4, 100)
+    assert strips.edge_pins(problem, targets) == ((0, 4), None, None, None)
+    placed = strips.construct(problem, targets, strips.Style(edge=True))
+    assert placed is not None and not problem.layout_errors(placed.rects)
+    # and a layout that crosses a die is never ranked (the first-fit fallback does not look at dies)
+    crossing = placed.rects.copy()
+    crossing[0] = (0, 2, 6, 4)
+    assert problem.crosses_dies(crossing) and not problem.crosses_dies(placed.rects)
+
+
+def test_the_edge_takes_a_tall_kernel_s_other_shapes_and_the_fallback_keeps_plain_styles() -> None:
+    # 8 x 8 cores, rows 0-1 kept out, defects on row 7 at odd columns, corners at [2, 0] and [4, 5];
+    # the tall kernel is 5 x 4 (fewest cores) or 6 x 2. Neither edge styles nor bands place it all,
+    # the first-fit fallback does (it used to run the first style, an edge one, and found nothing)
+    rows = cols = 8
+    lat = np.full((2, cols + 1), INF, dtype=np.int64)
+    lat[0, 4], lat[1, 2] = 100, 100
+    tall = shape_table(np.array([5, 6]), lat, np.zeros_like(lat, dtype=np.int32))
+    s = np.full((2, cols + 1), INF, dtype=np.int64)
+    s[0, 2:], s[1, 1:] = 100, 100
+    short = shape_table(np.array([2, 3]), s, np.zeros_like(s, dtype=np.int32))
+    blocked = np.zeros((rows, cols), dtype=bool)
+    blocked[:2] = True
+    blocked[7, 1::2] = True
+    src = np.arange(6)
+    problem = PlacementProblem(
+        tuple(f"k{i}" for i in range(7)), (0,) + (1,) * 6, (tall, short),
+        MeshParams(rows, cols, rows, cols, 4.0, 1, rows, cols, 0), blocked, DieBoundary.IGNORE,
+        Flows(src, src + 1, np.full(6, 4.0), src.copy()), 100,
+        keep_out=((0, 0, 2, 8),), pins=(None, (2, 0), None, None, None, None, (4, 5)),
+    )  # fmt: skip
+    from wsealloc.budget import Deadline
+    from wsealloc.solvers.place import construct_best
+
+    placed = construct_best(problem, Deadline.after(5.0))
+    assert placed is not None and not problem.layout_errors(placed.rects)

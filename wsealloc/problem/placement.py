@@ -169,6 +169,13 @@ class PlacementProblem:
             out.append(f"two kernels share core [{y}, {x}]")
         return out + self._apart(rects)
 
+    def crosses_dies(self, rects: np.ndarray) -> bool:
+        """Whether a rectangle of ``rects`` crosses a die boundary on a wafer that forbids it (the
+        first-fit fallback and the rectangles at the user's corners do not look at dies: the
+        multi-start checks what they make here before ranking it)."""
+        m = self.mesh
+        return self.die_rule is DieBoundary.FORBID and bool(die_crossings(rects, m.die_rows, m.die_cols).any())
+
     def rect_errors(self, kernel: int, rect: np.ndarray) -> list[str]:
         """Why kernel ``kernel`` may not take rectangle ``rect`` (row, col, rows, cols) whatever the
         others do: off the wafer, on a defective or kept-out core, across a die boundary the wafer

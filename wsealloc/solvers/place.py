@@ -30,7 +30,17 @@ from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
 from wsealloc.solvers.relocate import relocate, relocates
-from wsealloc.solvers.strips import Placed, Score, Stacking, Style, construct, place_targets, score, smallest_target, tall_kernels
+from wsealloc.solvers.strips import (
+    Placed,
+    Score,
+    Stacking,
+    Style,
+    construct,
+    place_targets,
+    score,
+    smallest_target,
+    tall_kernels,
+)
 from wsealloc.solvers.swap import swap_kernels
 
 FEEDBACK_ROUNDS = 3
@@ -261,7 +271,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
 
     def consider(placed: Placed | None, style: Style, sequence: np.ndarray | None) -> Score | None:
         nonlocal best
-        if placed is None or problem.violations(placed.rects):
+        if placed is None or problem.violations(placed.rects) or problem.crosses_dies(placed.rects):
             return None
         placed, rank = align(problem, swap_kernels(problem, placed, deadline), deadline, one_by_one=False)
         if best is None or rank < best[0]:
@@ -328,7 +338,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
             explore(seq_problem, sequence, style)
     if best is None and problem.ruled and not deadline.stopped and not (held and deadline.expired()):
         # bands found no way past the user's corners and keep-outs: the first-fit fallback
-        for style in styles(problem)[:1]:
+        for style in [style for style in styles(problem) if not style.edge][:1]:
             explore(problem, None, replace(style, first_fit=True))
     for _ in range(FEEDBACK_ROUNDS if problem.objective.charges_communication else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():

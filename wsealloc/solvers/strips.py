@@ -1169,15 +1169,17 @@ def tall_kernels(problem: PlacementProblem) -> list[int]:
 
 def edge_pins(problem: PlacementProblem, targets: np.ndarray) -> tuple[tuple[int, int] | None, ...] | None:
     """The problem's corners with every ``tall_kernels`` kernel given one at the wafer's left edge, in
-    kernel order side by side (each at the first column, then the first row, where its fewest-core
-    rectangle meeting its target is free of blocked cores and of the user's corners with their
-    fewest-core rectangles); None where one has no such rectangle or no room. The bands are then
-    planned around them as around the user's corners (``band_plan_around``): the first band starts
-    beside them rather than under a band as tall as they are."""
+    kernel order side by side: each at the first column, then the first row, where a rectangle of it
+    meeting its target is free of blocked cores and of the user's corners with their fewest-core
+    rectangles (and, where the wafer forbids crossing dies, inside one die), its fewest-core such
+    rectangle first; None where one has none. The bands are then planned around them as around the
+    user's corners (``band_plan_around``): the first band starts beside them rather than under a
+    band as tall as they are."""
     tall = tall_kernels(problem)
     if not tall:
         return None
-    rows, cols = problem.mesh.rows, problem.mesh.cols
+    m = problem.mesh
+    rows, cols = m.rows, m.cols
     pins: list[tuple[int, int] | None] = list(problem.pins) if problem.pins else [None] * problem.n_kernels
     taken = problem.blocked.copy()
     for k, pin in enumerate(pins):
@@ -1185,25 +1187,25 @@ def edge_pins(problem: PlacementProblem, targets: np.ndarray) -> tuple[tuple[int
             found = _pinned_rect(problem, k, int(targets[k]), taken)
             r, c = (found[0], found[1]) if found is not None else (1, 1)
             taken[pin[0] : pin[0] + r, pin[1] : pin[1] + c] = True
+    apart = problem.die_rule is DieBoundary.FORBID
     for k in tall:
-        shape = problem.shape(k)
-        best: tuple[int, int] | None = None
-        for h in range(shape.height_index(rows) + 1):
-            c = shape.width_for(h, int(targets[k]))
-            if 0 < c <= cols:
-                r = int(shape.best_r[h, c])
-                if best is None or r * c < best[0] * best[1]:
-                    best = (r, c)
-        if best is None:
-            return None
-        r, c = best
         summed = np.zeros((rows + 1, cols + 1), dtype=np.int32)
         summed[1:, 1:] = taken.cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)
-        free = (summed[r:, c:] - summed[:-r, c:] - summed[r:, :-c] + summed[:-r, :-c]) == 0  # [rows - r + 1, cols - c + 1]
-        spots = np.argwhere(free.T)  # (x, y), leftmost column first, then topmost row
-        if spots.size == 0:
+        spot: tuple[int, int, int, int] | None = None
+        for r, c in sorted(_options(problem, k, int(targets[k]), rows, cols), key=lambda rc: (rc[0] * rc[1], rc)):
+            # free[y, x]: the r x c rectangle at corner (y, x) holds no taken core
+            free = (summed[r:, c:] - summed[:-r, c:] - summed[r:, :-c] + summed[:-r, :-c]) == 0
+            if apart:  # (the rectangle inside one die)
+                ys, xs = np.arange(rows - r + 1), np.arange(cols - c + 1)
+                free &= ((ys + r - 1) // m.die_rows == ys // m.die_rows)[:, None]
+                free &= ((xs + c - 1) // m.die_cols == xs // m.die_cols)[None, :]
+            spots = np.argwhere(free.T)  # (x, y): leftmost column first, then topmost row
+            if spots.size:
+                spot = (int(spots[0][1]), int(spots[0][0]), r, c)
+                break
+        if spot is None:
             return None
-        x, y = (int(v) for v in spots[0])
+        y, x, r, c = spot
         pins[k] = (y, x)
         taken[y : y + r, x : x + c] = True
     return tuple(pins)
