@@ -314,3 +314,20 @@ def test_the_edge_takes_a_tall_kernel_s_other_shapes_and_the_fallback_keeps_plai
 
     placed = construct_best(problem, Deadline.after(5.0))
     assert placed is not None and not problem.layout_errors(placed.rects)
+
+
+def test_a_pinned_kernel_takes_a_rectangle_inside_its_die_where_crossing_is_forbidden() -> None:
+    # dies of 8 x 4 cores; a kernel pinned at [0, 2] on 2 x 4 (its fewest cores, across the die boundary
+    # at column 4) or 4 x 2 (inside the first die): the second
+    lat = np.full((2, 9), INF, dtype=np.int64)
+    lat[0, 4:], lat[1, 2:] = 100, 100
+    table = shape_table(np.array([2, 4]), lat, np.zeros_like(lat, dtype=np.int32))
+    none = np.zeros(0, dtype=np.int64)
+    problem = PlacementProblem(
+        ("k0",), (0,), (table,), MeshParams(8, 8, 8, 4, 4.0, 1, 8, 4, 0), np.zeros((8, 8), dtype=bool),
+        DieBoundary.FORBID, Flows(none, none, np.zeros(0), none), 100,
+        pins=((0, 2),),
+    )  # fmt: skip
+    found = strips._pinned_rect(problem, 0, 100, problem.blocked)
+    assert found is not None and found[:2] == (4, 2)
+    assert strips._pinned_rect(replace(problem, die_rule=DieBoundary.IGNORE), 0, 100, problem.blocked)[:2] == (2, 4)  # type: ignore[index]

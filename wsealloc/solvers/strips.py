@@ -1224,19 +1224,24 @@ def _pinned_rect(problem: PlacementProblem, k: int, target: int, taken: np.ndarr
 
 def _corner_rects(problem: PlacementProblem, k: int, target: int, taken: np.ndarray) -> Iterator[tuple[int, int, int]]:
     """(height index, rows, cols) of kernel k's narrowest rectangle meeting ``target`` per band height,
-    at its fixed corner, on the wafer (inside its area, if it has one) and on cores free in ``taken``."""
+    at its fixed corner, on the wafer (inside its area, if it has one), on cores free in ``taken`` and
+    inside one die where the wafer forbids crossing."""
     y, x = problem.pins[k]  # type: ignore[misc]
     rows, cols = problem.mesh.rows - y, problem.mesh.cols - x
     fence = problem.fences[k] if problem.fences else None
     if fence is not None:
         rows, cols = min(rows, fence[0] + fence[2] - y), min(cols, fence[1] + fence[3] - x)
     shape = problem.shape(k)
+    m = problem.mesh
+    apart = problem.die_rule is DieBoundary.FORBID
     for h in range(shape.height_index(rows) + 1):
         c = shape.width_for(h, target)
         if c <= 0 or c > cols:
             continue
         c = int(shape.prefix_width[h, c])
         r = int(shape.best_r[h, c])
+        if apart and ((y + r - 1) // m.die_rows != y // m.die_rows or (x + c - 1) // m.die_cols != x // m.die_cols):
+            continue
         if r <= rows and not taken[y : y + r, x : x + c].any():
             yield h, r, c
 
