@@ -1232,7 +1232,6 @@ def _corner_rects(problem: PlacementProblem, k: int, target: int, taken: np.ndar
     if fence is not None:
         rows, cols = min(rows, fence[0] + fence[2] - y), min(cols, fence[1] + fence[3] - x)
     shape = problem.shape(k)
-    m = problem.mesh
     apart = problem.die_rule is DieBoundary.FORBID
     for h in range(shape.height_index(rows) + 1):
         c = shape.width_for(h, target)
@@ -1240,9 +1239,7 @@ def _corner_rects(problem: PlacementProblem, k: int, target: int, taken: np.ndar
             continue
         c = int(shape.prefix_width[h, c])
         r = int(shape.best_r[h, c])
-        if apart and ((y + r - 1) // m.die_rows != y // m.die_rows or (x + c - 1) // m.die_cols != x // m.die_cols):
-            continue
-        if r <= rows and not taken[y : y + r, x : x + c].any():
+        if r <= rows and not taken[y : y + r, x : x + c].any() and not (apart and problem.crosses_dies(np.array([[y, x, r, c]]))):
             yield h, r, c
 
 
