@@ -132,3 +132,41 @@ def test_an_exchange_never_slows_the_largest_kernel(tmp_path: Path) -> None:
     assert swapped.rects.tolist() == [[0, 10, 3, 2], [0, 300, r3, w], [0, 0, 3, 2]]
     assert swapped.latency.tolist() == latency.tolist()
     assert score(problem, swapped)[1] == score(problem, placed)[1] - 10
+
+
+def _fc_chain(side: int, widest: int) -> str:
+    """A fully connected chain as the contest's N and T write it (1 x 1 images, features doubling up to
+    ``widest``, each width twice), on a side x side fabric with wires weighing 4."""
+    lines = ["(*", "test=fc", f"width={side}", f"height={side}", "wdeltat=1", "wlength=4", "wadapter=0", "memlimit=24576", "*)"]
+    features = []
+    c = 2
+    while c < widest:
+        features += [(c, 2 * c), (2 * c, 2 * c)]
+        c *= 2
+    for i, (a, b) in enumerate(features, start=1):
+        lines.append(f"conv[{i}] W=1 H=1 R=1 S=1 C={a} K={b} T=1 U=1 name='k{i}'")
+    for i in range(1, len(features)):
+        lines.append(f"conv[{i}]:y -> conv[{i + 1}]:x, shape:[1][1][{features[i - 1][1]}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_layouts_rebuilt_with_wire_plans_shorten_a_chain_dominated_by_its_last_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The contest's N in small: the last layers fill most of the fabric, and full bands lay the chain
+    across its width. The multi-start's best layouts rebuilt with ``strips.wire_plans`` (bands that
+    end early: the large kernels each in a strip of its own) score 1,150 against 1,574 at the same
+    largest time (176, bound 168), and every layout is legal."""
+    import wsealloc.solvers.place as place
+
+    path = tmp_path / "fc.kgraph"
+    path.write_text(_fc_chain(100, 512))
+    graph = parse_kgraph(path)
+    problem = build_contest_placement(graph, enumerate_graph(graph), 168, 1.05).problem
+    found = {}
+    for rebuilds in (0, place.WIRE_REBUILDS):
+        monkeypatch.setattr(place, "WIRE_REBUILDS", rebuilds)
+        placed = place.construct_best(problem, Deadline.after(60))
+        assert placed is not None and not problem.layout_errors(placed.rects)
+        found[rebuilds] = score(problem, placed)
+    assert found[0][1:3] == (1574.0, 176) and found[place.WIRE_REBUILDS][1:3] == (1150.0, 176)

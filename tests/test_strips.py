@@ -544,3 +544,42 @@ def test_lane_slots_widths_are_those_of_every_run_tried_alone(
     rule = strips.PairRule(np.zeros(n - 1), np.full(n, 30), np.ones(n - 1, dtype=bool), True, 3, True, near)
     sl = strips.slots(capped, heights, cols=20, rule=rule)
     assert sl.width.sum(axis=0).tolist() == _lane_widths_one_run_at_a_time(np.minimum(capped, 21), heights, 20, rule).tolist()
+
+
+def test_wire_plans_trade_rows_for_wires_by_hand() -> None:
+    """Kernels 0 and 1 are 6 columns wide in 1 row or 3 in 2 rows, kernel 2 needs 2 rows (4 columns);
+    the region is 10 columns wide. The fewest rows: one 2-row band of all three (3 + 3 + 4 columns),
+    whose chain estimate is 10 - (3 + 4) / 2 = 6.5 (centres side by side). With 4 rows, a band each
+    (1 + 1 + 2 rows, no chain inside a band): f = (1 + price) 4 against (1 + price) 2 + 6.5 for the one
+    band and (1 + price) 3 + 3.5 for [0] and [1, 2]: the three bands at prices 0.5 and 2, the one band
+    from 8 on. With 3 rows the three bands do not fit (the Lagrangian optimum is dropped, not
+    constrained), so only the fewest-rows plan is left."""
+    heights = np.array([1, 2])
+    widths = np.array([[6, 3], [6, 3], [strips.INF, 4]])
+    sl = strips.slots(widths, heights, cols=10, rule=None)
+    one = [strips.Band(0, 3, 2)]
+    assert strips.band_plan(sl, heights, region_rows=4, region_cols=10, n_regions=1) == one
+    apart = [strips.Band(0, 1, 1), strips.Band(1, 2, 1), strips.Band(2, 3, 2)]
+    assert strips.wire_plans(sl, heights, region_rows=4, region_cols=10) == [apart, one]
+    assert strips.wire_plans(sl, heights, region_rows=3, region_cols=10) == [one]
+    assert strips.wire_plans(sl, heights, region_rows=1, region_cols=10) == []  # (kernel 2 needs 2 rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    widths=st.lists(st.lists(st.integers(1, 12), min_size=3, max_size=3), min_size=1, max_size=7),
+    rows=st.integers(2, 12),
+    pairs=st.booleans(),
+)
+def test_wire_plans_hold_every_kernel_in_order_within_the_rows(widths: list[list[int]], rows: int, pairs: bool) -> None:
+    heights = np.array([1, 2, 4])
+    w = np.array(widths)
+    n = w.shape[0]
+    sl = strips.slots(np.where(w <= 12, w, strips.INF), heights, cols=12, rule=_free_pairs(n) if pairs and n > 1 else None)
+    for plan in strips.wire_plans(sl, heights, region_rows=rows, region_cols=12):
+        assert [b.first for b in plan][0] == 0 and plan[-1].end == n
+        assert all(a.end == b.first for a, b in zip(plan, plan[1:], strict=False))
+        assert sum(b.height for b in plan) <= rows
+        for b in plan:  # each band's slots fit its width, and no band ends inside a stacked pair
+            h = int(np.flatnonzero(heights == b.height)[0])
+            assert sl.width[b.first : b.end, h].sum() <= 12 and not sl.inside[b.end, h]

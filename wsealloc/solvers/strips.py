@@ -81,6 +81,11 @@ DEEP_STACK = 4
 # Stacking.LANES: most kernels in one run of two sub-lanes (ViT-B/16's 99-row matmuls two to a
 # 198-row band; longer runs were not needed in the measurements, docs/benchmarks.md, 2026-11-29)
 LANE_RUN = 6
+# ``wire_plans``: the prices of a band row against a tile of the wire estimate, one band plan each (the
+# contest; a DP per price, so only the layouts the multi-start ranks best are rebuilt with them,
+# ``place.construct_best``). The last is the fewest rows with the shortest chain among them: C's plans
+# fit only there (97% of the fabric at 1.04x its bound), N's only at 8-32.
+WIRE_PRICES = (0.5, 2.0, 8.0, 32.0, 128.0, 1e6)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class Style:
     stack: Stacking = Stacking.NONE
     first_fit: bool = False
     edge: bool = False  # kernels that are taller than half the wafer at every shape first, at its left edge (``edge_pins``)
+    wire: bool = False  # the contest: band plans that trade spare rows for shorter wires as well (``wire_plans``)
 
 
 @dataclass(frozen=True)
@@ -560,6 +566,68 @@ def band_plan(
         bands.append(_band(sl, heights, h, lo, j))
         j = lo
     return bands[::-1]
+
+
+def wire_plans(sl: Slots, heights: np.ndarray, region_rows: int, region_cols: int, min_band: int = 1) -> list[list[Band]]:
+    """Band plans within ``region_rows`` that may end a band before it is full, one per price of
+    ``WIRE_PRICES`` (distinct plans only; none where no price gives a plan that fits).
+
+    ``band_plan`` packs as many kernels into each band as fit, which uses the fewest rows; but where a
+    few kernels dwarf the rest (the contest's fully connected chains N and T: 8192 x 8192 and 4096 x
+    8192 layers take 98% of the fabric) a full band lays a chain of kernels across the fabric's width,
+    and the wires run along it. Each large kernel in a band of its own (a strip as wide as the
+    fabric) makes the chain's wires the strips' half heights instead: N's wirelength 1,780 -> 1,641 at
+    the same time. Which plan is better depends on the rows left over, so this is a Lagrangian DP:
+    f(j) = min over heights H and first kernels lo (from the first that fits up to j - 1) of
+    f(lo) + (1 + price) H + the band's chain wire, the sum of its slot widths less half its end slots'
+    (consecutive kernels side by side, centre to centre); a band row also estimates the wire of the
+    chain turning into the next band. A plan that needs more rows than the region has is dropped; the
+    layouts are then packed and the score decides (``_construct``)."""
+    n = sl.width.shape[0]
+    if n == 0:
+        return []
+    width = sl.width.astype(np.float64)
+    prefix = np.vstack([np.zeros((1, heights.size)), np.cumsum(width, axis=0)])  # [n+1, H]
+    lows = np.stack([np.searchsorted(prefix[:, h], prefix[:, h] - region_cols, side="left") for h in range(heights.size)], axis=1)
+    admitted = heights >= min(min_band, region_rows)
+    out: list[list[Band]] = []
+    seen: set[tuple[tuple[int, int, int], ...]] = set()
+    for price in WIRE_PRICES:
+        f = np.full(n + 1, np.inf)
+        f[0] = 0.0
+        rows = np.zeros(n + 1, dtype=np.int64)
+        choice = np.zeros((n + 1, 2), dtype=np.int64)  # (first kernel, height index) of the band ending at j
+        for j in range(1, n + 1):
+            ok = admitted & (sl.width[j - 1] <= region_cols) & ~sl.inside[j]
+            if not ok.any():
+                continue
+            hs = np.flatnonzero(ok)
+            span = int((j - lows[j, hs]).max())
+            lo = j - 1 - np.arange(span)[:, None]  # [span, 1]: the band's first kernel, j - 1 down
+            valid = (lo >= lows[j, hs][None, :]) & (lo >= 0)
+            lo_c = np.maximum(lo, 0)
+            valid &= ~sl.inside[lo_c, hs[None, :]] & np.isfinite(f[lo_c])
+            ends = (width[lo_c, hs[None, :]] + width[j - 1, hs][None, :]) / 2
+            chain = prefix[j, hs][None, :] - prefix[lo_c, hs[None, :]] - ends
+            value = np.where(valid, f[lo_c] + (1 + price) * heights[hs][None, :] + chain, np.inf)
+            t, i = np.unravel_index(int(np.argmin(value)), value.shape)
+            if not np.isfinite(value[t, i]):
+                continue
+            first, h = int(lo_c[t, 0]), int(hs[i])
+            f[j], choice[j] = value[t, i], (first, h)
+            rows[j] = rows[first] + int(heights[h])
+        if not np.isfinite(f[n]) or rows[n] > region_rows:
+            continue
+        bands, j = [], n
+        while j > 0:
+            first, h = (int(v) for v in choice[j])
+            bands.append(_band(sl, heights, h, first, j))
+            j = first
+        key = tuple((b.first, b.end, b.height) for b in bands)
+        if key not in seen:
+            seen.add(key)
+            out.append(bands[::-1])
+    return out
 
 
 def _band(sl: Slots, heights: np.ndarray, h: int, lo: int, j: int) -> Band:
@@ -1600,7 +1668,14 @@ def _construct(
         plan = band_plan(sl, heights, regs[0].rows, regs[0].cols, len(regs), style.min_band)
     if plan is None:
         return None
-    return _pack_plan(problem, plan, targets, regs)
+    placed = _pack_plan(problem, plan, targets, regs)
+    if style.wire and len(regs) == 1 and placed is not None:
+        # (packable exactly where the fewest-rows plan is: the bisection's targets do not change)
+        for other in wire_plans(sl, heights, regs[0].rows, regs[0].cols, style.min_band):
+            found = _pack_plan(problem, other, targets, regs)
+            if found is not None and score(problem, found) < score(problem, placed):
+                placed = found
+    return placed
 
 
 def _band_slots(
