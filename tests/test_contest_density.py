@@ -155,7 +155,7 @@ def test_layouts_rebuilt_with_wire_plans_shorten_a_chain_dominated_by_its_last_k
 ) -> None:
     """The contest's N in small: the last layers fill most of the fabric, and full bands lay the chain
     across its width. The multi-start's best layouts rebuilt with ``strips.wire_plans`` (bands that
-    end early: the large kernels each in a strip of its own) score 1,150 against 1,574 at the same
+    end early: the large kernels each in a strip of its own) score 1,134 against 1,558 at the same
     largest time (176, bound 168), and every layout is legal."""
     import wsealloc.solvers.place as place
 
@@ -169,4 +169,27 @@ def test_layouts_rebuilt_with_wire_plans_shorten_a_chain_dominated_by_its_last_k
         placed = place.construct_best(problem, Deadline.after(60))
         assert placed is not None and not problem.layout_errors(placed.rects)
         found[rebuilds] = score(problem, placed)
-    assert found[0][1:3] == (1574.0, 176) and found[place.WIRE_REBUILDS][1:3] == (1150.0, 176)
+    assert found[0][1:3] == (1558.0, 176) and found[place.WIRE_REBUILDS][1:3] == (1134.0, 176)
+
+
+def test_contest_kernels_slide_sideways_to_their_neighbours_centres(tmp_path: Path) -> None:
+    """k1 at column 0 feeds k3 at column 104 (centres 1 and 105: wire 104); free columns lie between
+    them in their rows, so ``align`` slides k1 right until it touches k3 (centre 103, wire 2; both
+    can move, a median of one neighbour is any point between, and k1 is tried first). k2 has no flow
+    and stays. With k2 in the way at columns 2-3, k1 cannot pass it (it slides within its free run)."""
+    from wsealloc.solvers.align import align
+
+    path = tmp_path / "swap.kgraph"
+    path.write_text(SWAP)
+    problem = _problem(path)
+    h3 = problem.shape(0).height_index(3)
+    codes = np.array([int(problem.shape(k).best_df[h3, 2]) for k in range(3)], dtype=np.int32)
+    latency = np.array([int(problem.shape(k).best[h3, 2]) for k in range(3)])
+    placed = Placed(np.array([[0, 0, 3, 2], [0, 104, 3, 2], [0, 300, 3, 2]]), codes, latency)
+    aligned, rank = align(problem, placed)
+    assert aligned.rects.tolist() == [[0, 102, 3, 2], [0, 104, 3, 2], [0, 300, 3, 2]]
+    assert rank == score(problem, aligned) and rank[1] == 8192 + 2
+    blocked = Placed(np.array([[0, 0, 3, 2], [0, 104, 3, 2], [0, 2, 3, 2]]), codes, latency)
+    stuck, _ = align(problem, blocked)
+    # k1 is boxed in at column 0 by k2; k3 slides left to k2's edge (centre 5: wire 4) and k2 stays
+    assert stuck.rects.tolist() == [[0, 0, 3, 2], [0, 4, 3, 2], [0, 2, 3, 2]]

@@ -1,4 +1,5 @@
-"""Vertical alignment of a placed layout: slide kernels within the free rows of their columns.
+"""Alignment of a placed layout: slide kernels within the free rows of their columns (and, for the
+contest, within the free columns of their rows).
 
 The strip construction top-aligns every rectangle in its band (or lane). Where a band is taller than
 a kernel, that leaves a gap between the kernel and the band below, and a flow that turns there (the
@@ -72,6 +73,27 @@ class _Layout:
         self.occ[row : row + r, x : x + c] = k
         self.rects[k, 0] = row
 
+    def span_cols(self, k: int) -> tuple[int, int]:
+        """[lo, hi): the columns kernel k's rows leave free around its rectangle (the contest: no dies,
+        areas or fixed corners)."""
+        y, x, r, c = (int(v) for v in self.rects[k])
+        cols = self.occ.shape[1]
+        if (x == 0 or (self.occ[y : y + r, x - 1] != -1).any()) and (x + c == cols or (self.occ[y : y + r, x + c] != -1).any()):
+            return x, x + c
+        band = self.occ[y : y + r, :]
+        free = ((band == -1) | (band == k)).all(axis=0)
+        blocked_left = np.flatnonzero(~free[:x])
+        blocked_right = np.flatnonzero(~free[x + c :])
+        lo = int(blocked_left[-1]) + 1 if blocked_left.size else 0
+        hi = x + c + int(blocked_right[0]) if blocked_right.size else free.size
+        return lo, hi
+
+    def move_col(self, k: int, col: int) -> None:
+        y, x, r, c = (int(v) for v in self.rects[k])
+        self.occ[y : y + r, x : x + c] = -1
+        self.occ[y : y + r, col : col + c] = k
+        self.rects[k, 1] = col
+
 
 def _neighbours(problem: PlacementProblem) -> Neighbours:
     """Per kernel: its producers and its consumers, with the bytes of each flow."""
@@ -132,6 +154,25 @@ def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: in
     return best if cost(best) < cost(y) else None
 
 
+def _column_proposal(layout: _Layout, k: int, neighbours: Neighbours) -> int | None:
+    """The contest: the column kernel k should slide to within the columns its rows leave free (None:
+    stay), by the horizontal part of its wires' centre distances (in half columns; a median of its
+    neighbours' centres is optimal)."""
+    producers, consumers = neighbours
+    _, x, _, c = (int(v) for v in layout.rects[k])
+    lo, hi = layout.span_cols(k)
+    if hi - lo == c:
+        return None
+    centres = [2 * int(layout.rects[j, 1]) + int(layout.rects[j, 3]) for j, _ in producers[k] + consumers[k]]
+    cols = {lo, hi - c, x} | {min(max((cx - c) // 2, lo), hi - c) for cx in centres}
+
+    def wire_cost(col: int) -> int:
+        return sum(abs(2 * col + c - cx) for cx in centres)
+
+    best = min(sorted(cols), key=wire_cost)
+    return best if wire_cost(best) < wire_cost(x) else None
+
+
 def align(
     problem: PlacementProblem, placed: Placed, deadline: Deadline | None = None, one_by_one: bool = True
 ) -> tuple[Placed, Score]:
@@ -144,11 +185,18 @@ def align(
 
     together = _Layout(problem, placed.rects)
     moved = False
+    # the contest: kernels slide sideways too (its wires are centre to centre, each axis on its own:
+    # a band's last kernels sit where the band's fill left them, far from the next band's first)
+    sideways = not problem.objective.charges_communication and problem.objective.wire_weight > 0
     for _ in range(SWEEPS):
         for k in range(problem.n_kernels):
             row = _proposal(problem, lat, together, k, neighbours)
             if row is not None:
                 together.move(k, row)
+                moved = True
+            col = _column_proposal(together, k, neighbours) if sideways and not problem.fixed(k) else None
+            if col is not None:
+                together.move_col(k, col)
                 moved = True
     best_rects, best_score = placed.rects, original
     if moved:

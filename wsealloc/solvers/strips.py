@@ -586,41 +586,45 @@ def wire_plans(sl: Slots, heights: np.ndarray, region_rows: int, region_cols: in
     n = sl.width.shape[0]
     if n == 0:
         return []
+    # a height whose slots equal the one below's holds the same bands with more rows: never needed
+    heights, sl = distinct_slots(heights, sl, min_band)
     width = sl.width.astype(np.float64)
     prefix = np.vstack([np.zeros((1, heights.size)), np.cumsum(width, axis=0)])  # [n+1, H]
     lows = np.stack([np.searchsorted(prefix[:, h], prefix[:, h] - region_cols, side="left") for h in range(heights.size)], axis=1)
     admitted = heights >= min(min_band, region_rows)
+    price = np.array(WIRE_PRICES)[:, None, None]  # every price's DP at once: [P, 1, 1]
+    f = np.full((price.shape[0], n + 1), np.inf)
+    f[:, 0] = 0.0
+    rows = np.zeros_like(f, dtype=np.int64)
+    choice = np.zeros((price.shape[0], n + 1, 2), dtype=np.int64)  # (first kernel, height index) of the band ending at j
+    every = np.arange(price.shape[0])
+    for j in range(1, n + 1):
+        ok = admitted & (sl.width[j - 1] <= region_cols) & ~sl.inside[j]
+        if not ok.any():
+            continue
+        hs = np.flatnonzero(ok)
+        span = int((j - lows[j, hs]).max())
+        lo = np.maximum(j - 1 - np.arange(span)[:, None], 0)  # [span, 1]: the band's first kernel, j - 1 down
+        valid = (j - 1 - np.arange(span)[:, None] >= lows[j, hs][None, :]) & ~sl.inside[lo, hs[None, :]]
+        ends = (width[lo, hs[None, :]] + width[j - 1, hs][None, :]) / 2
+        chain = prefix[j, hs][None, :] - prefix[lo, hs[None, :]] - ends  # [span, |hs|]
+        value = f[:, lo] + (1 + price) * heights[hs][None, None, :] + chain[None, :, :]  # [P, span, |hs|]
+        value = np.where(valid[None, :, :], value, np.inf).reshape(price.shape[0], -1)
+        at = np.argmin(value, axis=1)
+        reach = np.isfinite(value[every, at])
+        t, i = np.divmod(at, hs.size)
+        starts, picked = lo[t, 0], hs[i]
+        f[reach, j] = value[every, at][reach]
+        choice[reach, j, 0], choice[reach, j, 1] = starts[reach], picked[reach]
+        rows[reach, j] = rows[reach, starts[reach]] + heights[picked[reach]]
     out: list[list[Band]] = []
     seen: set[tuple[tuple[int, int, int], ...]] = set()
-    for price in WIRE_PRICES:
-        f = np.full(n + 1, np.inf)
-        f[0] = 0.0
-        rows = np.zeros(n + 1, dtype=np.int64)
-        choice = np.zeros((n + 1, 2), dtype=np.int64)  # (first kernel, height index) of the band ending at j
-        for j in range(1, n + 1):
-            ok = admitted & (sl.width[j - 1] <= region_cols) & ~sl.inside[j]
-            if not ok.any():
-                continue
-            hs = np.flatnonzero(ok)
-            span = int((j - lows[j, hs]).max())
-            lo = j - 1 - np.arange(span)[:, None]  # [span, 1]: the band's first kernel, j - 1 down
-            valid = (lo >= lows[j, hs][None, :]) & (lo >= 0)
-            lo_c = np.maximum(lo, 0)
-            valid &= ~sl.inside[lo_c, hs[None, :]] & np.isfinite(f[lo_c])
-            ends = (width[lo_c, hs[None, :]] + width[j - 1, hs][None, :]) / 2
-            chain = prefix[j, hs][None, :] - prefix[lo_c, hs[None, :]] - ends
-            value = np.where(valid, f[lo_c] + (1 + price) * heights[hs][None, :] + chain, np.inf)
-            t, i = np.unravel_index(int(np.argmin(value)), value.shape)
-            if not np.isfinite(value[t, i]):
-                continue
-            first, h = int(lo_c[t, 0]), int(hs[i])
-            f[j], choice[j] = value[t, i], (first, h)
-            rows[j] = rows[first] + int(heights[h])
-        if not np.isfinite(f[n]) or rows[n] > region_rows:
+    for q in every.tolist():
+        if not np.isfinite(f[q, n]) or rows[q, n] > region_rows:
             continue
         bands, j = [], n
         while j > 0:
-            first, h = (int(v) for v in choice[j])
+            first, h = (int(v) for v in choice[q, j])
             bands.append(_band(sl, heights, h, first, j))
             j = first
         key = tuple((b.first, b.end, b.height) for b in bands)
