@@ -98,7 +98,7 @@ def googlenet(modules: tuple[tuple[int, ...] | str, ...] = GOOGLENET, name: str 
     g.edge(stem, reduce, 56, 64)
     conv = g.conv(56, 3, 64, 192)  # then a max pool: 28 x 28
     g.edge(reduce, conv, 56, 64)
-    inputs, hw, before = [(conv, 192)], 28, 56  # the module input's tensors, the image, their image
+    inputs, hw = [(conv, 192)], 28  # the module input's tensors (pooled to the module's image), the image
     for module in modules:
         if isinstance(module, str):
             hw //= 2
@@ -112,10 +112,10 @@ def googlenet(modules: tuple[tuple[int, ...] | str, ...] = GOOGLENET, name: str 
         kp = g.conv(hw, 1, c, proj)
         for src, ch in inputs:
             for head in (k1, k3r, k5r, kp):
-                g.edge(src, head, before, ch)
+                g.edge(src, head, hw, ch)
         g.edge(k3r, k3, hw, r3)
         g.edge(k5r, k5, hw, r5)
-        inputs, before = [(k1, one), (k3, three), (k5, five), (kp, proj)], hw
+        inputs = [(k1, one), (k3, three), (k5, five), (kp, proj)]
     out = g.io("output", hw, sum(ch for _, ch in inputs))
     for src, ch in inputs:
         g.edge(src, out, hw, ch)

@@ -132,7 +132,8 @@ def _proposal(problem: PlacementProblem, lat: np.ndarray, layout: _Layout, k: in
     if not problem.objective.charges_communication:
         # the contest: the vertical part of the centre distances to its neighbours (in half rows)
         centres = [2 * int(rects[j][0]) + int(rects[j][2]) for j, _ in producers[k] + consumers[k]]
-        rows |= {min(max((cy - r) // 2, lo), hi - r) for cy in centres}  # centre on a neighbour's (the optimum is a median)
+        # centre on a neighbour's (the optimum is a median; a half-row centre: the rows either side)
+        rows |= {min(max((cy - r + d) // 2, lo), hi - r) for cy in centres for d in (0, 1)}
 
         def wire_cost(row: int) -> tuple[int, float]:
             return 0, float(sum(abs(2 * row + r - cy) for cy in centres))
@@ -164,7 +165,8 @@ def _column_proposal(layout: _Layout, k: int, neighbours: Neighbours) -> int | N
     if hi - lo == c:
         return None
     centres = [2 * int(layout.rects[j, 1]) + int(layout.rects[j, 3]) for j, _ in producers[k] + consumers[k]]
-    cols = {lo, hi - c, x} | {min(max((cx - c) // 2, lo), hi - c) for cx in centres}
+    # (a centre on a half column: the columns either side of it)
+    cols = {lo, hi - c, x} | {min(max((cx - c + d) // 2, lo), hi - c) for cx in centres for d in (0, 1)}
 
     def wire_cost(col: int) -> int:
         return sum(abs(2 * col + c - cx) for cx in centres)

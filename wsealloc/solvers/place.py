@@ -349,7 +349,10 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         # before it is full where that shortens the wires (``strips.wire_plans``: C's wirelength under
         # --time-cap 1.05 11,628 -> 6,754 at the same time); only these, since each plan is a DP
         done: set[tuple[Style, int, int]] = set()
+        # (edge and first-fit styles build in parts around corners, where no band plan for wires applies)
         for _, style, sequence, target in sorted(tried, key=lambda t: t[0]):
+            if style.edge or style.first_fit:
+                continue
             key = (style, 0 if sequence is None else 1, target)
             if key in done:
                 continue
