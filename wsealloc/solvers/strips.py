@@ -576,8 +576,9 @@ def wire_plans(sl: Slots, heights: np.ndarray, region_rows: int, region_cols: in
     few kernels dwarf the rest (the contest's fully connected chains N and T: 8192 x 8192 and 4096 x
     8192 layers take 98% of the fabric) a full band lays a chain of kernels across the fabric's width,
     and the wires run along it. Each large kernel in a band of its own (a strip as wide as the
-    fabric) makes the chain's wires the strips' half heights instead: N's wirelength 1,780 -> 1,641 at
-    the same time. Which plan is better depends on the rows left over, so this is a Lagrangian DP:
+    fabric) makes the chain's wires the strips' half heights instead: N's wirelength 1,771 -> 936 at
+    the same time (with the sideways alignment, ``align``). Which plan is better depends on the rows
+    left over, so this is a Lagrangian DP:
     f(j) = min over heights H and first kernels lo (from the first that fits up to j - 1) of
     f(lo) + (1 + price) H + the band's chain wire, the sum of its slot widths less half its end slots'
     (consecutive kernels side by side, centre to centre); a band row also estimates the wire of the
