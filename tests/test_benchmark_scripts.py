@@ -286,3 +286,32 @@ def test_small_branching_instances_solve_legally_under_a_time_cap(tmp_path: Path
         legal, problem, max_time, wirelength = ispd.independent_check(path, sol)
         assert legal, (name, problem)
         assert max_time == obj.max_time and wirelength == obj.wirelength, name
+
+
+def test_a_branching_graph_under_the_cap_keeps_a_slicing_floorplan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GoogLeNet's first two inception modules under the contest's time cap: the construction's best
+    layout is a slicing floorplan (``solvers.slicing``), which scores better than the bands' best, and
+    the solve names it."""
+    import wsealloc.solvers.place as place
+    from wsealloc.budget import Deadline
+    from wsealloc.opmodels.contest import enumerate_graph
+    from wsealloc.problem.contest_bounds import contest_bounds
+    from wsealloc.problem.contest_placement import build_contest_placement
+    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.strips import score
+
+    branching = _script("branching")
+    path = tmp_path / "inception.kgraph"
+    path.write_text(branching.googlenet(branching.GOOGLENET[:2], "inception"))
+    graph = parse_kgraph(path)
+    table = enumerate_graph(graph)
+    problem = build_contest_placement(graph, table, contest_bounds(graph, table).value, 1.05).problem
+    built = place.construct_best(problem, Deadline.after(60))
+    assert built is not None and built.method == "slicing" and not problem.layout_errors(built.placed.rects)
+    monkeypatch.setattr(place, "SLICING_TARGETS", 0)
+    bands = place.construct_best(problem, Deadline.after(60))
+    monkeypatch.undo()
+    assert bands is not None and bands.method == "strips"
+    assert score(problem, built.placed) < score(problem, bands.placed)
+    # the result names the method (a contest plan's solver is ``contest+`` this)
+    assert place.solve(problem, SolveOptions(deadline=Deadline.after(60)), refine=False).solver == "slicing"

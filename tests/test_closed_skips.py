@@ -66,7 +66,8 @@ def test_the_closed_order_wins_where_the_skip_consumer_has_no_cycles_to_spare() 
     # one hop and 3 reads 2 over 21 (121), while kernel 1 (50 cycles) reads 0 over 21 hops (71)
     problem = _problem([(0, 1), (1, 2), (2, 3), (0, 3)], 4, fast=(1,))
     assert closed_skips(problem) is not None
-    placed = construct_best(problem, Deadline.after(10))
+    built = construct_best(problem, Deadline.after(10))
+    placed = None if built is None else built.placed
     assert placed is not None and not problem.violations(placed.rects)
     stage, _ = problem.evaluate(placed.rects, placed.latency)
     assert int(stage.max()) == 121

@@ -238,7 +238,7 @@ def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: P
     problem, rival = _old_layout(old_plan)
     seen: list[Placed] = []
 
-    def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> tuple[Placed, str]:
+    def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions, made_by: str = "strips") -> tuple[Placed, str]:
         seen.append(placed)
         if placed is rival:
             return placed, "strips"
@@ -258,7 +258,7 @@ def test_a_layout_at_the_proven_bound_ends_the_search(old_plan: Path, monkeypatc
     value = place.evaluate(problem, rival)[0]
     calls: list[str] = []
     monkeypatch.setattr(place, "construct_best", lambda *a, **k: calls.append("construct"))
-    monkeypatch.setattr(place, "improve", lambda problem, placed, options: (calls.append("improve"), (placed, "strips"))[1])
+    monkeypatch.setattr(place, "improve", lambda problem, placed, options, *_: (calls.append("improve"), (placed, "strips"))[1])
     result = place.solve(problem, SolveOptions(deadline=Deadline.after(10), lower_bound=value), rival=rival)
     assert calls == [] and result.objective == value and result.rects is not None
     assert np.array_equal(result.rects, rival.rects)

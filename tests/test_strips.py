@@ -426,7 +426,8 @@ def test_a_layout_only_stacked_pairs_make_is_found() -> None:
         tuple("abcdef"), (0, 0, 1, 0, 0, 1), (table([4], 15), table([6, 8], 5)), mesh, np.zeros((rows, cols), bool),
         "ignore", flows, 100,
     )  # fmt: skip
-    placed = construct_best(problem, Deadline.after(10))
+    built = construct_best(problem, Deadline.after(10))
+    placed = None if built is None else built.placed
     assert placed is not None and not problem.violations(placed.rects)
     assert strips.score(problem, placed)[0] <= 101  # every kernel at its 100 cycles, one hop to its producer
 

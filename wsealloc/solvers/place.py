@@ -19,7 +19,7 @@ Status OPTIMAL only when the bottleneck equals the allocation-only optimum (a pr
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from wsealloc.problem.placement import INF, PlacementProblem
 from wsealloc.solvers.align import align
 from wsealloc.solvers.base import PlacementResult, SolveOptions, Status
 from wsealloc.solvers.relocate import relocate, relocates
+from wsealloc.solvers.slicing import layouts as slicing_layouts
 from wsealloc.solvers.strips import (
     Placed,
     Score,
@@ -81,6 +82,9 @@ DENSITY_TARGET = 1.03
 # The contest: how many of the best-ranked layouts of the multi-start are built again with band plans
 # that trade rows for wires (``strips.wire_plans``), each from its style, sequence and target
 WIRE_REBUILDS = 6
+# The contest: at how many of the best-ranked targets of the multi-start slicing floorplans are built
+# (``slicing.layouts``: each target one DP, 0.1-1.1 s on the branching graphs, then a floorplan per spread)
+SLICING_TARGETS = 3
 # ``closed_skips``: the longest chain (kernels from a skip's source to its consumer) whose source moves
 # to the chain's end (a transformer's attention projection -> norm -> up-projection -> down-projection)
 SKIP_SPAN = 4
@@ -251,7 +255,16 @@ def in_kernel_order(placed: Placed | None, sequence: np.ndarray | None) -> Place
     return Placed(rects, dataflow, latency)
 
 
-def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = False) -> Placed | None:
+@dataclass(frozen=True)
+class Built:
+    """The construction's best layout and the method that made it (``strips`` or ``slicing``), which
+    the result's solver name starts with."""
+
+    placed: Placed
+    method: str
+
+
+def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = False) -> Built | None:
     """Multi-start strip construction, keeping the best layout by (bottleneck stage, traffic x distance).
 
     Starts: every kernel sequence (``sequences``: the dataflow order, then for ONNX the one with
@@ -270,19 +283,20 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     """
     if problem.ruled:
         deadline = deadline.share(RULED_CONSTRUCTION_SHARE)
-    best: tuple[Score, Placed, Style, np.ndarray | None] | None = None  # (rank, layout, its style and sequence)
+    # (rank, layout, its style and sequence; no style: a slicing floorplan)
+    best: tuple[Score, Placed, Style | None, np.ndarray | None] | None = None
 
     # every layout ranked, with how it was made: (rank, style, sequence, uniform target)
     tried: list[tuple[Score, Style, np.ndarray | None, int]] = []
 
-    def consider(placed: Placed | None, style: Style, sequence: np.ndarray | None, target: int = 0) -> Score | None:
+    def consider(placed: Placed | None, style: Style | None, sequence: np.ndarray | None, target: int = 0) -> Score | None:
         nonlocal best
         if placed is None or problem.violations(placed.rects) or problem.crosses_dies(placed.rects):
             return None
         placed, rank = align(problem, swap_kernels(problem, placed, deadline), deadline, one_by_one=False)
         if best is None or rank < best[0]:
             best = (rank, placed, style, sequence)
-        if target:
+        if target and style is not None:
             tried.append((rank, style, sequence, target))
         return rank
 
@@ -363,6 +377,12 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
             seq_problem = problem if sequence is None else problem.in_sequence(sequence)
             wired = construct(seq_problem, np.full(problem.n_kernels, target), replace(style, wire=True), deadline)
             consider(in_kernel_order(wired, sequence), style, sequence)
+        # then slicing floorplans (``slicing``: layouts that are not bands) at the best-ranked targets:
+        # on the branching graphs they shorten the wires of the cap's compact rectangles most
+        targets = list(dict.fromkeys(target for _, _, _, target in sorted(tried, key=lambda t: t[0])))
+        if not problem.constrained:
+            for placed in slicing_layouts(problem, targets[:SLICING_TARGETS], deadline):
+                consider(placed, None, None)
     if best is None and problem.ruled and not deadline.stopped and not (held and deadline.expired()):
         # bands found no way past the user's corners and keep-outs: the first-fit fallback
         for style in [style for style in styles(problem) if not style.edge][:1]:
@@ -370,18 +390,22 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     for _ in range(FEEDBACK_ROUNDS if problem.objective.charges_communication else 0):  # the contest: no communication cycles
         if best is None or deadline.expired():
             break
-        _, placed, style, sequence = best  # fed back in the sequence and style that produced it
+        _, placed, made_by, sequence = best  # fed back in the sequence and style that produced it
+        if made_by is None:  # (a slicing floorplan: no bands to feed back into)
+            break
         stage, comm = problem.evaluate(placed.rects, placed.latency)
         slow = stage > problem.lower_bound
         margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
         seq_problem = problem if sequence is None else problem.in_sequence(sequence)
         seq_margins = margins if sequence is None else margins[sequence]
-        found = smallest_target(seq_problem, seq_margins, problem.lower_bound, deadline, style)
+        found = smallest_target(seq_problem, seq_margins, problem.lower_bound, deadline, made_by)
         before = best
-        consider(None if found is None else in_kernel_order(found[1], sequence), style, sequence)
+        consider(None if found is None else in_kernel_order(found[1], sequence), made_by, sequence)
         if best is before:
             break
-    return None if best is None else align(problem, best[1], deadline)[0]
+    if best is None:
+        return None
+    return Built(align(problem, best[1], deadline)[0], "strips" if best[2] is not None else "slicing")
 
 
 def solve(
@@ -407,7 +431,8 @@ def solve(
     done = [other for other in valid if at_bound(problem, other, options)]
     if done:  # a start no layout beats (an old plan completed exactly): nothing to search for
         return _result(problem, min(done, key=lambda other: score(problem, other)), "strips", start)
-    built = placed = construct_best(problem, deadline, held=bool(valid))
+    construction = construct_best(problem, deadline, held=bool(valid))
+    built = placed = None if construction is None else construction.placed
     for other in valid:
         if placed is None or score(problem, other) < score(problem, placed):
             placed = other
@@ -426,15 +451,19 @@ def solve(
             message="no placement found: too little room for the kernels (defects, die rule"
             + (", the user's corners, areas and keep-outs)" if problem.ruled else ")"),
         )
-    solver = "strips"
+
+    def method(layout: Placed) -> str:  # a start (the greedy allocation's, an old plan's) is the strips'
+        return construction.method if construction is not None and layout is built else "strips"
+
+    solver = method(placed)
     if refine and second is not None:
-        first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)))
+        first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)), method(placed))
         if at_bound(problem, first, options):  # (the other cannot do better)
             return _result(problem, first, first_solver, start)
-        other, other_solver = improve(problem, second, options)
+        other, other_solver = improve(problem, second, options, method(second))
         placed, solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)
     elif refine:
-        placed, solver = improve(problem, placed, options)
+        placed, solver = improve(problem, placed, options, solver)
     return _result(problem, placed, solver, start)
 
 
@@ -455,8 +484,9 @@ def _result(problem: PlacementProblem, placed: Placed, solver: str, start: float
     )
 
 
-def improve(problem: PlacementProblem, placed: Placed, options: SolveOptions) -> tuple[Placed, str]:
-    """The construction's layout improved until the deadline, with the steps that improved it named:
+def improve(problem: PlacementProblem, placed: Placed, options: SolveOptions, made_by: str = "strips") -> tuple[Placed, str]:
+    """The construction's layout improved until the deadline, with the steps that improved it named
+    after the method that made it (``made_by``):
 
     1. ``cpsat_place.refine``: CP-SAT windows around the bottleneck, on at most ``WINDOWS_SHARE`` of
        what remains (they end by themselves on the zoo, well inside it: their layouts are the ones
@@ -473,7 +503,7 @@ def improve(problem: PlacementProblem, placed: Placed, options: SolveOptions) ->
     from wsealloc.solvers.cpsat_place import refine as cp_refine
 
     deadline = options.deadline
-    solver = "strips"
+    solver = made_by
 
     def keep(candidate: Placed | None, step: str) -> None:
         nonlocal placed, solver
