@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
@@ -47,7 +48,7 @@ def _problem(
         tuple(tables),
         mesh,
         np.zeros((rows, cols), bool),
-        "ignore",
+        DieBoundary.IGNORE,
         fl,
         1,
         ContestScore(1.0, 1.0),
@@ -126,7 +127,7 @@ def test_every_layout_is_legal_and_meets_its_target(
     cv = slicing.curves(problem, np.full(n, target, dtype=np.int64), Deadline.after(10))
     assert cv is not None
     found = list(slicing.layouts(problem, [target], Deadline.after(10)))
-    assert len(found) == (len(slicing.SPREADS) if cv.fits(rows, cols) else 0)
+    assert len(found) == (2 * len(slicing.SPREADS) if cv.fits(rows, cols) else 0)
     for placed in found:
         assert not problem.layout_errors(placed.rects)
         assert (placed.latency <= target).all()
@@ -154,3 +155,28 @@ def test_no_curves_past_the_memory_guard(monkeypatch: pytest.MonkeyPatch) -> Non
     problem = _problem([4, 4, 4], 4, 6)
     monkeypatch.setattr(slicing, "MOST_KERNELS", 2)
     assert list(slicing.layouts(problem, [1], Deadline.after(10))) == []
+
+
+def test_a_floorplan_ranked_first_and_the_bands_best_are_both_improved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a slicing floorplan ranks first, the moves probe it and the bands' best on a quarter of
+    their time each, then the better (by the objective's rank after the probe) takes the rest; the
+    result is named after the method that made it."""
+    import wsealloc.solvers.place as place
+    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.strips import Placed
+
+    problem = _problem([4, 4, 4], 4, 6)
+    codes, latency = np.zeros(3, dtype=np.int64), np.ones(3, dtype=np.int64)
+    floorplan = Placed(np.array([[0, 0, 2, 2], [0, 2, 2, 2], [0, 4, 2, 2]]), codes, latency)  # wire 4
+    bands = Placed(np.array([[0, 0, 4, 1], [0, 1, 4, 1], [0, 2, 4, 1]]), codes, latency)  # wire 2
+    monkeypatch.setattr(place, "construct_best", lambda *_, **__: place.Built(floorplan, "slicing", bands))
+    calls: list[tuple[str, str]] = []
+
+    def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions, made_by: str = "strips") -> tuple[Placed, str]:
+        calls.append(("floorplan" if placed is floorplan else "bands", made_by))
+        return placed, made_by if made_by.endswith("+lns") else f"{made_by}+lns"
+
+    monkeypatch.setattr(place, "improve", moves)
+    result = place.solve(problem, SolveOptions(deadline=Deadline.after(10)))
+    assert calls == [("floorplan", "slicing"), ("bands", "strips"), ("bands", "strips+lns")]
+    assert result.solver == "strips+lns" and result.objective == 1

@@ -82,9 +82,13 @@ DENSITY_TARGET = 1.03
 # The contest: how many of the best-ranked layouts of the multi-start are built again with band plans
 # that trade rows for wires (``strips.wire_plans``), each from its style, sequence and target
 WIRE_REBUILDS = 6
-# The contest: at how many of the best-ranked targets of the multi-start slicing floorplans are built
-# (``slicing.layouts``: each target one DP, 0.1-1.1 s on the branching graphs, then a floorplan per spread)
-SLICING_TARGETS = 3
+# The contest: at how many targets (the time cap, then the best-ranked of the multi-start) slicing
+# floorplans are built (``slicing.layouts``: each target one DP, 0.1-1.1 s on the branching graphs,
+# then six floorplans, 0.1-0.4 s each)
+SLICING_TARGETS = 4
+# where a slicing floorplan ranks first, the share of the moves' time each of it and the bands' best
+# is improved on before the better takes the rest (``solve``)
+PROBE_SHARE = 0.25
 # ``closed_skips``: the longest chain (kernels from a skip's source to its consumer) whose source moves
 # to the chain's end (a transformer's attention projection -> norm -> up-projection -> down-projection)
 SKIP_SPAN = 4
@@ -258,10 +262,15 @@ def in_kernel_order(placed: Placed | None, sequence: np.ndarray | None) -> Place
 @dataclass(frozen=True)
 class Built:
     """The construction's best layout and the method that made it (``strips`` or ``slicing``), which
-    the result's solver name starts with."""
+    the result's solver name starts with; where a slicing floorplan ranks best, the strips' best too
+    (``bands``): the moves after the construction take each as far as half their time allows and the
+    better is kept, since they gain much more from some band layouts than from any floorplan (the
+    contest's N under its cap: the floorplan ranks first at 6,262 against the bands' 6,822, and the
+    windows took it to 6,283 at best where they take the bands' to 4,814)."""
 
     placed: Placed
     method: str
+    bands: Placed | None = None
 
 
 def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = False) -> Built | None:
@@ -289,13 +298,17 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     # every layout ranked, with how it was made: (rank, style, sequence, uniform target)
     tried: list[tuple[Score, Style, np.ndarray | None, int]] = []
 
+    bands: tuple[Score, Placed] | None = None  # the best layout of the strips alone
+
     def consider(placed: Placed | None, style: Style | None, sequence: np.ndarray | None, target: int = 0) -> Score | None:
-        nonlocal best
+        nonlocal best, bands
         if placed is None or problem.violations(placed.rects) or problem.crosses_dies(placed.rects):
             return None
         placed, rank = align(problem, swap_kernels(problem, placed, deadline), deadline, one_by_one=False)
         if best is None or rank < best[0]:
             best = (rank, placed, style, sequence)
+        if style is not None and (bands is None or rank < bands[0]):
+            bands = (rank, placed)
         if target and style is not None:
             tried.append((rank, style, sequence, target))
         return rank
@@ -377,9 +390,12 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
             seq_problem = problem if sequence is None else problem.in_sequence(sequence)
             wired = construct(seq_problem, np.full(problem.n_kernels, target), replace(style, wire=True), deadline)
             consider(in_kernel_order(wired, sequence), style, sequence)
-        # then slicing floorplans (``slicing``: layouts that are not bands) at the best-ranked targets:
-        # on the branching graphs they shorten the wires of the cap's compact rectangles most
-        targets = list(dict.fromkeys(target for _, _, _, target in sorted(tried, key=lambda t: t[0])))
+        # then slicing floorplans (``slicing``: layouts that are not bands) at the time cap, where the
+        # rectangles are smallest, and the best-ranked targets: on the branching graphs they shorten
+        # the wires of the cap's compact rectangles most
+        cap = problem.objective.time_cap
+        ranked = (target for _, _, _, target in sorted(tried, key=lambda t: t[0]))
+        targets = list(dict.fromkeys([*([cap] if cap is not None else []), *ranked]))
         if not problem.constrained:
             for placed in slicing_layouts(problem, targets[:SLICING_TARGETS], deadline):
                 consider(placed, None, None)
@@ -405,7 +421,9 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
             break
     if best is None:
         return None
-    return Built(align(problem, best[1], deadline)[0], "strips" if best[2] is not None else "slicing")
+    if best[2] is not None or bands is None:
+        return Built(align(problem, best[1], deadline)[0], "strips")
+    return Built(align(problem, best[1], deadline)[0], "slicing", align(problem, bands[1], deadline)[0])
 
 
 def solve(
@@ -439,6 +457,8 @@ def solve(
     second = None
     if rival is not None and any(v is rival for v in valid) and built is not None:
         second = built if placed is rival else rival  # (the other of the two, whichever ranked better)
+    elif construction is not None and construction.bands is not None and placed is built:
+        second = construction.bands  # (a slicing floorplan ranked first: the bands' best beside it)
     if placed is None:
         return PlacementResult(
             "strips",
@@ -456,7 +476,18 @@ def solve(
         return construction.method if construction is not None and layout is built else "strips"
 
     solver = method(placed)
-    if refine and second is not None:
+    if refine and construction is not None and second is not None and second is construction.bands:
+        # a slicing floorplan and the bands' best: each improved on a quarter of the time, then the
+        # better on the rest (the windows' gain depends on the start: on the contest's T the bands'
+        # best, behind at first, ends far ahead)
+        first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(PROBE_SHARE)), solver)
+        if at_bound(problem, first, options):
+            return _result(problem, first, first_solver, start)
+        probe = deadline.share(PROBE_SHARE / (1 - PROBE_SHARE))  # (of what is left: the same time)
+        other, other_solver = improve(problem, second, replace(options, deadline=probe), "strips")
+        lead, lead_solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)
+        placed, solver = improve(problem, lead, options, lead_solver)
+    elif refine and second is not None:
         first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)), method(placed))
         if at_bound(problem, first, options):  # (the other cannot do better)
             return _result(problem, first, first_solver, start)

@@ -23,16 +23,18 @@ that ranks the layout better (a part's exit next to the next part's entry). The 
 goes to its parts in proportion to their widths (heights).
 
 Measured against the strip construction (docs/ispd2020.md, "Branching graphs"; docs/benchmarks.md):
-the contest's GoogLeNet under its time cap scores 38,861 from one slicing layout against 46,574.5
-from the whole search over bands. On the ONNX zoo the curves pack tighter than bands with the
-communication ignored (ResNet-50 on wse2 fits at 1,580 cycles where bands need 1,743), but
-compact slicing layouts send tensors through thin rectangles and past the kernels between producer
-and consumer: charged, ResNet-50's and ViT-B/16's slicing layouts rank behind the bands' before and
-after the moves, so the engine builds them where communication costs no cycles (the contest).
+the contest's GoogLeNet under its time cap scores 38,577 with the floorplans in the multi-start
+against 46,574.5 with bands alone (DenseNet-121 114,794 against 128,193.5). On the ONNX zoo the
+curves pack tighter than bands with the communication ignored (ResNet-50 on wse2 fits at 1,580
+cycles where bands need 1,743), but compact slicing layouts send tensors through thin rectangles and
+skips past the kernels between producer and consumer: charged, even with the bundles written into
+the DP as rules, ResNet-50's floorplans start at 1,887-1,923 cycles and ViT-B/16's at 5,372, behind
+the bands' layouts, so the engine builds them where communication costs no cycles (the contest).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -45,9 +47,10 @@ from wsealloc.solvers.strips import Placed
 # The DP keeps two curves per interval, n x (n + 1) x (rows + cols + 2) integers: past this many kernels
 # (150 MiB at 16 bits on a 633 x 633 fabric) the strip construction is left to itself.
 MOST_KERNELS = 200
-# The wire estimate's weight of each part's own flows (``floorplan``): measured on the contest's
-# branching graphs under the cap, GoogLeNet is best at 4 and DenseNet-121 at 0.25 (38,861 and 122,584
-# against 41,347 and 135,750 the other way round), so each target is laid out with all of them.
+# The wire estimate's weight of each part's own flows (``floorplan``), measured on the contest's
+# branching graphs at their time caps (one floorplan each, oriented): GoogLeNet is best at 4 (38,942
+# against 43,633.5 at 0.25), DenseNet-121 at 0.25 without the pull (125,385.5 against 137,067 at 4)
+# and at 4 with it (119,982), so each target is laid out with all of them.
 SPREADS = (0.25, 1.0, 4.0)
 # local search over each part's mirror and order (``orient``): passes over the tree
 ORIENT_PASSES = 3
@@ -142,19 +145,31 @@ def _between(prefix: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> float:
     return float(prefix[a1, b1] - prefix[a0, b1] - prefix[a1, b0] + prefix[a0, b0])
 
 
-def floorplan(problem: PlacementProblem, cv: Curves, spread: float) -> Part:
+def floorplan(problem: PlacementProblem, cv: Curves, spread: float, pull: bool = False) -> Part:
     """One slicing floorplan of the whole sequence on the wafer, cut top-down (module docstring);
-    ``cv`` must fit."""
+    ``cv`` must fit. With ``pull`` (terminal propagation, as min-cut placers do) each cut also weighs
+    the flows from its two parts to the kernels outside the interval, at the centres of the regions
+    those were given so far, and chooses which part goes first (left, or on top) by them: intervals
+    are cut breadth-first, so every region of a level is known before the next level is cut."""
+    n = problem.n_kernels
+    rows, cols = problem.mesh.rows, problem.mesh.cols
     prefix = _pair_weights(problem)
-
-    def part(i: int, j: int, h: int, w: int) -> Part:
+    fl = problem.flows
+    real = fl.src != fl.dst
+    ends_in, ends_out = np.concatenate([fl.src[real], fl.dst[real]]), np.concatenate([fl.dst[real], fl.src[real]])
+    centre = np.tile([rows / 2.0, cols / 2.0], (n, 1))
+    # per interval its region (rows, cols) and, cut, how: (cut, k, the first part's extent, the later
+    # interval first)
+    region: dict[tuple[int, int], tuple[int, int]] = {}
+    how: dict[tuple[int, int], tuple[str, int, int, bool]] = {}
+    queue: deque[tuple[int, int, int, int, int, int]] = deque([(0, n, 0, 0, rows, cols)])
+    while queue:
+        i, j, y, x, h, w = queue.popleft()
+        region[(i, j)] = (h, w)
         if j == i + 1:
-            shape = problem.shape(i)
-            hidx = shape.height_index(h)
-            c = int(shape.prefix_width[hidx, shape.width_for(hidx, int(cv.targets[i]))])
-            r, code, latency = int(shape.best_r[hidx, c]), int(shape.best_df[hidx, c]), int(shape.best[hidx, c])
-            return Part(h, w, kernel=i, shape=(r, c, code, latency))
-        best: tuple[float, str, int, int] | None = None
+            continue
+        # (cost, cut, k, the earlier interval's extent along the cut, the later interval first)
+        options: list[tuple[float, str, int, int, bool]] = []
         for k in range(i + 1, j):
             cross = _between(prefix, i, k, k, j)
             own_first, own_second = _between(prefix, i, k, i, k), _between(prefix, k, j, k, j)
@@ -162,23 +177,64 @@ def floorplan(problem: PlacementProblem, cv: Curves, spread: float) -> Part:
             if first + second <= w:  # side by side, the slack shared in proportion
                 size = first + (w - first - second) * first // (first + second)
                 cost = cross * w / 2 + spread * (own_first * (h + size) + own_second * (h + w - size)) / 2
-                if best is None or cost < best[0]:
-                    best = (cost, "|", k, size)
+                options.extend((cost, "|", k, size, later) for later in ((False, True) if pull else (False,)))
             first, second = int(cv.height[i, k, w]), int(cv.height[k, j, w])
             if first + second <= h:  # one above the other
                 size = first + (h - first - second) * first // (first + second)
                 cost = cross * h / 2 + spread * (own_first * (size + w) + own_second * (h - size + w)) / 2
-                if best is None or cost < best[0]:
-                    best = (cost, "-", k, size)
-        if best is None:  # (the curves say the interval fits: some cut does)
+                options.extend((cost, "-", k, size, later) for later in ((False, True) if pull else (False,)))
+        if not options:  # (the curves say the interval fits: some cut does)
             raise AssertionError(f"kernels {i}..{j - 1}: no cut fits {h} x {w}")
-        _, cut, k, size = best
-        if cut == "|":
-            return Part(h, w, cut=cut, size=size, first=part(i, k, h, size), second=part(k, j, h, w - size))
-        return Part(h, w, cut=cut, size=size, first=part(i, k, size, w), second=part(k, j, h - size, w))
+        spots = [_parts(i, j, k, cut, size, later, y, x, h, w) for _, cut, k, size, later in options]
+        costs = np.array([o[0] for o in options])
+        outside = (ends_in >= i) & (ends_in < j) & ((ends_out < i) | (ends_out >= j))
+        if pull and outside.any():
+            inner, outer = ends_in[outside], ends_out[outside]
+            ks = np.array([o[2] for o in options])
+            earlier = inner[None, :] < ks[:, None]
+            at = np.array([[a[4], a[5], b[4], b[5]] for a, b in spots], dtype=np.float64)  # the parts' centres
+            cy = np.where(earlier, at[:, 0:1], at[:, 2:3])
+            cx = np.where(earlier, at[:, 1:2], at[:, 3:4])
+            costs = costs + (np.abs(cy - centre[outer, 0]) + np.abs(cx - centre[outer, 1])).sum(axis=1)
+        best = int(np.argmin(costs))
+        _, cut, k, size, later = options[best]
+        how[(i, j)] = (cut, k, size, later)
+        for lo, hi, (py, px, ph, pw, cy_, cx_) in ((i, k, spots[best][0]), (k, j, spots[best][1])):
+            centre[lo:hi] = (cy_, cx_)  # (at once: the next cuts of this level see it)
+            queue.append((lo, hi, py, px, ph, pw))
 
-    n = problem.n_kernels
-    return part(0, n, problem.mesh.rows, problem.mesh.cols)
+    def part(i: int, j: int) -> Part:
+        h, w = region[(i, j)]
+        if j == i + 1:
+            shape = problem.shape(i)
+            hidx = shape.height_index(h)
+            c = int(shape.prefix_width[hidx, shape.width_for(hidx, int(cv.targets[i]))])
+            r, code, latency = int(shape.best_r[hidx, c]), int(shape.best_df[hidx, c]), int(shape.best[hidx, c])
+            return Part(h, w, kernel=i, shape=(r, c, code, latency))
+        cut, k, size, later = how[(i, j)]
+        first, second = (part(k, j), part(i, k)) if later else (part(i, k), part(k, j))
+        return Part(h, w, cut=cut, size=first.cols if cut == "|" else first.rows, first=first, second=second)
+
+    return part(0, n)
+
+
+Spot = tuple[int, int, int, int, float, float]  # a part's region (row, col, rows, cols) and its centre
+
+
+def _parts(i: int, j: int, k: int, cut: str, size: int, later: bool, y: int, x: int, h: int, w: int) -> tuple[Spot, Spot]:
+    """The regions of ``[i, k)`` (``size`` of the extent along the cut) and ``[k, j)`` in the region
+    (y, x, h, w) cut ``cut``, the later interval first where ``later``."""
+    if cut == "|":
+        a = (y, x + (w - size if later else 0), h, size)
+        b = (y, x if later else x + size, h, w - size)
+    else:
+        a = (y + (h - size if later else 0), x, size, w)
+        b = (y if later else y + size, x, h - size, w)
+
+    def spot(r: tuple[int, int, int, int]) -> Spot:
+        return (*r, r[0] + r[2] / 2, r[1] + r[3] / 2)
+
+    return spot(a), spot(b)
 
 
 # a part's orientation: (its two parts swapped, mirrored left-right, mirrored top-bottom)
@@ -253,7 +309,8 @@ def orient(problem: PlacementProblem, root: Part, deadline: Deadline) -> Placed:
 
 def layouts(problem: PlacementProblem, targets: Sequence[int], deadline: Deadline) -> Iterator[Placed]:
     """Slicing layouts of the kernel sequence, each kernel at a uniform target: per target that fits,
-    one floorplan per ``SPREADS`` weight, oriented. Nothing past ``MOST_KERNELS``."""
+    one floorplan per ``SPREADS`` weight, without and with the pull of the flows leaving each
+    interval, oriented. Nothing past ``MOST_KERNELS``."""
     if not fits_memory(problem):
         return
     rows, cols = problem.mesh.rows, problem.mesh.cols
@@ -264,6 +321,7 @@ def layouts(problem: PlacementProblem, targets: Sequence[int], deadline: Deadlin
         if cv is None or not cv.fits(rows, cols):
             continue
         for spread in SPREADS:
-            if deadline.expired():
-                return
-            yield orient(problem, floorplan(problem, cv, spread), deadline)
+            for pull in (False, True):
+                if deadline.expired():
+                    return
+                yield orient(problem, floorplan(problem, cv, spread, pull), deadline)
