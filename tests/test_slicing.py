@@ -127,7 +127,8 @@ def test_every_layout_is_legal_and_meets_its_target(
     cv = slicing.curves(problem, np.full(n, target, dtype=np.int64), Deadline.after(10))
     assert cv is not None
     found = list(slicing.layouts(problem, [target], Deadline.after(10)))
-    assert len(found) == (2 * len(slicing.SPREADS) if cv.fits(rows, cols) else 0)
+    assert (1 <= len(found) <= 2 * len(slicing.SPREADS)) if cv.fits(rows, cols) else not found
+    assert len({placed.rects.tobytes() for placed in found}) == len(found)
     for placed in found:
         assert not problem.layout_errors(placed.rects)
         assert (placed.latency <= target).all()
@@ -153,7 +154,8 @@ def test_orientation_puts_a_chain_end_to_end() -> None:
 
 def test_no_curves_past_the_memory_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     problem = _problem([4, 4, 4], 4, 6)
-    monkeypatch.setattr(slicing, "MOST_KERNELS", 2)
+    assert slicing.fits_memory(problem) and not slicing.fits_memory(_problem([4], 4, 6))
+    monkeypatch.setattr(slicing, "MOST_BYTES", 3 * 4 * (4 + 6 + 2) * 2 - 1)  # (int16 curves of 3 kernels)
     assert list(slicing.layouts(problem, [1], Deadline.after(10))) == []
 
 

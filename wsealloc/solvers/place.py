@@ -87,7 +87,7 @@ WIRE_REBUILDS = 6
 # then six floorplans, 0.1-0.4 s each)
 SLICING_TARGETS = 4
 # where a slicing floorplan ranks first, the share of the moves' time each of it and the bands' best
-# is improved on before the better takes the rest (``solve``)
+# is improved on before the better takes the rest (``solve``; below 0.5: both probes fit)
 PROBE_SHARE = 0.25
 # ``closed_skips``: the longest chain (kernels from a skip's source to its consumer) whose source moves
 # to the chain's end (a transformer's attention projection -> norm -> up-projection -> down-projection)
@@ -263,8 +263,8 @@ def in_kernel_order(placed: Placed | None, sequence: np.ndarray | None) -> Place
 class Built:
     """The construction's best layout and the method that made it (``strips`` or ``slicing``), which
     the result's solver name starts with; where a slicing floorplan ranks best, the strips' best too
-    (``bands``): the moves after the construction take each as far as half their time allows and the
-    better is kept, since they gain much more from some band layouts than from any floorplan (the
+    (``bands``): the moves after the construction improve each on ``PROBE_SHARE`` of their time, then
+    the better on the rest, since they gain much more from some band layouts than from any floorplan (the
     contest's N under its cap: the floorplan ranks first at 6,262 against the bands' 6,822, and the
     windows took it to 6,283 at best where they take the bands' to 4,814)."""
 
@@ -396,7 +396,7 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         cap = problem.objective.time_cap
         ranked = (target for _, _, _, target in sorted(tried, key=lambda t: t[0]))
         targets = list(dict.fromkeys([*([cap] if cap is not None else []), *ranked]))
-        if not problem.constrained:
+        if not problem.constrained and not problem.blocked.any():  # (floorplans do not see defects)
             for placed in slicing_layouts(problem, targets[:SLICING_TARGETS], deadline):
                 consider(placed, None, None)
     if best is None and problem.ruled and not deadline.stopped and not (held and deadline.expired()):
@@ -421,9 +421,10 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
             break
     if best is None:
         return None
-    if best[2] is not None or bands is None:
+    if best[2] is not None:
         return Built(align(problem, best[1], deadline)[0], "strips")
-    return Built(align(problem, best[1], deadline)[0], "slicing", align(problem, bands[1], deadline)[0])
+    runner_up = None if bands is None else align(problem, bands[1], deadline)[0]  # (bands may all fail)
+    return Built(align(problem, best[1], deadline)[0], "slicing", runner_up)
 
 
 def solve(

@@ -44,9 +44,10 @@ from wsealloc.budget import Deadline
 from wsealloc.problem.placement import PlacementProblem
 from wsealloc.solvers.strips import Placed
 
-# The DP keeps two curves per interval, n x (n + 1) x (rows + cols + 2) integers: past this many kernels
-# (150 MiB at 16 bits on a 633 x 633 fabric) the strip construction is left to itself.
-MOST_KERNELS = 200
+# The DP keeps two curves per interval, n x (n + 1) x (rows + cols + 2) integers (16 bits where the
+# fabric's sides allow): past this many bytes (200 kernels on the contest's 633 x 633 fabric: 97 MiB;
+# 2.6 s for the DP) the strip construction is left to itself.
+MOST_BYTES = 100 * 2**20
 # The wire estimate's weight of each part's own flows (``floorplan``), measured on the contest's
 # branching graphs at their time caps (one floorplan each, oriented): GoogLeNet is best at 4 (38,942
 # against 43,633.5 at 0.25), DenseNet-121 at 0.25 without the pull (125,385.5 against 137,067 at 4)
@@ -89,8 +90,14 @@ class Part:
 
 
 def fits_memory(problem: PlacementProblem) -> bool:
-    """Whether the DP's curves are small enough to build (``MOST_KERNELS``)."""
-    return 2 <= problem.n_kernels <= MOST_KERNELS
+    """Whether the DP's curves are small enough to build (``MOST_BYTES``); one kernel has nothing to cut."""
+    n, rows, cols = problem.n_kernels, problem.mesh.rows, problem.mesh.cols
+    return n >= 2 and n * (n + 1) * (rows + cols + 2) * np.dtype(_dtype(rows, cols)).itemsize <= MOST_BYTES
+
+
+def _dtype(rows: int, cols: int) -> type[np.signedinteger]:
+    """The curves' integers: 16 bits where two sentinels (a side + 1) add up within them."""
+    return np.int16 if 2 * (max(rows, cols) + 1) < np.iinfo(np.int16).max else np.int32
 
 
 def curves(problem: PlacementProblem, targets: np.ndarray, deadline: Deadline) -> Curves | None:
@@ -99,7 +106,7 @@ def curves(problem: PlacementProblem, targets: np.ndarray, deadline: Deadline) -
     633 x 633 fabric)."""
     n = problem.n_kernels
     rows, cols = problem.mesh.rows, problem.mesh.cols
-    dtype = np.int16 if 2 * (max(rows, cols) + 1) < np.iinfo(np.int16).max else np.int32
+    dtype = _dtype(rows, cols)
     heights, widths = np.arange(rows + 1), np.arange(cols + 1)
     width = np.full((n, n + 1, rows + 1), cols + 1, dtype=dtype)
     height = np.full((n, n + 1, cols + 1), rows + 1, dtype=dtype)
@@ -310,7 +317,8 @@ def orient(problem: PlacementProblem, root: Part, deadline: Deadline) -> Placed:
 def layouts(problem: PlacementProblem, targets: Sequence[int], deadline: Deadline) -> Iterator[Placed]:
     """Slicing layouts of the kernel sequence, each kernel at a uniform target: per target that fits,
     one floorplan per ``SPREADS`` weight, without and with the pull of the flows leaving each
-    interval, oriented. Nothing past ``MOST_KERNELS``."""
+    interval, oriented; a layout already yielded at the target is not yielded again. Nothing past
+    ``MOST_BYTES``."""
     if not fits_memory(problem):
         return
     rows, cols = problem.mesh.rows, problem.mesh.cols
@@ -320,8 +328,12 @@ def layouts(problem: PlacementProblem, targets: Sequence[int], deadline: Deadlin
         cv = curves(problem, np.full(problem.n_kernels, target, dtype=np.int64), deadline)
         if cv is None or not cv.fits(rows, cols):
             continue
+        seen: set[bytes] = set()
         for spread in SPREADS:
             for pull in (False, True):
                 if deadline.expired():
                     return
-                yield orient(problem, floorplan(problem, cv, spread, pull), deadline)
+                placed = orient(problem, floorplan(problem, cv, spread, pull), deadline)
+                if placed.rects.tobytes() not in seen:
+                    seen.add(placed.rects.tobytes())
+                    yield placed
