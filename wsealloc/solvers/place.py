@@ -5,7 +5,8 @@
    height, which pairs may stack), ``strips.smallest_target`` with zero margins gives the least
    uniform latency target that packs, tried with a little slack.
    Every layout is first slid into shape by ``align.align`` (kernels moved within the free rows of
-   their columns, so flows that turn between bands do not cross idle rows), then ranked.
+   their columns, so flows that turn between bands do not cross idle rows), then ranked. For the
+   contest, slicing floorplans (``solvers.slicing``: layouts that are not bands) are ranked beside them.
 2. The placement's communication cycles (distance, congestion, die crossings) become per-kernel
    margins (target = T - margin) and the construction is repeated; the best placement by
    (bottleneck stage, traffic x distance) is kept and aligned once more, move by move.
@@ -281,7 +282,9 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     slightly above the smallest packable one (more room per kernel can shorten communication); every
     layout's kernels exchanged where that shortens wires (``swap.swap_kernels``, the contest) and
     aligned before it is ranked; then (ONNX) the communication of the best layout is fed back as
-    margins of the kernels it made too slow, in the sequence and style that produced it. Under the
+    margins of the kernels it made too slow, in the sequence and style that produced it; for the
+    contest, after the wire rebuilds, slicing floorplans (``slicing.layouts``) at the time cap and the
+    best-ranked targets are ranked beside the bands' layouts (``Built`` names the method). Under the
     user's rules the whole construction takes at most ``RULED_CONSTRUCTION_SHARE`` of ``deadline``
     once it holds a layout (the moves after it gain more there).
 

@@ -74,8 +74,8 @@ class Curves:
 @dataclass(frozen=True)
 class Part:
     """A node of a floorplan: one kernel (``kernel`` >= 0), or two parts side by side (``cut`` "|") or
-    one above the other ("-"); ``rows`` x ``cols`` is the region it owns, ``size`` the first part's
-    share of it along the cut (its columns, or its rows). A kernel's part holds its rectangle
+    one above the other ("-"), the first one left (on top); ``rows`` x ``cols`` is the region it
+    owns. A kernel's part holds its rectangle
     (``shape``: rows, columns, op-model code, latency): the fewest columns meeting its target within
     the region's rows."""
 
@@ -84,7 +84,6 @@ class Part:
     kernel: int = -1
     shape: tuple[int, int, int, int] = (0, 0, 0, 0)
     cut: str = ""
-    size: int = 0
     first: Part | None = None
     second: Part | None = None
 
@@ -220,7 +219,7 @@ def floorplan(problem: PlacementProblem, cv: Curves, spread: float, pull: bool =
             return Part(h, w, kernel=i, shape=(r, c, code, latency))
         cut, k, size, later = how[(i, j)]
         first, second = (part(k, j), part(i, k)) if later else (part(i, k), part(k, j))
-        return Part(h, w, cut=cut, size=first.cols if cut == "|" else first.rows, first=first, second=second)
+        return Part(h, w, cut=cut, first=first, second=second)
 
     return part(0, n)
 
