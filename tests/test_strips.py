@@ -447,10 +447,10 @@ def test_lane_slots_by_hand() -> None:
     assert sl.width[:, 0].tolist() == [5, 3, 8] and sl.runs[0] == {}
     assert sl.width[:, 1].tolist() == [0, 0, 8]
     assert sl.inside[:, 1].tolist() == [False, True, True, False]
-    assert sl.runs[1] == {0: (2, 3, 2)}
+    assert sl.runs[1] == {0: strips.Run(0, 2, 3, 2)}
     # (bands of at least 4 rows: two 2-row bands would tie with it)
     plan = strips.band_plan(sl, heights, region_rows=4, region_cols=8, n_regions=1, min_band=4)
-    assert plan == [strips.Band(0, 3, 4, (), ((0, 2, 3, 2),))]
+    assert plan == [strips.Band(0, 3, 4, (), (strips.Run(0, 2, 3, 2),))]
     assert strips.lanes(plan[0]) == {0: (0, 2), 1: (0, 2), 2: (2, 2)}
 
 
@@ -460,11 +460,11 @@ def test_lane_runs_leave_room_for_their_downward_flows() -> None:
     # 0 -> 2 runs down from the upper lane in a bundle of max(5, 8) = 8 columns while kernel 2 computes:
     # 1000 - (2 rows + 8 columns) = 990 cycles of room, 7,920 link cycles at most
     fits = strips.slots(widths, heights, cols=100, rule=_lanes_rule(3, ((0, 2, 7920.0),)))
-    assert fits.runs[1] == {0: (2, 3, 2)}
+    assert fits.runs[1] == {0: strips.Run(0, 2, 3, 2)}
     # one cycle more: every run with 0 above 2 is out; the pair 0 over 1 (no flow between them) is
     # the first of the two 13-column layouts
     barred = strips.slots(widths, heights, cols=100, rule=_lanes_rule(3, ((0, 2, 7921.0),)))
-    assert barred.width[:, 1].tolist() == [0, 5, 8] and barred.runs[1] == {0: (1, 2, 2)}
+    assert barred.width[:, 1].tolist() == [0, 5, 8] and barred.runs[1] == {0: strips.Run(0, 1, 2, 2)}
 
 
 def test_pair_rule_of_lanes_lists_the_near_flows() -> None:
@@ -478,7 +478,7 @@ def test_pack_lays_a_run_as_two_lanes_by_hand() -> None:
     # 8 x 40 mesh, every kernel 20 columns on any of 2, 4 or 8 rows: a band of 8 rows with kernels 0
     # and 1 side by side in the upper 4 rows and kernel 2 under kernel 0
     problem = _chain_problem(3, [(0, 1, 4.0), (1, 2, 4.0)])
-    band = strips.Band(0, 3, 8, (), ((0, 2, 3, 4),))
+    band = strips.Band(0, 3, 8, (), (strips.Run(0, 2, 3, 4),))
     targets = np.full(3, 100)
     widths = strips.band_widths(problem, [band], targets)
     assert widths.tolist() == [20, 20, 20]
@@ -493,10 +493,10 @@ def test_distinct_slots_keep_each_kept_height_s_runs() -> None:
     keep their own runs (the dropped height's are dropped with it)."""
     heights = np.array([2, 4, 6])
     width = np.array([[0, 0, 0], [5, 3, 3]])
-    runs = ({}, {0: (1, 2, 2)}, {0: (1, 2, 3)})
+    runs = ({}, {0: strips.Run(0, 1, 2, 2)}, {0: strips.Run(0, 1, 2, 3)})
     sl = strips.Slots(width, np.zeros((2, 3), dtype=np.int64), np.zeros((3, 3), dtype=bool), runs)
     kept, reduced = strips.distinct_slots(heights, sl, min_band=1)
-    assert kept.tolist() == [2, 4] and reduced.runs == ({}, {0: (1, 2, 2)})
+    assert kept.tolist() == [2, 4] and reduced.runs == ({}, {0: strips.Run(0, 1, 2, 2)})
     assert reduced.width.tolist() == [[0, 0], [5, 3]]
 
 

@@ -29,6 +29,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,6 +75,8 @@ class Stacking(Enum):
     # 633-row fabric holds three 198-row kernels or four 150-row ones in one column slot)
     LANES = "lanes"  # a run of up to LANE_RUN consecutive kernels shares a stretch of the band as two
     # sub-lanes, the first kernels left to right in the upper rows, the rest under them (``_lane_slots``)
+    TURNS = "turns"  # LANES, and runs that turn: the upper lane's kernels into one kernel of the band's
+    # full height beside both lanes, the lower lane back under the upper one (``Run.turn``)
 
 
 # Stacking.DEEP: most kernels in one column slot (the contest only: no link model to leave room for)
@@ -106,6 +109,38 @@ class Style:
     wire: bool = False  # the contest: band plans that trade spare rows for shorter wires as well (``wire_plans``)
 
 
+class Run(NamedTuple):
+    """A run of consecutive kernels sharing a stretch of a band as two sub-lanes (``Stacking.LANES``):
+    kernels [first, split) side by side in the band's upper ``top`` rows, the rest under them, each
+    lane in the band's direction.
+
+    With ``turn`` (``Stacking.TURNS``) kernel ``split`` takes the band's full height right after both
+    lanes and the lower lane (split, end) runs back under the upper one, its first kernel next to the
+    turn: a hairpin, every kernel beside its producer, so no flow of the run goes down between the
+    lanes. It is what a 197-row band of ViT-B/16 needs: an attention's QK^T (99 x 17) over its
+    softmax-times-V (95 x 16) with the softmax (197 x 1) at the turn, both tensors of 0.93 MB
+    crossing 95-99-row edges; as two plain lanes the softmax's output went down a 2-column bundle
+    (8,600 cycles of congestion). The run's width: the wider lane's, plus the turn's."""
+
+    first: int
+    split: int
+    end: int
+    top: int
+    turn: bool = False
+
+    def upper(self) -> range:
+        return range(self.first, self.split)
+
+    def lower(self) -> range:
+        """The lower lane's kernels in sequence order (for a turn: from the turn back to the start)."""
+        return range(self.split + 1 if self.turn else self.split, self.end)
+
+    def width(self, widths: np.ndarray) -> int:
+        """Columns the run takes with these kernel widths: the wider lane's, plus the turn's."""
+        lanes = max(int(widths[self.first : self.split].sum()), int(widths[self.lower().start : self.end].sum()))
+        return lanes + (int(widths[self.split]) if self.turn else 0)
+
+
 @dataclass(frozen=True)
 class PairRule:
     """What a stacked pair (k, k+1) must leave room for: the flow k -> k+1 runs vertically between
@@ -121,6 +156,7 @@ class PairRule:
     # Stacking.LANES: (src, dst, bytes over one link's bandwidth) of every flow between kernels less
     # than ``depth`` apart, a multicast tensor once per consumer (the flows a run may turn downwards)
     near: tuple[tuple[int, int, float], ...] = ()
+    turns: bool = False  # Stacking.TURNS: runs may also turn (``Run.turn``)
 
 
 def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -> PairRule:
@@ -136,17 +172,18 @@ def pair_rule(problem: PlacementProblem, targets: np.ndarray, stack: Stacking) -
             skip[t - 1] = True  # the pair (t - 1, t): t reads from before t - 1
     allowed = skip if stack is Stacking.SKIP else np.full(max(n - 1, 0), stack in (Stacking.ANY, Stacking.DEEP))
     links = problem.objective.charges_communication  # without a link model (the contest) any admitted pair may stack
-    if stack is Stacking.LANES:
+    lanes = stack in (Stacking.LANES, Stacking.TURNS)
+    if lanes:
         allowed = np.ones(max(n - 1, 0), dtype=bool)
-    depth = {Stacking.DEEP: DEEP_STACK, Stacking.LANES: LANE_RUN}.get(stack, 2)
-    lanes = stack is Stacking.LANES
+    depth = {Stacking.DEEP: DEEP_STACK, Stacking.LANES: LANE_RUN, Stacking.TURNS: LANE_RUN}.get(stack, 2)
     near: dict[tuple[int, int], float] = {}
     if lanes and links:
         for s, t, b in zip(fl.src.tolist(), fl.dst.tolist(), fl.nbytes.tolist(), strict=True):
             if 0 < t - s < depth:
                 near[(s, t)] = near.get((s, t), 0.0) + b / problem.mesh.link_bytes_per_cycle
     flows = tuple((s, t, c) for (s, t), c in sorted(near.items()))
-    return PairRule(down / problem.mesh.link_bytes_per_cycle, targets.astype(np.int64), allowed, links, depth, lanes, flows)
+    link_cycles = down / problem.mesh.link_bytes_per_cycle
+    return PairRule(link_cycles, targets.astype(np.int64), allowed, links, depth, lanes, flows, stack is Stacking.TURNS)
 
 
 @dataclass(frozen=True)
@@ -266,7 +303,7 @@ class Band:
     end: int
     height: int
     stacked: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    runs: tuple[tuple[int, int, int, int], ...] = ()
+    runs: tuple[Run, ...] = ()
     skip: int = 0  # rows left empty above the band (``band_plan_around``: it starts below an obstacle)
     reverse: bool | None = None  # filled right to left (None: the snake's direction, odd bands reversed)
 
@@ -285,8 +322,8 @@ class Slots:
     width: np.ndarray  # [n, |H|]: columns kernel k adds to its band (a pair's width on its second kernel, 0 on its first)
     top: np.ndarray  # [n, |H|]: rows of kernel k's lane when it is in a stacked group but not its last, else 0
     inside: np.ndarray  # [n + 1, |H|] bool: position j splits a pair (no band may end there)
-    # Stacking.LANES, per height index: first kernel of a run -> (split, end, upper rows)
-    runs: tuple[dict[int, tuple[int, int, int]], ...] = field(default=())
+    # Stacking.LANES, per height index: first kernel of a run -> the run
+    runs: tuple[dict[int, Run], ...] = field(default=())
 
 
 def _pair_slots(
@@ -387,7 +424,13 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
     two kernels and must pass while its consumer computes (``PairRule``'s room rule, per flow):
     without it ViT-B/16's runs put a 2-column softmax under the 18-column product it reads, 8,600
     cycles of congestion (the narrower kernel's width as the bundle was measured too: ResNet-50 then
-    packs at 1,916 cycles instead of 1,743, ViT-B/16 at the same 5,120)."""
+    packs at 1,916 cycles instead of 1,743, ViT-B/16 at the same 5,120).
+
+    With ``rule.turns`` a run [a, i) may also turn at s (``Run.turn``): [a, s) in the upper lane,
+    kernel s at the band's full height after the lanes, (s, i) back under the upper lane; its width
+    adds the turn's to the wider lane's. Its flows into and out of the turn cross vertical edges of
+    95 rows or more, as between neighbours of a band, so only the flows from lane to lane pass the
+    room rule."""
     run = rule.depth
     n, nh = capped.shape
     prefix = np.vstack([np.zeros((1, nh), dtype=np.int64), np.cumsum(capped, axis=0)])  # [n + 1, |H|]
@@ -408,62 +451,70 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
     sig = [kinds.setdefault((capped[k].tobytes(), int(rule.targets[k])), len(kinds)) for k in range(n)]
     seen: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
 
-    def narrowest(a: int, s: int, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """[|H|] narrowest width of the run [a, i) split at s per band height, and its upper lane's index."""
-        flows = tuple((u - a, v - a, cycles) for u in range(a, s) for v, cycles in near_from[u] if s <= v < i)
-        key = (s - a, *sig[a:i], flows)
+    def narrowest(a: int, s: int, i: int, turn: bool) -> tuple[np.ndarray, np.ndarray]:
+        """[|H|] narrowest width of the run [a, i) split (or turning) at s per band height, and its
+        upper lane's index."""
+        back = s + 1 if turn else s  # the lower lane's first kernel
+        flows = tuple((u - a, v - a, cycles) for u in range(a, s) for v, cycles in near_from[u] if back <= v < i)
+        key = (s - a, turn, *sig[a:i], flows)
         if key not in seen:
             up = prefix[s] - prefix[a]  # [|H|] over the upper lane's height t
-            down = (prefix[i] - prefix[s])[low]  # [|H| band, |H| upper]
+            down = (prefix[i] - prefix[back])[low]  # [|H| band, |H| upper]
             ok = valid.copy()
             for u, v, cycles in flows:  # down from the upper lane, in a bundle as wide as the wider end
                 wv = capped[a + v][low]  # [|H| band, |H| upper]
                 busy = rule.targets[a + v] - heights[low] - wv
                 ok &= (busy > 0) & (cycles <= busy * np.maximum(capped[a + u][None, :], wv))
-            w = np.where(ok, np.maximum(up[None, :], down), INF)
+            w = np.where(ok, np.maximum(up[None, :], down) + (capped[s][:, None] if turn else 0), INF)
             t = np.argmin(w, axis=1)
             seen[key] = (w[rows, t], t)
         return seen[key]
 
     g = np.zeros((n + 1, nh), dtype=np.int64)
-    choice = np.zeros((n + 1, nh, 3), dtype=np.int64)  # (a, s, t) of the run ending at i, a = i: none
+    choice = np.zeros((n + 1, nh, 4), dtype=np.int64)  # (a, s, t, turn) of the run ending at i, a = i: none
     for i in range(1, n + 1):
         alone = g[i - 1] + capped[i - 1]  # (cols + 1 where a kernel does not fit: as in ``slots``)
-        starts = [(a, s) for a in range(max(0, i - run), i - 1) for s in range(a + 1, i)]
+        starts = [(a, s, False) for a in range(max(0, i - run), i - 1) for s in range(a + 1, i)]
+        if rule.turns:  # (a turn has a kernel in each lane)
+            starts += [(a, s, True) for a in range(max(0, i - run), i - 2) for s in range(a + 1, i - 1)]
         if not starts:
             g[i] = alone
             choice[i, :, 0] = i
             continue
         # every run ending at i at once; the first run (in the order a, then s) of least width wins a
         # tie, and kernel i - 1 alone wins a tie with any run
-        each = [narrowest(a, s, i) for a, s in starts]
+        each = [narrowest(a, s, i, turn) for a, s, turn in starts]
         widths = np.stack([w for w, _ in each])  # [runs, |H|]
-        first = np.array([a for a, _ in starts], dtype=np.int64)
+        first = np.array([a for a, _, _ in starts], dtype=np.int64)
         cand = np.where(widths <= cols, g[first] + widths, INF)
         j = np.argmin(cand, axis=0)
         least = cand[j, rows]
         better = least < alone
         g[i] = np.where(better, least, alone)
         tops = np.stack([t for _, t in each])[j, rows]
-        split = np.array([s for _, s in starts], dtype=np.int64)
-        choice[i] = np.where(better[:, None], np.column_stack([first[j], split[j], tops]), np.array([i, 0, 0]))
+        split = np.array([s for _, s, _ in starts], dtype=np.int64)
+        turns = np.array([turn for _, _, turn in starts], dtype=np.int64)
+        chosen_run = np.column_stack([first[j], split[j], tops, turns[j]])
+        choice[i] = np.where(better[:, None], chosen_run, np.array([i, 0, 0, 0]))
     width = capped.copy()
     inside = np.zeros((n + 1, nh), dtype=bool)
-    runs: list[dict[int, tuple[int, int, int]]] = []
+    runs: list[dict[int, Run]] = []
     chosen = choice.tolist()  # (the walk back below reads one cell per kernel and height: Python lists)
     for h in range(nh):
-        found: dict[int, tuple[int, int, int]] = {}
+        found: dict[int, Run] = {}
         i = n
         while i > 0:
-            a, s, top = chosen[i][h]
+            a, s, top, turn = chosen[i][h]
             if a == i:
                 i -= 1
                 continue
             width[a : i - 1, h] = 0
             inside[a + 1 : i, h] = True
             bottom = int(low[h, top])
-            width[i - 1, h] = max(int(prefix[s, top] - prefix[a, top]), int(prefix[i, bottom] - prefix[s, bottom]))
-            found[a] = (s, i, int(heights[top]))
+            back = s + turn
+            lanes = max(int(prefix[s, top] - prefix[a, top]), int(prefix[i, bottom] - prefix[back, bottom]))
+            width[i - 1, h] = lanes + (int(capped[s, h]) if turn else 0)
+            found[a] = Run(a, s, i, int(heights[top]), bool(turn))
             i = a
         runs.append(found)
     return Slots(width, np.zeros((n, nh), dtype=np.int64), inside, tuple(runs))
@@ -647,7 +698,7 @@ def _band(sl: Slots, heights: np.ndarray, h: int, lo: int, j: int) -> Band:
                 k += 1
             groups.append((first, tuple(rows)))
         k += 1
-    runs = sorted((a, s, e, t) for a, (s, e, t) in sl.runs[h].items() if lo <= a < j) if sl.runs else []
+    runs = sorted(run for a, run in sl.runs[h].items() if lo <= a < j) if sl.runs else []
     return Band(lo, j, int(heights[h]), tuple(groups), tuple(runs))
 
 
@@ -970,9 +1021,9 @@ def lanes(band: Band) -> dict[int, tuple[int, int]]:
             out[k + i] = (offset, r)
             offset += r
         out[k + len(rows)] = (offset, band.height - offset)
-    for first, split, end, top in band.runs:
-        out.update({k: (0, top) for k in range(first, split)})
-        out.update({k: (top, band.height - top) for k in range(split, end)})
+    for run in band.runs:  # (a turn keeps the band's full height)
+        out.update({k: (0, run.top) for k in run.upper()})
+        out.update({k: (run.top, band.height - run.top) for k in run.lower()})
     return out
 
 
@@ -1014,9 +1065,9 @@ def stretch(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, re
                 if h >= 0 and slot < shape.prefix.shape[1] and shape.prefix[h, slot] < shape.prefix[h, out[m]]:
                     out[m] = width_at(shape, h, slot)
         used = sum(int(max(out[m] for m in members)) for members in groups.values())
-        for first, split, end, _ in band.runs:  # a run keeps its kernels' widths: its wider lane sets its columns
-            paired.update(range(first, end))
-            used += max(int(out[first:split].sum()), int(out[split:end].sum()))
+        for run in band.runs:  # a run keeps its kernels' widths: its wider lane sets its columns
+            paired.update(range(run.first, run.end))
+            used += run.width(out)
         used += sum(int(out[k]) for k in range(band.first, band.end) if k not in paired)
         spare = (region_cols if isinstance(region_cols, int) else region_cols[b]) - used
         if spare <= 0:
@@ -1086,33 +1137,49 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
             reg_i, y = reg_i + 1, 0
         return reg_i < len(regs)
 
-    def run_spots(run: tuple[int, int, int, int], x: int, reg: Region, height: int) -> list[tuple[int, int]] | None:
-        """Corners of a run's kernels from column ``x`` of the band (upper lane, then lower), or None."""
-        first, split, end, top = run
-        spots: list[tuple[int, int]] = []
-        for part, (y0, rows) in (((first, split), (0, top)), ((split, end), (top, height - top))):
-            offset = 0
-            for m in range(*part):
-                d = shape_of(m, rows)
-                if d is None:
-                    return None
-                _, r, c = d
-                if x + offset + c > reg.cols:
-                    return None
-                col = reg.col + (reg.cols - x - offset - c if backwards() else x + offset)
-                dy = next((dy for dy in range(y0, y0 + rows - r + 1) if free(reg.row + y + dy, col, r, c)), None)
-                if dy is None:
-                    return None
-                spots.append((reg.row + y + dy, col))
-                offset += c
-        return spots
+    def run_spots(run: Run, x: int, reg: Region, height: int) -> list[tuple[int, int]] | None:
+        """Corners of a run's kernels (in sequence order) from column ``x`` of the band, or None: the
+        upper lane, then the lower one, each in the band's direction; for a turn the lower lane back
+        from the turn, which stands after the wider lane."""
+        spots: dict[int, tuple[int, int]] = {}
+
+        def put(m: int, offset: int, y0: int, rows: int) -> bool:
+            """Kernel m at ``offset`` columns into the run, within rows [y0, y0 + rows): whether it fits."""
+            d = shape_of(m, rows)
+            if d is None:
+                return False
+            _, r, c = d
+            if x + offset + c > reg.cols:
+                return False
+            col = reg.col + (reg.cols - x - offset - c if backwards() else x + offset)
+            dy = next((dy for dy in range(y0, y0 + rows - r + 1) if free(reg.row + y + dy, col, r, c)), None)
+            if dy is None:
+                return False
+            spots[m] = (reg.row + y + dy, col)
+            return True
+
+        lane = run.width(widths) - (int(widths[run.split]) if run.turn else 0)
+        offset = 0
+        for m in run.upper():
+            if not put(m, offset, 0, run.top):
+                return None
+            offset += int(widths[m])
+        offset = 0
+        for m in run.lower():
+            offset += int(widths[m])
+            # back from the turn (kernel m ends where the one before it starts), else onwards
+            if not put(m, lane - offset if run.turn else offset - int(widths[m]), run.top, height - run.top):
+                return None
+        if run.turn and not put(run.split, lane, 0, height):
+            return None
+        return [spots[m] for m in range(run.first, run.end)]
 
     for band in bands:
         y += band.skip
         if not open_band(band.height):
             return None
         groups = band.groups()
-        runs = {run[0]: run for run in band.runs}
+        runs = {run.first: run for run in band.runs}
         lane = lanes(band)
         cursor = 0
         k = band.first
@@ -1120,13 +1187,12 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
             reg = regs[reg_i]
             if k in runs:  # a run of two sub-lanes: its first free columns, else a fresh band
                 run = runs[k]
-                members = list(range(run[0], run[2]))
+                members = list(range(run.first, run.end))
                 dims = [shape_of(m, lane[m][1]) for m in members]
                 if any(d is None for d in dims):
                     return None
                 got = [d for d in dims if d is not None]
-                split = run[1] - run[0]
-                slot = max(sum(d[2] for d in got[:split]), sum(d[2] for d in got[split:]))
+                slot = run.width(widths)
                 x = cursor
                 corners = None
                 while corners is None and x + slot <= reg.cols:
@@ -1139,7 +1205,7 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
                         dfs[m] = problem.shape(m).best_df[hidx, c]
                         lat[m] = problem.shape(m).best[hidx, c]
                     cursor = x + slot
-                    k = run[2]
+                    k = run.end
                     continue
                 y += band.height  # band overflow (defects): continue in a fresh band of the same height
                 band_no += 1
