@@ -13,7 +13,7 @@ from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers import place
-from wsealloc.solvers.strips import Style
+from wsealloc.solvers.strips import Stacking, Style
 
 
 def _chain(n: int = 6, rows: int = 8, cols: int = 64) -> PlacementProblem:
@@ -66,4 +66,6 @@ def test_under_the_users_rules_the_construction_stops_at_its_share(monkeypatch: 
     calls.clear()
     free = _chain()
     assert place.construct_best(free, Deadline.after(30)) is not None
-    assert len({(s.min_band, s.stack) for s in calls}) == len(place.styles(free)) > 1
+    # (every style but the turns, which pack no tighter than the plain runs here: ``test_turns``)
+    every = {(s.min_band, s.stack) for s in place.styles(free) if s.stack is not Stacking.TURNS}
+    assert {(s.min_band, s.stack) for s in calls} == every and len(every) > 1

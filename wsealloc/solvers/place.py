@@ -47,10 +47,11 @@ from wsealloc.solvers.swap import swap_kernels
 
 FEEDBACK_ROUNDS = 3
 # ONNX: besides the best layout's, the starts (sequence x style) fed back as well, best-ranked first,
-# among those whose smallest packable target leaves room for a hop under the best layout's slowest
-# stage (they pack faster rectangles and lost only to communication, which the feedback prices):
-# ViT-B/16's turning runs pack at 5,054 but charge 5,207-5,228 as built, behind the bands' 5,121;
-# fed back, 5,101
+# among those that pack tighter than the best layout's start (a smaller smallest packable target, with
+# room for a hop under the best layout's slowest stage): they lost only to communication, which the
+# feedback prices. ViT-B/16's turning runs pack at 5,054 against the bands' 5,120 but charge
+# 5,207-5,228 as built, behind the bands' 5,121; fed back, 5,101. (Every start with room under the
+# slowest stage took ResNet-50's construction 11.9 -> 15.3 s for no better layout.)
 FEEDBACK_STARTS = 2
 WINDOWS_SHARE = 0.5  # of what remains after the construction: the CP-SAT windows' first turn (``improve``)
 # the user's corners and keep-outs: the relocation gains more there (kernels far from their producers)
@@ -353,6 +354,11 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         # not an error); the bisection below it keeps the clock
         first_free = best is None and not held
         key = (0 if sequence is None else 1, style.stack, style.edge)
+        plain = starts.get((replace(style, stack=Stacking.LANES), id(sequence)))
+        if style.stack is Stacking.TURNS and plain is not None and build(plain[2] - 1) is None:
+            # runs that turn pack no tighter than the plain runs (the style before): their layouts
+            # are the plain ones' at best (GPT-2 training: 6 s of a 30 s solve, for a worse layout)
+            return
         floor = problem.lower_bound if style.first_fit else floors.get(key, problem.lower_bound)
         found = smallest_target(seq_problem, zero, floor, deadline, style, first_free)
         if found is None:
@@ -450,7 +456,8 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         hop = problem.mesh.hop_latency
         by_id = {id(seq): seq for _, _, seq, _ in tried}
         fed = (made_by, id(sequence))
-        roomy = [key for key, (_, _, smallest) in starts.items() if key != fed and 0 < smallest < slowest - hop]
+        tighter = min(starts[fed][2] if fed in starts else slowest, slowest - hop)
+        roomy = [key for key, (_, _, smallest) in starts.items() if key != fed and 0 < smallest < tighter]
         for style, seq_id in sorted(roomy, key=lambda key: starts[key][0])[:FEEDBACK_STARTS]:
             feed_back(style, by_id[seq_id])
     if best is None:

@@ -84,6 +84,10 @@ DEEP_STACK = 4
 # Stacking.LANES: most kernels in one run of two sub-lanes (ViT-B/16's 99-row matmuls two to a
 # 198-row band; longer runs were not needed in the measurements, docs/benchmarks.md, 2026-11-29)
 LANE_RUN = 6
+# Stacking.TURNS: most kernels in a run that turns (upper lane, turn, lower lane): ViT-B/16's QK^T,
+# softmax, softmax x V and the norm after it. Each run a DP tries costs a [|H|, |H|] array per
+# construction: turns as long as LANE_RUN took ViT-B/16 training's bisection 6.5 -> 9.8 s
+TURN_RUN = 4
 # ``wire_plans``: the prices of a band row against a tile of the wire estimate, one band plan each (the
 # contest; a DP per price, so only the layouts the multi-start ranks best are rebuilt with them,
 # ``place.construct_best``). The last is the fewest rows with the shortest chain among them: C's plans
@@ -476,7 +480,7 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
         alone = g[i - 1] + capped[i - 1]  # (cols + 1 where a kernel does not fit: as in ``slots``)
         starts = [(a, s, False) for a in range(max(0, i - run), i - 1) for s in range(a + 1, i)]
         if rule.turns:  # (a turn has a kernel in each lane)
-            starts += [(a, s, True) for a in range(max(0, i - run), i - 2) for s in range(a + 1, i - 1)]
+            starts += [(a, s, True) for a in range(max(0, i - TURN_RUN), i - 2) for s in range(a + 1, i - 1)]
         if not starts:
             g[i] = alone
             choice[i, :, 0] = i
