@@ -174,9 +174,12 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadli
     layout, the best kept: the baseline gets the same multi-start as the search (each style an equal
     share of what remains). A style admitting only taller bands starts at the relaxation of the style
     admitting every band height (as ``construct_best``'s floors): GPT-2 training's baseline took 5 s
-    of the 30 s solve, most of it in bisections that end where the first style's did."""
+    of the 30 s solve, most of it in bisections that end where the first style's did. Runs that turn
+    (``Stacking.TURNS``) are left out: the search explores them only where they pack tighter than the
+    plain runs, a probe the greedy targets have no counterpart for, and each style more would shrink
+    every style's share."""
     best: tuple[Score, Placed] | None = None
-    candidates = styles(problem)
+    candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
     floors: dict[tuple[Stacking, bool], int] = {}
     for i, style in enumerate(candidates):
         share = deadline.share(1.0 / (len(candidates) - i))
@@ -311,8 +314,9 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
 
     bands: tuple[Score, Placed] | None = None  # the best layout of the strips alone
 
-    # each start's best layout and smallest packable target, per (style, the sequence object's id)
-    starts: dict[tuple[Style, int], tuple[Score, Placed, int]] = {}
+    # each start's best layout, smallest packable target (0: none yet) and sequence, per (style, which
+    # sequence: 0 the dataflow order, 1 the other, as ``floors``)
+    starts: dict[tuple[Style, int], tuple[Score, Placed, int, np.ndarray | None]] = {}
 
     def consider(placed: Placed | None, style: Style | None, sequence: np.ndarray | None, target: int = 0) -> Score | None:
         nonlocal best, bands
@@ -326,10 +330,11 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         if target and style is not None:
             tried.append((rank, style, sequence, target))
         if style is not None:
-            key = (style, id(sequence))
+            key = (style, 0 if sequence is None else 1)
             was = starts.get(key)
-            smallest = target if was is None else min(was[2], target or was[2])
-            starts[key] = (rank, placed, smallest) if was is None or rank < was[0] else (was[0], was[1], smallest)
+            smallest = min((t for t in (target, 0 if was is None else was[2]) if t), default=0)
+            kept = (rank, placed) if was is None or rank < was[0] else (was[0], was[1])
+            starts[key] = (*kept, smallest, sequence)
         return rank
 
     zero = np.zeros(problem.n_kernels, dtype=np.int64)
@@ -354,8 +359,8 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         # not an error); the bisection below it keeps the clock
         first_free = best is None and not held
         key = (0 if sequence is None else 1, style.stack, style.edge)
-        plain = starts.get((replace(style, stack=Stacking.LANES), id(sequence)))
-        if style.stack is Stacking.TURNS and plain is not None and build(plain[2] - 1) is None:
+        plain = starts.get((replace(style, stack=Stacking.LANES), 0 if sequence is None else 1))
+        if style.stack is Stacking.TURNS and plain is not None and plain[2] and build(plain[2] - 1) is None:
             # runs that turn pack no tighter than the plain runs (the style before): their layouts
             # are the plain ones' at best (GPT-2 training: 6 s of a 30 s solve, for a worse layout)
             return
@@ -432,12 +437,12 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         """Rounds of feedback in one start (a sequence and a style): its best layout's communication
         cycles become margins of the kernels it made too slow, and the start packs again with them,
         while its best layout improves."""
-        key = (style, id(sequence))
+        key = (style, 0 if sequence is None else 1)
         seq_problem = problem if sequence is None else problem.in_sequence(sequence)
         for _ in range(FEEDBACK_ROUNDS):
             if deadline.expired():
                 break
-            rank, placed, _ = starts[key]
+            rank, placed, _, _ = starts[key]
             stage, comm = problem.evaluate(placed.rects, placed.latency)
             slow = stage > problem.lower_bound
             margins = np.where(slow, comm.comm_cycles, 0).astype(np.int64)
@@ -454,12 +459,11 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
         feed_back(made_by, sequence)  # in the sequence and style that produced it
         slowest = int(problem.evaluate(best[1].rects, best[1].latency)[0].max())
         hop = problem.mesh.hop_latency
-        by_id = {id(seq): seq for _, _, seq, _ in tried}
-        fed = (made_by, id(sequence))
-        tighter = min(starts[fed][2] if fed in starts else slowest, slowest - hop)
-        roomy = [key for key, (_, _, smallest) in starts.items() if key != fed and 0 < smallest < tighter]
-        for style, seq_id in sorted(roomy, key=lambda key: starts[key][0])[:FEEDBACK_STARTS]:
-            feed_back(style, by_id[seq_id])
+        fed = (made_by, 0 if sequence is None else 1)
+        tighter = min(starts[fed][2] or slowest, slowest - hop)
+        roomy = [start for start, (_, _, smallest, _) in starts.items() if start != fed and 0 < smallest < tighter]
+        for start in sorted(roomy, key=lambda start: starts[start][0])[:FEEDBACK_STARTS]:
+            feed_back(start[0], starts[start][3])
     if best is None:
         return None
     if best[2] is not None:

@@ -8,7 +8,9 @@ slot holds one kernel (at most H rows) or two consecutive kernels stacked (their
 most H; for the contest, ``Stacking.DEEP``, up to ``DEEP_STACK``), each the narrowest legal rectangle
 meeting its latency target; ``Stacking.LANES`` also lays runs of up to ``LANE_RUN`` consecutive
 kernels as two sub-lanes of a band (the first ones side by side in its upper rows, the rest under
-them). Per band height a DP over the sequence picks the slots of least total width (``slots``).
+them), and ``Stacking.TURNS`` also runs that turn (``Run.turn``: the upper lane into one kernel of
+the band's full height, the lower lane back under it). Per band height a DP over the sequence picks
+the slots of least total width (``slots``).
 
 For a target T, a dynamic program over the kernel sequence chooses the band boundaries and heights
 with the least total height:  f(j) = min over H of align(f(lo_H(j))) + H, where lo_H(j) is the first
@@ -120,8 +122,12 @@ class Run(NamedTuple):
 
     With ``turn`` (``Stacking.TURNS``) kernel ``split`` takes the band's full height right after both
     lanes and the lower lane (split, end) runs back under the upper one, its first kernel next to the
-    turn: a hairpin, every kernel beside its producer, so no flow of the run goes down between the
-    lanes. It is what a 197-row band of ViT-B/16 needs: an attention's QK^T (99 x 17) over its
+    turn: a hairpin, each lane's kernels side by side and the turn beside the lower lane's first
+    kernel (and the upper lane's last, where the upper lane is the wider or the lanes are equal; else
+    its flow into the turn crosses the columns the upper lane leaves), so the flows into and out of the
+    turn cross its vertical edges and none of the run goes down between the lanes but lane to lane
+    (the room rule). The lower lane's last kernel sits at the run's start: its flow onwards crosses the
+    run. It is what a 197-row band of ViT-B/16 needs: an attention's QK^T (99 x 17) over its
     softmax-times-V (95 x 16) with the softmax (197 x 1) at the turn, both tensors of 0.93 MB
     crossing 95-99-row edges; as two plain lanes the softmax's output went down a 2-column bundle
     (8,600 cycles of congestion). The run's width: the wider lane's, plus the turn's."""
@@ -300,8 +306,8 @@ class Band:
     """Kernels [first, end) side by side in a band of ``height`` rows; ``stacked`` lists the groups of
     consecutive kernels sharing one column slot, one above the other: (first kernel, rows of every lane
     but the last, which takes the rest of the band); a pair is (k, (top lane rows,)). ``runs`` lists
-    the runs of two sub-lanes (``Stacking.LANES``): (first, split, end, upper rows): kernels [first,
-    split) side by side in the band's upper rows, [split, end) under them in the rest."""
+    the runs of two sub-lanes (``Stacking.LANES`` and ``TURNS``, ``Run``): kernels [first, split) side
+    by side in the band's upper rows, the rest under them (a turn's lower lane is (split, end))."""
 
     first: int
     end: int
@@ -480,13 +486,13 @@ def _lane_slots(capped: np.ndarray, heights: np.ndarray, cols: int, rule: PairRu
         alone = g[i - 1] + capped[i - 1]  # (cols + 1 where a kernel does not fit: as in ``slots``)
         starts = [(a, s, False) for a in range(max(0, i - run), i - 1) for s in range(a + 1, i)]
         if rule.turns:  # (a turn has a kernel in each lane)
-            starts += [(a, s, True) for a in range(max(0, i - TURN_RUN), i - 2) for s in range(a + 1, i - 1)]
+            starts += [(a, s, True) for a in range(max(0, i - min(TURN_RUN, run)), i - 2) for s in range(a + 1, i - 1)]
         if not starts:
             g[i] = alone
             choice[i, :, 0] = i
             continue
-        # every run ending at i at once; the first run (in the order a, then s) of least width wins a
-        # tie, and kernel i - 1 alone wins a tie with any run
+        # every run ending at i at once; the first run (in the order a, then s, plain runs before
+        # turns) of least width wins a tie, and kernel i - 1 alone wins a tie with any run
         each = [narrowest(a, s, i, turn) for a, s, turn in starts]
         widths = np.stack([w for w, _ in each])  # [runs, |H|]
         first = np.array([a for a, _, _ in starts], dtype=np.int64)
