@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost.comm import MeshParams
@@ -158,3 +160,72 @@ def test_turns_are_not_explored_where_they_pack_no_tighter(monkeypatch: pytest.M
     built = place.construct_best(_hairpin_problem(60), Deadline.after(30))
     assert built is not None
     assert strips.Stacking.LANES in explored and strips.Stacking.TURNS not in explored
+
+
+def _brute_width(capped: np.ndarray, heights: np.ndarray, cols: int, rule: strips.PairRule, h: int) -> int:
+    """Least total width at band height index h over every partition of the sequence into kernels
+    alone, plain runs (at most ``rule.depth`` kernels) and turning runs (at most ``TURN_RUN``), each
+    run at its best upper-lane height, by enumeration: the definition ``_lane_slots`` computes by DP."""
+    n, nh = capped.shape
+    near = {(u, v): c for u, v, c in rule.near}
+
+    def width(a: int, s: int, i: int, turn: bool) -> int | None:
+        back = s + 1 if turn else s
+        best = None
+        for t in range(nh):
+            fits = [x for x in range(nh) if heights[x] <= heights[h] - heights[t]]
+            if not fits:
+                continue
+            lo = max(fits)
+            if rule.links and any(
+                not (
+                    (busy := int(rule.targets[v] - heights[lo] - capped[v, lo])) > 0
+                    and c <= busy * max(capped[u, t], capped[v, lo])
+                )
+                for (u, v), c in near.items()
+                if a <= u < s and back <= v < i
+            ):
+                continue
+            w = max(int(capped[a:s, t].sum()), int(capped[back:i, lo].sum())) + (int(capped[s, h]) if turn else 0)
+            best = w if best is None else min(best, w)
+        return best
+
+    g = [0] + [strips.INF] * n
+    for i in range(1, n + 1):
+        g[i] = g[i - 1] + int(capped[i - 1, h])
+        for a in range(i - 1):
+            for s in range(a + 1, i):
+                kinds = [False] if i - a <= rule.depth else []
+                if rule.turns and s < i - 1 and i - a <= min(strips.TURN_RUN, rule.depth):
+                    kinds.append(True)
+                for turn in kinds:
+                    w = width(a, s, i, turn)
+                    if w is not None and w <= cols:
+                        g[i] = min(g[i], g[a] + w)
+    return g[n]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    widths=st.lists(st.lists(st.integers(1, 11), min_size=3, max_size=3), min_size=2, max_size=6),
+    flows=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4), st.floats(0, 300)), max_size=5),
+    turns=st.booleans(),
+)
+def test_turning_slots_are_the_least_partition_by_brute_force(
+    widths: list[list[int]], flows: list[tuple[int, int, float]], turns: bool
+) -> None:
+    """The slots' total width per band height equals the least over every partition into kernels
+    alone, plain runs and turning runs (the room rule on lane-to-lane flows only), and each run the
+    DP reports is well formed: a turn has a kernel in each lane, the run's columns sit on its last
+    kernel and no band may end inside it."""
+    heights = np.array([2, 3, 6])
+    capped = -np.sort(-np.array(widths, dtype=np.int64), axis=1)  # (a taller rectangle is no wider)
+    n = capped.shape[0]
+    near = tuple((u, v, c) for (u, v), c in sorted({(u, u + d): c for u, d, c in flows if u + d < n}.items()))
+    rule = strips.PairRule(np.zeros(n - 1), np.full(n, 40), np.ones(n - 1, dtype=bool), bool(near), 5, True, near, turns)
+    sl = strips.slots(capped, heights, cols=25, rule=rule)
+    for h in range(heights.size):
+        assert int(sl.width[:, h].sum()) == _brute_width(np.minimum(capped, 26), heights, 25, rule, h)
+        for run in sl.runs[h].values():
+            assert run.first < run.split < run.end and (not run.turn or (turns and run.split + 1 < run.end))
+            assert not sl.width[run.first : run.end - 1, h].any() and sl.inside[run.first + 1 : run.end, h].all()
