@@ -131,14 +131,15 @@ def styles(problem: PlacementProblem) -> list[Style]:
     stacks for the contest only, where no link model asks a stacked pair to leave room for its flow)."""
     region_rows = problem.mesh.die_rows if problem.die_rule is DieBoundary.FORBID else problem.mesh.rows
     die = problem.mesh.die_rows
-    # DEEP: only without a link model (the contest); LANES only with one (its runs are kept by the
-    # room their downward flows need; the contest was not measured with them)
+    # DEEP: only without a link model (the contest); LANES and TURNS only with one (their runs are
+    # kept by the room their downward flows need; the contest was not measured with them)
     links = problem.objective.charges_communication
     lanes = (Stacking.LANES, Stacking.TURNS)
     stacks = [s for s in Stacking if (s is not Stacking.DEEP or not links) and (s not in lanes or links)]
     min_bands = sorted({1, max(1, die // 2), die, min(region_rows, 2 * die)})
-    # LANES: with bands of every height only (its runs already split tall bands into lanes; ViT-B/16's
-    # best layout comes from it, and the taller-band styles' bisections would take the windows' time)
+    # LANES and TURNS: with bands of every height only (their runs already split tall bands into lanes;
+    # ViT-B/16's best layouts come from them, and the taller-band styles' bisections would take the
+    # windows' time)
     out = [Style(min_band, stack) for stack in stacks for min_band in min_bands if stack not in lanes or min_band == 1]
     if tall_kernels(problem):
         # kernels taller than half the wafer at every shape (a grid rule's): first laid at its edge,
