@@ -267,6 +267,7 @@ def test_the_instances_have_the_networks_kernels_and_edges(tmp_path: Path) -> No
     assert fan_in == 25
 
 
+@pytest.mark.slow  # two contest solves end to end (6 s): run by .ci/run (pytest -m slow)
 def test_small_branching_instances_solve_legally_under_a_time_cap(tmp_path: Path) -> None:
     branching = _script("branching")
     ispd = _script("ispd2020")
@@ -288,6 +289,7 @@ def test_small_branching_instances_solve_legally_under_a_time_cap(tmp_path: Path
         assert max_time == obj.max_time and wirelength == obj.wirelength, name
 
 
+@pytest.mark.slow  # two multi-start constructions of a contest graph (8 s): run by .ci/run (pytest -m slow)
 def test_a_branching_graph_under_the_cap_keeps_a_slicing_floorplan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """GoogLeNet's first two inception modules under the contest's time cap: the construction's best
     layout is a slicing floorplan (``solvers.slicing``), which scores better than the bands' best, and
