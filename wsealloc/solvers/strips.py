@@ -87,8 +87,10 @@ DEEP_STACK = 4
 # 198-row band; longer runs were not needed in the measurements, docs/benchmarks.md, 2026-11-29)
 LANE_RUN = 6
 # Stacking.TURNS: most kernels in a run that turns (upper lane, turn, lower lane): ViT-B/16's QK^T,
-# softmax, softmax x V and the norm after it. Each run a DP tries costs a [|H|, |H|] array per
-# construction: turns as long as LANE_RUN took ViT-B/16 training's bisection 6.5 -> 9.8 s
+# softmax, softmax x V and the norm after it. Each run a DP tries costs its valid (band, upper lane)
+# pairs, up to half an [|H|, |H|] grid, per construction: turns as long as LANE_RUN took ViT-B/16
+# training's bisection 6.5 -> 9.8 s; with the flat pairs, runs of 5 and 6 took its construction
+# 23.9 -> 24.6 and 34.9 s (17,044 and 17,004 cycles), past what a 30 s solve leaves it
 TURN_RUN = 4
 # ``wire_plans``: the prices of a band row against a tile of the wire estimate, one band plan each (the
 # contest; a DP per price, so only the layouts the multi-start ranks best are rebuilt with them,
