@@ -118,11 +118,11 @@ def _free_corners(prefix: np.ndarray, own: Box, r: int, c: int, box: Box) -> tup
     a0, a1 = max(y0, oy - r + 1), min(y1, oy + orows - 1)
     b0, b1 = max(x0, ox - c + 1), min(x1, ox + ocols - 1)
     if a0 <= a1 and b0 <= b1:
-        ys, xs = np.arange(a0, a1 + 1), np.arange(b0, b1 + 1)
+        ys, xs = np.arange(a0, a1 + 1, dtype=used.dtype), np.arange(b0, b1 + 1, dtype=used.dtype)
         in_rows = np.minimum(ys + r, oy + orows) - np.maximum(ys, oy)
         in_cols = np.minimum(xs + c, ox + ocols) - np.maximum(xs, ox)
-        used = used.copy()
-        used[a0 - y0 : a1 - y0 + 1, b0 - x0 : b1 - x0 + 1] -= np.outer(in_rows, in_cols).astype(used.dtype)
+        # (``used`` is a new array: the prefix sums stay as they are)
+        used[a0 - y0 : a1 - y0 + 1, b0 - x0 : b1 - x0 + 1] -= np.outer(in_rows, in_cols)
     free = np.flatnonzero(used.ravel() == 0)
     return free // used.shape[1] + y0, free % used.shape[1] + x0
 
@@ -175,6 +175,16 @@ class _Search:
         self.consumers = [sorted(set(fl.dst[fl.src == k].tolist()) - {k}) for k in range(problem.n_kernels)]
         self.neighbours = [sorted(set(a) | set(b)) for a, b in zip(self.producers, self.consumers, strict=True)]
         self._taken: list[tuple[np.ndarray, np.ndarray]] = []
+        # ``_shapes`` per (kernel class, stage): a kernel stuck at the bottleneck is asked for the same
+        # shapes every round (the constraints benchmark's ResNet-50: 13% of its relocation)
+        self._shapes: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+
+    def shapes(self, k: int, below: int) -> list[tuple[int, int, int, int]]:
+        """``_shapes(problem, k, below)``, kept per kernel class and ``below``."""
+        key = (int(self.problem.kernel_class[k]), below)
+        if key not in self._shapes:
+            self._shapes[key] = _shapes(self.problem, k, below)
+        return self._shapes[key]
 
     def grouped(self, k: int) -> bool:
         """Whether kernel k touches a group of the user's (moving it alone could part the group)."""
@@ -193,11 +203,11 @@ class _Search:
         if before is not None:
             prefix = self.taken(before).copy()
             rows, cols = prefix.shape[0] - 1, prefix.shape[1] - 1
-            for sign, (y, x, r, c) in ((1, placed.rects[k]), (-1, before.rects[k])):
+            for add, (y, x, r, c) in ((True, placed.rects[k]), (False, before.rects[k])):
                 # a rectangle's own prefix sums: the rows and the columns of it above and left of each point
-                down = np.clip(np.arange(rows + 1) - int(y), 0, int(r))
-                across = np.clip(np.arange(cols + 1) - int(x), 0, int(c))
-                prefix += (sign * np.outer(down, across)).astype(np.int32)
+                down = np.clip(np.arange(rows + 1, dtype=np.int32) - int(y), 0, int(r))
+                across = np.clip(np.arange(cols + 1, dtype=np.int32) - int(x), 0, int(c))
+                (np.add if add else np.subtract)(prefix, np.outer(down, across), out=prefix)
         else:
             taken = p.blocked.astype(np.int32)  # counts: a core two rectangles cover counts twice (an eviction)
             for y, x, r, c in placed.rects.tolist():
@@ -228,7 +238,7 @@ class _Search:
         producers, consumers = self.producers[k], self.consumers[k]
         pinned = bool(p.pins) and p.pins[k] is not None
         hop = p.mesh.hop_latency
-        for r, c, lat, code in _shapes(p, k, below):
+        for r, c, lat, code in self.shapes(k, below):
             if r > rows or c > cols or self.deadline.expired():
                 continue
             if pinned:  # the user's corner: only the rectangle there changes
@@ -312,7 +322,7 @@ class _Search:
         y0, x0 = (int(v) for v in placed.rects[k, :2])
         top = int(key[0])
         others = np.delete(np.arange(p.n_kernels), k)
-        for r, c, lat, code in _shapes(p, k, int(stage[k])):
+        for r, c, lat, code in self.shapes(k, int(stage[k])):
             if y0 + r > rows or x0 + c > cols or self.deadline.expired():
                 continue
             o = placed.rects[others]
@@ -395,7 +405,7 @@ class _Search:
         o = rects[others].astype(np.int64)
         oy0, oy1, ox0, ox1 = o[:, 0], o[:, 0] + o[:, 2], o[:, 1], o[:, 1] + o[:, 3]
         pinned = bool(p.pins) and p.pins[k] is not None
-        for r, c, lat, code in _shapes(p, k, int(stage[k])):
+        for r, c, lat, code in self.shapes(k, int(stage[k])):
             if r > rows or c > cols:
                 continue
             # and corners of a taller (wider) rectangle that covers k's own rows (columns), at most
