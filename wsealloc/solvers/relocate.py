@@ -177,13 +177,13 @@ class _Search:
         self._taken: list[tuple[np.ndarray, np.ndarray]] = []
         # ``_shapes`` per (kernel class, stage): a kernel stuck at the bottleneck is asked for the same
         # shapes every round (the constraints benchmark's ResNet-50: 13% of its relocation)
-        self._shapes: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        self._shapes: dict[tuple[int, int], tuple[tuple[int, int, int, int], ...]] = {}
 
-    def shapes(self, k: int, below: int) -> list[tuple[int, int, int, int]]:
-        """``_shapes(problem, k, below)``, kept per kernel class and ``below``."""
+    def shapes(self, k: int, below: int) -> tuple[tuple[int, int, int, int], ...]:
+        """``_shapes(problem, k, below)``, kept per kernel class and ``below`` (a tuple: shared)."""
         key = (int(self.problem.kernel_class[k]), below)
         if key not in self._shapes:
-            self._shapes[key] = _shapes(self.problem, k, below)
+            self._shapes[key] = tuple(_shapes(self.problem, k, below))
         return self._shapes[key]
 
     def grouped(self, k: int) -> bool:
