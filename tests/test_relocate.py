@@ -205,3 +205,103 @@ def test_the_nearest_free_corners_are_those_a_scan_of_every_corner_finds() -> No
         ]
         want = [min(free, key=lambda s, t=t: (abs(s[0] - t[0]) + abs(s[1] - t[1]), s)) if free else None for t in targets]
         assert _nearest_free_each(prefix, own, r, c, targets) == want
+
+
+def side_by_side(problem: PlacementProblem, widths: tuple[int, ...]) -> Placed:
+    """Kernels 0, 1, ... full height side by side from column 0 on ``widths`` columns, each on its
+    shape table's op model there."""
+    rows = problem.mesh.rows
+    rects, codes, latency = [], [], []
+    x = 0
+    for k, c in enumerate(widths):
+        shape = problem.shape(k)
+        h = shape.height_index(rows)
+        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
+        rects.append((0, x, rows, c))
+        codes.append(int(shape.best_df[h, c]))
+        latency.append(int(shape.best[h, c]))
+        x += c
+    return Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
+
+
+def test_a_growing_kernel_pushes_the_kernels_after_it_into_the_idle_columns(problem: PlacementProblem) -> None:
+    """q_proj, qk, softmax, pv side by side on 8 + 4 + 4 + 6 of the 24 columns: the two idle columns are
+    at the wafer's end, too narrow for qk (the slowest: 1,045 cycles on 4 columns) to move to. qk grows
+    to 6 columns (726 cycles) in place and pushes softmax and pv two columns on, each keeping its
+    rectangle: stages 536, 727, 661, 801 (pv, 1,044 -> 790 on 6 columns, waits a hop longer)."""
+    start = side_by_side(problem, (8, 4, 4, 6))
+    before, _ = problem.evaluate(start.rects, start.latency)
+    assert before.tolist() == [536, 1045, 661, 799]
+    pushed = _Search(problem, Deadline.after(20))._push(start, 1, before, np.sort(before)[::-1])
+    assert pushed is not None
+    rows = problem.mesh.rows
+    assert pushed.rects.tolist() == [[0, 0, rows, 8], [0, 8, rows, 6], [0, 14, rows, 4], [0, 18, rows, 6]]
+    assert problem.evaluate(pushed.rects, pushed.latency)[0].tolist() == [536, 727, 661, 801]
+    assert (pushed.latency[[0, 2, 3]] == start.latency[[0, 2, 3]]).all()
+
+
+def test_a_push_stops_at_the_edge_a_fixed_kernel_and_a_blocked_core(problem: PlacementProblem) -> None:
+    """``_pushed`` gives no layout where the line of kernels would leave the wafer, move a pinned
+    kernel, cross a keep-out's cores or make a kernel jump over the one pushing it."""
+    from wsealloc.solvers.relocate import _pushed
+
+    start = side_by_side(problem, (8, 4, 4, 6))
+    rows = problem.mesh.rows
+    assert _pushed(problem, start.rects, 1, (0, 8, rows, 5), 1, True) is not None
+    assert _pushed(problem, start.rects, 1, (0, 8, rows, 6), 1, True) is not None  # to the last idle column
+    assert _pushed(problem, start.rects, 1, (0, 8, rows, 7), 1, True) is None  # pv past the edge
+    pinned = replace(problem, pins=(None, None, (0, 12), None))
+    assert _pushed(pinned, start.rects, 1, (0, 8, rows, 6), 1, True) is None
+    blocked = problem.blocked.copy()
+    blocked[rows - 1, 23] = True
+    assert _pushed(replace(problem, blocked=blocked), start.rects, 1, (0, 8, rows, 6), 1, True) is None
+    # grown to the left, qk would push q_proj (behind it) backwards past the wafer's first column
+    assert _pushed(problem, start.rects, 1, (0, 6, rows, 6), 1, False) is None
+
+
+def test_pushes_keep_every_rectangle_apart_and_on_the_wafer(problem: PlacementProblem) -> None:
+    """Random layouts of kernels on a grid of cells with idle ones between them, random grown
+    rectangles and directions: a push's layout has no two rectangles sharing a core, every one on the
+    wafer and off the blocked cores, the grown kernel on its new rectangle, and every other kernel on
+    its own shape, moved along the push's axis in its direction or not at all."""
+    from wsealloc.solvers.relocate import _pushed
+
+    rng = np.random.default_rng(7)
+    rows, cols = problem.mesh.rows, problem.mesh.cols
+    found = 0
+    for _ in range(400):
+        n = int(rng.integers(2, 9))
+        cells = rng.choice(16, size=n, replace=False)  # a 4 x 4 grid of 4 x 6 cells
+        rects = []
+        for cell in cells.tolist():
+            cy, cx = 4 * (cell // 4), 6 * (cell % 4)
+            r, c = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+            rects.append((cy + int(rng.integers(0, 5 - r)), cx + int(rng.integers(0, 7 - c)), r, c))
+        layout = np.array(rects, dtype=np.int64)
+        blocked = rng.random((rows, cols)) < 0.01
+        for y, x, r, c in rects:
+            blocked[y : y + r, x : x + c] = False
+        toy = replace(problem, blocked=blocked, pins=(), touch=())
+        k = int(rng.integers(n))
+        y, x, r, c = rects[k]
+        axis, ahead = int(rng.integers(2)), bool(rng.integers(2))
+        r2, c2 = r + int(rng.integers(0, 6)), c + int(rng.integers(0, 8))
+        # grown from its top-left corner (pushing ahead) or from its bottom-right one (backwards)
+        box = (y, x, min(rows - y, r2), min(cols - x, c2)) if ahead else (max(0, y + r - r2), max(0, x + c - c2), 0, 0)
+        if not ahead:
+            box = (box[0], box[1], y + r - box[0], x + c - box[1])
+        out = _pushed(toy, layout, k, box, axis, ahead)
+        if out is None:
+            continue
+        found += 1
+        assert tuple(out[k].tolist()) == box
+        assert not _overlaps(out)
+        assert (out[:, 0] >= 0).all() and (out[:, 1] >= 0).all()
+        assert ((out[:, 0] + out[:, 2]) <= rows).all() and ((out[:, 1] + out[:, 3]) <= cols).all()
+        for y2, x2, r2, c2 in out.tolist():
+            assert not blocked[y2 : y2 + r2, x2 : x2 + c2].any()
+        others = np.delete(np.arange(n), k)
+        assert (out[others, 2:] == layout[others, 2:]).all()
+        assert (out[others, 1 - axis] == layout[others, 1 - axis]).all()
+        assert ((out[others, axis] >= layout[others, axis]) if ahead else (out[others, axis] <= layout[others, axis])).all()
+    assert found > 100
