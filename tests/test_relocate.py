@@ -53,6 +53,23 @@ def _overlaps(rects: np.ndarray) -> bool:
     return bool((taken > 1).any())
 
 
+def side_by_side(problem: PlacementProblem, widths: tuple[int, ...]) -> Placed:
+    """Kernels 0, 1, ... full height side by side from column 0 on ``widths`` columns, each on its
+    shape table's op model there."""
+    rows = problem.mesh.rows
+    rects, codes, latency = [], [], []
+    x = 0
+    for k, c in enumerate(widths):
+        shape = problem.shape(k)
+        h = shape.height_index(rows)
+        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
+        rects.append((0, x, rows, c))
+        codes.append(int(shape.best_df[h, c]))
+        latency.append(int(shape.best[h, c]))
+        x += c
+    return Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
+
+
 def test_moves_make_a_scattered_layout_faster(problem: PlacementProblem) -> None:
     start = scattered(problem)
     assert problem.n_kernels == 4 and not _overlaps(start.rects)
@@ -96,22 +113,11 @@ def test_a_full_wafer_improves_by_kernels_trading_places(problem: PlacementProbl
     """No core is free (the rest of the wafer blocked), so a swap of touching kernels helps without new shapes:
     pv (3) is the slowest, 12 hops from q_proj (0), which it reads past qk and softmax; trading places
     brings them nearer, and every kernel keeps its shape."""
-    rows = problem.mesh.rows
-    widths = (8, 8, 3, 4)  # q_proj, qk, softmax, pv side by side, full height, in dataflow order
-    rects, codes, latency = [], [], []
-    x = 0
-    for k, c in enumerate(widths):
-        shape = problem.shape(k)
-        h = shape.height_index(rows)
-        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
-        rects.append((0, x, rows, c))
-        codes.append(int(shape.best_df[h, c]))
-        latency.append(int(shape.best[h, c]))
-        x += c
+    start = side_by_side(problem, (8, 8, 3, 4))  # q_proj, qk, softmax, pv in dataflow order
+    x = 8 + 8 + 3 + 4
     blocked = problem.blocked.copy()
     blocked[:, x:] = True
     full = replace(problem, blocked=blocked)
-    start = Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
     before, _ = full.evaluate(start.rects, start.latency)
     assert int(np.argmax(before)) == 3
     swapped = _Search(full, Deadline.after(20))._exchange(start, 3, np.sort(before)[::-1])
@@ -205,23 +211,6 @@ def test_the_nearest_free_corners_are_those_a_scan_of_every_corner_finds() -> No
         ]
         want = [min(free, key=lambda s, t=t: (abs(s[0] - t[0]) + abs(s[1] - t[1]), s)) if free else None for t in targets]
         assert _nearest_free_each(prefix, own, r, c, targets) == want
-
-
-def side_by_side(problem: PlacementProblem, widths: tuple[int, ...]) -> Placed:
-    """Kernels 0, 1, ... full height side by side from column 0 on ``widths`` columns, each on its
-    shape table's op model there."""
-    rows = problem.mesh.rows
-    rects, codes, latency = [], [], []
-    x = 0
-    for k, c in enumerate(widths):
-        shape = problem.shape(k)
-        h = shape.height_index(rows)
-        assert int(shape.best_r[h, c]) == rows and shape.best[h, c] < INF
-        rects.append((0, x, rows, c))
-        codes.append(int(shape.best_df[h, c]))
-        latency.append(int(shape.best[h, c]))
-        x += c
-    return Placed(np.array(rects, dtype=np.int64), np.array(codes, dtype=np.int32), np.array(latency, dtype=np.int64))
 
 
 def test_a_growing_kernel_pushes_the_kernels_after_it_into_the_idle_columns(problem: PlacementProblem) -> None:
