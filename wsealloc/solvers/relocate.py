@@ -22,7 +22,9 @@ is next to the down-projection that takes it as the residual). A slow kernel may
 neighbours (tried before the eviction: measured on ResNet-50 wse3, 1,492 cycles against 1,511 after
 it): a faster rectangle near its own takes a strip of at most ``SQUEEZED`` kernels, each of which
 re-takes its fastest shape within what is left of its rectangle (a kernel with time to spare gives up
-a few columns).
+a few columns). Last, a slow kernel may grow in place and push the kernels in its way along the row
+or column it grows in, each keeping its rectangle, into the idle cores at the end of the line (the
+bands leave those at a band's end and at the wafer's edge, seldom beside the slowest kernel).
 
 The layouts it produces honour the user's rules by construction: a pinned kernel keeps its corner,
 a group's members never move, moves only use cores that are free (keep-outs and defects are blocked),
