@@ -69,3 +69,51 @@ def test_under_the_users_rules_the_construction_stops_at_its_share(monkeypatch: 
     # (every style but the turns, which pack no tighter than the plain runs here: ``test_turns``)
     every = {(s.min_band, s.stack) for s in place.styles(free) if s.stack is not Stacking.TURNS}
     assert {(s.min_band, s.stack) for s in calls} == every and len(every) > 1
+
+
+def test_the_construction_offers_its_runners_up_to_the_moves_without_rules() -> None:
+    """Without the user's rules the construction hands the moves its next best-ranked distinct band
+    layouts (``Built.others``: at most ``PROBES`` - 1, none equal to the best, each valid); under a
+    rule none (the relocation there needs all the time it gets)."""
+    free = _chain()
+    built = place.construct_best(free, Deadline.after(30))
+    assert built is not None and 1 <= len(built.others) <= place.PROBES - 1
+    seen = [built.placed.rects, *(other.rects for other in built.others)]
+    assert all(not np.array_equal(a, b) for i, a in enumerate(seen) for b in seen[i + 1 :])
+    assert all(not free.violations(other.rects) for other in built.others)
+    ruled = place.construct_best(_ruled(free), Deadline.after(30))
+    assert ruled is not None and ruled.others == ()
+
+
+def test_the_moves_probe_each_start_on_an_equal_share_then_continue_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The construction's best and its runners-up are each improved on an equal share of the moves'
+    time (``PROBED_SHARE`` of it together, each share of what is left), then the best result, by the
+    objective's rank, on the rest: here the second runner-up, whose probe made it fastest."""
+    from wsealloc.solvers.base import SolveOptions
+    from wsealloc.solvers.strips import Placed
+
+    problem = _chain()
+    built = place.construct_best(problem, Deadline.after(30))
+    assert built is not None
+    layouts = [built.placed, *built.others]
+    # three starts: the runner-up offered, and the best layout shifted right by a column as a third
+    third = Placed(built.placed.rects + np.array([0, 1, 0, 0]), built.placed.dataflow, built.placed.latency)
+    layouts.append(third)
+    monkeypatch.setattr(place, "construct_best", lambda *_, **__: place.Built(layouts[0], "strips", others=tuple(layouts[1:])))
+    fast = Placed(layouts[0].rects, layouts[0].dataflow, layouts[0].latency - 1)  # every kernel a cycle faster
+    calls: list[tuple[int, float]] = []
+
+    def moves(problem: PlacementProblem, placed: Placed, options: SolveOptions, made_by: str = "strips") -> tuple[Placed, str]:
+        which = next((i for i, layout in enumerate(layouts) if placed is layout), -1)
+        calls.append((which, options.deadline.remaining()))
+        return (fast, f"{made_by}+relocate") if which == 2 else (placed, made_by)
+
+    monkeypatch.setattr(place, "improve", moves)
+    result = place.solve(problem, SolveOptions(deadline=Deadline.after(30)))
+    assert [which for which, _ in calls] == [0, 1, 2, -1]  # the three probes, then the fastest continued
+    # each probe a share of what is left (equal while each uses its own; these end at once, so each
+    # leaves its time to those after it)
+    share = place.PROBED_SHARE
+    want = [30 * share / 3, 30 * share / (3 - share), 30 * share / (3 - 2 * share)]
+    assert all(abs(left - w) < 0.5 for (_, left), w in zip(calls, want, strict=False))
+    assert result.solver == "strips+relocate" and result.objective == int(problem.evaluate(fast.rects, fast.latency)[0].max())
