@@ -489,8 +489,10 @@ def construct_best(problem: PlacementProblem, deadline: Deadline, held: bool = F
     if best[2] is not None:
         # (under the user's rules the relocation still moves at the clock: one start gets all of it)
         probed = relocates(problem) and not problem.ruled
-        others = tuple(other for _, other in leaders if other is not best[1]) if probed else ()
-        return Built(align(problem, best[1], deadline)[0], "strips", others=others[: PROBES - 1])
+        chosen = align(problem, best[1], deadline)[0]
+        # (the runners-up as ranked: none equal to the best, before or after its last alignment)
+        others = [other for _, other in leaders if other is not best[1] and not np.array_equal(other.rects, chosen.rects)]
+        return Built(chosen, "strips", others=tuple(others[: PROBES - 1]) if probed else ())
     runner_up = None if bands is None else align(problem, bands[1], deadline)[0]  # (bands may all fail)
     return Built(align(problem, best[1], deadline)[0], "slicing", runner_up)
 
@@ -550,15 +552,15 @@ def solve(
         # better on the rest (the windows' gain depends on the start: on the contest's T the bands'
         # best, behind at first, ends far ahead)
         placed, solver = _probe(problem, [(placed, solver), (second, "strips")], options)
-    elif refine and construction is not None and construction.others and placed is built:
-        # the bands' best-ranked layouts alike (the moves take a runner-up further on some models)
-        placed, solver = _probe(problem, [(placed, solver), *((other, solver) for other in construction.others)], options)
     elif refine and second is not None:
         first, first_solver = improve(problem, placed, replace(options, deadline=deadline.share(0.5)), method(placed))
         if at_bound(problem, first, options):  # (the other cannot do better)
             return _result(problem, first, first_solver, start)
         other, other_solver = improve(problem, second, options, method(second))
         placed, solver = (other, other_solver) if score(problem, other) < score(problem, first) else (first, first_solver)
+    elif refine and construction is not None and construction.others and placed is built:
+        # the bands' best-ranked layouts alike (the moves take a runner-up further on some models)
+        placed, solver = _probe(problem, [(placed, solver), *((other, solver) for other in construction.others)], options)
     elif refine:
         placed, solver = improve(problem, placed, options, solver)
     return _result(problem, placed, solver, start)

@@ -569,7 +569,9 @@ def _pushed(problem: PlacementProblem, rects: np.ndarray, k: int, box: Box, axis
     columns, 0: rows), forwards (``ahead``) or backwards, just past it, and so on down the line; None
     where the line reaches a kernel that lies behind the one pushing it, is fixed or in a group, the
     wafer's edge, a blocked core, or more than ``PUSHED`` kernels. The kernels pushed keep their
-    shapes and order, so no two rectangles of the result overlap."""
+    shapes; each moves one way only, and after its last move whatever it covers is pushed in turn
+    (the queue ends: every push moves a kernel on, towards the edge), so no two rectangles of the
+    result overlap. A pushed kernel may pass one beside the line that it never touches."""
     out = rects.astype(np.int64, copy=True)
     out[k] = box
     limit = problem.mesh.cols if axis == 1 else problem.mesh.rows
@@ -585,7 +587,11 @@ def _pushed(problem: PlacementProblem, rects: np.ndarray, k: int, box: Box, axis
         hit[a] = False
         for j in np.flatnonzero(hit).tolist():
             # (a kernel behind its pusher would have to jump over it; k itself never moves again)
-            behind = rects[j, axis] < rects[a, axis] if ahead else rects[j, axis] > rects[a, axis]
+            # (forwards the box starts where its kernel started, backwards it ends where it ended)
+            if ahead:
+                behind = rects[j, axis] < rects[a, axis]
+            else:
+                behind = rects[j, axis] + rects[j, 2 + axis] > rects[a, axis] + rects[a, 2 + axis]
             moved.add(j)
             if j == k or behind or problem.fixed(j) or len(moved) > PUSHED + 1:
                 return None
