@@ -504,14 +504,14 @@ class _Search:
 
     def _push(self, placed: Placed, k: int, stage: np.ndarray, key: np.ndarray) -> Placed | None:
         """Kernel k on a faster rectangle grown from its own along a row (or a column), the kernels in
-        the way pushed ahead by just as much, each keeping its rectangle (the first such layout that
+        the way pushed on by just as much, each keeping its rectangle (the first such layout that
         improves on ``placed``; None: none).
 
         Bands leave their idle cores at a band's end and under its short kernels, seldom beside the
         slowest one, and a move that needs free cores next to a kernel finds none there: ViT-B/16 on
         wse3's bottleneck (a 119 x 154 matmul, 3,478 cycles) takes four more rows when the twelve
-        kernels below it move down into the idle rows at the bottom of the wafer (3,479 -> 3,433
-        after the relocation, which found no other move)."""
+        kernels below it move down into the idle rows at the bottom of the wafer (the relocation,
+        which had no other move left at 3,479, goes on to 3,417 from the same start)."""
         p = self.problem
         rows, cols = p.mesh.rows, p.mesh.cols
         if p.fixed(k):
@@ -586,8 +586,8 @@ def _pushed(problem: PlacementProblem, rects: np.ndarray, k: int, box: Box, axis
         hit = (along < a1) & (a0 < along + out[:, 2 + axis]) & (across < b1) & (b0 < across + out[:, 2 + other])
         hit[a] = False
         for j in np.flatnonzero(hit).tolist():
-            # (a kernel behind its pusher would have to jump over it; k itself never moves again)
-            # (forwards the box starts where its kernel started, backwards it ends where it ended)
+            # (a kernel behind its pusher would have to jump over it; k itself never moves again;
+            # forwards the box starts where its kernel started, backwards it ends where it ended)
             if ahead:
                 behind = rects[j, axis] < rects[a, axis]
             else:
