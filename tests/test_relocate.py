@@ -225,7 +225,12 @@ def test_a_growing_kernel_pushes_the_kernels_after_it_into_the_idle_columns(prob
     assert pushed is not None
     rows = problem.mesh.rows
     assert pushed.rects.tolist() == [[0, 0, rows, 8], [0, 8, rows, 6], [0, 14, rows, 4], [0, 18, rows, 6]]
-    assert problem.evaluate(pushed.rects, pushed.latency)[0].tolist() == [536, 727, 661, 801]
+    after, _ = problem.evaluate(pushed.rects, pushed.latency)
+    qk = problem.shape(1)
+    six = int(qk.best[qk.height_index(rows), 6])  # qk's op model on 16 x 6
+    # qk on its new op model, a hop from q_proj; pv two hops further from q_proj (columns 0-7), softmax
+    # beside qk as before
+    assert after.tolist() == [before[0], six + 1, before[2], before[3] + 2] == [536, 727, 661, 801]
     assert (pushed.latency[[0, 2, 3]] == start.latency[[0, 2, 3]]).all()
 
 
