@@ -85,10 +85,11 @@ def test_the_construction_offers_its_runners_up_to_the_moves_without_rules() -> 
     assert ruled is not None and ruled.others == ()
 
 
-def test_the_moves_probe_each_start_on_an_equal_share_then_continue_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The construction's best and its runners-up are each improved on an equal share of the moves'
-    time (``PROBED_SHARE`` of it together, each share of what is left), then the best result, by the
-    objective's rank, on the rest: here the second runner-up, whose probe made it fastest."""
+def test_the_runners_up_are_improved_on_the_time_the_best_start_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The construction's best is improved on all the time, as without runners-up; what its moves
+    leave (here all of it: they end at once) is shared equally among the runners-up, each a share of
+    what is left, and the best result by the objective's rank is kept: here the second runner-up's,
+    whose moves made it fastest."""
     from wsealloc.solvers.base import SolveOptions
     from wsealloc.solvers.strips import Placed
 
@@ -110,10 +111,6 @@ def test_the_moves_probe_each_start_on_an_equal_share_then_continue_the_best(mon
 
     monkeypatch.setattr(place, "improve", moves)
     result = place.solve(problem, SolveOptions(deadline=Deadline.after(30)))
-    assert [which for which, _ in calls] == [0, 1, 2, -1]  # the three probes, then the fastest continued
-    # each probe a share of what is left (equal while each uses its own; these end at once, so each
-    # leaves its time to those after it)
-    share = place.PROBED_SHARE
-    want = [30 * share / 3, 30 * share / (3 - share), 30 * share / (3 - 2 * share)]
-    assert all(abs(left - w) < 0.5 for (_, left), w in zip(calls, want, strict=False))
+    assert [which for which, _ in calls] == [0, 1, 2]  # the best, then the runners-up; no more moves
+    assert all(abs(left - want) < 0.5 for (_, left), want in zip(calls, [30, 15, 30], strict=True))
     assert result.solver == "strips+relocate" and result.objective == int(problem.evaluate(fast.rects, fast.latency)[0].max())
