@@ -71,18 +71,16 @@ def test_under_the_users_rules_the_construction_stops_at_its_share(monkeypatch: 
     assert {(s.min_band, s.stack) for s in calls} == every and len(every) > 1
 
 
-def test_the_construction_offers_its_runners_up_to_the_moves_without_rules() -> None:
-    """Without the user's rules the construction hands the moves its next best-ranked distinct band
-    layouts (``Built.others``: at most ``PROBES`` - 1, none equal to the best, each valid); under a
-    rule none (the relocation there needs all the time it gets)."""
-    free = _chain()
-    built = place.construct_best(free, Deadline.after(30))
-    assert built is not None and 1 <= len(built.others) <= place.PROBES - 1
-    seen = [built.placed.rects, *(other.rects for other in built.others)]
-    assert all(not np.array_equal(a, b) for i, a in enumerate(seen) for b in seen[i + 1 :])
-    assert all(not free.violations(other.rects) for other in built.others)
-    ruled = place.construct_best(_ruled(free), Deadline.after(30))
-    assert ruled is not None and ruled.others == ()
+def test_the_construction_offers_its_runners_up_to_the_moves() -> None:
+    """The construction hands the moves its next best-ranked distinct band layouts (``Built.others``:
+    at most ``PROBES`` - 1, none equal to the best, each valid), with or without the user's rules
+    (they take only the time the best start's moves leave), each honouring the rules."""
+    for problem in (_chain(), _ruled(_chain())):
+        built = place.construct_best(problem, Deadline.after(30))
+        assert built is not None and 1 <= len(built.others) <= place.PROBES - 1
+        seen = [built.placed.rects, *(other.rects for other in built.others)]
+        assert all(not np.array_equal(a, b) for i, a in enumerate(seen) for b in seen[i + 1 :])
+        assert all(not problem.violations(other.rects) and not problem.layout_errors(other.rects) for other in built.others)
 
 
 def test_the_runners_up_are_improved_on_the_time_the_best_start_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
