@@ -269,9 +269,9 @@ def _dense_busy(
 
 
 def test_every_flow_routed_at_once_is_routed_as_one_by_one() -> None:
-    """``comm._routes`` (every flow at once, for the congestion model) gives each flow the legs and
+    """``comm._legs`` (every flow at once, for the congestion model) gives each flow the legs and
     bytes per link of ``comm._route``, exactly: rectangles overlapping, touching, apart, in any order."""
-    from wsealloc.cost.comm import _route, _routes
+    from wsealloc.cost.comm import _legs, _route
 
     rng = np.random.default_rng(11)
     for _ in range(200):
@@ -281,8 +281,13 @@ def test_every_flow_routed_at_once_is_routed_as_one_by_one() -> None:
         m = int(rng.integers(1, 30))
         src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
         nbytes = rng.random(m) * 1e6
-        one_by_one = [_route(rects[s], rects[t], b) for s, t, b in zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)]
-        assert _routes(rects, src, dst, nbytes) == one_by_one
+        legs = _legs(rects, src, dst, nbytes)
+        for f, (s, t, b) in enumerate(zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True)):
+            vleg, hleg = _route(rects[s], rects[t], b)
+            at_once_v = ((int(legs.v0[f]), int(legs.v1[f]), int(legs.vx0[f]), int(legs.vx1[f])), float(legs.vload[f]))
+            at_once_h = ((int(legs.hy0[f]), int(legs.hy1[f]), int(legs.h0[f]), int(legs.h1[f])), float(legs.hload[f]))
+            assert (at_once_v if legs.vertical[f] else None) == vleg
+            assert (at_once_h if legs.horizontal[f] else None) == hleg
 
 
 def test_congestion_matches_a_link_by_link_reference() -> None:

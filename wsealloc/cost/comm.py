@@ -145,12 +145,34 @@ def _route(rect_p: np.ndarray, rect_c: np.ndarray, size: float) -> tuple[tuple[S
     )
 
 
-def _routes(
-    rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray
-) -> list[tuple[tuple[Segment, float] | None, tuple[Segment, float] | None]]:
-    """``_route`` of every flow at once (the same legs and the same bytes per link, as Python
-    numbers): the relocation evaluates thousands of layouts, and routing their flows one by one
-    was a seventh of a constrained solve's relocation."""
+@dataclass(frozen=True)
+class _Legs:
+    """The legs of every flow at once (``_route``'s, as arrays): a vertical leg where the row spans
+    are apart (rows [v0, v1) x columns [vx0, vx1), ``vload`` bytes per link), a horizontal one where
+    the column spans are apart (rows [hy0, hy1) x columns [h0, h1), ``hload``); ``down`` / ``east``:
+    the vertical leg runs southwards, the horizontal one eastwards. The relocation evaluates
+    thousands of layouts, and routing their flows one by one was a seventh of a constrained solve's
+    relocation."""
+
+    vertical: np.ndarray  # bool
+    horizontal: np.ndarray  # bool
+    v0: np.ndarray
+    v1: np.ndarray
+    vx0: np.ndarray
+    vx1: np.ndarray
+    vload: np.ndarray
+    hy0: np.ndarray
+    hy1: np.ndarray
+    h0: np.ndarray
+    h1: np.ndarray
+    hload: np.ndarray
+    down: np.ndarray
+    east: np.ndarray
+
+
+def _legs(rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> _Legs:
+    """``_route`` of every flow at once: the same legs and the same bytes per link (one float
+    division each, as there)."""
     py, px, pr, pc = rects[src].astype(np.int64).T
     cy, cx, cr, cc = rects[dst].astype(np.int64).T
     below, above = cy >= py + pr, cy + cr <= py  # the consumer's rows below / above the producer's
@@ -165,15 +187,23 @@ def _routes(
     xf = x_first > y_first
     lx, lw = np.where(xf, cx, px), np.where(xf, cc, pc)
     ly, lh = np.where(xf, py, cy), np.where(xf, pr, cr)
-    v0, v1 = np.where(below, py + pr, cy + cr), np.where(below, cy + 1, py + 1)
-    h0, h1 = np.where(right, px + pc, cx + cc), np.where(right, cx + 1, px + 1)
-    size = nbytes.astype(np.float64).tolist()
-    out: list[tuple[tuple[Segment, float] | None, tuple[Segment, float] | None]] = []
-    for f, (vv, hh) in enumerate(zip(vertical.tolist(), horizontal.tolist(), strict=True)):
-        vleg = ((int(v0[f]), int(v1[f]), int(lx[f]), int(lx[f] + lw[f])), size[f] / int(lw[f])) if vv else None
-        hleg = ((int(ly[f]), int(ly[f] + lh[f]), int(h0[f]), int(h1[f])), size[f] / int(lh[f])) if hh else None
-        out.append((vleg, hleg))
-    return out
+    size = nbytes.astype(np.float64)
+    return _Legs(
+        vertical,
+        horizontal,
+        np.where(below, py + pr, cy + cr),
+        np.where(below, cy + 1, py + 1),
+        lx,
+        lx + lw,
+        size / lw,
+        ly,
+        ly + lh,
+        np.where(right, px + pc, cx + cc),
+        np.where(right, cx + 1, px + 1),
+        size / lh,
+        cy > py,
+        cx > px,
+    )
 
 
 def _congestion(
@@ -188,58 +218,58 @@ def _congestion(
 
     Loads are piecewise constant between the rows and lines where legs start or end, so the load grids
     are kept on those coordinates only (compressed): the same additions in the same order as on the
-    full mesh, hence the same numbers, on a grid often 10-100x smaller.
+    full mesh, hence the same numbers, on a grid often 10-100x smaller. The legs of groups of one
+    flow are added to the grid's difference array in one ``np.bincount`` (it adds in the order given:
+    group by group in the order the groups first occur among the flows, as one by one), multicast
+    groups one by one after.
     """
-    routes = _routes(rects, src, dst, nbytes)
-    # Travel direction of each leg: a link carries each direction on its own channel, so flows going
-    # opposite ways over the same links do not load each other.
-    down = (rects[dst, 0] > rects[src, 0]).tolist()  # vertical leg southwards
-    east = (rects[dst, 1] > rects[src, 1]).tolist()  # horizontal leg eastwards
-    members: dict[int, list[int]] = {}
-    for f, g in enumerate(group.tolist()):
-        members.setdefault(g, []).append(f)
-    out = np.zeros(len(routes))
-    # kind 0: vertical travel (load on [horizontal line y, col]), 1: horizontal ([row, vertical line x]);
-    # each in its two directions
-    for kind, forward in ((0, True), (0, False), (1, True), (1, False)):
-        ways = down if kind == 0 else east
-        legs = [route[kind] if way is forward else None for route, way in zip(routes, ways, strict=True)]
-        present = [leg for leg in legs if leg is not None]
-        if not present:
+    legs = _legs(rects, src, dst, nbytes)
+    # each flow's group as the index of the flow where the group first occurs: groups are added in
+    # that order
+    _, first, inverse = np.unique(np.asarray(group), return_index=True, return_inverse=True)
+    order = first[inverse]
+    out = np.zeros(src.size)
+    # vertical travel loads [horizontal line y, col], horizontal travel [row, vertical line x]; each
+    # leg kind in its two directions: a link carries each direction on its own channel, so flows
+    # going opposite ways over the same links do not load each other
+    passes = (
+        (legs.vertical & legs.down, legs.v0, legs.v1, legs.vx0, legs.vx1, legs.vload),
+        (legs.vertical & ~legs.down, legs.v0, legs.v1, legs.vx0, legs.vx1, legs.vload),
+        (legs.horizontal & legs.east, legs.hy0, legs.hy1, legs.h0, legs.h1, legs.hload),
+        (legs.horizontal & ~legs.east, legs.hy0, legs.hy1, legs.h0, legs.h1, legs.hload),
+    )
+    for present, y0s, y1s, x0s, x1s, loads in passes:
+        f = np.flatnonzero(present)
+        if not f.size:
             continue
-        ys = sorted({leg[0][0] for leg in present} | {leg[0][1] for leg in present})
-        xs = sorted({leg[0][2] for leg in present} | {leg[0][3] for leg in present})
-        yi = {v: i for i, v in enumerate(ys)}
-        xi = {v: i for i, v in enumerate(xs)}
-        small: list[tuple[Segment, float] | None] = [
-            None if leg is None else ((yi[leg[0][0]], yi[leg[0][1]], xi[leg[0][2]], xi[leg[0][3]]), leg[1]) for leg in legs
-        ]
-        shape = (len(ys) + 1, len(xs) + 1)
-        diff = np.zeros(shape)
-        extra: np.ndarray | None = None  # multicast groups: the pointwise maximum of their legs
-        for flows_of in members.values():
-            segs = [leg for leg in (small[f] for f in flows_of) if leg is not None]
-            if len(segs) == 1:
-                _add(diff, *segs[0])
-            elif segs:
-                extra = _add_max(extra, shape, segs)
+        y0, y1, x0, x1, value = y0s[f], y1s[f], x0s[f], x1s[f], loads[f]
+        ys, xs = np.unique(np.concatenate([y0, y1])), np.unique(np.concatenate([x0, x1]))
+        y0, y1 = np.searchsorted(ys, y0), np.searchsorted(ys, y1)
+        x0, x1 = np.searchsorted(xs, x0), np.searchsorted(xs, x1)
+        shape = (ys.size + 1, xs.size + 1)
+        g = order[f]
+        legs_of = np.bincount(g, minlength=src.size)[g]  # the group's legs in this pass
+        one = np.flatnonzero(legs_of == 1)
+        one = one[np.argsort(g[one], kind="stable")]
+        # a rectangle [y0, y1) x [x0, x1) on a 2D difference array: +v, -v, -v, +v at its corners
+        top, bottom, left, right = y0[one] * shape[1], y1[one] * shape[1], x0[one], x1[one]
+        cells = np.stack([top + left, bottom + left, top + right, bottom + right], axis=1)
+        signed = np.stack([value[one], -value[one], -value[one], value[one]], axis=1)
+        diff = np.bincount(cells.ravel(), weights=signed.ravel(), minlength=shape[0] * shape[1]).reshape(shape)
         load = np.cumsum(np.cumsum(diff, axis=0), axis=1)
-        if extra is not None:
+        many = np.flatnonzero(legs_of > 1)
+        if many.size:
+            extra: np.ndarray | None = None  # multicast groups: the pointwise maximum of their legs
+            for members in (many[g[many] == grp] for grp in np.unique(g[many]).tolist()):
+                segs = [((int(y0[i]), int(y1[i]), int(x0[i]), int(x1[i])), float(value[i])) for i in members.tolist()]
+                extra = _add_max(extra, shape, segs)
+            assert extra is not None
             load = load + extra
-        for f, leg in enumerate(small):
-            if leg is not None:
-                y0, y1, x0, x1 = leg[0]
-                out[f] = max(out[f], float(load[y0:y1, x0:x1].max()))
+        for i, flow in enumerate(f.tolist()):
+            busiest = float(load[y0[i] : y1[i], x0[i] : x1[i]].max())
+            if busiest > out[flow]:
+                out[flow] = busiest
     return out / mesh.link_bytes_per_cycle
-
-
-def _add(diff: np.ndarray, seg: Segment, value: float) -> None:
-    """Add ``value`` to the rectangle [y0, y1) x [x0, x1) of a 2D difference array."""
-    y0, y1, x0, x1 = seg
-    diff[y0, x0] += value
-    diff[y1, x0] -= value
-    diff[y0, x1] -= value
-    diff[y1, x1] += value
 
 
 def _add_max(grid: np.ndarray | None, shape: tuple[int, int], segs: list[tuple[Segment, float]]) -> np.ndarray:
