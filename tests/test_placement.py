@@ -290,6 +290,14 @@ def test_every_flow_routed_at_once_is_routed_as_one_by_one() -> None:
             assert (at_once_h if legs.horizontal[f] else None) == hleg
 
 
+def test_bincount_adds_its_weights_in_the_order_given() -> None:
+    """``comm._congestion`` adds legs to its load grid with ``np.bincount`` and keeps the old one-by-one
+    order of float additions only because bincount adds its weights in the order given (numpy does
+    not document it): 1e16 + 1 - 1e16 is 0 in that order, 1 in any other."""
+    assert np.bincount([0, 0, 0], weights=[1e16, 1.0, -1e16])[0] == 0.0
+    assert np.bincount([0, 0, 0], weights=[1e16, -1e16, 1.0])[0] == 1.0
+
+
 def test_congestion_matches_a_link_by_link_reference() -> None:
     from wsealloc.cost.comm import _congestion
 

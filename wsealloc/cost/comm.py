@@ -188,6 +188,8 @@ def _legs(rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarra
     lx, lw = np.where(xf, cx, px), np.where(xf, cc, pc)
     ly, lh = np.where(xf, py, cy), np.where(xf, pr, cr)
     size = nbytes.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (a leg that does not exist may divide by 0)
+        vload, hload = size / lw, size / lh
     return _Legs(
         vertical,
         horizontal,
@@ -195,12 +197,12 @@ def _legs(rects: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarra
         np.where(below, cy + 1, py + 1),
         lx,
         lx + lw,
-        size / lw,
+        vload,
         ly,
         ly + lh,
         np.where(right, px + pc, cx + cc),
         np.where(right, cx + 1, px + 1),
-        size / lh,
+        hload,
         cy > py,
         cx > px,
     )
@@ -218,10 +220,11 @@ def _congestion(
 
     Loads are piecewise constant between the rows and lines where legs start or end, so the load grids
     are kept on those coordinates only (compressed): the same additions in the same order as on the
-    full mesh, hence the same numbers, on a grid often 10-100x smaller. The legs of groups of one
-    flow are added to the grid's difference array in one ``np.bincount`` (it adds in the order given:
-    group by group in the order the groups first occur among the flows, as one by one), multicast
-    groups one by one after.
+    full mesh, hence the same numbers, on a grid often 10-100x smaller. The legs of the groups with
+    one leg in a pass are added to the grid's difference array in one ``np.bincount`` (it adds its
+    weights in the order given, which ``tests/test_placement.py`` pins: group by group in the order
+    the groups first occur among the flows, as one by one), those of groups with several legs (their
+    pointwise maximum) one group at a time after.
     """
     legs = _legs(rects, src, dst, nbytes)
     # each flow's group as the index of the flow where the group first occurs: groups are added in

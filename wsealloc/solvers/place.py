@@ -287,8 +287,9 @@ class Built:
     the better on the rest, since they gain much more from some band layouts than from any floorplan (the
     contest's N under its cap: the floorplan ranks first at 6,262 against the bands' 6,822, and the
     windows took it to 6,283 at best where they take the bands' to 4,814). Where the relocation
-    applies (``relocate.relocates``: the zoo), ``others`` are the bands' next best-ranked distinct
-    layouts (up to ``PROBES`` - 1), improved on the time the moves leave. Under the user's rules too:
+    applies (``relocate.relocates``: the zoo), ``others`` are the next best-ranked distinct layouts
+    of the bands (or, under the user's rules, of the first-fit fallback), up to ``PROBES`` - 1,
+    improved on the time the moves leave. Under the user's rules too:
     their moves end before the clock as well (the constraints benchmark's ResNet-50 at 60 s: the
     best start's relocation ends after 13 s), and the construction's rank says even less there of
     where the moves take a layout (at 120 s its best start ends at 1,996 cycles, its third at 1,956)."""
