@@ -258,3 +258,21 @@ def test_seed_cost_model_plans_verify(tmp_path: Path) -> None:
     n = len(doc["kernels"])
     assert doc["objective"]["status"] == "INVALID"
     assert doc["objective"]["message"].startswith(f"{n} of {n} kernels got fewer cores than their smallest legal op model")
+
+
+def test_inspect_lists_open_input_sizes_as_text() -> None:
+    """A shape with a named size is text, not Rich markup: ``[batch, 64]`` printed an empty cell."""
+    out = run("inspect", MLP_DYNAMIC, "--arch", "tiny")
+    assert out.returncode != 0 and "│ x     │ [batch, 64] │" in out.stdout, out.stdout
+
+
+def test_inspect_suggests_the_names_a_typo_is_close_to() -> None:
+    out = run("inspect", str(ROOT / "models" / "tiny" / "transformer.onnx"), "--arch", "tiny", "--kernel", "l0.fcx")
+    assert out.returncode == 2 and "similar: l0.fc2, l0.fc1" in out.stderr, out.stderr
+
+
+def test_a_solver_without_a_bound_says_so_beside_the_communication_bound() -> None:
+    out = run("solve", ATTENTION, "--arch", "tiny", "--solver", "greedy-seed", "--time-limit", "3")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "(no allocation bound: the solver proves none)" in text and "allocation bound 0" not in text

@@ -97,6 +97,21 @@ def test_a_rule_selecting_nothing_is_an_error_naming_close_kernels(tmp_path: Pat
         ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, "- grid: l0.qvk\n  shape: 2x2\n"), place=False)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- together: [l0.softmax, l0.contxt]\n  how: touch\n",  # a touch group of one would constrain nothing
+        "- grid: [l0.fc1, l0.fcc2]\n  shape: 4x8\n",
+        "- grid: [l0.fc1, 'l9.*']\n  shape: 4x8\n",  # a glob too
+    ],
+)
+def test_each_name_of_a_list_must_select_a_kernel(tmp_path: Path, text: str) -> None:
+    """A misspelt entry beside a good one is refused, not dropped: the rule would be weaker than written
+    and the plan would still call it honoured."""
+    with pytest.raises(ConstraintError, match=r"c.yaml line 1: '(l0.contxt|l0.fcc2|l9.\*)' in the list selects no kernel"):
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), place=False)
+
+
 def test_rules_no_solver_can_honour_are_refused_up_front(tmp_path: Path) -> None:
     path = _rules(tmp_path, "- grid: l0.qkv\n  shape: 2x2\n")
     with pytest.raises(UsageError, match="line 1: a grid rule applies to kernels that own their rectangle"):
@@ -685,6 +700,32 @@ def test_from_plan_pins_every_kernel_and_nothing_moves(placed_plan: Path, tmp_pa
     pins = constraints_from_plan(placed_plan)
     out = ws.solve(TRANSFORMER, "tiny", constraints=pins, time_limit=10)
     assert moved(read_plan(placed_plan), out.plan) == []
+
+
+def test_from_plan_of_a_model_that_lost_a_kernel_drops_its_rules(placed_plan: Path, tmp_path: Path) -> None:
+    """The old plan's kernel the edited model no longer has: its rules drop out (the re-solve said
+    "selects no kernel", exit 2), the summary lists it as gone, the new plan verifies and counts the
+    rules that applied. Written the other way round: the old plan gains a kernel ``ghost``."""
+    from wsealloc.plan.io import read_plan
+    from wsealloc.plan.pins import constraints_from_plan, moved
+
+    doc = json.loads(placed_plan.read_text())
+    ghost = json.loads(json.dumps(doc["kernels"][-1]))
+    ghost["name"] = "ghost"
+    doc["kernels"].append(ghost)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    pins = constraints_from_plan(old)
+    new = tmp_path / "new.json"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=pins, time_limit=10, output=new)
+    assert moved(read_plan(old), out.plan) == ["ghost: in the old plan, not in this model"]
+    record = out.plan.objective.constraints
+    assert record is not None and record.rules == len(pins.rules) - 2  # (ghost's grid and corner)
+    assert verify_plan(new).ok, verify_plan(new).violations
+    # the user's own rule for a kernel the model lacks stays an error
+    mine = parse_constraints("- grid: ghost\n  shape: 2x2\n", "mine.yaml")
+    with pytest.raises(ConstraintError, match="mine.yaml line 1: ghost selects no kernel"):
+        ws.solve(TRANSFORMER, "tiny", constraints=mine.merged(pins), time_limit=10)
 
 
 def test_from_plan_keep_pins_only_the_selected_kernels(placed_plan: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ the traceback instead.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import re
 import signal
@@ -69,7 +70,9 @@ def inspect(request: SolveRequest, model: str, arch: str | None, as_json: bool, 
     if kernel_name is not None:
         names = [kc.kernel.name for kc in costs.kernels]
         if kernel_name not in names:
-            close = [n for n in names if kernel_name.lower() in n.lower()][:8]
+            # substrings first (``fc`` lists every fc kernel), then the names a typo is close to (``l0.fcx``)
+            similar = [n for n in names if kernel_name.lower() in n.lower()] + difflib.get_close_matches(kernel_name, names, n=5)
+            close = list(dict.fromkeys(similar))[:8]
             hint = f"; similar: {', '.join(close)}" if close else f"; e.g. {', '.join(names[:5])}"
             raise UsageError(f"--kernel {kernel_name!r}: no such kernel in {model}{hint}")
         kc = costs.by_name(kernel_name)

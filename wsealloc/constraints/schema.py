@@ -40,6 +40,9 @@ class _Rule(_Frozen):
 
     line: int = Field(0, strict=True, ge=0)
     source: str = ""
+    # a rule an old plan gave (``--from-plan``) for a kernel the model may no longer have: such a rule is
+    # dropped for that model (``select.present``), and the re-solve lists the kernel as gone
+    optional: bool = False
 
 
 class Selector(_Frozen):

@@ -33,7 +33,12 @@ def select(selector: Selector, kernels: Sequence[Kernel], where: str) -> tuple[i
     names = [k.name for k in kernels]
     picked = set(range(len(kernels)))
     if selector.names:
-        picked &= {i for i, n in enumerate(names) if any(n == p or fnmatchcase(n, p) for p in selector.names)}
+        hits = [{i for i, n in enumerate(names) if n == p or fnmatchcase(n, p)} for p in selector.names]
+        if len(hits) > 1 and (lost := [p for p, h in zip(selector.names, hits, strict=True) if not h]):
+            # each name of a list on its own: a typo beside a good name would otherwise drop out of the
+            # rule unseen (a touch group of one, a grid on one kernel of two), and the plan call it honoured
+            raise ConstraintError(f"{where}: {_unknown(lost, names)}")
+        picked &= set().union(*hits)
     if selector.ops:
         wanted = {o.lower() for o in selector.ops}
         picked &= {i for i, k in enumerate(kernels) if k.anchor_op.lower() in wanted or k.kind.value in wanted}
@@ -46,12 +51,39 @@ def select(selector: Selector, kernels: Sequence[Kernel], where: str) -> tuple[i
             )
         picked &= set(range(first, last + 1))
     if not picked:
-        guess = [m for p in selector.names for m in difflib.get_close_matches(p, names, n=3)]
-        hint = (
-            f"; close names: {', '.join(dict.fromkeys(guess))}" if guess else f"; kernels are named like {', '.join(names[:3])}"
-        )
-        raise ConstraintError(f"{where}: {selector.text()} selects no kernel of the model{hint} (`wsealloc inspect` lists them)")
+        raise ConstraintError(f"{where}: {selector.text()} selects no kernel of the model{_hint(selector.names, names)}")
     return tuple(sorted(picked))
+
+
+def _hint(patterns: Sequence[str], names: Sequence[str]) -> str:
+    """The close names of misspelt patterns (else a few names that exist), and where to list them all."""
+    guess = [m for p in patterns for m in difflib.get_close_matches(p, names, n=3)]
+    hint = f"; close names: {', '.join(dict.fromkeys(guess))}" if guess else f"; kernels are named like {', '.join(names[:3])}"
+    return f"{hint} (`wsealloc inspect` lists them)"
+
+
+def _unknown(lost: Sequence[str], names: Sequence[str]) -> str:
+    """The entries of a list that match no kernel, with the close names."""
+    listed = ", ".join(excerpt(p) for p in lost)
+    return f"{listed} in the list {'selects' if len(lost) == 1 else 'select'} no kernel of the model{_hint(lost, names)}"
+
+
+def present(constraints: Constraints, kernels: Sequence[Kernel]) -> Constraints:
+    """``constraints`` without the ``optional`` rules (an old plan's, ``--from-plan``) that name a
+    kernel this model no longer has: an edited model re-solves from its old plan, where the user's own
+    rules must each select a kernel. Every reader of the rules (the op-model tables, ``verify``) asks
+    here first, so both see the same rules."""
+    names = {k.name for k in kernels}
+
+    def here(rule: Rule) -> bool:
+        if not rule.optional or isinstance(rule, KeepOut):
+            return True
+        if isinstance(rule, CutRule):
+            return isinstance(rule.after, int) or rule.after in names
+        return all(n in names for n in rule.select.names)
+
+    kept = tuple(r for r in constraints.rules if here(r))
+    return constraints if len(kept) == len(constraints.rules) else constraints.model_copy(update={"rules": kept})
 
 
 def members(constraints: Constraints, kernels: Sequence[Kernel]) -> tuple[tuple[int, ...], ...]:

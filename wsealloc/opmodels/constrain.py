@@ -28,6 +28,7 @@ import numpy as np
 from wsealloc.constraints.geometry import Box, fits_at, fits_within, union_cores
 from wsealloc.constraints.schema import Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together, TogetherHow
 from wsealloc.constraints.select import members as rule_members
+from wsealloc.constraints.select import present
 from wsealloc.errors import ConflictError, ConstraintError
 from wsealloc.opmodels.applied import Applied
 from wsealloc.opmodels.enumerate import DATAFLOW_CODES, Frontier, OpModelTable, Reason, pareto_frontier
@@ -39,6 +40,7 @@ def resolve(costs: CostTable, constraints: Constraints) -> Applied:
     arch = costs.arch
     kernels = [kc.kernel for kc in costs.kernels]
     names = [k.name for k in kernels]
+    constraints = present(constraints, kernels)
     per_rule = rule_members(constraints, kernels)
     keep_out: list[tuple[int, Box]] = []
     pins: dict[str, tuple[int, tuple[int, int]]] = {}
@@ -147,6 +149,7 @@ def apply(costs: CostTable, constraints: Constraints) -> CostTable:
     if not constraints.rules:
         return costs
     applied = resolve(costs, constraints)
+    constraints = applied.constraints  # (without an old plan's rules for kernels the model lost: ``select.present``)
     arch = costs.arch
     wafer = (arch.rows, arch.cols)
     specific: dict[str, list[int]] = {}

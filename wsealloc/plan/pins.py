@@ -4,7 +4,9 @@ A previous plan's decisions for the selected kernels become rules: each kernel's
 (a ``grid`` rule with its shape) and, for a placed plan, its top-left corner (a ``place ... at``
 rule); for a plan over several wafers, its cuts after the kept kernels. Each rule names the plan and
 the kernel it came from (``old.json (node_addmm_2)``), so a conflict with the user's own rules reads
-as one. :func:`moved` lists what the new plan changed for every kernel the two plans share.
+as one. The rules are ``optional``: a kernel the edited model no longer has drops its rules (the
+plan is read before the model). :func:`moved` lists what the new plan changed for every kernel the
+two plans share, and the kernels either plan lacks.
 """
 
 from __future__ import annotations
@@ -47,15 +49,15 @@ def constraints_from_plan(path: str | Path, keep: Sequence[str] = ()) -> Constra
         except ValueError:
             known = ", ".join(d.value for d in Dataflow)
             raise PlanError(f"{label}: kernel {k.name}: dataflow {excerpt(k.dataflow)} is not one of {known}") from None
-        rules.append(GridRule(source=source, select=select, shape=k.grid, dataflow=dataflow))
+        rules.append(GridRule(source=source, select=select, shape=k.grid, dataflow=dataflow, optional=True))
         if k.placement is not None:
-            rules.append(PlaceRule(source=source, select=select, at=k.placement))
+            rules.append(PlaceRule(source=source, select=select, at=k.placement, optional=True))
     if len(plan.stages) > 1:
         kept_names = {k.name for k in kept}
         order = {k.name: k.stage for k in plan.kernels}
         for before, after in zip(plan.kernels, plan.kernels[1:], strict=False):
             if order[before.name] != order[after.name] and before.name in kept_names:
-                rules.append(CutRule(source=f"{label} (cut after {before.name})", after=before.name))
+                rules.append(CutRule(source=f"{label} (cut after {before.name})", after=before.name, optional=True))
     return Constraints(source=label, sha256=plan.model.sha256, rules=tuple(rules))
 
 

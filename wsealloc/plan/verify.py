@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from wsealloc.arch import Arch
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints import Constraints
+from wsealloc.constraints.select import present
 from wsealloc.cost import CostOptions, Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.cost.model import Recompute, TrainingWork
@@ -346,7 +347,8 @@ def _check_price(plan: Plan, constraints: Constraints | None, table: CostTable, 
     """The price record: it counts the request's rules, and (one wafer, throughput, no regions) its
     unconstrained optimum is the optimum of the table rebuilt without them."""
     record = plan.objective.constraints
-    rules = len(constraints.rules) if constraints is not None else 0
+    # (the rules that apply to this model: an old plan's rules for kernels it lost are dropped, ``select.present``)
+    rules = len(present(constraints, table.kgraph.kernels).rules) if constraints is not None else 0
     if record is None:
         check(not rules, "the request has constraints but objective.constraints (their price) is missing")
         return

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from wsealloc.constraints import Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together, TogetherHow
 from wsealloc.constraints.geometry import connected, overlap
-from wsealloc.constraints.select import members
+from wsealloc.constraints.select import members, present
 from wsealloc.cost import Dataflow
 from wsealloc.graph.kernels import Kernel
 from wsealloc.plan.schema import KernelPlan, Plan
@@ -27,6 +27,7 @@ def check_constraints(
     """Check every rule of ``constraints`` on ``plan`` (``kernels``: the model's, in dataflow order)."""
     by_name = {k.name: k for k in plan.kernels}
     names = [k.name for k in kernels]
+    constraints = present(constraints, kernels)  # (an old plan's rules for kernels the model lost: dropped, as the solve did)
     picked = members(constraints, kernels)
     region_of = {k.name: k.region for k in plan.kernels}
     for rule, chosen in zip(constraints.rules, picked, strict=True):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wsealloc.arch import Arch
@@ -121,7 +122,7 @@ def inspect_json(costs: CostTable) -> dict[str, Any]:
 
 def print_inspect(costs: CostTable, console: Console, limit: int | None = None) -> None:
     """Render the per-kernel table and the summary."""
-    table = Table(title=f"Kernels of {costs.kgraph.ops.source}", show_lines=False)
+    table = Table(title=escape(f"Kernels of {costs.kgraph.ops.source}"), show_lines=False)
     for col, just in (
         ("kernel", "left"),
         ("type", "left"),
@@ -155,7 +156,7 @@ def print_inspect(costs: CostTable, console: Console, limit: int | None = None) 
                 else ["-", "-", "-"]
             )
         table.add_row(
-            row["name"],
+            escape(row["name"]),
             row["type"],
             str(len(row["onnx_nodes"])),
             format_count(row["macs"]),
@@ -209,7 +210,7 @@ def print_inputs(model: str, err: InputShapeError, console: Console) -> None:
     table.add_column("input")
     table.add_column("shape")
     for name, shape in err.inputs:
-        table.add_row(name, shape)
+        table.add_row(escape(name), escape(shape))  # (text, not markup: "[batch, 64]" read as a tag printed nothing)
     console.print(table)
     console.print("Give every open size (N: the size you run with; named dims can also be bound with --dim NAME=N):")
     console.print(fix_command(model, err), markup=False, highlight=False, soft_wrap=True)
@@ -273,7 +274,7 @@ def print_op_models(
     rows = op_model_rows(kc, usable, arch, options)
     counts = Counter(r["reason"] for r in rows)
     frontier = set(int(i) for i in kc.frontier.index)
-    table = Table(title=f"Op models of {kc.kernel.name} ({kc.kernel.kind.value}); * = on the Pareto frontier")
+    table = Table(title=escape(f"Op models of {kc.kernel.name} ({kc.kernel.kind.value}); * = on the Pareto frontier"))
     training = bool(rows) and "sram_parts" in rows[0]
     columns = ["", "dataflow", "grid", "cores", "latency", "compute", "noc", "SRAM/core"]
     columns += ["weights/grads/optimizer/stash/buffers"] if training else []

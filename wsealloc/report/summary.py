@@ -145,10 +145,11 @@ def constraints_line(out: SolveOutcome) -> str | None:
     if record is None or request is None or request.constraints is None:
         return None
     kinds: dict[str, int] = {}
-    for rule in request.constraints.rules:
+    applied = out.costs.applied
+    # the rules that apply to the model (an old plan's for kernels it lost are dropped), as the record counts them
+    for rule in (applied.constraints if applied is not None else request.constraints).rules:
         kinds[rule.kind] = kinds.get(rule.kind, 0) + 1
     counted = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-    applied = out.costs.applied
     kept = f"; {applied.kept_out_cores:,} cores kept out" if applied is not None and applied.kept_out_cores else ""
     bound = out.plan.objective.bound_cycles
     price = record.price(bound)
@@ -224,7 +225,7 @@ def summary_lines(out: SolveOutcome) -> list[str]:
         over = obj.value / obj.comm_bound_cycles - 1.0 if obj.comm_bound_cycles else 0.0
         lines.append(
             f"with communication counted no layout beats {obj.comm_bound_cycles:,} cycles "
-            f"(allocation bound {obj.bound_cycles or 0:,}); this layout is {over:+.1%} over it"
+            f"({_allocation_bound(obj.bound_cycles)}); this layout is {over:+.1%} over it"
         )
     priced = constraints_line(out)
     if priced is not None:
@@ -249,3 +250,9 @@ def print_summary(out: SolveOutcome, console: Console) -> None:
     """Print the summary lines."""
     for line in summary_lines(out):
         console.print(line, highlight=False, soft_wrap=True)
+
+
+def _allocation_bound(bound: int | None) -> str:
+    """The allocation's bound beside the one counting communication; a solver that proves none
+    (``greedy-seed``) has none, not a bound of 0."""
+    return f"allocation bound {bound:,}" if bound is not None else "no allocation bound: the solver proves none"
