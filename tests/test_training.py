@@ -682,6 +682,16 @@ def test_a_retry_on_more_wafers_reports_that_many_wafers_bound(tmp_path: Path, m
     assert verify_plan(tmp_path / "p.json").ok
 
 
+def test_wafers_auto_that_fits_one_wafer_searches_the_segments_too(tmp_path: Path) -> None:
+    """--wafers auto resolving to one wafer is the one-wafer solve: the segment length searched (the
+    cut's plan kept the default 5: 9,745 cycles, and a decision verify refused, exit 4)."""
+    out = ws.solve(TRANSFORMER, "tiny", train=True, wafers="auto", place=False, output=tmp_path / "p.json")
+    train = out.plan.cost.train
+    assert train is not None and train.segment == 4 and out.plan.objective.value == 9699
+    assert max(k.stage for k in out.plan.kernels) == 0
+    assert verify_plan(tmp_path / "p.json").ok, verify_plan(tmp_path / "p.json").violations
+
+
 def test_the_segment_length_is_searched_on_one_wafer_and_recorded(tmp_path: Path) -> None:
     # the tiny transformer: L = 5; lengths 2, 4, 5 and 8 tried; 2 and 4 reach 9,699, 5 and 8 9,745: the
     # nearest to 5 of the fastest (4) is kept and recorded, and verify costs the plan with it

@@ -127,6 +127,13 @@ def pipeline_bound(costs: CostTable, objective: Objective) -> ProvenBound:
     return relaxed or objective.exact_bound(build_problem(fixed, objective=objective))
 
 
+def searches_segments(request: SolveRequest) -> bool:
+    """Whether a one-wafer solve of ``request`` searches the recomputation segments' length (training
+    that recomputes, with no ``--recompute-segment`` given)."""
+    train = request.cost.train
+    return train is not None and train.segment is None and train.recompute is not Recompute.NONE
+
+
 def search_segments(
     costs: CostTable, request: SolveRequest, say: Progress = quiet, deadline: Deadline | None = None
 ) -> tuple[CostTable, Part | None]:
@@ -137,7 +144,7 @@ def search_segments(
     ``deadline``: a stop request ends the search (:class:`Interrupted`); when its time is up the fastest
     length tried so far is kept (the lengths are tried nearest to L first)."""
     train = request.cost.train
-    if train is None or train.segment is not None or train.recompute is Recompute.NONE:
+    if train is None or not searches_segments(request):
         return costs, None
     base = segment_length(pipeline_shape(costs.kgraph)[1])
     objective = objective_named(request.objective)
@@ -383,13 +390,14 @@ class LayerPipeline(Strategy):
         if request.micro_batching:
             costs, chosen, why = choose_micro_batch(costs, request, deadline, say)
         if request.wafer_count == 1:
-            table, part = (costs, chosen) if chosen is not None else search_segments(costs, request, say, deadline)
-            part = part or wafer_part(table, objective)
-            decision = PipelineDecision(
-                wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table), micro_batch=_micro(table), reason=why
-            )
-            return Prepared(decision, (part,), part.table, table)
+            return _one_wafer(costs, chosen, request, objective, deadline, say, why)
         prepared = self._over_wafers(costs, request, request.wafer_count, deadline, say)
+        one = prepared.partition is not None and prepared.partition.wafers == 1
+        if request.wafer_count is None and one and chosen is None and searches_segments(request):
+            # --wafers auto that fits one wafer is the one-wafer solve: a training pipeline's
+            # recomputation segments are searched there (the cut's plan kept the default length: a
+            # slower plan than --wafers 1, and a decision verify refused)
+            return _one_wafer(costs, chosen, request, objective, deadline, say, why)
         return replace(prepared, decision=prepared.decision.model_copy(update={"reason": why})) if why else prepared
 
     def _over_wafers(
@@ -484,7 +492,7 @@ class LayerPipeline(Strategy):
         if wrong is not None:
             return wrong
         train = request.cost.train
-        if train is None or train.segment is not None or train.recompute is Recompute.NONE or decision.wafers != 1:
+        if not searches_segments(request) or decision.wafers != 1:
             given = train.segment if train is not None else None
             if decision.segment != given:
                 return f"decision.segment is {decision.segment}, the request costs segments of {given} stages"
@@ -507,6 +515,25 @@ def streamed_label(request: SolveRequest) -> str:
     if request.streams_micro_batches and request.cost.train is not None:
         return f"weight streaming (micro-batches of a global batch of {request.cost.train.batch})"
     return f"weight streaming ({request.stream_samples} sample(s) per pass)"
+
+
+def _one_wafer(
+    costs: CostTable,
+    chosen: Part | None,
+    request: SolveRequest,
+    objective: Objective,
+    deadline: Deadline,
+    say: Progress,
+    why: str,
+) -> Prepared:
+    """The whole model on one wafer: the micro-batch's part when one was chosen, else the
+    recomputation segments searched (training), then the wafer's part."""
+    table, part = (costs, chosen) if chosen is not None else search_segments(costs, request, say, deadline)
+    part = part or wafer_part(table, objective)
+    decision = PipelineDecision(
+        wafers=1, cuts=(0, len(costs.kernels)), segment=_segment(table), micro_batch=_micro(table), reason=why
+    )
+    return Prepared(decision, (part,), part.table, table)
 
 
 def _decision(partition: StagePartition, costs: CostTable) -> PipelineDecision:
