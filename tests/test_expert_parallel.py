@@ -384,3 +384,30 @@ def test_a_program_with_large_charges_at_run_starts_is_exact(seed: int) -> None:
     best = _brute_charged(sp, np.zeros(n + 1, dtype=np.int64), 1)
     got = int(found.least[n, units.budget])
     assert got == best if best is not None else got >= columns.NONE
+
+
+def test_the_split_forms_are_not_tried_when_less_time_is_left_than_the_first_form_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A form costs about as long as the first one took to build, whatever its share of the time
+    (Qwen3-235B: 5 s each, a 10 s limit took 27 s): with less time left, the forms in hand decide, and
+    the plan (the layers kept whole, three wafers) still verifies. Its wall time counts the search."""
+    import time
+
+    model = stacked_moe(tmp_path / "m.onnx")
+    real_cut, tried = wafers.LatencyOverWafers._cut, []
+
+    def slow_cut(self, costs, request, family, shards, deadline, say, sharing=None):  # type: ignore[no-untyped-def]
+        if shards == 0:
+            time.sleep(1.5)  # the first form outlasts what is left of a 2 s limit
+        return real_cut(self, costs, request, family, shards, deadline, say, sharing)
+
+    monkeypatch.setattr(wafers.LatencyOverWafers, "_cut", slow_cut)
+    monkeypatch.setattr(wafers.LatencyOverWafers, "_split", lambda *args: tried.append(args) or None)
+    out = run(build_request(str(model), "tiny", objective="latency", wafers="auto", place=False, time_limit=2))
+    decision = out.plan.decision
+    assert isinstance(decision, wafers.WafersDecision) and decision.expert_shards is None and tried == []
+    assert len(out.plan.stages) == 3 and out.plan.objective.wall_s >= 1.5
+    path = tmp_path / "plan.json"
+    path.write_text(out.plan.to_json())
+    assert verify_plan(path).ok

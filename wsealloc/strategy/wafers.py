@@ -32,6 +32,7 @@ count and the layers split, and its reason what each form gave."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -245,14 +246,22 @@ class LatencyOverWafers(Strategy):
         # form that fits no wafer count the request allows is left out; none fits: the kept form's error)
         forms: list[_Cut] = []
         refused: InfeasibleError | None = None
+        t0 = time.perf_counter()
         try:
             forms.append(self._cut(costs, request, family, 0, deadline.share(1.0 / (1 + len(counts))), say))
         except InfeasibleError as exc:
             if not counts:
                 raise
             refused = exc
+        first_s = time.perf_counter() - t0
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
+            if forms and deadline.remaining() < first_s:
+                # building a form's problems takes about as long as the first form took, whatever its share
+                # of the time (Qwen3-235B: 5 s each; a 10 s limit took 27 s): with less time left than that,
+                # the forms in hand decide
+                say(f"wafers: {deadline.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
+                break
             found = self._split(costs, request, family, shards, deadline.share(1.0 / (len(counts) - i)), say)
             forms += [found] if found is not None else []
         if not forms:
@@ -261,7 +270,7 @@ class LatencyOverWafers(Strategy):
         best = min(forms, key=lambda c: c.rank(request.wafer_count is None))
         if len(forms) > 1:
             say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in forms)})")
-        return self._finish(best, request, family, forms, deadline, say)
+        return self._finish(best, request, family, forms, deadline, say, t0)
 
     def _split(
         self, costs: CostTable, request: SolveRequest, family: Family, shards: int, deadline: Deadline, say: Progress
@@ -280,6 +289,8 @@ class LatencyOverWafers(Strategy):
             chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
             if chosen is not None:
                 return chosen
+            if deadline.expired():  # (every layer split would take as long again: the forms in hand decide)
+                return None
         say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
         try:
             return self._cut(table, request, family, shards, deadline, say)
@@ -342,10 +353,18 @@ class LatencyOverWafers(Strategy):
         return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched)
 
     def _finish(
-        self, cut: _Cut, request: SolveRequest, family: Family | None, forms: list[_Cut], deadline: Deadline, say: Progress
+        self,
+        cut: _Cut,
+        request: SolveRequest,
+        family: Family | None,
+        forms: list[_Cut],
+        deadline: Deadline,
+        say: Progress,
+        t0: float,
     ) -> Prepared:
         """The parts of the chosen cut: each wafer's regions (its part of the exact optimum, or chosen on
-        the wafer's own kernels), the decision and the bound over every cut."""
+        the wafer's own kernels), the decision and the bound over every cut. ``t0``: when the search
+        began (the partition's wall time counts every form tried and the wafers' regions)."""
         costs, cuts, exact, sharing = cut.costs, cut.cuts, cut.exact, cut.sharing
         objective = objective_named(request.objective)
         parts: list[Part] = []
@@ -381,7 +400,7 @@ class LatencyOverWafers(Strategy):
             split_layers=cut.layers,
             reason=_forms_reason(cut, forms),
         )
-        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, sum(f.wall_s for f in forms))
+        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, time.perf_counter() - t0)
         return Prepared(decision, tuple(parts), costs, costs, partition, cut.bound)
 
     def _exact(
