@@ -379,6 +379,8 @@ REFUSED: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("GQA", lambda c: c.update(num_key_value_heads=3), ("not a multiple of 3 KV heads",)),
     ("heads", lambda c: c.update(num_attention_heads=5, num_key_value_heads=5), ("hidden_size 64", "num_attention_heads 5")),
     ("bool", lambda c: c.update(num_hidden_layers=True), ("num_hidden_layers",)),
+    # (10^9 layers grew past 3 GB with no message: refused before anything is built)
+    ("depth", lambda c: c.update(num_hidden_layers=10**9), ("num_hidden_layers 1,000,000,000", "at most 1,024")),
     ("mrope", lambda c: c.update(model_type="qwen2", use_mrope=True), ("use_mrope",)),
 ]
 

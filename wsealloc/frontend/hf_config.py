@@ -87,6 +87,10 @@ MOE_FIELDS = frozenset(
     }
 )
 Positive = Annotated[int, Field(gt=0, lt=2**31)]
+# The most decoder layers an export builds: 8x the deepest published model (Llama-3.1-405B: 126). Each
+# layer is about 65 ONNX nodes built in memory, so 10^9 layers grew past 3 GB with no message and
+# 20,000 took 77 s and 4.2 GB for a model no wafer cluster plans (``--wafers`` is at most 1,024).
+MOST_LAYERS = 1024
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 TokenIds = int | list[int] | None
 Names = Annotated[tuple[str, ...], Field(strict=False)]  # a JSON list, kept as a tuple (frozen)
@@ -202,6 +206,11 @@ class HfConfig(BaseModel):
             raise ValueError("rope_parameters and rope_theta/rope_scaling both given: give one of them")
         if self.rope_scaling is not None and self.rope_scaling.rope_theta is not None:
             raise ValueError("rope_scaling.rope_theta: give rope_theta beside rope_scaling")
+        if self.num_hidden_layers > MOST_LAYERS:
+            raise ValueError(
+                f"num_hidden_layers {self.num_hidden_layers:,}: at most {MOST_LAYERS:,} layers are exported (the deepest "
+                "published model has 126); check the config"
+            )
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             heads = self.num_attention_heads
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {heads}; give head_dim")
