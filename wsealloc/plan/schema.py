@@ -155,7 +155,8 @@ class LlmRecord(_Doc):
     tokens_per_s_per_request: Rate
     aggregate_tokens_per_s: Rate
     time_to_first_token_s: Rate | None = None  # a prefill: the prompt's time through the kernels
-    largest_context: Count  # the longest context whose KV cache fits the wafer beside weights and buffers
+    # the longest context whose KV cache fits the wafer beside weights and buffers (SRAM in all: an upper bound)
+    largest_context: Count
     generation: GenerationRecord | None = None  # --prompt IN --generate OUT: the request end to end
 
 

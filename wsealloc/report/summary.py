@@ -88,8 +88,8 @@ def llm_lines(plan: Plan) -> list[str]:
         f"(a new pass every {llm.slowest_stage_cycles:,} cycles at most)"
     )
     lines.append(
-        f"KV cache {llm.kv_bytes_per_token:,} B per token of context: the largest context that fits beside the weights "
-        f"is {llm.largest_context:,} tokens at batch {llm.batch}"
+        f"KV cache {llm.kv_bytes_per_token:,} B per token of context: the SRAM beside the weights holds at most "
+        f"{llm.largest_context:,} tokens of it at batch {llm.batch} (all of it; a kernel's own grids may hold fewer)"
     )
     gen = llm.generation
     if gen is not None:
