@@ -184,6 +184,18 @@ def test_greedy_baseline_and_search_share_the_placement_time_limit(monkeypatch: 
     assert out.plan.objective.wall_s >= 0.5
 
 
+def test_the_summary_keeps_the_baseline_when_its_layout_ran_out_of_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The greedy allocation not placed in the time: the baseline's line stays (it vanished), saying so."""
+    import wsealloc.driver as driver
+    from wsealloc.report.summary import summary_lines
+
+    monkeypatch.setattr(driver, "place_baseline", lambda *args, **kwargs: None)
+    out = solve(ATTENTION, "tiny", time_limit=5)
+    assert out.plan.objective.placed and out.plan.baseline.placed_value_cycles is None
+    line = next(t for t in summary_lines(out) if t.startswith("baseline greedy"))
+    assert line.endswith("(FEASIBLE), not placed in the time (no placed speed-up)"), line
+
+
 def test_construction_finds_a_first_layout_past_its_deadline(tmp_path: Path) -> None:
     """A deadline already past still yields a valid layout (the best found, never none for the clock):
     written as a plan, the independent verifier accepts it (inside the wafer, no overlap, no defective

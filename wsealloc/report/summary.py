@@ -231,15 +231,15 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     if priced is not None:
         lines.append(priced)
     base = plan.baseline
-    if base.value_cycles is not None and out.speedup is not None:
-        placed = (
-            f", placed by the same construction {base.placed_value_cycles:,} cycles"
-            if obj.placed and base.placed_value_cycles is not None
-            else ""
-        )
-        lines.append(
-            f"baseline {base.name}: {base.value_cycles:,} cycles ({base.status.value}){placed}; speed-up {out.speedup:.2f}x"
-        )
+    if base.value_cycles is not None:
+        if not obj.placed:
+            placed = ""
+        elif base.placed_value_cycles is not None:
+            placed = f", placed by the same construction {base.placed_value_cycles:,} cycles"
+        else:  # (the time ran out before its layout: the line stays, the placed comparison does not)
+            placed = ", not placed in the time (no placed speed-up)"
+        speedup = f"; speed-up {out.speedup:.2f}x" if out.speedup is not None else ""
+        lines.append(f"baseline {base.name}: {base.value_cycles:,} cycles ({base.status.value}){placed}{speedup}")
     if obj.message:
         lines.append(f"note: {obj.message}")
     lines += [f"control flow: {note}" for note in out.costs.kgraph.ops.control_flow]
