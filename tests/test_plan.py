@@ -151,6 +151,7 @@ def _set_first(key: str, value: object):  # type: ignore[no-untyped-def]
         (lambda d: d["baseline"].update(cores_used=7), "baseline.cores_used is 7, the greedy rule uses"),
         (lambda d: d["baseline"].update(status="INFEASIBLE"), "baseline.status is INFEASIBLE"),
         (lambda d: d["baseline"].update(placed_bottleneck_cycles=1), "is given for a plan that is not placed"),
+        (lambda d: d["objective"].update(sram_limited=not d["objective"]["sram_limited"]), "objective.sram_limited is"),
     ],
 )
 def test_broken_plans_fail_with_reason(plan_file: Path, tmp_path: Path, edit, needle: str) -> None:  # type: ignore[no-untyped-def]
@@ -231,6 +232,15 @@ def test_the_bound_counting_communication_is_recomputed(placed_plan: Path, tmp_p
         _broken(placed_plan, tmp_path, lambda d: d["objective"].update(comm_bound_cycles=obj["comm_bound_cycles"] + 1))
     )
     assert any("objective.comm_bound_cycles is" in v for v in report.violations), report.violations
+
+
+def test_a_wafer_claiming_a_proof_its_plan_lacks_is_caught(placed_plan: Path, tmp_path: Path) -> None:
+    """One wafer: its stage's status is the plan's claim (an OPTIMAL one with the bound below the value
+    verified OK)."""
+    doc = json.loads(placed_plan.read_text())
+    assert doc["objective"]["status"] == "FEASIBLE" and doc["stages"][0]["status"] == "FEASIBLE", "needs an open gap"
+    report = verify_plan(_broken(placed_plan, tmp_path, lambda d: d["stages"][0].update(status="OPTIMAL")))
+    assert any("stages[0].status OPTIMAL but the bound" in v for v in report.violations), report.violations
 
 
 def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:

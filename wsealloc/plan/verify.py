@@ -622,6 +622,12 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             obj.bound_by is expected,
             f"objective.bound_by is {obj.bound_by.value!r}, the bottleneck's numbers give {expected.value!r}",
         )
+        if len(stages) == 1:  # the SRAM floor: no legal op model of the unit (without the user's rules) has fewer cores
+            floor = _sram_floor(table, slowest.name)
+            if floor is not None:
+                at = slowest.cores > 1 and slowest.cores <= floor
+                said = f"objective.sram_limited is {obj.sram_limited}, the bottleneck's op models give {at}"
+                check(obj.sram_limited == at, said)
     throughput = obj.kind is ObjectiveKind.THROUGHPUT
     if plan.request is not None:
         check(
@@ -655,11 +661,11 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             bound <= alone,
             f"bound {bound} exceeds the plan's own allocation ({alone:,} cycles without communication): not a proof",
         )
+    proven = rules.proven_optimal(value, bound) or rules.proven_optimal(value, obj.comm_bound_cycles)
     if obj.status is Status.OPTIMAL:  # either proven bound may close the gap (the second is checked on its own)
-        check(
-            rules.proven_optimal(value, bound) or rules.proven_optimal(value, obj.comm_bound_cycles),
-            "status OPTIMAL but the bound is below the objective",
-        )
+        check(proven, "status OPTIMAL but the bound is below the objective")
+    if len(stages) == 1 and plan.stages and plan.stages[0].status is Status.OPTIMAL:  # (one wafer: its claim is the plan's)
+        check(proven, "stages[0].status OPTIMAL but the bound is below the objective")
     gap = rules.gap(value, bound)
     check(
         obj.gap is not None and gap is not None and abs(obj.gap - gap) <= 1e-9,
@@ -674,6 +680,18 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             if optimum is None
             else f"objective.lower_bound_cycles {bound} exceeds the allocation-only optimum {optimum}: it is not a valid bound",
         )
+
+
+def _sram_floor(table: CostTable, name: str) -> int | None:
+    """The fewest cores of a legal op model of unit ``name`` in the table without the user's rules (the
+    least SRAM lets it go); None: no such unit, or none legal."""
+    free = table.unconstrained if table.unconstrained is not None else table
+    try:
+        legal = free.by_name(name).table.legal()
+    except KeyError:
+        return None
+    cores = free.by_name(name).table.cores[legal]
+    return int(cores.min()) if cores.size else None
 
 
 def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
