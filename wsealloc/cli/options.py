@@ -182,7 +182,7 @@ def _costing_options(fn: F) -> F:
                 "--stream-batch",
                 default=None,
                 type=ASCII_INT,
-                help="Samples per streamed pass (default: --train-batch when training, else 1).",
+                help="With --mode streaming or auto: samples per streamed pass (default: --train-batch when training, else 1).",
             ),
             click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
             click.option(
