@@ -21,8 +21,8 @@ from wsealloc.cli.options import (
     ASCII_FLOAT,
     ASCII_INT,
     debug_option,
-    model_options,
     objective_sweep_options,
+    serving_model_options,
     solver_settings_options,
     sweep_model_options,
     with_request,
@@ -253,7 +253,7 @@ def _counts(text: str, option: str) -> list[int]:
 
 
 @click.command()
-@model_options
+@serving_model_options
 @solver_settings_options("Seconds for each point's whole solve.")
 @click.option(
     "--wafers", "wafer_counts", default="1", show_default=True, metavar="W1,W2,...", help="Wafer counts (one line each)."
@@ -334,7 +334,7 @@ def frontier(
 
 
 @click.command()
-@model_options
+@serving_model_options
 @click.argument("prefill", metavar="PREFILL.onnx", type=click.Path(dir_okay=False))
 @solver_settings_options("Seconds for each plan's whole solve.")
 @click.option("--cluster", "cluster", required=True, type=int, metavar="W", help="Wafers in the cluster (at least 2).")
