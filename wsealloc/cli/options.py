@@ -245,6 +245,19 @@ def sweep_model_options(fn: F) -> F:
     return _apply(fn, [_model_argument, arch, _costing_options, _training_options, debug_option])
 
 
+def _wafers_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    """``--wafers 3`` as the number 3; ``auto`` (and anything else) as given, for the request to validate
+    and name (ASCII digits only: ``str.isdigit`` would read ``٣`` as 3, which no plan writes back as typed)."""
+    text = value.strip() if value is not None else None
+    return int(text) if text is not None and text.isascii() and text.isdigit() else value
+
+
+def wafers_option(help_text: str) -> Callable[[F], F]:
+    """``--wafers N|auto`` (``solve``, ``sweep``): at most N wafers, or the fewest that fit; not given (None),
+    the arch's ``cluster.wafers`` (``build_request`` resolves it)."""
+    return click.option("--wafers", default=None, metavar="N|auto", callback=_wafers_value, help=help_text)
+
+
 def time_limit_option(help_text: str) -> Callable[[F], F]:
     """``--time-limit`` with the one default of every command."""
     return click.option("--time-limit", default=DEFAULT_TIME_LIMIT_S, show_default=True, type=ASCII_FLOAT, help=help_text)
