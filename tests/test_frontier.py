@@ -93,3 +93,38 @@ def test_auto_requests_go_as_far_as_each_wafer_count_holds(monkeypatch) -> None:
     grid = [(p.requests, p.wafers) for p in result.points]
     assert grid == [(1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (5, 2)]
     assert asked[0] == "requests=1,wafers=1"
+
+
+# what the layer pipeline's training and weight streaming take: one token's time (--objective latency) plans neither
+TRAINING_OPTIONS = (
+    "--train", "--optimizer", "--train-batch", "--micro-batch", "--recompute", "--attention", "--checkpoints",
+    "--recompute-segment", "--mode", "--stream-batch",
+)  # fmt: skip
+# what frontier and pools honour (besides their own options)
+HONOURED = (
+    "--arch", "--set", "--dim", "--input-shape", "--cost-model", "--no-fuse", "--batch",
+    "--allow-unknown-ops", "--solver", "--time-limit", "--workers", "--seed", "--requests", "-j", "--scheduler",
+    "--out", "--json",
+)  # fmt: skip
+
+
+def _listed(command: str) -> set[str]:
+    """The options ``wsealloc COMMAND --help`` lists (the first two words of a line: ``-j, --jobs``)."""
+    text = run(command, "--help").stdout
+    return {word.rstrip(",") for line in text.splitlines() for word in line.split()[:2] if word.startswith("-")}
+
+
+def test_frontier_offers_no_training_or_streaming_option() -> None:
+    """QA: frontier listed --train ... --stream-batch, always refused (with a hint at an --objective it does not
+    have); they are not its options now, so click names the unknown option, and every option it honours stays."""
+    listed = _listed("frontier")
+    assert not listed & set(TRAINING_OPTIONS)
+    assert set(HONOURED) | {"--context", "--wafers", "--place"} <= listed
+    for planner in ("solve", "compare", "sweep", "inspect"):  # the commands that train or stream keep the group
+        assert set(TRAINING_OPTIONS) <= _listed(planner), planner
+    base = ("frontier", str(DECODE), "--arch", "tiny", "--context", "64", "--wafers", "1", "--requests", "1")
+    for option in TRAINING_OPTIONS:
+        argv = (*base, option) if option == "--train" else (*base, option, "1")
+        result = run(*argv, "--time-limit", "5", "-j", "1")
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, option
+        assert result.stderr.startswith(f"wsealloc: error: No such option '{option}'."), option  # (click may suggest one)

@@ -199,14 +199,14 @@ def test_auto_and_two_wafers_plan_micro_batches_that_verify(tmp_path: Path) -> N
     assert verify_plan(tmp_path / "w.json").ok
 
 
-def test_stream_batch_keeps_a_pass_per_update_and_the_pipeline_still_micro_batches(tmp_path: Path) -> None:
+def test_stream_batch_keeps_a_pass_per_update_and_the_pipeline_refuses_it() -> None:
     streamed = ws.solve(
         TRANSFORMER, "tiny", train=True, train_batch=8, mode="streaming", stream_batch=4, place=False, sets=[BANDWIDTH]
     )
     assert streamed.plan.decision.batch == 4 and streamed.plan.decision.global_batch is None  # type: ignore[attr-defined]
-    piped = ws.solve(TRANSFORMER, "tiny", train=True, train_batch=8, stream_batch=4, place=False, output=tmp_path / "p.json")
-    assert piped.plan.decision.micro_batch is not None  # type: ignore[attr-defined]
-    assert verify_plan(tmp_path / "p.json").ok
+    # the layer pipeline has no streamed pass: --stream-batch there was dropped unsaid, now it is refused
+    with pytest.raises(UsageError, match="give --mode streaming or auto with it"):
+        ws.solve(TRANSFORMER, "tiny", train=True, train_batch=8, stream_batch=4, place=False)
 
 
 def test_the_search_stopped_by_the_time_limit_says_the_larger_sizes_are_not_proven() -> None:

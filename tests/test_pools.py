@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MODELS, run
+from test_frontier import HONOURED, TRAINING_OPTIONS, _listed
 
 from wsealloc.bench.pools import Pools, Workload, pools
 from wsealloc.request import build_request
@@ -91,3 +92,17 @@ def test_a_prompt_other_than_the_exports_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--cluster 1" in result.stderr
     result = run("pools", str(DECODE), str(PREFILL), "--cluster", "2", "--context", "20", *args)
     assert result.returncode == 2 and "--context" in result.stderr
+
+
+def test_pools_offers_no_training_or_streaming_option(tmp_path: Path) -> None:
+    """Both pools are plans of one token's time (--objective latency): the training and streaming options are
+    not pools' (click names them unknown, before any work); every option pools honours stays."""
+    listed = _listed("pools")
+    assert not listed & set(TRAINING_OPTIONS)
+    assert set(HONOURED) | {"--cluster", "--prompt", "--output", "--ttft", "--tpot"} <= listed
+    base = ("pools", str(DECODE), str(PREFILL), "--arch", "tiny", "--cluster", "2", "--output", "8", "--ttft", "1")
+    for option in TRAINING_OPTIONS:
+        argv = (*base, option) if option == "--train" else (*base, option, "1")
+        result = run(*argv, "--tpot", "1", "--out", str(tmp_path))
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, option
+        assert result.stderr.startswith(f"wsealloc: error: No such option '{option}'."), option  # (click may suggest one)

@@ -180,3 +180,93 @@ def test_sweep_allows_unknown_ops(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(args) == 2
     assert "--allow-unknown-ops" in capsys.readouterr().err
     assert main([*args, "--allow-unknown-ops", "--time-limit", "10", "-j", "1"]) == 0
+
+
+def _capture_run_all(cycles: Sequence[int | None], asked: list[Task]) -> Any:
+    """:func:`_fake_run_all` that also keeps the tasks (their requests: what each point was asked)."""
+    fake = _fake_run_all(cycles)
+
+    def run_all(tasks: list[Task], **kwargs: Any) -> list[BenchRow]:
+        asked.extend(tasks)
+        return fake(tasks, on_done=kwargs.get("on_done") or (lambda row: None))  # type: ignore[no-any-return]
+
+    return run_all
+
+
+def test_each_point_plans_on_its_own_cluster_wafers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: --set cluster.wafers=1,2,3,4 solved every point on one wafer (the base request's count). Each
+    point's request carries its arch's count now, on the command line and in Python; more wafers being a
+    better machine, a constructed table where 4 wafers do worse than 2 and 3 still warns."""
+    asked: list[Task] = []
+    monkeypatch.setattr(sweep_mod, "run_all", _capture_run_all([1000, 900, 900, 950], asked))
+    args = ["sweep", str(TRANSFORMER), "--arch", "tiny", "--set", "cluster.wafers=1,2,3,4", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert [t.request.wafers for t in asked] == [1, 2, 3, 4]
+    assert [t.request.machine.cluster.wafers for t in asked] == [1, 2, 3, 4]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "WARNING" in line]
+    assert warnings == [
+        f"wsealloc: WARNING: non-monotone: cluster.wafers=4 is a better machine than cluster.wafers={w} but gives "
+        "1,052,631.6 samples/s (950 cycles) vs 1,111,111.1 (900 cycles)"
+        for w in (2, 3)
+    ]
+    asked.clear()
+    result = wsealloc.sweep(TRANSFORMER, "tiny", ["cluster.wafers=1,2,3,4"], on_done=lambda row: None)
+    assert [t.request.wafers for t in asked] == [1, 2, 3, 4] and result.pairs == ((1, 3), (2, 3))
+
+
+def test_a_real_sweep_of_wafer_counts_gains_as_solve_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """QA's repro, two points: one wafer 2,745 cycles, two wafers 1,412, what ``solve --set cluster.wafers=2``
+    gives (its stages: 1,335 and 1,412 cycles); faster on the better machine, so no warning."""
+    args = ["sweep", str(TRANSFORMER), "--arch", "tiny", "--set", "cluster.wafers=1,2", "-j", "1", "--time-limit", "5"]
+    assert main([*args, "--out", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert [(p["cluster.wafers"], p["cycles"], p["status"]) for p in doc["points"]] == [
+        ("1", 2745, "OPTIMAL"),
+        ("2", 1412, "OPTIMAL"),
+    ]
+    assert doc["warnings"] == [] and "WARNING" not in captured.err
+    solved = wsealloc.solve(TRANSFORMER, "tiny", sets=["cluster.wafers=2"], wafers=None, place=False, time_limit=5)
+    assert solved.plan.objective.value == 1412
+
+
+def test_wafers_fixes_every_points_count_and_is_refused_beside_a_wafers_axis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--wafers`` (solve's option, same spelling and meaning) fixes every point's count; beside a
+    cluster.wafers axis it would make the axis moot, so it is refused, even ``--wafers 1`` on an arch of one
+    wafer (which the request alone cannot tell from the default). Not given, Python sweeps follow the base
+    arch's cluster.wafers like the command line (``sets=`` here)."""
+    from wsealloc.errors import UsageError
+    from wsealloc.request import build_request
+
+    asked: list[Task] = []
+    monkeypatch.setattr(sweep_mod, "run_all", _capture_run_all([1000, 900], asked))
+    base = ["sweep", str(TRANSFORMER), "--arch", "tiny", "--out", str(tmp_path)]
+    assert main([*base, "--set", "core.sram_bytes=24KiB,48KiB", "--wafers", "2"]) == 0
+    assert [t.request.wafers for t in asked] == [2, 2]
+    asked.clear()
+    assert main([*base, "--set", "core.sram_bytes=24KiB,48KiB", "--wafers", "auto"]) == 0
+    assert [t.request.wafers for t in asked] == ["auto", "auto"]
+    capsys.readouterr()
+    for wafers in ("1", "3", "auto"):
+        assert main([*base, "--set", "cluster.wafers=1,2", "--wafers", wafers]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"wsealloc: error: --wafers {wafers} fixes every point's wafer count, so the cluster.wafers axis would "
+            "change nothing: drop --wafers (each point then plans on its own cluster.wafers, as solve does without "
+            "--wafers)\n"
+        )
+    assert main([*base, "--set", "cluster.wafers=1,2", "--wafers", "٣"]) == 2  # ASCII digits only, as every option
+    assert "--wafers '٣': expected a number of wafers (1 to 1024) or 'auto'" in capsys.readouterr().err
+    assert main(["solve", str(TRANSFORMER), "--arch", "tiny", "--no-place", "--wafers", "٣"]) == 2  # (was 3 wafers)
+    assert "--wafers '٣': expected a number of wafers" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--wafers 2 fixes every point's wafer count"):
+        wsealloc.sweep(TRANSFORMER, "tiny", ["cluster.wafers=1,2"], wafers=2)
+    with pytest.raises(UsageError, match="--wafers 2 fixes every point's wafer count"):  # a request that fixed it
+        wsealloc.sweep(build_request(TRANSFORMER, "tiny", wafers=2), axes=["cluster.wafers=1,2"])
+    asked.clear()
+    wsealloc.sweep(TRANSFORMER, "tiny", ["core.sram_bytes=24KiB,48KiB"], sets=["cluster.wafers=3"], on_done=lambda r: None)
+    assert [t.request.wafers for t in asked] == [3, 3]

@@ -438,11 +438,25 @@ def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
         ({"mode": "streaming", "share": "auto", "objective": "latency", "sets": [BANDWIDTH]}, "use --objective throughput"),
         ({"mode": "sideways"}, "unknown mode 'sideways'"),
         ({"stream_batch": 8}, "give --mode streaming or auto with it"),
+        # training in the layer pipeline (the default mode) has no streamed pass either: refused alike, not dropped
+        ({"train": True, "stream_batch": 8}, "give --mode streaming or auto with it"),
+        ({"train": True, "train_batch": 8, "stream_batch": 4, "sets": [BANDWIDTH]}, "give --mode streaming or auto with it"),
+        ({"train": True, "stream_batch": 8, "wafers": 2}, "give --mode streaming or auto with it"),
     ],
 )
 def test_what_streaming_refuses(options: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]
+
+
+def test_stream_batch_with_pipelined_training_is_refused_on_the_command_line() -> None:
+    """QA's repro: ``--train --stream-batch 4`` in the default (pipelined) mode planned the layer pipeline
+    without it and exited 0; it is the inference refusal now, one line, exit 2."""
+    result = run("solve", str(TRANSFORMER), "--arch", "tiny", "--train", "--stream-batch", "4", "--no-place", "--time-limit", "5")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "wsealloc: error: --stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -483,14 +497,20 @@ def test_the_contests_conv_is_its_own_training_kernel(model: str, tmp_path: Path
 def test_compare_puts_the_layer_pipeline_and_streaming_side_by_side() -> None:
     from wsealloc.report.compare import compare
 
-    c = compare(TRANSFORMER, "tiny", train=True, place=False, stream_batch=4, sets=[BANDWIDTH])
+    # --stream-batch sizes the streamed row under --mode auto (pipelined alone it is refused: no streamed pass)
+    c = compare(TRANSFORMER, "tiny", train=True, place=False, mode="auto", stream_batch=4, sets=[BANDWIDTH])
     names = [r.name for r in c.rows]
     assert names[-1] == "weight streaming (4 sample(s) per pass)"
+    assert c.rows[1].bottleneck_cycles == ws.solve(TRANSFORMER, "tiny", train=True, place=False).plan.objective.value
     streamed = ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
     assert c.rows[-1].bottleneck_cycles == streamed.plan.objective.value
     back = compare(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=4, sets=[BANDWIDTH])
     piped = ws.solve(TRANSFORMER, "tiny", train=True, place=False).plan.objective.value
     assert back.rows[-1].name == "layer pipeline (--mode pipelined)" and back.rows[-1].bottleneck_cycles == piped
+    # inference too: the pipeline's row is planned without the streamed pass's --stream-batch (it refuses one)
+    served = compare(TRANSFORMER, "tiny", mode="streaming", stream_batch=4, place=False, sets=[BANDWIDTH])
+    alone = ws.solve(TRANSFORMER, "tiny", place=False).plan.objective.value
+    assert served.rows[-1].name == "layer pipeline (--mode pipelined)" and served.rows[-1].bottleneck_cycles == alone
     plain = compare(TRANSFORMER, "tiny", place=False)  # inference, pipelined: no second mode
     assert not any("streaming" in r.name or "pipeline" in r.name for r in plain.rows)
 

@@ -213,6 +213,10 @@ class SolveRequest(_Frozen):
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
         if self.generation is not None:
             self._one_generation(self.generation)
+        if self.stream_batch is not None and self.mode is Mode.PIPELINED:
+            # one rule for inference and training alike: only a streamed pass (--mode streaming, or auto when it
+            # streams) has a batch of its own; a layer pipeline would plan without it and drop it unsaid
+            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         from wsealloc.strategy.registry import refuse  # (the strategies, with the solvers they run, load on first use)
 
         refuse(self)  # what the way of running it asks for cannot plan

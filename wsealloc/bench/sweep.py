@@ -5,7 +5,11 @@ memories giving fewer load cycles).
 
 Besides arch fields, two request fields can be swept (``REQUEST_AXES``): ``context`` (an LLM decode
 export's past length, ``--context``; a longer context is more work) and ``grid`` (``--grid RxC``, a
-square as ``R``; no direction: a larger grid is not a better machine for decode)."""
+square as ``R``; no direction: a larger grid is not a better machine for decode).
+
+Each point plans on its own arch's ``cluster.wafers`` (as ``solve`` does without ``--wafers``), so
+sweeping that field sweeps the wafer count; ``--wafers N|auto`` (``wafers=``) fixes the count of every
+point instead, and is refused beside a ``cluster.wafers`` axis, which it would make moot."""
 
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ WORSE_WHEN_LARGER = frozenset(
 UNORDERED = frozenset({"wafer.defects.seed", "grid"})
 # Request fields a sweep can span (the rest are arch fields)
 REQUEST_AXES = frozenset({"context", "grid"})
+# The arch field that is also the request's wafer count when --wafers is not given (more wafers: a better machine)
+WAFERS_FIELD = "cluster.wafers"
 WORSE_WHEN_LARGER = WORSE_WHEN_LARGER | {"context"}
 
 
@@ -251,10 +257,29 @@ class Sweep:
         return buf.getvalue()
 
 
+def sweeps_wafers(axes: Sequence[Axis]) -> bool:
+    """Whether ``axes`` span ``cluster.wafers`` (then every point plans on its own count)."""
+    return any(a.field == WAFERS_FIELD for a in axes)
+
+
+def refuse_fixed_wafers(axes: Sequence[Axis], wafers: object) -> None:
+    """A wafer count the user fixed (``--wafers``, ``wafers=``) beside a ``cluster.wafers`` axis is refused:
+    every point would plan on the fixed count, and the axis would change nothing."""
+    if sweeps_wafers(axes):
+        raise UsageError(
+            f"--wafers {wafers} fixes every point's wafer count, so the {WAFERS_FIELD} axis would change nothing: "
+            f"drop --wafers (each point then plans on its own {WAFERS_FIELD}, as solve does without --wafers)"
+        )
+
+
 def _point_request(base: SolveRequest, axes: Sequence[Axis], point: tuple[int, ...]) -> SolveRequest:
-    """The base request with one point's arch overrides and request fields (context, grid)."""
+    """The base request with one point's arch overrides and request fields (context, grid); swept wafer
+    counts become the point's ``wafers`` (the base runs on its own arch's count: :func:`sweep` checked)."""
     sets = [s for a, s in zip(axes, point_sets(axes, point), strict=True) if a.field not in REQUEST_AXES]
-    update: dict[str, Any] = {"arch": load_arch(base.machine, sets)}
+    machine = load_arch(base.machine, sets)
+    update: dict[str, Any] = {"arch": machine}
+    if sweeps_wafers(axes):
+        update["wafers"] = machine.cluster.wafers
     for axis, i in zip(axes, point, strict=True):
         if axis.field == "context":
             source = base.onnx_model
@@ -278,14 +303,20 @@ def sweep(
     """Solve ``model`` on every point of the grid spanned by ``axes`` (``"field=v1,v2,..."`` each, or
     parsed ones) over the base ``arch``, locally with ``jobs`` worker processes or on the Dask cluster
     at ``scheduler``. ``model`` is a request (the base machine is its arch) or the arguments of
-    :func:`wsealloc.request.build_request` (allocation only unless ``place=True``)."""
+    :func:`wsealloc.request.build_request` (allocation only unless ``place=True``; on each point's
+    ``cluster.wafers`` unless ``wafers=`` fixes the count, as the command line's ``--wafers``)."""
     parsed = [a for a in axes if isinstance(a, Axis)] or parse_axes([str(a) for a in axes])
     if not isinstance(model, SolveRequest):
         options.setdefault("place", False)  # a sweep compares allocations unless asked to place
+        if options.get("wafers") is not None:
+            refuse_fixed_wafers(parsed, options["wafers"])
+        options["wafers"] = options.get("wafers")  # None: the arch's cluster.wafers (the command line's default)
     base = build_request(model, arch, **options)
+    source = base.onnx_model  # (a .kgraph instance is refused here)
+    if base.wafers != base.machine.cluster.wafers:  # a request that fixed another count than its arch's
+        refuse_fixed_wafers(parsed, base.wafers)
     points = grid(parsed)
     # a point's machine: the base arch with the point's overrides (validated once per point)
-    source = base.onnx_model
     requests = [_point_request(base, parsed, p) for p in points]
     if isinstance(source, OnnxSource) and not source.onnx_path().exists():
         raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")

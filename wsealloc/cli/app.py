@@ -27,7 +27,7 @@ from rich.console import Console
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.budget import StopHook
-from wsealloc.cli.options import ASCII_FLOAT, debug_option, model_options, solver_options, with_request
+from wsealloc.cli.options import ASCII_FLOAT, debug_option, model_options, solver_options, wafers_option, with_request
 from wsealloc.errors import InputShapeError, Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
 from wsealloc.frontend.kgraph import looks_like_kgraph
 from wsealloc.frontend.sources import KgraphSource, as_kgraph
@@ -137,12 +137,7 @@ def _inspect_contest(source: KgraphSource, as_json: bool, kernel_name: str | Non
     "the score is minimized within it [default: the score alone].",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Report progress on stderr.")
-@click.option(
-    "--wafers",
-    default=None,
-    callback=lambda ctx, param, value: int(value) if value is not None and value.strip().isdigit() else value,
-    help="Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's).",
-)
+@wafers_option("Pipeline over N wafers, or 'auto' for the fewest that fit (default: the arch's cluster.wafers).")
 @with_request
 def solve(
     request: SolveRequest,

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,10 +22,11 @@ from wsealloc.cli.options import (
     ASCII_FLOAT,
     ASCII_INT,
     debug_option,
-    model_options,
     objective_sweep_options,
+    serving_model_options,
     solver_settings_options,
     sweep_model_options,
+    wafers_option,
     with_request,
 )
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
@@ -169,6 +171,10 @@ def bench(
 )
 @solver_settings_options("Seconds for each point's whole solve.")
 @objective_sweep_options
+@wafers_option(
+    "Pipeline every point over N wafers, or 'auto' for the fewest that fit (default: each point's cluster.wafers, "
+    "so --set cluster.wafers=1,2,4 sweeps the wafer count)."
+)
 @click.option("--place", is_flag=True, help="Place every point too (slower; the result then includes communication).")
 @_runner_options(os.cpu_count() or 1)
 @click.option(
@@ -193,12 +199,15 @@ def sweep(
     as_json: bool,
 ) -> None:
     """Solve MODEL on the grid of --set values and warn where a strictly better machine does worse."""
-    from wsealloc.bench.sweep import grid, parse_axes
+    from wsealloc.bench.sweep import grid, parse_axes, refuse_fixed_wafers
     from wsealloc.bench.sweep import sweep as run_sweep
     from wsealloc.plan.io import write_atomic
     from wsealloc.request import check_outputs
 
     parsed = parse_axes(axes)  # bad values fail before anything is written or solved
+    if click.get_current_context().get_parameter_source("wafers") is ParameterSource.COMMANDLINE:
+        # (the request cannot tell "--wafers 1" from the default on an arch of one wafer: the command line can)
+        refuse_fixed_wafers(parsed, request.wafers)
     arch_name = "wse2" if arch is None else arch
     stem = f"sweep-{Path(model).stem}-{Path(arch_name).stem}"
     plot_file = Path(plot_path) if plot_path is not None else Path(out_dir) / f"{stem}.png"
@@ -253,7 +262,7 @@ def _counts(text: str, option: str) -> list[int]:
 
 
 @click.command()
-@model_options
+@serving_model_options
 @solver_settings_options("Seconds for each point's whole solve.")
 @click.option(
     "--wafers", "wafer_counts", default="1", show_default=True, metavar="W1,W2,...", help="Wafer counts (one line each)."
@@ -334,7 +343,7 @@ def frontier(
 
 
 @click.command()
-@model_options
+@serving_model_options
 @click.argument("prefill", metavar="PREFILL.onnx", type=click.Path(dir_okay=False))
 @solver_settings_options("Seconds for each plan's whole solve.")
 @click.option("--cluster", "cluster", required=True, type=int, metavar="W", help="Wafers in the cluster (at least 2).")

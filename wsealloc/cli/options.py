@@ -1,7 +1,8 @@
 """Click options shared by the commands, and the one place the command line becomes a request.
 
 ``model_options`` (model, ``--arch``, ``--set``, ``--dim``, ``--input-shape``, ``--cost-model``, ``--no-fuse``,
-``--allow-unknown-ops``) and ``solver_options`` (``--solver``, ``--time-limit``, ``--workers``,
+``--allow-unknown-ops``, and the training and streaming group; ``serving_model_options`` without that
+group, for commands that plan only one token's time) and ``solver_options`` (``--solver``, ``--time-limit``, ``--workers``,
 ``--seed``, ``--no-place``) are spelled here once; :func:`with_request` turns them into a validated
 :class:`~wsealloc.request.SolveRequest` before the command runs, so a command function receives
 ``request`` (and the raw ``model``/``arch`` text, for the output-path guard) instead of a dozen
@@ -97,7 +98,7 @@ def _set_option(fn: F) -> F:
 
 def _costing_options(fn: F) -> F:
     """How a model becomes costed kernels: ``--dim``, ``--input-shape``, ``--cost-model``, ``--no-fuse``,
-    ``--allow-unknown-ops``."""
+    ``--context``, ``--batch``, ``--allow-unknown-ops``."""
     return _apply(
         fn,
         [
@@ -117,6 +118,39 @@ def _costing_options(fn: F) -> F:
                 help="standard (wsealloc's tiled model), seed (the notebook's estimates) or ispd2020 (Conv kernels by the "
                 "ISPD-2020 contest's conv formula, Cerebras' published model; other kernels standard).",
             ),
+            click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
+            click.option(
+                "--context",
+                type=ASCII_INT,
+                default=None,
+                metavar="S",
+                help="An LLM decode export's past length: binds its KV-cache inputs' past dim (tokens already decoded).",
+            ),
+            click.option(
+                "--batch",
+                type=ASCII_INT,
+                default=None,
+                metavar="B",
+                help="Requests decoded together: binds an LLM export's batch dim (tokens and KV caches).",
+            ),
+            click.option(
+                "--allow-unknown-ops",
+                is_flag=True,
+                help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
+            ),
+        ],
+    )
+
+
+def _training_options(fn: F) -> F:
+    """How the model runs when it trains or streams its weights: ``--train`` with ``--optimizer``,
+    ``--train-batch``, ``--micro-batch``, ``--recompute``, ``--attention``, ``--checkpoints``,
+    ``--recompute-segment``, and ``--mode`` with ``--stream-batch``. A group of its own so that commands
+    that plan only one token's time (``frontier``, ``pools``: --objective latency, which neither training
+    nor weight streaming plans) do not offer options they would always refuse."""
+    return _apply(
+        fn,
+        [
             click.option(
                 "--train",
                 is_flag=True,
@@ -182,35 +216,25 @@ def _costing_options(fn: F) -> F:
                 "--stream-batch",
                 default=None,
                 type=ASCII_INT,
-                help="Samples per streamed pass (default: --train-batch when training, else 1).",
-            ),
-            click.option("--no-fuse", is_flag=True, help="One kernel per ONNX node (no epilogue/layout fusion)."),
-            click.option(
-                "--context",
-                type=ASCII_INT,
-                default=None,
-                metavar="S",
-                help="An LLM decode export's past length: binds its KV-cache inputs' past dim (tokens already decoded).",
-            ),
-            click.option(
-                "--batch",
-                type=ASCII_INT,
-                default=None,
-                metavar="B",
-                help="Requests decoded together: binds an LLM export's batch dim (tokens and KV caches).",
-            ),
-            click.option(
-                "--allow-unknown-ops",
-                is_flag=True,
-                help="Cost ops the model does not know as 1 vector op per output element (with a warning).",
+                help="With --mode streaming or auto: samples per streamed pass (default: --train-batch when training, else 1).",
             ),
         ],
     )
 
 
 def model_options(fn: F) -> F:
-    """Options of every command that reads a model."""
+    """Options of every command that reads a model and may train or stream it (``solve``, ``inspect``,
+    ``compare``)."""
     arch = _arch_option("[default: wse2; for a .kgraph instance: its header, which --arch and --set override].")
+    return _apply(fn, [_model_argument, arch, _set_option, _costing_options, _training_options, debug_option])
+
+
+def serving_model_options(fn: F) -> F:
+    """The model options of ``frontier`` and ``pools``: as :func:`model_options` without the training and
+    streaming group. Every plan they make is one token's time of an LLM export (``--objective latency``),
+    which neither trains nor streams weights: offered, those options could only be refused (and the refusal
+    named an ``--objective`` these commands do not have); left out, click says "No such option"."""
+    arch = _arch_option("[default: wse2].")
     return _apply(fn, [_model_argument, arch, _set_option, _costing_options, debug_option])
 
 
@@ -218,7 +242,20 @@ def sweep_model_options(fn: F) -> F:
     """The model options of ``sweep``: as :func:`model_options` but without ``--set``, which a sweep
     spells as its axes (``FIELD=V1,V2,...``)."""
     arch = _arch_option("[default: wse2]: the base machine whose --set fields are swept.")
-    return _apply(fn, [_model_argument, arch, _costing_options, debug_option])
+    return _apply(fn, [_model_argument, arch, _costing_options, _training_options, debug_option])
+
+
+def _wafers_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    """``--wafers 3`` as the number 3; ``auto`` (and anything else) as given, for the request to validate
+    and name (ASCII digits only: ``str.isdigit`` would read ``٣`` as 3, which no plan writes back as typed)."""
+    text = value.strip() if value is not None else None
+    return int(text) if text is not None and text.isascii() and text.isdigit() else value
+
+
+def wafers_option(help_text: str) -> Callable[[F], F]:
+    """``--wafers N|auto`` (``solve``, ``sweep``): at most N wafers, or the fewest that fit; not given (None),
+    the arch's ``cluster.wafers`` (``build_request`` resolves it)."""
+    return click.option("--wafers", default=None, metavar="N|auto", callback=_wafers_value, help=help_text)
 
 
 def time_limit_option(help_text: str) -> Callable[[F], F]:

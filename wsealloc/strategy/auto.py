@@ -92,8 +92,8 @@ class AutoMode(Strategy):
         return (PIPELINE if decision.strategy == PIPELINE.name else STREAMING).admits(request, decision, costs)
 
     def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
-        if decision.strategy == STREAMING.name:
-            return [("layer pipeline (--mode pipelined)", {"mode": "pipelined"})]
+        if decision.strategy == STREAMING.name:  # (the pipeline has no streamed pass: --stream-batch dropped, as streaming's)
+            return [("layer pipeline (--mode pipelined)", {"mode": "pipelined", "stream_batch": None})]
         return [(streamed_label(request), {"mode": "streaming"})]
 
 

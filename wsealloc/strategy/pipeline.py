@@ -375,8 +375,6 @@ class LayerPipeline(Strategy):
         if request.cost.train is not None and request.objective is not ObjectiveKind.THROUGHPUT:
             raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
         refuse_seed_training(request)
-        if request.stream_batch is not None and request.cost.train is None:  # (training: compare's streamed row reads it)
-            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         refuse_micro_batch(request)
         refuse_streamed_forms(request)
         if request.micro_batching and request.micro_batch is None and request.wafer_count is None:

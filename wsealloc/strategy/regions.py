@@ -175,8 +175,6 @@ def refuse_regions(request: SolveRequest) -> None:
             raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
         raise ValueError("--train keeps each kernel's forward, backward and update on its own rectangle: use --share none")
     refuse_seed_training(request)
-    if request.stream_batch is not None:
-        raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
 
 
 class RegionsLowering(Strategy):

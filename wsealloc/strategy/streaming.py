@@ -258,7 +258,8 @@ class WeightStreaming(Strategy):
         return f"{kept} {sram.state:,}, streamed weights and activations passing {sram.buffers:,}"
 
     def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
-        return [("layer pipeline (--mode pipelined)", {"mode": "pipelined"})]
+        # --stream-batch sizes a streamed pass; the layer pipeline has none and refuses it, so its row drops it
+        return [("layer pipeline (--mode pipelined)", {"mode": "pipelined", "stream_batch": None})]
 
 
 def _recompute_mode(costs: CostTable) -> str:

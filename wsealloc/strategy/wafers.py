@@ -231,8 +231,6 @@ class LatencyOverWafers(Strategy):
             raise ValueError("--grid fixes regions on one wafer: drop --wafers, or use --share auto to choose them per wafer")
         if request.cost.train is not None:
             raise ValueError("--train plans training samples per second in the layer pipeline: use --objective throughput")
-        if request.stream_batch is not None:
-            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         if request.constraints is not None and request.constraints.rules:
             raise ValueError(
                 "--constraints with --objective latency over several wafers are not planned yet: plan one wafer, "
