@@ -827,6 +827,12 @@ def test_the_documented_example_selects_kernels_of_gpt2() -> None:
     picked = members(rules, [kc.kernel for kc in costs.kernels])
     for rule, chosen in zip(rules.rules, picked, strict=True):
         assert rule.kind == "keep-out" or chosen, rule.text()
+    # ... and the rules hold together over two wafers, as the text after it says (the example's MatMul
+    # bounds left the attention's MatMuls no op model, and its corner lay in its own keep-out)
+    from wsealloc.opmodels.constrain import apply
+    from wsealloc.solvers.conflicts import infeasibility
+
+    assert infeasibility(apply(costs, rules), 2) is None
 
 
 def test_the_readme_example_prices_the_hand_tuned_grid(tmp_path: Path) -> None:
