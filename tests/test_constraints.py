@@ -457,6 +457,12 @@ CONFLICTS = [
         ["c.yaml line 1", "line 3", "line 5", "line 7", "line 11"],
         "14 rows between them that no grid the pinned members may take covers, and its free members (l0.ln1) span at most 4 rows",
     ),
+    (  # 13. a touch group kept in areas that never meet (a placement failure naming no rule before)
+        "- place: l0.fc1\n  within: {rows: [0, 3]}\n- grid: embed\n  cores: [1, 4]\n- place: l0.fc2\n  within: {rows: [10, 15]}\n"
+        "- together: [l0.fc1, l0.fc2]\n  how: touch\n",
+        ["c.yaml line 1", "line 5", "line 7"],
+        "where they may lie never meets",
+    ),
 ]
 
 
@@ -472,6 +478,33 @@ def test_conflicts_name_a_small_subset_by_line(tmp_path: Path, text: str, lines:
     named = len(re.findall(r"\bline \d", message))
     assert named == len(lines), message  # nothing beyond the conflicting rules (the unrelated ones are not named)
     assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("sets", "text", "lines"),
+    [
+        (["wafer.defects.cores=[[5,5]]"], "- grid: embed\n  cores: [1, 4]\n- place: l0.fc1\n  at: [5, 5]\n", ["c.yaml line 3"]),
+        (  # 8-row dies: a 4 x 4 grid from row 6 crosses one, which the arch forbids
+            ["wafer.die_boundary=forbid"],
+            "- place: l0.fc1\n  at: [6, 0]\n- grid: embed\n  cores: [1, 4]\n- grid: l0.fc1\n  shape: 4x4\n",
+            ["c.yaml line 1", "line 5"],
+        ),
+    ],
+    ids=["defective-corner", "die-crossing"],
+)
+def test_a_corner_whose_rectangles_the_wafer_forbids_is_a_conflict(
+    tmp_path: Path, sets: list[str], text: str, lines: list[str]
+) -> None:
+    """A fixed corner's rectangle must miss the defective cores and the die boundaries the arch
+    forbids, as it misses keep-outs: else a conflict naming the rules (it was a placement failure that
+    blamed "too little room" and named none)."""
+    with pytest.raises(ConflictError) as info:
+        ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), place=False, sets=sets)
+    message = str(info.value)
+    assert "leave l0.fc1 no legal op model" in message and info.value.exit_code == 3, message
+    for line in lines:
+        assert line in message, message
+    assert len(re.findall(r"\bline \d", message)) == len(lines), message
 
 
 def test_the_corner_pairs_tested_at_once_are_the_pairs_tested_one_by_one() -> None:
@@ -883,3 +916,15 @@ def test_kernels_new_to_an_old_plan_or_gone_from_the_model_are_changes(placed_pl
     grid, at = f"{first.grid[0]}x{first.grid[1]}", list(first.placement or ())
     assert moved(fewer, plan) == [f"{first.name}: new to the old plan, grid {grid} at {at}"]
     assert moved(plan, fewer) == [f"{first.name}: in the old plan, not in this model"]
+
+
+def test_a_layout_the_rules_leave_none_of_names_what_they_fix(tmp_path: Path) -> None:
+    """An allocation-only plan's grids pinned (--from-plan): 383 of the 384 cores on fixed grids, which
+    no layout packs. The placement's error counts what the rules fix (it blamed defects and the die
+    rule only, with neither on the wafer)."""
+    from wsealloc.errors import NoLayoutError
+    from wsealloc.plan.pins import constraints_from_plan
+
+    ws.solve(TRANSFORMER, "tiny", place=False, output=tmp_path / "np.json")
+    with pytest.raises(NoLayoutError, match=r"the rules of .*np.json fix 21 kernel\(s\) on one grid each \(3\d\d of 384 cores\)"):
+        ws.solve(TRANSFORMER, "tiny", constraints=constraints_from_plan(tmp_path / "np.json"), time_limit=5)

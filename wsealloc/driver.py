@@ -283,7 +283,8 @@ def _placed(
         message = "no layout" if placement is None else placement.message
         raise NoLayoutError(
             f"{costs.kgraph.ops.source}: no placement fits {costs.arch.name} even after giving back cores "
-            f"({message}){_touch_groups_named(costs)}; reduce defects, allow die crossings, or plan with --no-place"
+            f"({message}){_touch_groups_named(costs) or _rules_named(costs)}; reduce defects, allow die crossings, "
+            "or plan with --no-place"
         )
     say(f"placement: {placement.solver} {placement.status.value}, bottleneck {placement.objective:,} cycles")
     # the plan's wall time counts the whole placement phase, not only the search's own: a search that
@@ -369,6 +370,26 @@ def start_layout(
     refit = f"; {len(names)} kernel(s) fitted anew: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}" if names else ""
     say(f"placement: starting from the layout of {start.source} ({pproblem.layout_time(stage, comm):,} cycles{refit})")
     return placed
+
+
+def _rules_named(costs: CostTable) -> str:
+    """What the user's rules fix of the layout, for a placement that found none: the grids they leave
+    a kernel one shape of (and the share of the cores those take), the corners, the areas and the
+    keep-outs, with their source, so the message points at the rules before the wafer (a re-solve
+    ``--from-plan`` of an allocation-only plan fixes every grid: 383 of 384 cores to pack)."""
+    applied = costs.applied
+    if applied is None or not applied.constraints.rules:
+        return ""
+    fixed = [kc for kc in costs.kernels if len(kc.frontier) == 1 and kc.table.rule is not None and (kc.table.rule > 0).any()]
+    parts = []
+    if fixed:
+        cores = sum(int(kc.frontier.cores[0]) for kc in fixed)
+        parts.append(f"{len(fixed)} kernel(s) on one grid each ({cores:,} of {costs.total_cores:,} cores)")
+    parts += [f"{n} {what}" for n, what in ((len(applied.pins), "corner(s)"), (len(applied.fences), "area(s)")) if n]
+    parts += [f"{len(applied.keep_out)} keep-out(s)"] if applied.keep_out else []
+    if not parts:
+        return ""
+    return f"; the rules of {applied.constraints.source} fix {', '.join(parts)}: relax them"
 
 
 def _touch_groups_named(costs: CostTable) -> str:

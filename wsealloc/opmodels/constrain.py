@@ -10,7 +10,8 @@ tables, ``verify`` judges each grid on the table it rebuilds. Per op model, firs
 
 * keep-outs: the rectangle must fit somewhere on the wafer clear of every keep-out area;
 * ``grid``: shape, rows, cols, cores, dataflow;
-* ``place at``: the rectangle from its corner lies on the wafer, clear of keep-outs;
+* ``place at``: the rectangle from its corner lies on the wafer, clear of keep-outs, of defective cores
+  and (``die_boundary: forbid``) of die boundaries;
 * ``place within``: it fits inside the area (all its areas intersected), clear of keep-outs.
 
 Kernels a ``grid`` or ``place`` rule names get their own class (signature): identical layers stay
@@ -21,10 +22,13 @@ and solver layers.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from wsealloc.arch import Arch
+from wsealloc.arch.defects import defect_mask
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints.geometry import Box, fits_at, fits_within, union_cores
 from wsealloc.constraints.schema import Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together, TogetherHow
 from wsealloc.constraints.select import members as rule_members
@@ -116,8 +120,45 @@ def resolve(costs: CostTable, constraints: Constraints) -> Applied:
     )
 
 
-def _excluded(table: OpModelTable, rule: GridRule | PlaceRule, applied: Applied, name: str, wafer: tuple[int, int]) -> np.ndarray:
-    """Op models of a kernel that ``rule`` forbids."""
+@dataclass(frozen=True)
+class _Wafer:
+    """What a rectangle at a fixed corner must also miss: the wafer's size, its defective cores (as a
+    2D prefix sum: the cores of any rectangle in O(1)) and, where the arch forbids crossing them, the
+    die boundaries."""
+
+    rows: int
+    cols: int
+    defects: np.ndarray | None  # [rows + 1, cols + 1] prefix sum of the defect mask; None: no defects
+    die: tuple[int, int] | None  # (die rows, die cols) when crossing is forbidden
+
+    @staticmethod
+    def of(arch: Arch) -> _Wafer:
+        d = arch.wafer.defects
+        mask = defect_mask(arch.rows, arch.cols, d.cores, d.rate, d.seed) if (d.cores or d.rate > 0) else None
+        prefix = None
+        if mask is not None and mask.any():
+            prefix = np.zeros((arch.rows + 1, arch.cols + 1), dtype=np.int64)
+            prefix[1:, 1:] = mask.cumsum(0).cumsum(1)
+        forbid = arch.wafer.die_boundary is DieBoundary.FORBID
+        return _Wafer(arch.rows, arch.cols, prefix, (arch.wafer.die_cores.rows, arch.wafer.die_cores.cols) if forbid else None)
+
+    def blocked_at(self, r: np.ndarray, c: np.ndarray, at: tuple[int, int]) -> np.ndarray:
+        """Per shape, whether the rectangle from corner ``at`` covers a defective core or crosses a die
+        boundary the arch forbids (shapes past the wafer's edge: judged by ``fits_at``)."""
+        y, x = at
+        bad = np.zeros(r.size, dtype=bool)
+        if self.defects is not None:
+            y1, x1 = np.minimum(y + r, self.rows), np.minimum(x + c, self.cols)
+            p = self.defects
+            bad |= (p[y1, x1] - p[y, x1] - p[y1, x] + p[y, x]) > 0
+        if self.die is not None:
+            dr, dc = self.die
+            bad |= ((y + r - 1) // dr != y // dr) | ((x + c - 1) // dc != x // dc)
+        return bad
+
+
+def _excluded(table: OpModelTable, rule: GridRule | PlaceRule, applied: Applied, name: str, wafer: _Wafer | None) -> np.ndarray:
+    """Op models of a kernel that ``rule`` forbids (``wafer``: given whenever a rule fixes a corner)."""
     r, c = table.r, table.c
     if isinstance(rule, GridRule):
         bad = np.zeros(r.size, dtype=bool)
@@ -130,7 +171,11 @@ def _excluded(table: OpModelTable, rule: GridRule | PlaceRule, applied: Applied,
             bad |= table.dataflow != DATAFLOW_CODES.index(rule.dataflow)
         return bad
     if rule.at is not None:
-        bad = ~fits_at(r, c, rule.at, wafer, applied.obstacles)
+        assert wafer is not None  # (``apply`` makes it when a corner is fixed)
+        # from its corner the rectangle is known: it must miss the keep-outs, the defective cores and (where
+        # forbidden) the die boundaries, else no layout holds it there (a pin on a defective core was a
+        # placement failure naming no rule)
+        bad = ~fits_at(r, c, rule.at, (wafer.rows, wafer.cols), applied.obstacles) | wafer.blocked_at(r, c, rule.at)
         fence = applied.fence_of(name)
         if fence is not None:  # from its corner, the rectangle must also stay inside its area
             fy, fx, fr, fc = fence[1]
@@ -152,6 +197,7 @@ def apply(costs: CostTable, constraints: Constraints) -> CostTable:
     constraints = applied.constraints  # (without an old plan's rules for kernels the model lost: ``select.present``)
     arch = costs.arch
     wafer = (arch.rows, arch.cols)
+    corners = _Wafer.of(arch) if applied.pins else None  # (what a fixed corner's rectangle must miss)
     specific: dict[str, list[int]] = {}
     for index, (rule, names) in enumerate(zip(constraints.rules, applied.members, strict=True)):
         if isinstance(rule, (GridRule, PlaceRule)):
@@ -184,7 +230,7 @@ def apply(costs: CostTable, constraints: Constraints) -> CostTable:
             for index in rules:
                 rule = constraints.rules[index]
                 assert isinstance(rule, (GridRule, PlaceRule))
-                checks.append((index + 1, _excluded(table, rule, applied, kc.kernel.name, wafer)))
+                checks.append((index + 1, _excluded(table, rule, applied, kc.kernel.name, corners)))
             for which, bad in checks:  # the first rule a model breaks names it
                 number[(number == 0) & bad] = which
             reason[legal & (number > 0)] = Reason.CONSTRAINED

@@ -25,6 +25,7 @@ from functools import cached_property
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.defects import defect_mask  # (re-exported: the placement, the bounds and verify read it here)
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.constraints.geometry import Box, connected
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs, die_crossings
@@ -287,17 +288,6 @@ class PlacementProblem:
     def shape_table_rows(self) -> int:
         """Rows of the tallest rectangle any shape table holds."""
         return int(max(int(s.heights[-1]) for s in self.shapes))
-
-
-def defect_mask(rows: int, cols: int, cores: tuple[tuple[int, int], ...], rate: float, seed: int) -> np.ndarray:
-    """Defective cores of the wafer: the listed ones plus a seeded random share ``rate``."""
-    mask = np.zeros((rows, cols), dtype=bool)
-    for r, c in cores:
-        if 0 <= r < rows and 0 <= c < cols:
-            mask[r, c] = True
-    if rate > 0:
-        mask |= np.random.default_rng(seed).random((rows, cols)) < rate
-    return mask
 
 
 def mesh_params(a: Arch) -> MeshParams:

@@ -8,7 +8,7 @@ rules give, strongest cause first:
    corner (or both kernels' allowed rectangles overlap whatever they choose); a group to keep side by
    side whose members are all pinned where no grids they may take make their rectangles touch, or
    whose pinned members leave more rows (or columns) between them than the tallest (widest) allowed
-   grids of its members could cover;
+   grids of its members could cover, or whose members' areas (and corners) never meet;
 3. the kernels kept within an area need more cores than the area has free;
 4. the kernels need more cores on their smallest allowed op models than the wafers have, keep-outs
    subtracted (one wafer: a sum; several: the exact stage cut with the cut rules, ``solvers.stages``).
@@ -236,6 +236,61 @@ def _touch_unreachable(costs: CostTable, group: tuple[str, ...]) -> str | None:
     return None
 
 
+def _touch_areas(costs: CostTable, group: tuple[str, ...]) -> str | None:
+    """A ``together: touch`` group whose members' places cannot meet (None: they may). Each member lies
+    in a box: its ``within`` area, or from a fixed corner as far as its largest allowed grid reaches,
+    else the whole wafer. Two rectangles inside two boxes can lie side by side only where the boxes
+    overlap or share an edge (rows in common and columns adjacent, or the other way round), so when
+    the boxes that can meet leave the group in pieces, no layout joins it."""
+    applied = costs.applied
+    assert applied is not None
+    index = {kc.kernel.name: i for i, kc in enumerate(costs.kernels)}
+    members = [n for n in group if n in index]
+    corners = {name: at for name, _, at in applied.pins}
+    arch = costs.arch
+
+    def box(name: str) -> tuple[int, int, int, int]:  # (row, col, rows, cols)
+        fence = applied.fence_of(name)
+        area = fence[1] if fence is not None else (0, 0, arch.rows, arch.cols)
+        if name not in corners:
+            return area
+        table = costs.kernels[index[name]].table
+        legal = table.legal()
+        y, x = corners[name]
+        return (y, x, int(table.r[legal].max(initial=1)), int(table.c[legal].max(initial=1)))
+
+    boxes = {n: box(n) for n in members}
+
+    def meet(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+        rows = a[0] < b[0] + b[2] and b[0] < a[0] + a[2]
+        cols = a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+        rows_near = a[0] <= b[0] + b[2] and b[0] <= a[0] + a[2]  # overlapping or sharing an edge
+        cols_near = a[1] <= b[1] + b[3] and b[1] <= a[1] + a[3]
+        return (rows and cols_near) or (cols and rows_near)
+
+    if len(members) < 2 or all(boxes[n] == (0, 0, arch.rows, arch.cols) for n in members):
+        return None
+    seen, todo = {members[0]}, [members[0]]
+    while todo:
+        a = todo.pop()
+        for b in members:
+            if b not in seen and meet(boxes[a], boxes[b]):
+                seen.add(b)
+                todo.append(b)
+    if len(seen) == len(members):
+        return None
+    alone = next(n for n in members if n not in seen)
+
+    def where(name: str) -> str:
+        y, x, r, c = boxes[name]
+        return f"rows {y}-{y + r - 1}, cols {x}-{x + c - 1}"
+
+    return (
+        f"keep {alone} ({where(alone)}) and {members[0]} ({where(members[0])}) in one group side by side: "
+        "where they may lie never meets"
+    )
+
+
 def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) -> Infeasible | None:
     """What the rules applied to ``costs`` leave impossible on ``wafers`` wafers (None: auto), or None.
     ``shared``: kernels share regions of cores in time (``--share``), so their cores do not add up
@@ -260,7 +315,7 @@ def infeasibility(costs: CostTable, wafers: int | None, shared: bool = False) ->
                 return Infeasible(found + cut)
     # 2b. a group to keep side by side whose corners are all fixed too far apart
     for _, group in applied.touch_groups if applied is not None else ():
-        apart = _touch_apart(costs, group) or _touch_unreachable(costs, group)
+        apart = _touch_apart(costs, group) or _touch_unreachable(costs, group) or _touch_areas(costs, group)
         if apart:
             return Infeasible(apart)
     # 3. areas too small for the kernels kept within them
