@@ -541,17 +541,81 @@ def test_the_corner_pairs_tested_at_once_are_the_pairs_tested_one_by_one() -> No
     assert covers > 100  # (the corners are crowded enough to test both answers)
 
 
-def test_a_touch_group_no_layout_joins_names_its_line(tmp_path: Path) -> None:
-    """Issue 37: pins at opposite corners joined by a free member that could take a grid reaching both
-    (no conflict is proven), but the placement finds no such layout: exit 3 naming the touch rule's line,
-    not a bare "no placement fits"."""
-    from conftest import run
+# two 2 x 2 kernels pinned in row 0, l0.ln2 (free) between them in their touch group
+TOUCH_APART = """- place: l0.fc1
+  at: [0, 0]
+- grid: l0.fc1
+  shape: 2x2
+- place: l0.fc2
+  at: {at}
+- grid: l0.fc2
+  shape: 2x2
+- together: [l0.fc1, l0.ln2, l0.fc2]
+  how: touch
+"""
+
+
+@pytest.mark.parametrize("col", [4, 6, 8])
+def test_a_free_member_joins_pins_apart(tmp_path: Path, col: int) -> None:
+    """QA: a touch group whose free member must lie between its two pins found no layout (exit 3, "no
+    layout found joins"): each member took the spot nearest the member before it, here one core beside
+    l0.fc1. Columns 2..col-1 lie between the pins; the fewest cores that touch both are one row of
+    exactly those columns beside them (one under both would need col columns; none fits above them;
+    l0.ln2 takes one row of up to 22 columns), at the top: [0, 2], 1 x (col - 2)."""
+    from wsealloc.constraints.geometry import connected
+
+    path = _rules(tmp_path, TOUCH_APART.format(at=f"[0, {col}]"))
+    out = ws.solve(TRANSFORMER, "tiny", constraints=path, time_limit=2, output=tmp_path / "p.json")
+    by = {k.name: k for k in out.plan.kernels}
+    assert by["l0.fc1"].placement == (0, 0) and by["l0.fc2"].placement == (0, col)
+    assert by["l0.ln2"].placement == (0, 2) and by["l0.ln2"].grid == (1, col - 2)
+    assert connected([(*by[n].placement, *by[n].grid) for n in ("l0.fc1", "l0.ln2", "l0.fc2")])  # type: ignore[misc]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_pins_at_opposite_corners_are_joined_across_the_wafer(tmp_path: Path) -> None:
+    """Issue 37's case (no layout was found, exit 3): embed at [0, 0] and lm_head at [15, 23], the
+    wafer's last core (so one core), l0.ln1 free between them. l0.ln1 may take a rectangle of all 16
+    rows from embed's right edge to column 22 (beside both), or of all 24 columns from under embed to
+    row 14 (under embed, over lm_head): the group is joined and the plan verifies."""
+    from wsealloc.constraints.geometry import connected
 
     text = "- place: embed\n  at: [0, 0]\n- place: lm_head\n  at: [15, 23]\n- together: [embed, l0.ln1, lm_head]\n  how: touch\n"
+    out = ws.solve(TRANSFORMER, "tiny", constraints=_rules(tmp_path, text), time_limit=2, output=tmp_path / "p.json")
+    by = {k.name: k for k in out.plan.kernels}
+    assert by["lm_head"].placement == (15, 23) and by["lm_head"].grid == (1, 1)
+    assert connected([(*by[n].placement, *by[n].grid) for n in ("embed", "l0.ln1", "lm_head")])  # type: ignore[misc]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+@pytest.mark.parametrize(
+    ("fc2", "what"),
+    [
+        # diagonal, two rows and two columns apart: a rectangle touching both spans rows 1-4 beside them
+        # or columns 1-4 between them (8 cores at least), and l0.ln2 may take 4: no conflict is proven
+        # (2 rows and 2 columns between them, l0.ln2 spans 4), but no layout joins them
+        (
+            "[4, 4]",
+            "no layout found joins the pinned members of {path} line 9 keeps l0.ln2, l0.fc1, l0.fc2 side by side: move a pin",
+        ),
+        # ten columns apart in row 0: l0.ln2 spans 4 at most, the conflict test proves it
+        (
+            "[0, 12]",
+            "line 9 keeps l0.fc1, l0.ln2, l0.fc2 side by side (touching); line 11 bounds l0.ln2: cores 1..4: together "
+            "they keep l0.fc1 at [0, 0] and l0.fc2 at [0, 12] in one group side by side: 10 columns between them",
+        ),
+    ],
+)
+def test_a_touch_group_no_layout_joins_names_its_line(tmp_path: Path, fc2: str, what: str) -> None:
+    """A touch group no layout joins: exit 3 naming the touch rule's line, not a bare "no placement fits"
+    (the conflict test first; what it does not prove, the placement's message after its search)."""
+    from conftest import run
+
+    text = TOUCH_APART.format(at=fc2) + "- grid: l0.ln2\n  cores: [1, 4]\n"
     done = run("solve", str(TRANSFORMER), "--arch", "tiny", "--constraints", str(_rules(tmp_path, text)), "--time-limit", "5")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 3 and len(lines) == 1, done.stderr
-    assert "no layout found joins the pinned members of " in lines[0] and "c.yaml line 5 keeps embed, l0.ln1, lm_head" in lines[0]
+    assert what.format(path=tmp_path / "c.yaml") in lines[0], lines[0]
 
 
 def test_cut_rules_that_overfill_a_wafer_are_explained(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
-from wsealloc.constraints.geometry import connected, largest_free
+from wsealloc.constraints.geometry import connected, largest_free, touching
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
 
@@ -1590,6 +1590,10 @@ class _FreeCores:
         """Mark a rectangle taken: its cores above and left of every point, added to the table."""
         self.summed += np.outer(np.clip(self.below - y, 0, r), np.clip(self.right - x, 0, c)).astype(np.int32)
 
+    def give_back(self, y: int, x: int, r: int, c: int) -> None:
+        """Free a rectangle ``take`` marked (a search that tried it there and moved on)."""
+        self.summed -= np.outer(np.clip(self.below - y, 0, r), np.clip(self.right - x, 0, c)).astype(np.int32)
+
 
 def _options(problem: PlacementProblem, k: int, target: int, rows: int, cols: int) -> dict[tuple[int, int], tuple[int, int]]:
     """Kernel k's rectangles meeting ``target`` within rows x cols, the fewest columns per height:
@@ -1721,20 +1725,44 @@ def _touch_group(
 ) -> list[tuple[int, Box4, int, int]] | None:
     """Kernels of a ``together: touch`` group side by side: those already ``placed`` (pinned) stay; each
     other member (in order) takes the free spot touching a placed member nearest the member before it
-    (the first of a group with none placed: the leftmost free spot after ``edges``), inside its area. (kernel, box,
-    latency, code) per member placed here; None when one finds no spot or the group is not connected."""
-    free = _FreeCores(taken)
-    wafer = (0, 0, problem.mesh.rows, problem.mesh.cols)
-    boxes: list[Box4] = [_box(rects, k) for k in group if k in placed]
+    (the first of a group with none placed: the leftmost free spot after ``edges``), inside its area
+    (``_grow_group``). That joins the group whenever the members placed before it touch one another;
+    pins apart are joined only where a member happens to land between them, so when growing leaves
+    the group in pieces, ``_join_group`` searches for free members that join the pieces first. (kernel,
+    box, latency, code) per member placed here; None when no layout found joins the group."""
+    known = {k: _box(rects, k) for k in group if k in placed}
+    grown = _grow_group(problem, group, targets, _FreeCores(taken), known, edges)
+    if grown is not None or max(_components(list(known.values())), default=0) == 0:
+        return grown  # (joined; or the placed members are one piece, or none, and a member found no spot)
+    return _join_group(problem, group, targets, taken, known, edges)
+
+
+def _member_area(problem: PlacementProblem, k: int) -> Box4:
+    """The area kernel k stays in: its own (``place within``), else the wafer."""
+    fence = problem.fences[k] if problem.fences else None
+    return fence if fence is not None else (0, 0, problem.mesh.rows, problem.mesh.cols)
+
+
+def _grow_group(
+    problem: PlacementProblem,
+    group: tuple[int, ...],
+    targets: np.ndarray,
+    free: _FreeCores,
+    known: dict[int, Box4],
+    edges: list[Box4],
+) -> list[tuple[int, Box4, int, int]] | None:
+    """The members of ``group`` not in ``known`` (member -> box), in order, each at the free spot touching
+    a member already there nearest the member before it (``_touch_group``); taken in ``free``. None
+    when one finds no spot or the group is not connected (``free`` then holds what was taken)."""
+    boxes: list[Box4] = list(known.values())
     out: list[tuple[int, Box4, int, int]] = []
     previous: tuple[int, int] | None = None
     for k in group:
-        if k in placed:
-            y, x, r, c = _box(rects, k)
+        if k in known:
+            y, x, r, c = known[k]
             previous = (2 * y + r, 2 * x + c)
             continue
-        fence = problem.fences[k] if problem.fences else None
-        area = fence if fence is not None else wafer
+        area = _member_area(problem, k)
         options = _options(problem, k, int(targets[k]), area[2], area[3])
         if boxes:
             spot = _best_spot(options, _around(boxes), free, area, previous)
@@ -1748,6 +1776,272 @@ def _touch_group(
         out.append((k, spot, *options[(r, c)]))
         previous = (2 * y + r, 2 * x + c)
     return out if connected(boxes) else None
+
+
+# The joining search (``_join_group``) is bounded so that a large group stays fast when no layout joins
+# it (a bisection on the target tries many targets that do not): at most this many search steps, each
+# trying the best few spots, each step looking at the members of a few kinds (a kind: one shape table,
+# target and area, so identical layers count once) and the shapes of the closest pairs of pieces.
+_JOIN_STEPS = 24
+_JOIN_BRANCH = 3
+_JOIN_KINDS = 4
+_JOIN_PAIRS = 8
+
+
+class _Shapes(NamedTuple):
+    """A kernel's distinct legal rectangles meeting its target within its area, fewest cores first
+    (then the fastest): rows, cols, latency, op-model code."""
+
+    r: np.ndarray
+    c: np.ndarray
+    latency: np.ndarray
+    code: np.ndarray
+
+
+def _shape_list(problem: PlacementProblem, k: int, target: int, rows: int, cols: int) -> _Shapes:
+    """Every rectangle of kernel k's shape table meeting ``target`` within rows x cols (``_options``
+    keeps the narrowest per height; joining pieces needs the widths and heights that span a gap)."""
+    shape = problem.shape(k)
+    h_count = shape.height_index(rows) + 1
+    best = shape.best[:h_count, : cols + 1]
+    tall = shape.best_r[:h_count, : cols + 1]
+    ok = (best <= target) & (tall <= rows)
+    ok[:, 0] = False
+    hs, cs = np.nonzero(ok)
+    r, latency, code = tall[hs, cs].astype(np.int64), best[hs, cs].astype(np.int64), shape.best_df[hs, cs]
+    c = cs.astype(np.int64)
+    order = np.lexsort((latency, r * c))  # fewest cores, then the fastest: each shape's first is its best
+    _, first = np.unique((r * (cols + 1) + c)[order], return_index=True)
+    keep = order[np.sort(first)]
+    return _Shapes(r[keep], c[keep], latency[keep], code[keep].astype(np.int64))
+
+
+def _components(boxes: Sequence[Box4]) -> list[int]:
+    """The piece of each box: boxes that touch, through the others, share one; pieces are numbered
+    from 0 in the order of their first box."""
+    label = [-1] * len(boxes)
+    pieces = 0
+    for i in range(len(boxes)):
+        if label[i] >= 0:
+            continue
+        label[i], todo = pieces, [i]
+        while todo:
+            a = todo.pop()
+            for b in range(len(boxes)):
+                if label[b] < 0 and touching(boxes[a], boxes[b]):
+                    label[b] = pieces
+                    todo.append(b)
+        pieces += 1
+    return label
+
+
+# how a rectangle R touching a box meets it along one axis: R starts where the box ends (R beside it on
+# the right, or below it), R ends where the box starts, or R overlaps the box's span [lo, hi)
+_Contact = tuple[str, int, int]
+
+
+def _contacts(box: Box4) -> list[tuple[_Contact, _Contact]]:
+    """The four ways a rectangle touches ``box``, as (columns, rows) contacts: left of it, right of it,
+    above it, below it."""
+    y, x, r, c = box
+    rows, cols = ("over", y, y + r), ("over", x, x + c)
+    return [(("end", x, 0), rows), (("start", x + c, 0), rows), (cols, ("end", y, 0)), (cols, ("start", y + r, 0))]
+
+
+def _span_needed(p: _Contact, q: _Contact, edge: tuple[int, int]) -> tuple[int, int] | None:
+    """The lengths n of a run of cores [s, s + n) inside ``edge`` ([first, end)) that meets both
+    contacts, as [least, most] (one length where it runs from where one box ends to where the other
+    starts); None when no length does (both start, or end, at different places; a start past a span)."""
+    (kp, p0, p1), (kq, q0, q1) = sorted((p, q))  # kinds in order: end, over, start
+    first, end = edge
+    if kp == kq == "over":
+        least, most = max(p0, q0) - min(p1, q1) + 2, end - first  # a core of each span
+    elif kp == kq:  # both start (end) at one place
+        least, most = 1, ((p0 - first if kp == "end" else end - p0) if p0 == q0 else 0)
+    elif kp == "end" and kq == "start":
+        least = most = (p0 - q0) if first <= q0 and p0 <= end else 0
+    elif kp == "end":  # ends at p0 and overlaps [q0, q1)
+        least, most = p0 - q1 + 1, ((p0 - first) if p0 > q0 else 0)
+    else:  # overlaps [p0, p1) and starts at q0
+        least, most = p0 - q0 + 1, ((end - q0) if q0 < p1 else 0)
+    least = max(least, 1)
+    return (least, most) if least <= most else None
+
+
+def _gap(a: Box4, b: Box4) -> int:
+    """Cores strictly between two boxes: the columns between them plus the rows between them (0 for
+    boxes that touch or meet at a corner)."""
+    gx = max(0, b[1] - a[1] - a[3], a[1] - b[1] - b[3])
+    gy = max(0, b[0] - a[0] - a[2], a[0] - b[0] - b[2])
+    return gx + gy
+
+
+def _bridging(shapes: _Shapes, boxes: list[Box4], labels: list[int], area: Box4) -> np.ndarray:
+    """Indices of ``shapes`` worth trying to join the pieces: for the ``_JOIN_PAIRS`` closest pairs of
+    boxes in different pieces and each way a rectangle inside ``area`` may touch both (``_contacts``:
+    the rows and columns it may span), the fewest-core shape that does, and the narrowest and the
+    shortest (where taken cores beside the gap leave no room for the fewest-core one); and the widest,
+    the tallest and the smallest shape (toward a piece too far for one member: a chain)."""
+    pairs = sorted(
+        (_gap(boxes[i], boxes[j]), i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes)) if labels[i] != labels[j]
+    )[:_JOIN_PAIRS]
+    ay, ax, ah, aw = area
+    needs: set[tuple[int, int, int, int]] = set()
+    for _, i, j in pairs:
+        for cols_i, rows_i in _contacts(boxes[i]):
+            for cols_j, rows_j in _contacts(boxes[j]):
+                across, down = _span_needed(cols_i, cols_j, (ax, ax + aw)), _span_needed(rows_i, rows_j, (ay, ay + ah))
+                if across is not None and down is not None:
+                    needs.add((*across, *down))
+    chosen = {0, int(np.lexsort((shapes.r, -shapes.c))[0]), int(np.lexsort((shapes.c, -shapes.r))[0])}
+    if needs:
+        c_least, c_most, r_least, r_most = np.array(sorted(needs)).T[:, :, None]  # [4, needs, 1]
+        fits = (shapes.c >= c_least) & (shapes.c <= c_most) & (shapes.r >= r_least) & (shapes.r <= r_most)
+        hit = fits.any(axis=1)
+        cores = shapes.r * shapes.c
+        for order in (np.arange(cores.size), np.lexsort((cores, shapes.c)), np.lexsort((cores, shapes.r))):
+            chosen.update(order[np.argmax(fits[:, order], axis=1)[hit]].tolist())  # each order's first that fits
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+JoinSpot = tuple[tuple[int, int, int, int, int, int, int], int, Box4, int, int]  # rank, kernel, box, latency, code
+
+
+def _joining_spots(
+    shapes: _Shapes,
+    chosen: np.ndarray,
+    boxes: list[Box4],
+    labels: list[int],
+    free: _FreeCores,
+    area: Box4,
+    member: tuple[int, int],
+    previous: tuple[int, int] | None,
+) -> list[JoinSpot]:
+    """Per shape of ``chosen``, the free spot inside ``area`` touching a box of the group that joins the
+    most pieces, then is nearest a piece it does not touch (a member that joins none must come nearer
+    one: a step of a chain), ranked with its cores, its distance to ``previous`` (a doubled centre) and
+    ``member`` (its position in the group, the kernel)."""
+    ay, ax, ah, aw = area
+    order = np.argsort(labels, kind="stable")
+    by, bx, br, bc = (np.array([boxes[i][d] for i in order], dtype=np.int64)[:, None] for d in range(4))
+    sorted_labels = np.array(labels)[order]
+    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
+    pieces = starts.size
+    far = np.iinfo(np.int64).max // 4
+    between = np.full((pieces, pieces), far, dtype=np.int64)  # cores between two pieces, at their closest
+    for i, a in enumerate(boxes):
+        for j, b in enumerate(boxes):
+            if labels[i] != labels[j]:
+                between[labels[i], labels[j]] = min(between[labels[i], labels[j]], _gap(a, b))
+    out: list[JoinSpot] = []
+    around = _around(boxes)
+    for s in chosen.tolist():
+        r, c = int(shapes.r[s]), int(shapes.c[s])
+        ys, xs = around(r, c)
+        inside = (ys >= ay) & (xs >= ax) & (ys + r <= ay + ah) & (xs + c <= ax + aw)
+        ys, xs = ys[inside], xs[inside]
+        if ys.size:
+            here = free.free(ys, xs, r, c)
+            ys, xs = ys[here], xs[here]
+        if ys.size == 0:
+            continue
+        rows_meet = (ys < by + br) & (by < ys + r)
+        cols_meet = (xs < bx + bc) & (bx < xs + c)
+        touch = ((xs + c == bx) | (bx + bc == xs)) & rows_meet | ((ys + r == by) | (by + br == ys)) & cols_meet
+        apart = np.maximum(0, np.maximum(bx - xs - c, xs - bx - bc)) + np.maximum(0, np.maximum(by - ys - r, ys - by - br))
+        touched = np.logical_or.reduceat(touch, starts, axis=0)  # [pieces, spots]
+        untouched = np.where(touched, far, np.minimum.reduceat(apart, starts, axis=0))
+        joined = touched.sum(axis=0)
+        nearer = (untouched < between[np.argmax(touched, axis=0)].T).any(axis=0)  # than its piece is now
+        useful = (joined >= 2) | nearer
+        if not useful.any():
+            continue
+        nearest = untouched.min(axis=0)
+        gap = np.where(nearest == far, 0, nearest)
+        near = np.zeros_like(ys) if previous is None else np.abs(2 * ys + r - previous[0]) + np.abs(2 * xs + c - previous[1])
+        key = np.where(useful, 0, 1)
+        i = int(np.lexsort((xs, ys, near, gap, -joined, key))[0])
+        rank = (-int(joined[i]), int(gap[i]), r * c, int(near[i]), member[0], int(ys[i]), int(xs[i]))
+        box = (int(ys[i]), int(xs[i]), r, c)
+        out.append((rank, member[1], box, int(shapes.latency[s]), int(shapes.code[s])))
+    return out
+
+
+def _join_group(
+    problem: PlacementProblem,
+    group: tuple[int, ...],
+    targets: np.ndarray,
+    taken: np.ndarray,
+    known: dict[int, Box4],
+    edges: list[Box4],
+) -> list[tuple[int, Box4, int, int]] | None:
+    """A touch group whose placed members (``known``) lie in pieces apart: free members placed first to
+    join the pieces, then the others grown around them (``_grow_group``). None when none found does.
+
+    A depth-first search over which free member goes where: each step ranks, for members of up to
+    ``_JOIN_KINDS`` kinds (the farthest-reaching first), the spots that join the most pieces, then come
+    nearest another piece, with the fewest cores (``_joining_spots`` over ``_bridging``'s shapes, all
+    meeting the member's target), and tries the best ``_JOIN_BRANCH`` in turn; a member that joins
+    none must bring its piece nearer another, so a chain of members can span a gap no one spans.
+    Backtracking stops after ``_JOIN_STEPS`` steps (a group no layout joins must fail fast: the
+    bisection on the target meets it at every target too small to join it)."""
+    free = _FreeCores(taken)
+    known = dict(known)
+    position = {k: i for i, k in enumerate(group)}
+    kinds: dict[tuple[int, int, Box4], _Shapes] = {}
+    kind_of: dict[int, tuple[int, int, Box4]] = {}
+    for k in group:
+        if k not in known:
+            area = _member_area(problem, k)
+            kind_of[k] = (problem.kernel_class[k], int(targets[k]), area)
+            if kind_of[k] not in kinds:
+                kinds[kind_of[k]] = _shape_list(problem, k, int(targets[k]), area[2], area[3])
+    reach = {kind: int(max(s.r.max(initial=0), s.c.max(initial=0))) for kind, s in kinds.items()}
+    steps = [_JOIN_STEPS]
+
+    def previous_of(k: int) -> tuple[int, int] | None:
+        for m in reversed(group[: position[k]]):
+            if m in known:
+                y, x, r, c = known[m]
+                return 2 * y + r, 2 * x + c
+        return None
+
+    def search(left: list[int]) -> list[tuple[int, Box4, int, int]] | None:
+        boxes = [known[k] for k in group if k in known]
+        labels = _components(boxes)
+        if max(labels) == 0:  # one piece: the rest grow around it
+            saved = free.summed.copy()
+            grown = _grow_group(problem, group, targets, free, known, edges)
+            if grown is None:
+                free.summed = saved
+            return grown
+        if not left or steps[0] <= 0:
+            return None
+        steps[0] -= 1
+        first: dict[tuple[int, int, Box4], int] = {}
+        for k in left:  # a kind's first member (in group order) stands for the kind
+            first.setdefault(kind_of[k], k)
+        tried = sorted(first, key=lambda kind: (-reach[kind], position[first[kind]]))[:_JOIN_KINDS]
+        spots: list[JoinSpot] = []
+        for kind in tried:
+            k, shapes = first[kind], kinds[kind]
+            if shapes.r.size:
+                chosen = _bridging(shapes, boxes, labels, kind[2])
+                spots += _joining_spots(shapes, chosen, boxes, labels, free, kind[2], (position[k], k), previous_of(k))
+        corners: dict[tuple[int, int], JoinSpot] = {}
+        for spot in sorted(spots):  # the best at each corner: the tries differ in where they go
+            corners.setdefault(spot[2][:2], spot)
+        for _, k, box, latency, code in list(corners.values())[:_JOIN_BRANCH]:
+            free.take(*box)
+            known[k] = box
+            rest = search([m for m in left if m != k])
+            if rest is not None:
+                return [(k, box, latency, code), *rest]
+            del known[k]
+            free.give_back(*box)
+        return None
+
+    return search([k for k in group if k not in known])
 
 
 def _construct(
