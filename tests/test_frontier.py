@@ -95,6 +95,19 @@ def test_auto_requests_go_as_far_as_each_wafer_count_holds(monkeypatch) -> None:
     assert asked[0] == "requests=1,wafers=1"
 
 
+def test_a_wafer_the_one_request_plan_leaves_unused_counts_for_the_caches() -> None:
+    """One request of the tiny decode fits one wafer, so its plan on at most two uses one: the ladder of
+    two wafers stopped at one wafer's requests. The second wafer adds its SRAM's worth of cache."""
+    import wsealloc.bench.frontier as fr
+    from wsealloc.arch import load_arch
+
+    base = build_request(DECODE, "tiny", context=64)
+    one, two = fr._largest_context(base, 1), fr._largest_context(base, 2)
+    arch = load_arch("tiny")
+    kv = 256  # B per token of context (the summary's KV line of this export)
+    assert two - one == arch.usable_sram_bytes * arch.total_cores // kv
+
+
 # what the layer pipeline's training and weight streaming take: one token's time (--objective latency) plans neither
 TRAINING_OPTIONS = (
     "--train", "--optimizer", "--train-batch", "--micro-batch", "--recompute", "--attention", "--checkpoints",

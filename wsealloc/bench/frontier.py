@@ -242,14 +242,20 @@ def frontier(
 
 
 def _largest_context(base: SolveRequest, wafers: int) -> int:
-    """The largest context of the one-request plan on ``wafers`` wafers, allocation only (its LLM record:
-    how many tokens of cache fit beside the weights), solved here."""
+    """The most tokens of cache ``wafers`` wafers could hold: the one-request plan on at most that many
+    wafers, allocation only, solved here (its LLM record: how many tokens fit beside the weights), plus
+    a wafer's SRAM for each wafer the plan left unused. One request takes as few wafers as fit (the
+    tiny decode: one of two), so its own figure capped the ladder of two wafers at one wafer's; the
+    added wafers hold cache only, so this is an upper estimate (points past it say so in the table)."""
     from wsealloc.api import SolveOutcome, run
 
     doc = json.loads(point_request(base, 1, wafers).to_json())
     doc["place"] = False
     out = run(SolveRequest.from_json(json.dumps(doc)))
     llm = out.plan.objective.llm if isinstance(out, SolveOutcome) else None
-    if llm is None:
+    if llm is None or not isinstance(out, SolveOutcome):
         raise UsageError(f"{base.model.label}: not an LLM export with a KV cache; the serving frontier needs one")
-    return int(llm.largest_context)
+    unused = max(0, wafers - len(out.plan.stages))
+    arch = out.costs.arch
+    per_wafer = arch.usable_sram_bytes * arch.total_cores // max(llm.kv_bytes_per_token, 1)
+    return int(llm.largest_context) + unused * per_wafer
