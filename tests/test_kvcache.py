@@ -74,3 +74,21 @@ def test_prefill_cache_is_written_once_where_it_lives() -> None:
 def test_models_without_a_cache_are_unchanged() -> None:
     kg = load_kernels(OnnxSource(path=str(MODELS / "transformer.onnx")))
     assert not kg.ops.state_roots and not any(k.state for k in kg.kernels)
+
+
+def test_with_requests_in_flight_each_gets_a_token_every_turn_not_every_pass() -> None:
+    """Two requests in flight: one request's token comes every max(pass, 2 x slowest stage) cycles, the
+    rate the summary prints beside it (it said "one token per" the pass time)."""
+    import re
+
+    from wsealloc.api import solve
+    from wsealloc.report.summary import llm_lines
+
+    out = solve(MODELS / "llm_decode.onnx", "tiny", context=16, objective="latency", requests=2, place=False, time_limit=5)
+    llm = out.plan.objective.llm
+    assert llm is not None and llm.requests == 2
+    turn = max(llm.token_path_cycles, 2 * llm.slowest_stage_cycles)
+    line = llm_lines(out.plan)[0]
+    found = re.search(r"one token per ([\d,]+) cycles", line)
+    assert found and int(found.group(1).replace(",", "")) == turn, line
+    assert abs(llm.tokens_per_s_per_request - out.plan.arch.clock_hz / turn) <= 1e-6 * llm.tokens_per_s_per_request

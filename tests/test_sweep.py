@@ -270,3 +270,15 @@ def test_wafers_fixes_every_points_count_and_is_refused_beside_a_wafers_axis(
     asked.clear()
     wsealloc.sweep(TRANSFORMER, "tiny", ["core.sram_bytes=24KiB,48KiB"], sets=["cluster.wafers=3"], on_done=lambda r: None)
     assert [t.request.wafers for t in asked] == [3, 3]
+
+
+def test_a_latency_sweep_names_its_cycles_one_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A latency sweep's cycles are one pass and its rate passes per second: the table said
+    "bottleneck cycles" and "samples/s"."""
+    decode = ROOT / "models" / "tiny" / "llm_decode.onnx"
+    args = ["sweep", str(decode), "--arch", "tiny", "--objective", "latency", "--set", "context=32,64"]
+    assert main([*args, "-j", "1", "--time-limit", "5", "--out", str(tmp_path / "sw")]) == 0
+    out = capsys.readouterr().out
+    assert "cycles a pass" in out and "passes/s" in out and "bottleneck cycles" not in out
+    doc = json.loads((tmp_path / "sw" / "sweep-llm_decode-tiny.json").read_text())
+    assert doc["objective"] == "latency"

@@ -29,6 +29,7 @@ from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import ModelLoadError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.pipeline import build_costs
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import RequestOptions, ShareMode, Sharing, SolveRequest, build_request, parse_grid
 from wsealloc.units import parse_bytes, parse_hz
 
@@ -173,13 +174,24 @@ class Sweep:
     axes: tuple[Axis, ...]
     points: tuple[SweepPoint, ...]
     pairs: tuple[tuple[int, int], ...]
+    # what a point's cycles are: the slowest stage (throughput) or one pass through the kernels (latency)
+    objective: ObjectiveKind = ObjectiveKind.THROUGHPUT
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """How the table, the plot and the warnings name a point's cycles and its rate (a latency plan's
+        cycles are one pass, its rate passes per second: not a bottleneck, not samples)."""
+        if self.objective is ObjectiveKind.LATENCY:
+            return "cycles a pass", "passes/s"
+        return "bottleneck cycles", "samples/s"
 
     @property
     def warnings(self) -> list[str]:
         """One message per non-monotone pair, naming both points."""
+        rate = self.labels[1]
         return [
             f"non-monotone: {', '.join(self.points[j].sets)} is a better machine than {', '.join(self.points[i].sets)} "
-            f"but gives {self.points[j].throughput:,.1f} samples/s ({self.points[j].cycles:,} cycles) "
+            f"but gives {self.points[j].throughput:,.1f} {rate} ({self.points[j].cycles:,} cycles) "
             f"vs {self.points[i].throughput:,.1f} ({self.points[i].cycles:,} cycles)"
             for i, j in self.pairs
         ]
@@ -204,6 +216,7 @@ class Sweep:
             "model": self.model,
             "arch": self.arch,
             "axes": {a.field: list(a.values) for a in self.axes},
+            "objective": self.objective.value,
             "points": self.table(),
             "warnings": self.warnings,
         }
@@ -243,7 +256,7 @@ class Sweep:
             ax.plot([rank[first.values.index(p.values[0])]], [p.throughput or 0.0], "rx", ms=12, mew=2)
         ax.set_xticks(range(len(order)), [first.values[i] for i in order])
         ax.set_xlabel(first.field)
-        ax.set_ylabel("samples/s")
+        ax.set_ylabel(self.labels[1])
         ax.set_title(f"{Path(self.model).name} on {self.arch}" + (" (x: non-monotone)" if self.pairs else ""), fontsize=9)
         ax.grid(alpha=0.3)
         if groups:
@@ -334,4 +347,4 @@ def sweep(
     pairs = non_monotone(parsed, points, [s.throughput for s in solved])
     # the base machine as the user named it (a request carries its own arch: the ``arch`` argument is unused then)
     label = base.machine.name if isinstance(model, SolveRequest) or arch is None or isinstance(arch, Arch) else str(arch)
-    return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs))
+    return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs), base.objective)

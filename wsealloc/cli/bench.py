@@ -30,6 +30,7 @@ from wsealloc.cli.options import (
     with_request,
 )
 from wsealloc.errors import OutputError, RegressionError, SweepError, UsageError
+from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.report.console import console as make_console
 from wsealloc.request import SolveRequest
 
@@ -226,10 +227,11 @@ def sweep(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        table = Table(title=f"sweep of {model} on {arch_name}: throughput per point")
+        kind = "throughput" if result.objective is ObjectiveKind.THROUGHPUT else "one pass"
+        table = Table(title=f"sweep of {model} on {arch_name}: {kind} per point")
         for a in result.axes:
             table.add_column(a.field)
-        for col in ("bottleneck cycles", "samples/s", "status"):
+        for col in (*result.labels, "status"):
             table.add_column(col, justify="right")
         for p in result.points:
             table.add_row(
