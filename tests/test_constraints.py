@@ -942,6 +942,8 @@ def test_the_readme_example_prices_the_hand_tuned_grid(tmp_path: Path) -> None:
     assert o.constraints.price(o.bound_cycles) == pytest.approx(50_368 / 43_402 - 1)
     assert not o.sram_limited  # the rule, not SRAM, keeps node_addmm_2 on 64 x 192
     assert verify_plan(tmp_path / "p.json").ok
+    # the user's own rules are written as the previous release wrote them (it refuses an unknown field)
+    assert '"optional"' not in (tmp_path / "p.json").read_text()
 
 
 def test_a_conflict_among_a_thousand_harmless_rules_is_found_by_halves(tmp_path: Path) -> None:

@@ -242,6 +242,17 @@ def test_a_wafer_claiming_a_proof_its_plan_lacks_is_caught(placed_plan: Path, tm
     report = verify_plan(_broken(placed_plan, tmp_path, lambda d: d["stages"][0].update(status="OPTIMAL")))
     assert any("stages[0].status OPTIMAL but the bound" in v for v in report.violations), report.violations
 
+    def version_1(d: dict) -> None:  # type: ignore[type-arg]
+        # version 1 wrote OPTIMAL on its one wafer whatever the plan's status: such plans still verify
+        d["schema"] = "wsealloc.plan/1"
+        del d["request"], d["decision"], d["objective"]["comm_bound_cycles"]
+        for key in ("kind", "value_cycles", "bound_cycles"):
+            del d["objective"][key]
+        d["stages"][0]["status"] = "OPTIMAL"
+
+    old = _broken(placed_plan, tmp_path, version_1)
+    assert verify_plan(old).ok, verify_plan(old).violations
+
 
 def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:
     report = verify_plan(_broken(placed_plan, tmp_path, lambda d: d["kernels"][1].update(placement=d["kernels"][0]["placement"])))

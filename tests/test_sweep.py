@@ -281,4 +281,4 @@ def test_a_latency_sweep_names_its_cycles_one_pass(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert "cycles a pass" in out and "passes/s" in out and "bottleneck cycles" not in out
     doc = json.loads((tmp_path / "sw" / "sweep-llm_decode-tiny.json").read_text())
-    assert doc["objective"] == "latency"
+    assert doc["objective"] == "latency" and "passes_per_s" in doc["points"][0] and "samples_per_s" not in doc["points"][0]

@@ -703,8 +703,11 @@ def test_a_retry_on_more_wafers_reports_that_many_wafers_bound(tmp_path: Path, m
 
 
 def test_wafers_auto_that_fits_one_wafer_searches_the_segments_too(tmp_path: Path) -> None:
-    """--wafers auto resolving to one wafer is the one-wafer solve: the segment length searched (the
-    cut's plan kept the default 5: 9,745 cycles, and a decision verify refused, exit 4)."""
+    """A cut over wafers that ends on one wafer (--wafers auto, or 2 when one is fastest) is the
+    one-wafer solve: the segment length searched (the cut's plan kept the default 5: 9,745 cycles, and a
+    decision verify refused, exit 4)."""
+    mlp = ws.solve(TRANSFORMER.parent / "mlp.onnx", "tiny", train=True, wafers=2, place=False, output=tmp_path / "m.json")
+    assert len(mlp.plan.stages) == 1 and verify_plan(tmp_path / "m.json").ok, verify_plan(tmp_path / "m.json").violations
     out = ws.solve(TRANSFORMER, "tiny", train=True, wafers="auto", place=False, output=tmp_path / "p.json")
     train = out.plan.cost.train
     assert train is not None and train.segment == 4 and out.plan.objective.value == 9699

@@ -213,10 +213,6 @@ class SolveRequest(_Frozen):
             raise ValueError(f"model {self.model.label}: an arch is needed (a preset name, a YAML path or an Arch)")
         if self.generation is not None:
             self._one_generation(self.generation)
-        if self.stream_batch is not None and self.mode is Mode.PIPELINED:
-            # one rule for inference and training alike: only a streamed pass (--mode streaming, or auto when it
-            # streams) has a batch of its own; a layer pipeline would plan without it and drop it unsaid
-            raise ValueError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
         from wsealloc.strategy.registry import refuse  # (the strategies, with the solvers they run, load on first use)
 
         refuse(self)  # what the way of running it asks for cannot plan
@@ -465,6 +461,11 @@ def build_request(
         "generation": generation,
         "start": opts.get("start"),
     }
+    if data["stream_batch"] is not None and data["mode"] == Mode.PIPELINED.value:
+        # one rule for inference and training alike: only a streamed pass (--mode streaming, or auto when it
+        # streams) has a batch of its own; a layer pipeline would plan without it and drop it unsaid. Refused
+        # where a request is built, not where one is read: a plan the previous release wrote with it still verifies
+        raise UsageError("--stream-batch sets the samples of a streamed pass: give --mode streaming or auto with it")
     try:
         return SolveRequest.model_validate(data)
     except ValidationError as exc:

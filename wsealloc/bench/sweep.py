@@ -202,7 +202,7 @@ class Sweep:
             {
                 **{a.field: v for a, v in zip(self.axes, p.values, strict=True)},
                 "cycles": p.cycles,
-                "samples_per_s": None if p.throughput is None else round(p.throughput, 2),
+                self.labels[1].replace("/", "_per_"): None if p.throughput is None else round(p.throughput, 2),
                 "status": p.row.status,
                 "wall_s": p.row.wall_s,
                 "error": p.row.error,

@@ -19,9 +19,9 @@ user reads them off a floorplan; :class:`Area` turns them into half-open numbers
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from wsealloc.cost.model import Dataflow
 from wsealloc.errors import shorten
@@ -43,6 +43,15 @@ class _Rule(_Frozen):
     # a rule an old plan gave (``--from-plan``) for a kernel the model may no longer have: such a rule is
     # dropped for that model (``select.present``), and the re-solve lists the kernel as gone
     optional: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_default(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A plan records ``optional`` only where it is true: a rule of the user's file reads as the
+        previous release wrote it (which refuses fields it does not know)."""
+        data: dict[str, Any] = handler(self)
+        if not self.optional:
+            data.pop("optional", None)
+        return data
 
 
 class Selector(_Frozen):

@@ -153,7 +153,7 @@ def constraints_line(out: SolveOutcome) -> str | None:
     # the rules that apply to the model (an old plan's for kernels it lost are dropped), as the record counts them
     for rule in (applied.constraints if applied is not None else request.constraints).rules:
         kinds[rule.kind] = kinds.get(rule.kind, 0) + 1
-    counted = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    counted = ", ".join(f"{n} {kind}" for kind, n in kinds.items()) or "none applies to this model"
     kept = f"; {applied.kept_out_cores:,} cores kept out" if applied is not None and applied.kept_out_cores else ""
     bound = out.plan.objective.bound_cycles
     price = record.price(bound)

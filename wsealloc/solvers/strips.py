@@ -1525,7 +1525,7 @@ def _construct_in_parts(
     obstacles: list[tuple[int, int, int, int]] = list(problem.keep_out)
     obstacles += [(int(rects[k, 0]), int(rects[k, 1]), int(rects[k, 2]), int(rects[k, 3])) for k in pinned]
     for group in problem.touch:  # side by side: each group grown from its pinned members, or the leftmost spot
-        grown = _touch_group(problem, group, targets, taken, rects, done, obstacles)
+        grown = _touch_group(problem, group, targets, taken, rects, done, obstacles, deadline)
         if grown is None:
             return None
         for k, (y, x, r, c), latency, code in grown:
@@ -1722,6 +1722,7 @@ def _touch_group(
     rects: np.ndarray,
     placed: set[int],
     edges: list[Box4],
+    deadline: Deadline | None = None,
 ) -> list[tuple[int, Box4, int, int]] | None:
     """Kernels of a ``together: touch`` group side by side: those already ``placed`` (pinned) stay; each
     other member (in order) takes the free spot touching a placed member nearest the member before it
@@ -1734,7 +1735,9 @@ def _touch_group(
     grown = _grow_group(problem, group, targets, _FreeCores(taken), known, edges)
     if grown is not None or max(_components(list(known.values())), default=0) == 0:
         return grown  # (joined; or the placed members are one piece, or none, and a member found no spot)
-    return _join_group(problem, group, targets, taken, known, edges)
+    if deadline is not None and deadline.expired():
+        return None
+    return _join_group(problem, group, targets, taken, known, edges, deadline)
 
 
 def _member_area(problem: PlacementProblem, k: int) -> Box4:
@@ -1783,6 +1786,9 @@ def _grow_group(
 # trying the best few spots, each step looking at the members of a few kinds (a kind: one shape table,
 # target and area, so identical layers count once) and the shapes of the closest pairs of pieces.
 _JOIN_STEPS = 24
+# ... and at most this many times the rest of the group grown around joined pieces (each a whole
+# ``_grow_group``: 6 s for 90 members on GPT-2's wafer, where the steps alone did not bound the search)
+_JOIN_GROWS = 4
 _JOIN_BRANCH = 3
 _JOIN_KINDS = 4
 _JOIN_PAIRS = 8
@@ -1974,6 +1980,7 @@ def _join_group(
     taken: np.ndarray,
     known: dict[int, Box4],
     edges: list[Box4],
+    deadline: Deadline | None = None,
 ) -> list[tuple[int, Box4, int, int]] | None:
     """A touch group whose placed members (``known``) lie in pieces apart: free members placed first to
     join the pieces, then the others grown around them (``_grow_group``). None when none found does.
@@ -1983,8 +1990,9 @@ def _join_group(
     nearest another piece, with the fewest cores (``_joining_spots`` over ``_bridging``'s shapes, all
     meeting the member's target), and tries the best ``_JOIN_BRANCH`` in turn; a member that joins
     none must bring its piece nearer another, so a chain of members can span a gap no one spans.
-    Backtracking stops after ``_JOIN_STEPS`` steps (a group no layout joins must fail fast: the
-    bisection on the target meets it at every target too small to join it)."""
+    Backtracking stops after ``_JOIN_STEPS`` steps and ``_JOIN_GROWS`` growths of the rest, or when
+    ``deadline`` passes (a group no layout joins must fail fast: the bisection on the target meets it at
+    every target too small to join it)."""
     free = _FreeCores(taken)
     known = dict(known)
     position = {k: i for i, k in enumerate(group)}
@@ -1998,6 +2006,7 @@ def _join_group(
                 kinds[kind_of[k]] = _shape_list(problem, k, int(targets[k]), area[2], area[3])
     reach = {kind: int(max(s.r.max(initial=0), s.c.max(initial=0))) for kind, s in kinds.items()}
     steps = [_JOIN_STEPS]
+    grows = [_JOIN_GROWS]
 
     def previous_of(k: int) -> tuple[int, int] | None:
         for m in reversed(group[: position[k]]):
@@ -2009,7 +2018,12 @@ def _join_group(
     def search(left: list[int]) -> list[tuple[int, Box4, int, int]] | None:
         boxes = [known[k] for k in group if k in known]
         labels = _components(boxes)
+        if deadline is not None and deadline.expired():
+            return None
         if max(labels) == 0:  # one piece: the rest grow around it
+            if grows[0] <= 0:
+                return None
+            grows[0] -= 1
             saved = free.summed.copy()
             grown = _grow_group(problem, group, targets, free, known, edges)
             if grown is None:

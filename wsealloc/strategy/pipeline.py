@@ -391,8 +391,8 @@ class LayerPipeline(Strategy):
             return _one_wafer(costs, chosen, request, objective, deadline, say, why)
         prepared = self._over_wafers(costs, request, request.wafer_count, deadline, say)
         one = prepared.partition is not None and prepared.partition.wafers == 1
-        if request.wafer_count is None and one and chosen is None and searches_segments(request):
-            # --wafers auto that fits one wafer is the one-wafer solve: a training pipeline's
+        if one and chosen is None and searches_segments(request):
+            # a cut that fits one wafer (--wafers auto, or N that needs one) is the one-wafer solve: a training pipeline's
             # recomputation segments are searched there (the cut's plan kept the default length: a
             # slower plan than --wafers 1, and a decision verify refused)
             return _one_wafer(costs, chosen, request, objective, deadline, say, why)
