@@ -135,3 +135,55 @@ def test_a_plan_on_as_many_wafers_as_it_likes_keeps_a_sound_bound(tmp_path: Path
     bound, value = out.plan.objective.bound_cycles, out.plan.objective.value
     assert bound is not None and bound <= value and len(out.plan.stages) <= wafers
     assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_search_out_of_time_is_no_slower_than_fewer_wafers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --wafers N plans over at most N wafers. The exact search over every cut runs out of time with no
+    # plan of its own (stubbed: it returns the plan it was handed, as ``share_wafers.solve`` does then):
+    # it was handed the relaxed regions packed onto the wafers (here two, crossing a 1,000-cycle link),
+    # then the regions of the fewest wafers' cores (one: the tiny decode fits one tiny wafer) are the
+    # faster plan, and no wafer's own short search may make the token slower. It fell back on another
+    # cut whose wafers' regions were chosen in what time was left: Llama-3-8B decode on 2 wafers was
+    # slower than on one.
+    import wsealloc.strategy.wafers as wafers_strategy
+    from wsealloc.solvers.share_wafers import WaferSharing
+
+    options = {**OPTIONS, "sets": []}
+    one = ws.solve(DECODE, "tiny", wafers=1, place=False, **options).plan.objective.value  # type: ignore[arg-type]
+    handed: list[WaferSharing] = []
+
+    def out_of_time(sp, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
+        assert known is not None, "the relaxed regions packed onto the wafers are a plan to start from"
+        handed.append(known)
+        return known
+
+    monkeypatch.setattr(wafers_strategy, "wafer_sharing", out_of_time)
+    out = ws.solve(DECODE, "tiny", wafers=2, place=False, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    (known,) = handed
+    assert known.latency is not None and len(known.cuts) == 3 and known.latency > one
+    plan = out.plan
+    assert isinstance(plan.decision, WafersDecision) and plan.decision.cuts == (0, 32)  # one wafer after all
+    assert plan.objective.value <= one
+    bound = plan.objective.bound_cycles
+    assert bound is not None and bound <= plan.objective.value
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_wafers_plan_kept_where_the_wafers_own_search_is_slower() -> None:
+    from wsealloc.solvers.share import SharingResult
+    from wsealloc.strategy.regions import _faster
+
+    def result(status: Status, latency: int | None, bound: int | None, runs: tuple[tuple[int, int], ...]) -> SharingResult:
+        return SharingResult(status, runs, tuple(0 for _ in runs), latency, 10, bound, 1.5, "m")
+
+    given = result(Status.FEASIBLE, 900, None, ((0, 2), (2, 4)))
+    # slower here: the given runs, this search's bound (it bounds the table whatever runs are kept)
+    kept = _faster(result(Status.FEASIBLE, 1000, 800, ((0, 4),)), given, lambda _: None)
+    assert (kept.runs, kept.latency, kept.bound, kept.status, kept.wall_s) == (given.runs, 900, 800, Status.FEASIBLE, 1.5)
+    # the bound reaching the given runs' time proves them
+    assert _faster(result(Status.FEASIBLE, 1000, 900, ((0, 4),)), given, lambda _: None).status is Status.OPTIMAL
+    # nothing found here (no runs): the given runs, bound as proven here
+    assert _faster(result(Status.UNKNOWN, None, 700, ()), given, lambda _: None).bound == 700
+    # as fast or faster here: this search's own plan
+    mine = result(Status.OPTIMAL, 900, 900, ((0, 4),))
+    assert _faster(mine, given, lambda _: None) is mine

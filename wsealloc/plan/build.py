@@ -388,6 +388,10 @@ def merge_stages(
     assert value is not None  # every wafer's plan has a value
     # the multi-wafer bound holds over every cut, so reaching it proves optimality whatever each stage reported
     status = Status.OPTIMAL if rules.proven_optimal(value, lower_bound) else Status.FEASIBLE
+    if len(stages) == 1 and stages[0].status is Status.OPTIMAL and status is not Status.OPTIMAL:
+        # one wafer after all, of several allowed: its regions are proven for that wafer, not against the
+        # cuts over more wafers the bound still admits, and one wafer's claim is the plan's (verify)
+        stages[0] = stages[0].model_copy(update={"status": status})
     bound = lower_bound
     placed = all(p.objective.placed for p in stage_plans)
     traffic = sum(p.objective.traffic_distance or 0.0 for p in stage_plans) if placed else None

@@ -86,12 +86,16 @@ def share_cores(
     say: Progress = quiet,
     known_bound: int | None = None,
     given: SharingResult | None = None,
+    fallback: SharingResult | None = None,
 ) -> tuple[CostTable, ProvenBound | None, tuple[tuple[int, int], ...] | None]:
     """The table of regions ``solvers.share`` proves best for a token's time among ``family``'s region
     grids, its proven bound (the least of it and ``known_bound``, another family's, when a solve fell
     back) and each region's fixed grid (stacked columns; None: the allocation chooses among the
     family's). No regions found in time: the kernel table, no bound. ``given``: runs and grids a search
-    over several wafers already proved (this table's kernels, no user groups): only made a table."""
+    over several wafers already proved (this table's kernels, no user groups): only made a table.
+    ``fallback``: runs and grids of this table found otherwise and not proven least (a search over
+    several wafers that ran out of time): kept where the search here finds none as fast (its share of
+    the clock can be short), with this search's bound, which holds whichever runs are kept."""
     if request.objective is not ObjectiveKind.LATENCY:
         raise UsageError(
             "--share auto chooses regions for one token's time: add --objective latency "
@@ -112,6 +116,8 @@ def share_cores(
         rules = f" with {named}" if named else ""
         raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}")
     found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
+    if fallback is not None and not groups:
+        found = _faster(found, fallback, say)
     sp = kernel_sp  # the runs are of kernels again
     free = None
     if groups:  # the price of the groups: the same search without them (a share of what is left)
@@ -149,6 +155,18 @@ def share_cores(
     choice = tuple(start)
     proven = ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s, unconstrained=free)
     return units, proven, None
+
+
+def _faster(found: SharingResult, fallback: SharingResult, say: Progress) -> SharingResult:
+    """``found``, or ``fallback``'s runs where they are faster, with ``found``'s proof (a bound of the
+    table, whatever runs are kept)."""
+    if fallback.latency is None or (found.runs and found.latency is not None and found.latency <= fallback.latency):
+        return found
+    here = f"{found.latency:,} cycles" if found.latency is not None and found.runs else "no plan"
+    say(f"sharing: {here} found here, {fallback.latency:,} {fallback.message}")
+    proof = found.bound if found.bound is not None else 0
+    status = Status.OPTIMAL if proof >= fallback.latency else Status.FEASIBLE
+    return replace(fallback, status=status, bound=min(proof, fallback.latency), wall_s=found.wall_s)
 
 
 def region_spans(costs: CostTable) -> list[tuple[tuple[int, int], str]]:

@@ -73,6 +73,7 @@ EXPERT_SHARDS = (2,)
 MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
 EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
+FEWER_SHARE = 0.5  # of what remains when that search ends unproven: the regions of the fewest wafers' cores
 
 
 class WafersDecision(Decision):
@@ -134,6 +135,9 @@ class _Cut:
     sharing: SharingProblem | None
     wall_s: float
     chosen: bool = False  # each layer's form chosen by the search (``problem.expert_pairs``)
+    # the best plan over the cut found but not proven least (the exact search ran out of time): each
+    # wafer keeps its part where the wafer's own search finds none as fast; None with ``exact``
+    found: WaferSharing | None = None
 
     @property
     def form(self) -> str:
@@ -189,6 +193,48 @@ def _chosen(cut: _Cut, paired: Paired, model: CostTable, family: Family) -> _Cut
         raise SolverError(f"internal: the paired search's optimum {exact.latency:,} is {value:,} once its layers are lowered")
     lowered = replace(exact, cuts=cuts, runs=runs)
     return _Cut(table, 2 if layers else 0, layers or None, cuts, cut.bound, lowered, sp, cut.wall_s, chosen=True)
+
+
+def _fits(plan: WaferSharing | None, wafers: int) -> bool:
+    """Whether ``plan`` is a plan of known time on at most ``wafers`` wafers."""
+    return plan is not None and plan.latency is not None and len(plan.cuts) - 1 <= wafers
+
+
+def _time(plan: WaferSharing) -> int:
+    """A plan's time (a plan without one, found nowhere here, never wins)."""
+    return plan.latency if plan.latency is not None else np.iinfo(np.int64).max
+
+
+def _packed(sp: SharingProblem, found: SharingResult, links: np.ndarray, wafer: int) -> WaferSharing | None:
+    """A sharing search's regions (``found``, on several wafers' cores as one budget) packed onto wafers
+    in order, each region starting the next wafer where the current one's ``wafer`` cores would not
+    hold it, as a plan over the wafers (its cut may take more wafers than the budget's). Its time counts
+    the links; None without runs or where the runs pay charges that search did not see (a paired
+    problem: its cut is still the caller's wish, the time is not known)."""
+    if not found.runs:
+        return None
+    charged = sp.cores()
+    cuts = [0]
+    held = 0
+    for (first, _), g in zip(found.runs, found.grids, strict=True):
+        need = int(charged[g])
+        if held and held + need > wafer:  # this region starts the next wafer
+            cuts.append(first)
+            held = 0
+        held += need
+    cuts.append(sp.n_kernels)
+    cut = tuple(cuts)
+    value = None if sp.charged else plan_time(sp, links, cut, found.runs, found.grids)
+    return WaferSharing(Status.FEASIBLE, cut, found.runs, found.grids, value, None, found.wall_s, "relaxed regions packed")
+
+
+def _wafer_part(plan: WaferSharing, sharing: SharingProblem, w: int, status: Status, whose: str) -> SharingResult:
+    """Wafer w's part of a plan over several wafers as the result of a search on its own kernels."""
+    a = plan.cuts[w]
+    runs, grids = plan.wafer_runs(w)
+    spent = sum(int(sharing.latency[a + i : a + j, g].sum()) for (i, j), g in zip(runs, grids, strict=True))
+    used = sum(int(sharing.cores()[g]) for g in grids)
+    return SharingResult(status, runs, grids, spent, used, spent if status is Status.OPTIMAL else None, 0.0, whose)
 
 
 def link_cycles(costs: CostTable) -> np.ndarray:
@@ -319,7 +365,8 @@ class LatencyOverWafers(Strategy):
                 f"--wafers {count} is fewer; use --wafers auto to find the fewest"
             )
         links = link_cycles(costs)
-        relaxed, packed, price, count = self._relaxed(costs, request, family, count, deadline, sharing)
+        relaxed, relaxed_plan, price, count = self._relaxed(costs, request, family, count, links, deadline, sharing)
+        packed = relaxed_plan.cuts if relaxed_plan is not None else None
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
         # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
         # wafers its kernels' smallest op models need (each kernel on its own rectangle) or, when kernels
@@ -331,24 +378,39 @@ class LatencyOverWafers(Strategy):
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
-        exact = None
+        exact = found = None
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
-            exact, sharing = self._exact(costs, family, links, count, price, deadline, say, sharing)
+            # the relaxed regions packed in order onto at most ``count`` wafers are a plan already: the
+            # exact search starts from it and keeps it when time runs out; so are the regions of the
+            # fewest wafers' cores, tried then (without them, a search that found nothing fell back on a
+            # cut whose wafers' regions were chosen in what time was left, slower than the plan on fewer
+            # wafers: Llama-3-8B decode on 2 wafers 367,091 against 363,253 on one; now 361,738)
+            known = relaxed_plan if _fits(relaxed_plan, count) else None
+            exact, sharing = self._exact(costs, family, links, count, price, deadline, say, sharing, known)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
                 bound = max(bound, exact.bound or 0) if exact is not None else bound
-                exact = None
-                if packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
+                found = exact if exact is not None and exact.latency is not None and exact.runs else known
+                if fewest < count and not deadline.stopped:  # (after the exact search: it needs no time when that proves)
+                    fewer = self._fewer(costs, family, fewest, links, deadline.share(FEWER_SHARE), sharing)
+                    if fewer is not None and _fits(fewer, count) and (found is None or _time(fewer) < _time(found)):
+                        say(f"wafers: the regions of {fewest} wafer(s)' cores packed, {_time(fewer):,} cycles, kept")
+                        found = fewer
+                if found is not None:
+                    cuts = found.cuts
+                elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
+                exact = None
         how = (
             "the exact search's optimum"
             if exact is not None
             else f"at least {relaxed:,} on all {count} wafers' cores and {fewest - 1} link(s) of {cheapest:,}"
+            + (f"; a plan of {found.latency:,} in hand" if found is not None and found.latency is not None else "")
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched)
+        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found)
 
     def _finish(
         self,
@@ -374,13 +436,12 @@ class LatencyOverWafers(Strategy):
                 parts.append(wafer_part(wafer, objective))
                 continue
             share = deadline.share(1.0 / (len(cuts) - 1 - w))
-            given = None
+            given = fallback = None
             if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
-                runs_w, grids_w = exact.wafer_runs(w)
-                spent = sum(int(sharing.latency[a + i : a + j, g].sum()) for (i, j), g in zip(runs_w, grids_w, strict=True))
-                used = sum(int(sharing.cores()[g]) for g in grids_w)
-                given = SharingResult(Status.OPTIMAL, runs_w, grids_w, spent, used, spent, 0.0, "the exact cut search's")
-            units, proven, fixed = share_cores(wafer, request, family, share, say, given=given)
+                given = _wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's")
+            elif cut.found is not None and sharing is not None:
+                fallback = _wafer_part(cut.found, sharing, w, Status.FEASIBLE, "kept from the search over the wafers")
+            units, proven, fixed = share_cores(wafer, request, family, share, say, given=given, fallback=fallback)
             if proven is None or units.runs is None:
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
@@ -411,12 +472,16 @@ class LatencyOverWafers(Strategy):
         deadline: Deadline,
         say: Progress,
         base: SharingProblem | None = None,
+        known: WaferSharing | None = None,
     ) -> tuple[WaferSharing | None, SharingProblem]:
         """The least-time cut and regions over every cut (``solvers.share_wafers``), or the bound it
-        proved in its share of the time (None when a signal stopped it), and the problem it solved."""
+        proved in its share of the time and the best plan in hand (``known``, a plan found otherwise,
+        when it found none better; None when a signal stopped it), and the problem it solved."""
         sp = base if base is not None else build_sharing_problem(costs, family=family)
         sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
-        found = run_stoppable(lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE), price=price), deadline)
+        found = run_stoppable(
+            lambda: wafer_sharing(sp, links, count, deadline.share(EXACT_SHARE), known=known, price=price), deadline
+        )
         if found is not None:
             proven = f"bound {found.bound:,} cycles" if found.bound is not None else "no bound"
             say(f"wafers: {found.status.value}, {proven} ({found.wall_s:.1f} s); {found.message}")
@@ -428,12 +493,14 @@ class LatencyOverWafers(Strategy):
         request: SolveRequest,
         family: Family | None,
         count: int,
+        links: np.ndarray,
         deadline: Deadline,
         sharing: SharingProblem | None = None,
-    ) -> tuple[int, tuple[int, ...] | None, float, int]:
+    ) -> tuple[int, WaferSharing | None, float, int]:
         """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
-        budget), the cut that packs the relaxed regions onto wafers in order (None: none found), the
-        price of a core behind the bound (0 without regions) and the wafer count. ``--wafers auto``: the
+        budget), the relaxed regions packed onto wafers in order as a plan (its cut may take more than
+        ``count`` wafers; its time counts the links; None: no regions found), the price of a core behind
+        the bound (0 without regions) and the wafer count. ``--wafers auto``: the
         fewest wafers a cut into wafers that each fit their kernels' regions takes (``fitting_cuts``: each
         wafer as full as it fits), which can exceed the fewest the kernels' own smallest op models need."""
         if family is None:
@@ -461,18 +528,24 @@ class LatencyOverWafers(Strategy):
             )
         if found.bound is None:
             raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
-        charged = sp.cores()
-        cuts = [0]
-        held = 0
-        wafer = costs.total_cores * FAMILY_BUDGET[family]
-        for (first, _), g in zip(found.runs, found.grids, strict=True):
-            need = int(charged[g])
-            if held and held + need > wafer:  # this region starts the next wafer
-                cuts.append(first)
-                held = 0
-            held += need
-        cuts.append(len(costs.kernels))
-        return int(found.bound), (tuple(cuts) if found.runs else None), found.price, count
+        return int(found.bound), _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family])), found.price, count
+
+    def _fewer(
+        self, costs: CostTable, family: Family, wafers: int, links: np.ndarray, deadline: Deadline, base: SharingProblem | None
+    ) -> WaferSharing | None:
+        """The regions of the sharing search on ``wafers`` wafers' cores packed in order (None: none
+        found in time, or the table's runs pay charges that search does not see). Fewer cores make
+        smaller regions, which pack onto fewer wafers and cross fewer links: with the links costly beside
+        the wafers' paths (the tiny decode on one wafer, 1,022 cycles, against 1,976 with the relaxed
+        regions of two wafers' cores packed onto two), this is the faster start."""
+        sp = base if base is not None else build_sharing_problem(costs, family=family)
+        if sp.charged:
+            return None
+        sp = replace(sp, total_cores=int(costs.total_cores * wafers * FAMILY_BUDGET[family]))
+        found = run_stoppable(lambda: share_solver(sp, deadline), deadline)
+        if found is None or found.status is Status.INFEASIBLE:
+            return None
+        return _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family]))
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
