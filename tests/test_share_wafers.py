@@ -152,6 +152,37 @@ def test_a_fitting_cut_is_found_whenever_one_exists(seed: int) -> None:
         assert all(_one_wafer(sp, a, b) is not None for a, b in zip(cuts[:-1], cuts[1:], strict=True))
 
 
+@pytest.mark.parametrize("seed", range(16))
+def test_a_fitting_cut_over_repeating_layers_is_the_cut_of_every_start(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the repeating stretch a segment reaches as far as the one from its phase's first kernel
+    (one program per phase): the same cuts as a program from every start, for every wish."""
+    from wsealloc.solvers.share_wafers import _Zone, _zone, fitting_cuts
+
+    rng = np.random.default_rng(500 + seed)
+    period, repeats, g_count = int(rng.integers(1, 4)), int(rng.integers(10, 21)), int(rng.integers(1, 3))
+    head, tail = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 4, size=g_count)}))
+
+    def rows(k: int, high: int) -> np.ndarray:
+        return rng.integers(1, high, size=(k, len(shapes)))
+
+    layer = [rows(period, 60), rows(period, 25), rows(period, 12)]
+    lat, resident, buffers = (
+        np.concatenate([rows(head, high), np.tile(part, (repeats, 1)), rows(tail, high)])
+        for part, high in zip(layer, (60, 25, 12), strict=True)
+    )
+    n = lat.shape[0]
+    total = int(rng.integers(int((shapes[:, 0] ** 2).max()), 2 * int((shapes[:, 0] ** 2).sum()) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat.astype(np.int64), resident.astype(np.float64),
+                        buffers.astype(np.float64), 60, total)  # fmt: skip
+    assert _zone(sp).period > 0  # (the repeating stretch is found)
+    wafers = int(rng.integers(4, 13))
+    wishes = [tuple(sorted({0, n, *(int(x) for x in rng.integers(1, n, size=wafers - 1))})) for _ in range(3)]
+    with_zone = [fitting_cuts(sp, wafers, w) for w in wishes]
+    monkeypatch.setattr(share_wafers, "_zone", lambda problem: _Zone(problem.n_kernels, problem.n_kernels, 0))
+    assert with_zone == [fitting_cuts(sp, wafers, w) for w in wishes]
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_a_column_program_is_the_least_time_at_every_budget(seed: int) -> None:
     """``columns.program``: the least time of every prefix of the kernels within every budget of
