@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import MODELS, run
 
@@ -43,6 +44,7 @@ def test_a_point_asks_for_one_tokens_time_with_every_cache_resident() -> None:
     assert base.requests == 1  # the base request is left as it was
 
 
+@pytest.mark.slow  # (an end-to-end run of the command: the quick suite keeps its unit tests)
 def test_the_command_writes_the_table_and_the_picture(tmp_path: Path) -> None:
     out = tmp_path / "fr"
     args = [

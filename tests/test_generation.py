@@ -154,6 +154,7 @@ def test_the_request_round_trips_with_its_generation() -> None:
     assert again == request and again.generation is not None and again.generation.prefill_grid == (8, 8)
 
 
+@pytest.mark.slow  # (an end-to-end run of the command: the quick suite keeps its unit tests)
 def test_the_command_line_reports_the_generation(tmp_path: Path) -> None:
     """``solve --prompt --generate --prefill --prefill-grid`` end to end, then ``verify``; ``pools`` keeps
     its own ``--prompt`` (the options are solve's and compare's only)."""

@@ -57,6 +57,7 @@ def test_html_is_self_contained(comparison: Comparison) -> None:
     assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow  # (an end-to-end run of the command: the quick suite keeps its unit tests)
 def test_cli_compare_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html, md = tmp_path / "r.html", tmp_path / "r.md"
     assert (
@@ -79,6 +80,7 @@ def test_cli_compare_table(capsys: pytest.CaptureFixture[str]) -> None:
         assert text in out
 
 
+@pytest.mark.slow  # (an end-to-end run of the command: the quick suite keeps its unit tests)
 def test_html_renders_in_headless_chromium(comparison: Comparison, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:

@@ -216,6 +216,7 @@ def test_each_point_plans_on_its_own_cluster_wafers(
     assert [t.request.wafers for t in asked] == [1, 2, 3, 4] and result.pairs == ((1, 3), (2, 3))
 
 
+@pytest.mark.slow  # (an end-to-end run of the command: the quick suite keeps its unit tests)
 def test_a_real_sweep_of_wafer_counts_gains_as_solve_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """QA's repro, two points: one wafer 2,745 cycles, two wafers 1,412, what ``solve --set cluster.wafers=2``
     gives (its stages: 1,335 and 1,412 cycles); faster on the better machine, so no warning."""

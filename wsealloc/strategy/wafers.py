@@ -16,9 +16,15 @@ wafers, the exact min-max cut of the kernels' fewest cores is taken.
 the time (with bounds per segment where layers repeat: Llama-3.1-70B over four wafers is proven
 optimal in about 20 s). Its optimum is the plan: the cut, and on each wafer its part of the optimum
 (the restriction of an optimum over every cut to one wafer is that wafer's optimum), the bound its
-value. When time runs out first, the bound it proved raises ours, and each wafer's regions are
-chosen by the sharing search on the wafer's own kernels (a proof per wafer). ``auto``: the fewest
-wafers whose kernels' smallest op models fit.
+value. It starts from a plan in hand, the relaxed optimum's regions packed in order onto the wafers
+(where they fit ``count`` of them). When time runs out first, the bound it proved raises ours and the
+plan is the best in hand: the search's own, that start, or, where that start packed, the regions of
+the fewest wafers' cores packed likewise (fewer links: ``--wafers N`` plans over at most N wafers, and
+a cut that runs out of time may not be slower than fewer wafers' plan); each wafer's regions are then
+searched again on the wafer's own kernels (a proof per wafer), its part of that plan kept where the
+search finds none as fast. With no plan in hand, the cut moves where every wafer fits
+(``fitting_cuts``) and each wafer's regions are its own search's. ``auto``: the fewest wafers whose
+kernels' smallest op models fit.
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
 consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and each wafer hold
