@@ -423,7 +423,7 @@ def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _v2(doc: dict[str, Any]) -> dict[str, Any]:
-    out = {**doc, "schema": "wsealloc.plan/2"}
+    out = {**doc, "schema": "wsealloc.plan/2", "baseline": {k: v for k, v in doc["baseline"].items() if k != "layout"}}
     out.pop("decision", None)
     return out
 

@@ -15,8 +15,10 @@ from wsealloc.api import solve
 from wsealloc.arch import load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.errors import OutputError, PlanError
+from wsealloc.pipeline import build_costs
 from wsealloc.plan.io import check_distinct_outputs, read_plan, write_atomic
 from wsealloc.plan.verify import verify_plan
+from wsealloc.request import build_request
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "models" / "tiny" / "attention.onnx"
@@ -32,7 +34,7 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plan_contract(plan_file: Path) -> None:
     doc = json.loads(plan_file.read_text())
-    assert doc["schema"] == "wsealloc.plan/3"
+    assert doc["schema"] == "wsealloc.plan/4"
     # the way it ran: the layer pipeline on one wafer, as the request (unchanged) asked
     assert doc["decision"] == {
         "strategy": "pipeline",
@@ -75,6 +77,7 @@ def test_a_version_1_plan_still_verifies(plan_file: Path, tmp_path: Path) -> Non
     doc = json.loads(plan_file.read_text())
     doc["schema"] = "wsealloc.plan/1"
     del doc["request"], doc["decision"]  # version 1 recorded neither
+    doc["baseline"].pop("layout", None)  # (nor the placed baseline's layout, which version 4 added)
     for key in ("kind", "value_cycles", "bound_cycles"):
         del doc["objective"][key]
     old = tmp_path / "v1.json"
@@ -180,7 +183,7 @@ def test_malformed_plans(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="not valid JSON"):
         read_plan(bad)
     bad.write_text('{"schema": "other/2"}')
-    with pytest.raises(PlanError, match="not a wsealloc.plan/3"):
+    with pytest.raises(PlanError, match="not a wsealloc.plan/4"):
         read_plan(bad)
 
 
@@ -245,13 +248,46 @@ def test_a_wafer_claiming_a_proof_its_plan_lacks_is_caught(placed_plan: Path, tm
     def version_1(d: dict) -> None:  # type: ignore[type-arg]
         # version 1 wrote OPTIMAL on its one wafer whatever the plan's status: such plans still verify
         d["schema"] = "wsealloc.plan/1"
-        del d["request"], d["decision"], d["objective"]["comm_bound_cycles"]
+        del d["request"], d["decision"], d["objective"]["comm_bound_cycles"], d["baseline"]["layout"]
         for key in ("kind", "value_cycles", "bound_cycles"):
             del d["objective"][key]
         d["stages"][0]["status"] = "OPTIMAL"
 
     old = _broken(placed_plan, tmp_path, version_1)
     assert verify_plan(old).ok, verify_plan(old).violations
+
+
+def test_the_placed_baseline_is_recomputed_from_its_layout(placed_plan: Path, tmp_path: Path) -> None:
+    """The speed-up a placed plan states is against the greedy allocation placed by the same
+    construction: version 4 records that layout, and verify places it again with its own model (a
+    cycle more, a rectangle moved onto another, a grid the kernel has no op model of, one rectangle
+    short, all caught; an older version that claims one is a schema mismatch)."""
+    doc = json.loads(placed_plan.read_text())
+    base = doc["baseline"]
+    assert len(base["layout"]) == len(doc["kernels"]) and base["placed_value_cycles"] >= doc["objective"]["value_cycles"]
+    assert verify_plan(placed_plan).ok
+
+    def violations(edit) -> tuple[str, ...]:  # type: ignore[no-untyped-def]
+        return verify_plan(_broken(placed_plan, tmp_path, edit)).violations
+
+    value = base["placed_value_cycles"]
+    found = violations(lambda d: d["baseline"].update(placed_value_cycles=value + 1))
+    assert found == (f"baseline.placed_value_cycles is {value + 1}, its layout gives {value}",), found
+    # the second kernel's rectangle onto the first's corner: the layout is refused before its numbers
+    first = base["layout"][0]
+    found = violations(lambda d: d["baseline"]["layout"].__setitem__(1, [first[0], first[1], *d["baseline"]["layout"][1][2:]]))
+    assert len(found) == 1 and found[0].startswith("baseline.layout: ") and "overlaps" in found[0], found
+    request = build_request(TRANSFORMER, "tiny", time_limit=2)
+    table = build_costs(request.onnx_model, request.machine, request.cost).kernels[0].table
+    legal = set(zip(table.r[table.legal()].tolist(), table.c[table.legal()].tolist(), strict=True))
+    r, c = next((r, c) for r in range(1, 9) for c in range(1, 13) if (r, c) not in legal)
+    found = violations(lambda d: d["baseline"]["layout"].__setitem__(0, [*first[:2], r, c]))
+    name = doc["kernels"][0]["name"]
+    assert found == (f"baseline.layout: {name} on {r}x{c}: the kernel has no legal op model of that grid",), found
+    found = violations(lambda d: d["baseline"]["layout"].pop())
+    assert found == (f"baseline.layout has {len(doc['kernels']) - 1} rectangles for the plan's {len(doc['kernels'])} kernels",)
+    found = violations(lambda d: d.update(schema="wsealloc.plan/3"))
+    assert found and "plans have no baseline.layout" in found[0], found
 
 
 def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:

@@ -290,7 +290,10 @@ def _placed(
     # the plan's wall time counts the whole placement phase, not only the search's own: a search that
     # ends at once at the bound (GPT-2) reported 0.01 s after 2.5 s of construction
     placement = replace(placement, wall_s=time.perf_counter() - t0)
-    plan = make_plan(costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request)
+    rects = greedy_layout.rects if greedy_layout is not None else None
+    plan = make_plan(
+        costs, request.onnx_model, result, baseline, placement, pproblem, baseline_placed, request, baseline_rects=rects
+    )
     if proven is not None and proven <= plan.objective.value:  # (above it the layout would contradict it: never claimed)
         update: dict[str, object] = {"comm_bound_cycles": proven}
         if rules.proven_optimal(plan.objective.value, proven):  # no layout is faster: the plan is optimal

@@ -233,6 +233,11 @@ def _at_sram_floor(costs: CostTable, kc: KernelCosts, cores: int) -> bool:
     return bool(len(free.frontier) and cores <= int(free.frontier.cores[0]) and cores > 1)
 
 
+def _layout(rects: np.ndarray) -> tuple[tuple[int, int, int, int], ...]:
+    """Rectangles [n, 4] (row, col, rows, cols) as the plan records them."""
+    return tuple((int(y), int(x), int(r), int(c)) for y, x, r, c in rects.tolist())
+
+
 def make_plan(
     costs: CostTable,
     source: OnnxSource | SyntheticSource,
@@ -243,6 +248,7 @@ def make_plan(
     baseline_placed: tuple[int, int] | None = None,
     request: SolveRequest | None = None,
     fits: bool = True,
+    baseline_rects: np.ndarray | None = None,
 ) -> Plan:
     """Assemble the plan: allocation-only from ``result``, or placed from ``placement`` on ``pproblem``;
     ``request`` (what the plan answers) is recorded and names the objective."""
@@ -321,6 +327,8 @@ def make_plan(
             placed_bottleneck_cycles=baseline_placed[1] if baseline_placed else None,
             value_cycles=baseline.objective,
             placed_value_cycles=baseline_placed[0] if baseline_placed else None,
+            # (the units are the plan's kernels, in its order: a region plan's units are regions)
+            layout=_layout(baseline_rects) if baseline_placed and baseline_rects is not None and costs.runs is None else None,
         ),
         kernels=tuple(members),
         stages=(StagePlan(index=0, kernels=len(members), cores_used=cores_used, bottleneck_cycles=bottleneck, status=status),),

@@ -1,4 +1,4 @@
-"""The plan file, ``wsealloc.plan/3``: a typed, versioned JSON document (see docs/plan-format.md).
+"""The plan file, ``wsealloc.plan/4``: a typed, versioned JSON document (see docs/plan-format.md).
 
 Written by ``wsealloc solve``, read back by ``wsealloc verify`` and the reports. Version 2 records the
 request the plan answers (``request``: the ``SolveRequest`` JSON, which ``verify`` rebuilds the cost
@@ -6,7 +6,9 @@ table from) and speaks of the objective's ``kind``, ``value_cycles`` and ``bound
 fields (``bottleneck_cycles``, ``lower_bound_cycles``) stay. Version 3 keeps the request as the user
 gave it and records beside it what the way of running it decided (``decision``: the strategy, the cut
 over wafers, the region runs and grids, the streamed batch, the recomputation segment length), which
-``verify`` replays. Versions 1 and 2 still read and verify (their decision is read off the plan).
+``verify`` replays. Version 4 records the placed greedy baseline's layout (``baseline.layout``), from
+which ``verify`` recomputes the placed baseline's values. Versions 1-3 still read and verify (the
+decision of 1 and 2 is read off the plan).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from wsealloc.solvers.base import Status
 from wsealloc.strategy.decision import Decision
 from wsealloc.strategy.registry import parse_decision
 
-SCHEMA = "wsealloc.plan/3"
-SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3")  # every version this release reads
+SCHEMA = "wsealloc.plan/4"
+SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4")  # every version this release reads
 
 # Whole numbers as JSON integers (not 1.0, not true), non-negative and far below int64 overflow, so a
 # hand-edited plan fails here with the field named instead of deep inside the verifier's arithmetic.
@@ -300,6 +302,10 @@ class Baseline(_Doc):
     placed_bottleneck_cycles: Cycles | None = None
     value_cycles: Cycles | None = None
     placed_value_cycles: Cycles | None = None
+    # that layout: (row, col, rows, cols) of each kernel's op-model grid, in the plan's kernel order, so
+    # that ``verify`` recomputes the placed values (version 4 on, a placed plan of one wafer whose units
+    # are kernels; None elsewhere, where only their bounds are checked)
+    layout: tuple[tuple[Count, Count, Positive, Positive], ...] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -385,7 +391,9 @@ class StagePlan(_Doc):
 class Plan(_Doc):
     """A complete plan document."""
 
-    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3"] = Field("wsealloc.plan/3", alias="schema")
+    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4"] = Field(
+        "wsealloc.plan/4", alias="schema"
+    )
     created_by: str
     request: SolveRequest | None = None  # what the plan answers, as the user asked (None: a version-1 plan)
     # what the way of running the request decided (None: a plan of version 1 or 2)

@@ -167,7 +167,8 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         source = read_as_file(request.onnx_model, str(model_path))
     constraints = plan.request.constraints if plan.request is not None else None
     # what the way of running it decided: recorded (version 3), or read off the plan (versions 1 and 2)
-    check(plan.schema_ != SCHEMA or plan.decision is not None, f"a {SCHEMA} plan records its decision; it has none")
+    decides = plan.schema_ not in ("wsealloc.plan/1", "wsealloc.plan/2")  # (version 3 on)
+    check(not decides or plan.decision is not None, f"a {plan.schema_} plan records its decision; it has none")
     for disagreement in _schema_disagrees(plan):
         check(False, disagreement)
     decision = decision_of(plan)
@@ -745,6 +746,57 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
             f"baseline.placed_bottleneck_cycles {base.placed_bottleneck_cycles} beats the allocation-only optimum "
             f"{optimum}: impossible",
         )
+    if base.layout is not None:
+        _check_baseline_layout(plan, stages, table, check)
+
+
+def _check_baseline_layout(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
+    """The placed baseline recomputed from its layout (the speed-up a placed plan states is against
+    it): each rectangle a grid of its kernel's legal op models (the fastest of that grid, as the
+    construction takes it), on the wafer, off its defects and each other, and its communication, its
+    slowest stage and its value by the same model as the plan's own layout. The user's rules are held
+    to the plan's layout, not the baseline's."""
+    base = plan.baseline
+    assert base.layout is not None
+    one = len(stages) == 1 and not plan.regions and plan.objective.placed and base.placed_value_cycles is not None
+    if not check(one, "baseline.layout is given, but only a placed plan of one wafer whose units are kernels has one"):
+        return
+    if not check(
+        len(base.layout) == len(plan.kernels),
+        f"baseline.layout has {len(base.layout)} rectangles for the plan's {len(plan.kernels)} kernels",
+    ):
+        return
+    rect_of = {k.name: rect for k, rect in zip(plan.kernels, base.layout, strict=True)}
+    by_name = {kc.kernel.name: kc for kc in table.kernels}
+    members = []
+    for k in stages[0].members:
+        row, col, r, c = rect_of[k.name]
+        t = by_name[k.name].table
+        grid = t.legal() & (t.r == r) & (t.c == c)
+        if not check(bool(grid.any()), f"baseline.layout: {k.name} on {r}x{c}: the kernel has no legal op model of that grid"):
+            return
+        update = {"placement": (row, col), "grid": (r, c), "cores": r * c, "latency_cycles": int(t.latency[grid].min())}
+        members.append(k.model_copy(update=update))
+    placed = _Checks()
+    _check_placement(tuple(members), table.arch, placed)
+    for message in placed.bad:
+        check(False, f"baseline.layout: {message}")
+    if placed.bad:
+        return
+    rects = np.array([(*m.placement, *m.grid) for m in members if m.placement is not None], dtype=np.int64)
+    latency = np.array([m.latency_cycles for m in members], dtype=np.int64)
+    fl = flows(table)
+    comm = comm_costs(rects, latency.astype(np.float64), fl.src, fl.dst, fl.nbytes, mesh_params(table.arch), fl.group)
+    stage = latency + comm.comm_cycles
+    slowest = int(stage.max(initial=0))
+    value = rules.objective_value(plan.objective.kind, stage.tolist(), kernel_preds(table))
+    check(
+        base.placed_bottleneck_cycles == slowest,
+        f"baseline.placed_bottleneck_cycles is {base.placed_bottleneck_cycles}, its layout gives {slowest}",
+    )
+    check(
+        base.placed_value_cycles == value, f"baseline.placed_value_cycles is {base.placed_value_cycles}, its layout gives {value}"
+    )
 
 
 def _check_comm_bound(plan: Plan, stages: list[_Stage], table: CostTable, check: _Checks) -> None:
@@ -944,12 +996,15 @@ def _schema_disagrees(plan: Plan) -> list[str]:
     """What the plan holds that its ``schema`` version never wrote (a newer plan relabelled older: read
     by the older version's rules, its newer fields would go unchecked). Version 1 recorded no request,
     decision, regions, LLM record nor an objective other than throughput; version 2 no decision (a plan
-    of a cost table built by hand, ``api.solve_costs``, is written as version 2 without a request)."""
+    of a cost table built by hand, ``api.solve_costs``, is written as version 2 without a request);
+    version 3 no baseline layout."""
     version = plan.schema_
     if version == SCHEMA:
         return []
     held = []
-    if plan.decision is not None:
+    if plan.baseline.layout is not None:
+        held.append("baseline.layout")
+    if plan.decision is not None and version != "wsealloc.plan/3":
         held.append("decision")
     if version == "wsealloc.plan/1":
         if plan.request is not None:
