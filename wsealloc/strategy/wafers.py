@@ -16,15 +16,16 @@ wafers, the exact min-max cut of the kernels' fewest cores is taken.
 the time (with bounds per segment where layers repeat: Llama-3.1-70B over four wafers is proven
 optimal in about 20 s). Its optimum is the plan: the cut, and on each wafer its part of the optimum
 (the restriction of an optimum over every cut to one wafer is that wafer's optimum), the bound its
-value. It starts from a plan in hand, the relaxed optimum's regions packed in order onto the wafers
-(where they fit ``count`` of them). When time runs out first, the bound it proved raises ours and the
-plan is the best in hand: the search's own, that start, or, where that start packed, the regions of
-the fewest wafers' cores packed likewise (fewer links: ``--wafers N`` plans over at most N wafers, and
-a cut that runs out of time may not be slower than fewer wafers' plan); each wafer's regions are then
-searched again on the wafer's own kernels (a proof per wafer), its part of that plan kept where the
-search finds none as fast. With no plan in hand, the cut moves where every wafer fits
-(``fitting_cuts``) and each wafer's regions are its own search's. ``auto``: the fewest wafers whose
-kernels' smallest op models fit.
+value. It starts from a plan in hand, the faster of the relaxed optimum's regions packed in order
+onto the wafers (where they fit ``count`` of them) and, under ``--wafers N``, a plan on the fewest
+wafers whose cut fits the kernels' regions (``fitting_cuts``; that count of links is also in the
+bound): those wafers' joint regions packed, or each wafer's own (fewer links: ``--wafers N`` plans over
+at most N wafers, and a search out of time is not to fall back on a slower cut than those wafers').
+When time runs out first, the bound it proved raises ours and the plan is the best in hand; each
+wafer's regions are then searched again on the wafer's own kernels (a proof per wafer), its part of
+that plan kept where the search finds none as fast. With no plan in hand, the cut moves where every
+wafer fits and each wafer's regions are its own search's. ``auto``: the fewest wafers whose kernels'
+smallest op models fit.
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
 consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and each wafer hold
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
@@ -79,7 +81,6 @@ EXPERT_SHARDS = (2,)
 MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
 EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
-FEWER_SHARE = 0.5  # of what remains when that search ends unproven: the regions of the fewest wafers' cores
 
 
 class WafersDecision(Decision):
@@ -199,6 +200,15 @@ def _chosen(cut: _Cut, paired: Paired, model: CostTable, family: Family) -> _Cut
         raise SolverError(f"internal: the paired search's optimum {exact.latency:,} is {value:,} once its layers are lowered")
     lowered = replace(exact, cuts=cuts, runs=runs)
     return _Cut(table, 2 if layers else 0, layers or None, cuts, cut.bound, lowered, sp, cut.wall_s, chosen=True)
+
+
+def _fewest_fitting(sp: SharingProblem, family: Family, wafer_cores: int) -> int | None:
+    """The fewest wafers some cut into wafers that each fit their kernels' regions takes (None: no
+    cut fits; each wafer as far as its fewest-core partition reaches, ``fitting_cuts``): no plan
+    takes fewer."""
+    one = replace(sp, total_cores=int(wafer_cores * FAMILY_BUDGET[family]))
+    reach = fitting_cuts(one, sp.n_kernels, (0, sp.n_kernels))
+    return len(reach) - 1 if reach is not None else None
 
 
 def _fits(plan: WaferSharing | None, wafers: int) -> bool:
@@ -386,26 +396,28 @@ class LatencyOverWafers(Strategy):
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         exact = found = None
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
-            # the relaxed regions packed in order onto at most ``count`` wafers are a plan already: the
-            # exact search starts from it and keeps it when time runs out; so are the regions of the
-            # fewest wafers' cores, tried then (without them, a search that found nothing fell back on a
-            # cut whose wafers' regions were chosen in what time was left, slower than the plan on fewer
-            # wafers: Llama-3-8B decode on 2 wafers 367,091 against 363,253 on one; now 361,738)
+            # the relaxed regions packed in order onto at most ``count`` wafers are a plan already, and so
+            # are the regions of the fewest wafers' cores that can hold the kernels: the exact search
+            # starts from the faster and keeps it when time runs out (without them, a search that found
+            # nothing fell back on a cut whose wafers' regions were chosen in what time was left, slower
+            # than the plan on fewer wafers: Llama-3-8B decode on 2 wafers 367,091 against 363,253 on
+            # one; now 361,738)
             known = relaxed_plan if _fits(relaxed_plan, count) else None
-            exact, sharing = self._exact(costs, family, links, count, price, deadline, say, sharing, known)
+            base = sharing if sharing is not None else build_sharing_problem(costs, family=family)
+            if request.wafer_count is not None and fewest < count and not base.charged:  # (auto: ``count`` is that fewest)
+                fit = _fewest_fitting(base, family, costs.total_cores)
+                if fit is not None and fit > fewest:  # no plan takes fewer wafers: it crosses as many links
+                    fewest, bound = fit, max(bound, relaxed + (fit - 1) * cheapest)
+                if fit is not None and fit < count and not deadline.stopped:
+                    fewer = self._fewer(costs, family, fit, links, deadline.share(RELAXED_SHARE), base, say)
+                    if fewer is not None and _fits(fewer, count) and (known is None or _time(fewer) < _time(known)):
+                        known = fewer
+            exact, sharing = self._exact(costs, family, links, count, price, deadline, say, base, known)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
                 bound = max(bound, exact.bound or 0) if exact is not None else bound
                 found = exact if exact is not None and exact.latency is not None and exact.runs else known
-                # (after the exact search: no time taken when that proves; and only where the relaxed regions
-                # packed onto the wafers, whose links fewer wafers may save: where they do not, fewer cores
-                # pack no better, and Qwen3-235B's 13 wafers took 4 s of a 15 s solve for nothing)
-                if fewest < count and known is not None and not deadline.stopped:
-                    fewer = self._fewer(costs, family, fewest, links, deadline.share(FEWER_SHARE), sharing)
-                    if fewer is not None and _fits(fewer, count) and (found is None or _time(fewer) < _time(found)):
-                        say(f"wafers: the regions of {fewest} wafer(s)' cores packed, {_time(fewer):,} cycles, kept")
-                        found = fewer
                 if found is not None:
                     cuts = found.cuts
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
@@ -522,9 +534,8 @@ class LatencyOverWafers(Strategy):
         # (a paired problem's charges are not seen here: its relaxed optimum is a bound all the same)
         base = sharing if sharing is not None else build_sharing_problem(costs, family=family)
         if request.wafer_count is None:  # auto: the fewest wafers some cut into fitting wafers takes
-            one = replace(base, total_cores=int(costs.total_cores * FAMILY_BUDGET[family]))
-            reach = fitting_cuts(one, len(costs.kernels), (0, len(costs.kernels)))
-            count = max(count, len(reach) - 1) if reach is not None else count
+            fit = _fewest_fitting(base, family, costs.total_cores)
+            count = max(count, fit) if fit is not None else count
         sp = replace(base, total_cores=int(costs.total_cores * count * FAMILY_BUDGET[family]))
         found = run_stoppable(lambda: share_solver(sp, deadline.share(RELAXED_SHARE)), deadline)
         if found is None:
@@ -540,21 +551,49 @@ class LatencyOverWafers(Strategy):
         return int(found.bound), _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family])), found.price, count
 
     def _fewer(
-        self, costs: CostTable, family: Family, wafers: int, links: np.ndarray, deadline: Deadline, base: SharingProblem | None
+        self,
+        costs: CostTable,
+        family: Family,
+        wafers: int,
+        links: np.ndarray,
+        deadline: Deadline,
+        base: SharingProblem | None,
+        say: Progress,
     ) -> WaferSharing | None:
-        """The regions of the sharing search on ``wafers`` wafers' cores packed in order (None: none
-        found in time, or the table's runs pay charges that search does not see). Fewer cores make
-        smaller regions, which pack onto fewer wafers and cross fewer links: with the links costly beside
-        the wafers' paths (the tiny decode on one wafer, 1,022 cycles, against 1,976 with the relaxed
-        regions of two wafers' cores packed onto two), this is the faster start."""
+        """The regions of the sharing search on ``wafers`` wafers' cores (the fewest that can hold the
+        kernels' regions), packed in order (None: none found in time, or the table's runs pay charges
+        that search does not see). Fewer cores make smaller regions, which pack onto fewer wafers and
+        cross fewer links: with the links costly beside the wafers' paths (the tiny decode: 1,022
+        cycles on one wafer, 1,976 with the relaxed regions of two wafers' cores packed onto two, 2,979
+        with three's onto three), this is the faster start."""
         sp = base if base is not None else build_sharing_problem(costs, family=family)
         if sp.charged:
             return None
-        sp = replace(sp, total_cores=int(costs.total_cores * wafers * FAMILY_BUDGET[family]))
-        found = run_stoppable(lambda: share_solver(sp, deadline), deadline)
-        if found is None or found.status is Status.INFEASIBLE:
-            return None
-        return _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family]))
+        wafer = int(costs.total_cores * FAMILY_BUDGET[family])
+        say(f"wafers: the regions of {wafers} wafer(s)' cores, a plan on fewer wafers")
+        joint = replace(sp, total_cores=wafer * wafers)
+        found = run_stoppable(lambda: share_solver(joint, deadline.share(0.5 if wafers > 1 else 1.0)), deadline)
+        packed = _packed(joint, found, links, wafer) if found is not None and found.status is not Status.INFEASIBLE else None
+        if wafers == 1 or (packed is not None and len(packed.cuts) - 1 <= wafers) or deadline.stopped:
+            return packed
+        # they do not pack onto that many (regions fill a wafer's end unevenly): each wafer of the cut
+        # into that many that fits, near even resident bytes, its own regions (the tiny decode on two
+        # tiny wafers: 1,988 cycles, where its joint regions packed onto three took 2,991)
+        one = replace(sp, total_cores=wafer)
+        cut = fitting_cuts(one, wafers, resident_cut(costs, wafers) or (0, sp.n_kernels))
+        if cut is None:
+            return packed
+        runs: list[tuple[int, int]] = []
+        grids: list[int] = []
+        for w, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
+            own = run_stoppable(partial(share_solver, one.segment(a, b), deadline.share(1.0 / (len(cut) - 1 - w))), deadline)
+            if own is None or not own.runs:
+                return packed
+            runs += [(a + i, a + j) for i, j in own.runs]
+            grids += list(own.grids)
+        value = plan_time(one, links, cut, tuple(runs), tuple(grids))
+        apart = WaferSharing(Status.FEASIBLE, cut, tuple(runs), tuple(grids), value, None, 0.0, "each wafer's own regions")
+        return apart if packed is None or packed.latency is None or value < packed.latency else packed
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
