@@ -196,3 +196,16 @@ def test_a_wafers_plan_kept_where_the_wafers_own_search_is_slower() -> None:
     # as fast or faster here: this search's own plan
     mine = result(Status.OPTIMAL, 900, 900, ((0, 4),))
     assert _faster(mine, given, lambda _: None) is mine
+
+
+def test_every_kernel_on_its_own_rectangle_takes_fewer_wafers_where_links_cost_more(tmp_path: Path) -> None:
+    # --share none --wafers N: the cut into N wafers and into the fewest are both proven per wafer, the
+    # least bound with its links taken (the tiny MLP cut over two tiny wafers took 1,169 cycles, its
+    # 1,000-cycle link included, against 193 on one)
+    one = ws.solve(MODELS / "tiny" / "mlp.onnx", "tiny", objective="latency", share="none", place=False)
+    for wafers in (2, 3):
+        out = ws.solve(
+            MODELS / "tiny" / "mlp.onnx", "tiny", objective="latency", share="none", wafers=wafers, output=tmp_path / "p.json"
+        )
+        assert len(out.plan.stages) == 1 and out.plan.objective.value <= one.plan.objective.value + 10  # (+ placing)
+        assert verify_plan(tmp_path / "p.json").ok

@@ -56,7 +56,7 @@ from wsealloc.problem import build_problem
 from wsealloc.problem.expert_pairs import Paired, paired_problem
 from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes
-from wsealloc.problem.stages import build_stage_problem, cut_bytes, link_params, transfer_cycles
+from wsealloc.problem.stages import StageProblem, build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
 from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
@@ -145,6 +145,8 @@ class _Cut:
     # the best plan over the cut found but not proven least (the exact search ran out of time): each
     # wafer keeps its part where the wafer's own search finds none as fast; None with ``exact``
     found: WaferSharing | None = None
+    # every kernel on its own rectangle: each wafer's part, proven while the cut was chosen (empty: none yet)
+    parts: tuple[Part, ...] = ()
 
     @property
     def form(self) -> str:
@@ -395,6 +397,9 @@ class LatencyOverWafers(Strategy):
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         exact = found = None
+        parts: tuple[Part, ...] = ()
+        if family is None and least.wafers < count:
+            cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
             # the relaxed regions packed in order onto at most ``count`` wafers are a plan already, and so
             # are the regions of the fewest wafers' cores that can hold the kernels: the exact search
@@ -431,7 +436,39 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found)
+        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts)
+
+    def _own_rectangles(
+        self,
+        costs: CostTable,
+        request: SolveRequest,
+        sproblem: StageProblem,
+        links: np.ndarray,
+        counts: tuple[int, ...],
+        say: Progress,
+    ) -> tuple[tuple[int, ...], tuple[Part, ...]]:
+        """Every kernel on its own rectangle (``--share none``): the cut into each of ``counts`` wafers
+        (even resident bytes, else the min-max stage cut) with each wafer's proven bound, the cut whose
+        bounds and links add up least taken (the first on a tie). Plans over at most N wafers: where the
+        links cost more than the cores of more wafers gain, fewer wafers are faster (the tiny MLP: 194
+        cycles on one wafer, 1,169 cut over two)."""
+        objective = objective_named(request.objective)
+        best: tuple[int, tuple[int, ...], tuple[Part, ...]] | None = None
+        for count in counts:
+            cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
+            try:
+                parts = tuple(wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+            except InfeasibleError:
+                continue
+            proven = [p.bound.value if p.bound is not None and p.bound.value is not None else 0 for p in parts]
+            value = sum(proven) + sum(int(links[c]) for c in cuts[1:-1])
+            say(f"wafers: {len(cuts) - 1} wafer(s), each kernel on its own rectangle: at least {value:,} cycles")
+            if best is None or value < best[0]:
+                best = (value, tuple(cuts), parts)
+        if best is None:  # (none fits: the first count's error, as before)
+            cuts = resident_cut(costs, counts[0]) or stage_solver(sproblem, counts[0]).cuts
+            return tuple(cuts), ()
+        return best[1], best[2]
 
     def _finish(
         self,
@@ -454,7 +491,7 @@ class LatencyOverWafers(Strategy):
         for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
             wafer = costs.subset(a, b)
             if family is None:
-                parts.append(wafer_part(wafer, objective))
+                parts.append(cut.parts[w] if cut.parts else wafer_part(wafer, objective))
                 continue
             share = deadline.share(1.0 / (len(cuts) - 1 - w))
             given = fallback = None
