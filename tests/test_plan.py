@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from wsealloc.api import solve
+from wsealloc.api import solve, solve_costs
 from wsealloc.arch import load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.errors import OutputError, PlanError
@@ -288,6 +288,18 @@ def test_the_placed_baseline_is_recomputed_from_its_layout(placed_plan: Path, tm
     assert found == (f"baseline.layout has {len(doc['kernels']) - 1} rectangles for the plan's {len(doc['kernels'])} kernels",)
     found = violations(lambda d: d.update(schema="wsealloc.plan/3"))
     assert found and "plans have no baseline.layout" in found[0], found
+
+
+def test_a_placed_plan_of_a_table_built_by_hand_still_verifies(tmp_path: Path) -> None:
+    """``api.solve_costs`` (no strategy, so no decision) writes a version-2 plan: it records no
+    baseline layout, which only version 4 has (the placed baseline's values stay, bounded as before)."""
+    request = build_request(ATTENTION, "tiny", time_limit=2)
+    plan = solve_costs(build_costs(request.onnx_model, request.machine, request.cost), request).plan
+    assert plan.schema_ == "wsealloc.plan/2" and plan.objective.placed and plan.baseline.placed_value_cycles is not None
+    assert plan.baseline.layout is None
+    out = tmp_path / "by-hand.json"
+    out.write_text(plan.model_dump_json(by_alias=True))
+    assert verify_plan(out).ok, verify_plan(out).violations
 
 
 def test_overlap_is_reported_before_communication(placed_plan: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ request built from keyword arguments, then :func:`run`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -89,9 +90,15 @@ def solve_costs(
     costs: CostTable, request: SolveRequest, deadline: Deadline | None = None, progress: Progress | None = None
 ) -> SolveOutcome:
     """One wafer's cost table as the layer pipeline solves it (recomputation settled, the bound proven,
-    the request's backend, the placement): for tables built by hand (benchmarks, tests)."""
+    the request's backend, the placement): for tables built by hand (benchmarks, tests). No strategy
+    decided it, so its plan is a version-2 plan (no decision), which records no baseline layout (that
+    is version 4's: ``verify`` would call the plan's version a mismatch); the placed values stay."""
     part = wafer_part(costs, objective_named(request.objective))
-    return solve_part(part, request, deadline or Deadline.after(request.solver.time_limit_s), progress or quiet)
+    out = solve_part(part, request, deadline or Deadline.after(request.solver.time_limit_s), progress or quiet)
+    base = out.plan.baseline
+    if base.layout is None:
+        return out
+    return replace(out, plan=out.plan.model_copy(update={"baseline": base.model_copy(update={"layout": None})}))
 
 
 def _run_contest(request: SolveRequest, deadline: Deadline, progress: Progress | None) -> ContestOutcome:

@@ -996,7 +996,7 @@ def _schema_disagrees(plan: Plan) -> list[str]:
     """What the plan holds that its ``schema`` version never wrote (a newer plan relabelled older: read
     by the older version's rules, its newer fields would go unchecked). Version 1 recorded no request,
     decision, regions, LLM record nor an objective other than throughput; version 2 no decision (a plan
-    of a cost table built by hand, ``api.solve_costs``, is written as version 2 without a request);
+    of a cost table built by hand, ``api.solve_costs``, is written as version 2, its layout left out);
     version 3 no baseline layout."""
     version = plan.schema_
     if version == SCHEMA:
