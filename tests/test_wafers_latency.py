@@ -208,4 +208,6 @@ def test_every_kernel_on_its_own_rectangle_takes_fewer_wafers_where_links_cost_m
             MODELS / "tiny" / "mlp.onnx", "tiny", objective="latency", share="none", wafers=wafers, output=tmp_path / "p.json"
         )
         assert len(out.plan.stages) == 1 and out.plan.objective.value <= one.plan.objective.value + 10  # (+ placing)
+        # one wafer after all: its placed baseline's layout is recorded for verify to place again
+        assert out.plan.baseline.layout is not None and len(out.plan.baseline.layout) == len(out.plan.kernels)
         assert verify_plan(tmp_path / "p.json").ok
