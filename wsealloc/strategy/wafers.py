@@ -594,18 +594,16 @@ class LatencyOverWafers(Strategy):
         wafers: int,
         links: np.ndarray,
         deadline: Deadline,
-        base: SharingProblem | None,
+        sp: SharingProblem,
         say: Progress,
     ) -> WaferSharing | None:
         """The regions of the sharing search on ``wafers`` wafers' cores (the fewest that can hold the
-        kernels' regions), packed in order (None: none found in time, or the table's runs pay charges
-        that search does not see). Fewer cores make smaller regions, which pack onto fewer wafers and
-        cross fewer links: with the links costly beside the wafers' paths (the tiny decode: 1,022
-        cycles on one wafer, 1,976 with the relaxed regions of two wafers' cores packed onto two, 2,979
-        with three's onto three), this is the faster start."""
-        sp = base if base is not None else build_sharing_problem(costs, family=family)
-        if sp.charged:
-            return None
+        kernels' regions), packed in order (None: none found in time; ``sp`` pays no charges at its
+        runs' ends, which that search would not see: the caller asks only then). Fewer cores make
+        smaller regions, which pack onto fewer wafers and cross fewer links: with the links costly
+        beside the wafers' paths (the tiny decode: 1,022 cycles on one wafer, 1,976 with the relaxed
+        regions of two wafers' cores packed onto two, 2,979 with three's onto three), this is the
+        faster start."""
         wafer = int(costs.total_cores * FAMILY_BUDGET[family])
         say(f"wafers: the regions of {wafers} wafer(s)' cores, a plan on fewer wafers")
         joint = replace(sp, total_cores=wafer * wafers)
