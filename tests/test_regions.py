@@ -173,6 +173,52 @@ def test_sharing_search_out_of_time_still_gives_a_plan(seed: int, monkeypatch: p
     assert not stopped.runs or (stopped.cores is not None and stopped.cores <= total)
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_the_fastest_partition_bounds_every_plan_and_is_one_where_it_fits(seed: int) -> None:
+    """``share.unbudgeted`` (what a wafer out of time still proves, beside a plan in hand): the
+    fastest partition with the core budget aside is a lower bound on every plan within it (brute
+    force), and the optimum itself where it fits the budget."""
+    from wsealloc.solvers.share import unbudgeted
+
+    sp = _random_problem(np.random.default_rng(2000 + seed), 1)
+    best = _brute(sp)
+    free = _brute(SharingProblem(sp.names, sp.shapes, sp.latency, sp.resident, sp.buffers, sp.usable_sram, 10**9))
+    quick = unbudgeted(sp)
+    if free is None:
+        assert quick.status is Status.INFEASIBLE and best is None
+        return
+    assert quick.bound == free  # the optimum over every partition and grid, the cores aside
+    if quick.status is Status.OPTIMAL:
+        assert quick.runs and quick.latency == quick.bound == best and quick.cores is not None and quick.cores <= sp.total_cores
+    else:
+        assert quick.status is Status.FEASIBLE and not quick.runs and quick.latency is None
+        assert best is None or free <= best
+
+
+def test_member_costs_are_remembered_as_computed_and_bounded(costs, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A region's members' costs are remembered across region tables (the same regions are costed
+    when chosen, tabled and planned): the same costs as computed afresh, the memo bounded by the grid
+    entries it holds (the oldest forgotten)."""
+    from wsealloc.cost import region
+
+    work = RegionWork(tuple(kc.work for kc in costs.kernels[2:9]))
+    r, c = np.array([2, 4, 4, 8]), np.array([3, 6, 8, 8])
+    first = grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r, c)
+    again = grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r, c)
+    region._memo.clear()
+    region._memo_held[0] = 0
+    fresh = grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r, c)
+    for a in (first, again):
+        for field in ("latency", "compute_cycles", "noc_cycles", "sram_bytes", "waste"):
+            assert np.array_equal(getattr(a, field), getattr(fresh, field))
+    monkeypatch.setattr(region, "MEMO_ENTRIES", 10)
+    for size in range(1, 6):  # grids of 1-5 shapes: at most 10 entries held once past the bound
+        grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r[:1].repeat(size), c[:1].repeat(size))
+    assert region._memo_held[0] <= 10 and region._memo_held[0] == sum(g.rows.size for g in region._memo.values())
+    region._memo.clear()
+    region._memo_held[0] = 0
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_windows_by_binary_search_equal_testing_every_start(seed: int) -> None:
     """The sparse-table binary search finds every run's first fitting start exactly as testing every

@@ -211,3 +211,91 @@ def test_every_kernel_on_its_own_rectangle_takes_fewer_wafers_where_links_cost_m
         # one wafer after all: its placed baseline's layout is recorded for verify to place again
         assert out.plan.baseline.layout is not None and len(out.plan.baseline.layout) == len(out.plan.kernels)
         assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_each_search_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exact search over every cut ends with no plan and none was handed to it (stubbed): each
+    # wafer's own regions on a fitting cut, searched in what remains of the form's time, are the plan
+    # in hand. Left to the wafers' searches after every form had spent its time, they got a tenth of a
+    # second each (Qwen3-235B at 15 s: 1,869,235 cycles, against 1,536,420 at 10 s). Every search is
+    # slowed by 0.2 s: the plan's time counts each once (the wafers' proofs were counted twice: 36 s
+    # reported for a 30 s solve).
+    import dataclasses
+    import time
+
+    import wsealloc.strategy.regions as regions_strategy
+    import wsealloc.strategy.wafers as wafers_strategy
+    from wsealloc.solvers.share_wafers import WaferSharing, plan_time
+
+    def nothing(sp, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
+        return WaferSharing(Status.UNKNOWN, (0, sp.n_kernels), (), (), None, None, 0.0, "stubbed: out of time")
+
+    def slow(sp, deadline=None):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        time.sleep(0.2)
+        found = share_solver(sp, deadline)
+        return dataclasses.replace(found, wall_s=time.perf_counter() - t)
+
+    made: list[WaferSharing] = []
+    real_apart = wafers_strategy._apart
+
+    def apart(*args):  # type: ignore[no-untyped-def]
+        made.append(real_apart(*args))
+        return made[-1]
+
+    monkeypatch.setattr(wafers_strategy, "wafer_sharing", nothing)
+    monkeypatch.setattr(wafers_strategy, "_packed", lambda *args: None)  # (no relaxed regions to start from)
+    monkeypatch.setattr(wafers_strategy, "_apart", apart)
+    monkeypatch.setattr(wafers_strategy, "share_solver", slow)
+    monkeypatch.setattr(regions_strategy, "share_solver", slow)
+    t0 = time.perf_counter()
+    out = ws.solve(DECODE, "tiny", wafers="auto", place=False, output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
+    elapsed = time.perf_counter() - t0
+    (plan_in_hand,) = made
+    assert plan_in_hand.latency is not None and plan_in_hand.runs
+    plan = out.plan
+    assert isinstance(plan.decision, WafersDecision) and plan.decision.cuts == plan_in_hand.cuts
+    # each wafer's own search again (a proof per wafer) finds the same regions: the plan is that one
+    # (stacked columns: each region in its column's pieces, which break it no other way)
+    assert plan.objective.value == plan_in_hand.latency
+    assert {a for a, _ in plan_in_hand.runs} <= {a for a, _ in plan.decision.runs}
+    sp = build_sharing_problem(_costs(), family="stacked")
+    grids = tuple(int(g) for g in plan_in_hand.grids)
+    assert plan_time(sp, link_cycles(_costs()), plan_in_hand.cuts, plan_in_hand.runs, grids) == plan_in_hand.latency
+    assert 0.8 <= plan.objective.wall_s <= elapsed  # four searches of 0.2 s (two a wafer), each counted once
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_wafer_out_of_time_keeps_the_plan_in_hand_with_the_bound_of_its_fastest_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No time left for a wafer's own search, with the cut's plan in hand: no search runs (13 wafers
+    # searched after their time had passed added 2 s to a 20 s solve); the plan's regions are kept
+    # with the bound of the fastest partition, the cores aside (one program).
+    import time
+
+    import wsealloc.strategy.regions as regions_strategy
+    from wsealloc.budget import Deadline
+    from wsealloc.solvers.share import SharingResult, unbudgeted
+
+    costs = _costs().subset(0, 20)
+    request = build_request(DECODE, "tiny", wafers="auto", **OPTIONS)  # type: ignore[arg-type]
+    sp = build_sharing_problem(costs, family="stacked")
+    own = share_solver(sp)
+    assert own.runs and own.latency is not None
+    fallback = SharingResult(Status.FEASIBLE, own.runs, own.grids, own.latency, own.cores, None, 0.0, "kept")
+
+    def no_search(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("no search runs out of time")
+
+    monkeypatch.setattr(regions_strategy, "share_solver", no_search)
+    units, proven, _ = regions_strategy.share_cores(
+        costs, request, "stacked", Deadline(time.perf_counter() - 1.0), fallback=fallback
+    )
+    # (stacked columns: each region in its column's pieces, which break it no other way)
+    assert units.runs is not None and proven is not None
+    assert {a for a, _ in own.runs} <= {a for a, _ in units.runs}
+    assert sum(int(sp.latency[a:b, g].sum()) for (a, b), g in zip(own.runs, own.grids, strict=True)) == own.latency
+    assert proven.value == min(unbudgeted(sp).bound or 0, own.latency) and proven.value <= own.latency

@@ -305,6 +305,23 @@ def _by_columns(sp: SharingProblem, units: columns.Units, deadline: Deadline) ->
     )
 
 
+def unbudgeted(sp: SharingProblem) -> SharingResult:
+    """The fastest partition with the wafer's core budget aside (one program): the optimum where it
+    fits the wafer, else no plan and its time as a proven lower bound. What a caller holding a plan
+    found otherwise still proves when no time is left for ``solve`` (its price bisection and closing)."""
+    start = time.perf_counter()
+    plan = _dp(sp, 0.0)
+    if plan is None:
+        message = "a kernel fits no candidate region grid"
+        return SharingResult(Status.INFEASIBLE, (), (), None, None, None, time.perf_counter() - start, message)
+    if plan.cores <= sp.total_cores:
+        message = f"{len(plan.runs)} regions; the fastest partition fits the wafer ({plan.cores:,} cores)"
+        wall = time.perf_counter() - start
+        return SharingResult(Status.OPTIMAL, plan.runs, plan.grids, plan.latency, plan.cores, plan.latency, wall, message)
+    message = f"no time to search: at least {plan.latency:,} cycles (the fastest partition takes {plan.cores:,} cores)"
+    return SharingResult(Status.FEASIBLE, (), (), None, None, plan.latency, time.perf_counter() - start, message)
+
+
 def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult:
     """The best runs and grids for one token's time (see the module docstring)."""
     start = time.perf_counter()

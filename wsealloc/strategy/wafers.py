@@ -22,9 +22,11 @@ wafers whose cut fits the kernels' regions (``fitting_cuts``; that count of link
 bound): those wafers' joint regions packed, or each wafer's own (fewer links: ``--wafers N`` plans over
 at most N wafers, and a search out of time is not to fall back on a slower cut than those wafers').
 When time runs out first, the bound it proved raises ours and the plan is the best in hand; each
-wafer's regions are then searched again on the wafer's own kernels (a proof per wafer), its part of
-that plan kept where the search finds none as fast. With no plan in hand, the cut moves where every
-wafer fits and each wafer's regions are its own search's. ``auto``: the fewest wafers whose kernels'
+wafer's regions are then searched again on the wafer's own kernels (a proof per wafer, in the small
+share of the time the forms leave, ``FINISH_SHARE``; with none left, only the bound of the wafer's
+fastest partition), its part of that plan kept where the search finds none as fast. With no plan in
+hand, the cut moves where every wafer fits and each wafer's own regions on it, searched in what
+remains of the form's time, are the plan in hand. ``auto``: the fewest wafers whose kernels'
 smallest op models fit.
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
@@ -81,6 +83,10 @@ EXPERT_SHARDS = (2,)
 MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
 EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
+# of the run's time: each wafer's regions (its own search where the cut's found none as fast: a proof per
+# wafer) and the plan; the forms' searches leave it (Qwen3-235B's 13 wafers took 3-5 s more after a 20 s
+# search had spent it all). Small: where time runs out every form has a plan in hand, kept as it is
+FINISH_SHARE = 0.05
 
 
 class WafersDecision(Decision):
@@ -246,6 +252,22 @@ def _packed(sp: SharingProblem, found: SharingResult, links: np.ndarray, wafer: 
     return WaferSharing(Status.FEASIBLE, cut, found.runs, found.grids, value, None, found.wall_s, "relaxed regions packed")
 
 
+def _apart(one: SharingProblem, cut: tuple[int, ...], links: np.ndarray, deadline: Deadline) -> WaferSharing | None:
+    """Each wafer of ``cut`` its own regions (``one``: the problem on one wafer's cores; each wafer an
+    equal share of what remains), as a plan over the wafers with the links in its time (None: a
+    wafer's search found none, or a signal stopped it)."""
+    runs: list[tuple[int, int]] = []
+    grids: list[int] = []
+    for w, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
+        own = run_stoppable(partial(share_solver, one.segment(a, b), deadline.share(1.0 / (len(cut) - 1 - w))), deadline)
+        if own is None or not own.runs:
+            return None
+        runs += [(a + i, a + j) for i, j in own.runs]
+        grids += list(own.grids)
+    value = plan_time(one, links, cut, tuple(runs), tuple(grids))
+    return WaferSharing(Status.FEASIBLE, cut, tuple(runs), tuple(grids), value, None, 0.0, "each wafer's own regions")
+
+
 def _wafer_part(plan: WaferSharing, sharing: SharingProblem, w: int, status: Status, whose: str) -> SharingResult:
     """Wafer w's part of a plan over several wafers as the result of a search on its own kernels."""
     a = plan.cuts[w]
@@ -309,8 +331,10 @@ class LatencyOverWafers(Strategy):
         forms: list[_Cut] = []
         refused: InfeasibleError | None = None
         t0 = time.perf_counter()
+        # the forms' searches leave each wafer's regions and the plan their share
+        search = deadline.share(1.0 - FINISH_SHARE)
         try:
-            forms.append(self._cut(costs, request, family, 0, deadline.share(1.0 / (1 + len(counts))), say))
+            forms.append(self._cut(costs, request, family, 0, search.share(1.0 / (1 + len(counts))), say))
         except InfeasibleError as exc:
             if not counts:
                 raise
@@ -318,13 +342,13 @@ class LatencyOverWafers(Strategy):
         first_s = time.perf_counter() - t0
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
-            if forms and deadline.remaining() < first_s:
+            if forms and search.remaining() < first_s:
                 # building a form's problems takes about as long as the first form took, whatever its share
                 # of the time (Qwen3-235B: 5 s each; a 10 s limit took 27 s): with less time left than that,
                 # the forms in hand decide
-                say(f"wafers: {deadline.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
+                say(f"wafers: {search.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
                 break
-            found = self._split(costs, request, family, shards, deadline.share(1.0 / (len(counts) - i)), say)
+            found = self._split(costs, request, family, shards, search.share(1.0 / (len(counts) - i)), say)
             forms += [found] if found is not None else []
         if not forms:
             assert refused is not None
@@ -343,6 +367,7 @@ class LatencyOverWafers(Strategy):
         table = split_experts(costs, shards)
         if shards == 2:
             say("wafers: each MoE layer kept whole or split into 2 shards, as the search chooses (expert parallelism)")
+            t0 = time.perf_counter()
             paired = _paired(costs, table, family)
             try:  # (its SRAM judged more strictly than every layer split's: that form may still fit)
                 cut = self._cut(table, request, family, shards, deadline.share(0.5), say, sharing=paired.problem)
@@ -351,7 +376,10 @@ class LatencyOverWafers(Strategy):
             chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
             if chosen is not None:
                 return chosen
-            if deadline.expired():  # (every layer split would take as long again: the forms in hand decide)
+            if deadline.remaining() < time.perf_counter() - t0:
+                # every layer split takes about as long again, whatever its share (its relaxed search's
+                # least work on Qwen3-235B: 3 s): with less time left, the forms in hand decide
+                say(f"wafers: {deadline.remaining():.1f} s left; every MoE layer split into {shards} shards is not tried")
                 return None
         say(f"wafers: every MoE layer's experts split into {shards} shards (expert parallelism)")
         try:
@@ -427,6 +455,12 @@ class LatencyOverWafers(Strategy):
                     cuts = found.cuts
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
+                if found is None and not sharing.charged and not deadline.stopped:
+                    # no plan in hand: each wafer's own regions on that cut, in what remains of this form's
+                    # time, are one (a form whose plan was left to the wafers' searches after every form had
+                    # spent its time got a tenth of a second a wafer: Qwen3-235B at 15 s, 1,869,235 cycles
+                    # against 1,536,420 at 10 s)
+                    found = _apart(sharing, tuple(cuts), links, deadline)
                 exact = None
         how = (
             "the exact search's optimum"
@@ -517,7 +551,13 @@ class LatencyOverWafers(Strategy):
             split_layers=cut.layers,
             reason=_forms_reason(cut, forms),
         )
-        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, time.perf_counter() - t0)
+        # the parts' proofs (each wafer's own search, made here or while the cut was chosen) count in each
+        # part's time: the partition's is the rest, so that the plan's time adds up to the elapsed once
+        # (it counted them twice: 36 s reported for a 30 s solve)
+        proofs = sum(p.bound.wall_s for p in parts if p.bound is not None)
+        partition = StagePartition(
+            Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, max(0.0, time.perf_counter() - t0 - proofs)
+        )
         return Prepared(decision, tuple(parts), costs, costs, partition, cut.bound)
 
     def _exact(
@@ -616,19 +656,10 @@ class LatencyOverWafers(Strategy):
         # tiny wafers: 1,988 cycles, where its joint regions packed onto three took 2,991)
         one = replace(sp, total_cores=wafer)
         cut = fitting_cuts(one, wafers, resident_cut(costs, wafers) or (0, sp.n_kernels))
-        if cut is None:
+        apart = _apart(one, cut, links, deadline) if cut is not None else None
+        if apart is None or apart.latency is None:
             return packed
-        runs: list[tuple[int, int]] = []
-        grids: list[int] = []
-        for w, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
-            own = run_stoppable(partial(share_solver, one.segment(a, b), deadline.share(1.0 / (len(cut) - 1 - w))), deadline)
-            if own is None or not own.runs:
-                return packed
-            runs += [(a + i, a + j) for i, j in own.runs]
-            grids += list(own.grids)
-        value = plan_time(one, links, cut, tuple(runs), tuple(grids))
-        apart = WaferSharing(Status.FEASIBLE, cut, tuple(runs), tuple(grids), value, None, 0.0, "each wafer's own regions")
-        return apart if packed is None or packed.latency is None or value < packed.latency else packed
+        return apart if packed is None or packed.latency is None or apart.latency < packed.latency else packed
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, WafersDecision)
