@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import MODELS
 
@@ -180,7 +181,7 @@ def test_a_search_out_of_time_is_no_slower_than_fewer_wafers(
 
 def test_a_wafers_plan_kept_where_the_wafers_own_search_is_slower() -> None:
     from wsealloc.solvers.share import SharingResult
-    from wsealloc.strategy.regions import _faster
+    from wsealloc.strategy.wafers import _faster
 
     def result(status: Status, latency: int | None, bound: int | None, runs: tuple[tuple[int, int], ...]) -> SharingResult:
         return SharingResult(status, runs, tuple(0 for _ in runs), latency, 10, bound, 1.5, "m")
@@ -268,34 +269,47 @@ def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_eac
     assert verify_plan(tmp_path / "p.json").ok
 
 
-def test_a_wafer_out_of_time_keeps_the_plan_in_hand_with_the_bound_of_its_fastest_partition(
+def test_each_distinct_wafer_is_searched_once_and_one_out_of_time_only_proves_its_fastest_partition(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # No time left for a wafer's own search, with the cut's plan in hand: no search runs (13 wafers
-    # searched after their time had passed added 2 s to a 20 s solve); the plan's regions are kept
-    # with the bound of the fastest partition, the cores aside (one program).
+    # A cut of repeated layers holds few distinct wafers (Qwen3-235B: 5 of 14): each is searched once,
+    # in an equal share of the time, and its equals take the result at no time. With every wafer's part
+    # of a plan in hand and no time left, no search runs: only the bound of the fastest partition, the
+    # cores aside (13 wafers searched after their time had passed added 2 s to a 20 s solve).
+    import dataclasses
     import time
 
-    import wsealloc.strategy.regions as regions_strategy
+    import wsealloc.strategy.wafers as wafers_strategy
     from wsealloc.budget import Deadline
-    from wsealloc.solvers.share import SharingResult, unbudgeted
+    from wsealloc.problem.sharing import SharingProblem
+    from wsealloc.solvers.share import unbudgeted
 
-    costs = _costs().subset(0, 20)
-    request = build_request(DECODE, "tiny", wafers="auto", **OPTIONS)  # type: ignore[arg-type]
-    sp = build_sharing_problem(costs, family="stacked")
-    own = share_solver(sp)
-    assert own.runs and own.latency is not None
-    fallback = SharingResult(Status.FEASIBLE, own.runs, own.grids, own.latency, own.cores, None, 0.0, "kept")
+    rng = np.random.default_rng(7)
+    layer = rng.integers(5, 60, size=(4, 3)).astype(np.int64)
+    resident = rng.integers(1, 30, size=(4, 3)).astype(np.float64)
+    shapes = np.array([[1, 1], [2, 2], [3, 3]])
+    one = SharingProblem(
+        tuple(f"k{i}" for i in range(12)), shapes, np.tile(layer, (3, 1)), np.tile(resident, (3, 1)), np.zeros((12, 3)), 60, 10
+    )
+    searched: list[int] = []
+
+    def counted(sp, deadline=None):  # type: ignore[no-untyped-def]
+        searched.append(sp.n_kernels)
+        return share_solver(sp, deadline)
+
+    monkeypatch.setattr(wafers_strategy, "share_solver", counted)
+    own = wafers_strategy._own_regions(one, (0, 4, 8, 12), Deadline.after(60.0), held=False)
+    assert own is not None and searched == [4]  # three equal wafers: one search
+    assert own[0] == dataclasses.replace(own[1], wall_s=own[0].wall_s) == dataclasses.replace(own[2], wall_s=own[0].wall_s)
+    assert own[1].wall_s == own[2].wall_s == 0.0 and own[0].latency == share_solver(one.segment(0, 4)).latency
+    two = wafers_strategy._own_regions(one, (0, 5, 12), Deadline.after(60.0), held=False)
+    assert two is not None and searched == [4, 5, 7]  # two distinct wafers: two searches
 
     def no_search(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise AssertionError("no search runs out of time")
+        raise AssertionError("no search runs out of time with a plan in hand")
 
-    monkeypatch.setattr(regions_strategy, "share_solver", no_search)
-    units, proven, _ = regions_strategy.share_cores(
-        costs, request, "stacked", Deadline(time.perf_counter() - 1.0), fallback=fallback
-    )
-    # (stacked columns: each region in its column's pieces, which break it no other way)
-    assert units.runs is not None and proven is not None
-    assert {a for a, _ in own.runs} <= {a for a, _ in units.runs}
-    assert sum(int(sp.latency[a:b, g].sum()) for (a, b), g in zip(own.runs, own.grids, strict=True)) == own.latency
-    assert proven.value == min(unbudgeted(sp).bound or 0, own.latency) and proven.value <= own.latency
+    monkeypatch.setattr(wafers_strategy, "share_solver", no_search)
+    late = wafers_strategy._own_regions(one, (0, 4, 8, 12), Deadline(time.perf_counter() - 1.0), held=True)
+    quick = unbudgeted(one.segment(0, 4))
+    assert late is not None and all(r.bound == quick.bound and r.status is quick.status for r in late)
+    assert quick.bound is not None and own[0].latency is not None and quick.bound <= own[0].latency

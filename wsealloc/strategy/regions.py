@@ -11,7 +11,6 @@ else the family the allocation chose grids from."""
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,7 +23,7 @@ from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_nam
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes, grid_allowed
 from wsealloc.solvers import Status
-from wsealloc.solvers.share import SharingResult, unbudgeted
+from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, RegionsDecision
@@ -87,16 +86,13 @@ def share_cores(
     say: Progress = quiet,
     known_bound: int | None = None,
     given: SharingResult | None = None,
-    fallback: SharingResult | None = None,
 ) -> tuple[CostTable, ProvenBound | None, tuple[tuple[int, int], ...] | None]:
     """The table of regions ``solvers.share`` proves best for a token's time among ``family``'s region
     grids, its proven bound (the least of it and ``known_bound``, another family's, when a solve fell
     back) and each region's fixed grid (stacked columns; None: the allocation chooses among the
-    family's). No regions found in time: the kernel table, no bound. ``given``: runs and grids a search
-    over several wafers already proved (this table's kernels, no user groups): only made a table.
-    ``fallback``: runs and grids of this table found otherwise and not proven least (a search over
-    several wafers that ran out of time): kept where the search here finds none as fast (its share of
-    the clock can be short), with this search's bound, which holds whichever runs are kept."""
+    family's). No regions found in time: the kernel table, no bound. ``given``: runs and grids found
+    already, with their status and bound (a search over several wafers; this table's kernels, no user
+    groups): only made a table."""
     if request.objective is not ObjectiveKind.LATENCY:
         raise UsageError(
             "--share auto chooses regions for one token's time: add --objective latency "
@@ -109,11 +105,7 @@ def share_cores(
     sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
     say(f"sharing: choosing regions of {sp.n_kernels:,} units on {family} grids")
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
-    # out of time with a plan in hand: only the bound of the fastest partition (one program, a third of
-    # a search's least work; 13 wafers searched after their time had passed added 2 s to a 20 s solve)
-    quick = fallback is not None and not groups and share.expired() and not deadline.stopped
-    search = partial(unbudgeted, sp) if quick else partial(share_solver, sp, share)
-    found = given if given is not None else run_stoppable(search, deadline)
+    found = given if given is not None else run_stoppable(lambda: share_solver(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
     if found.status is Status.INFEASIBLE:
@@ -121,8 +113,6 @@ def share_cores(
         rules = f" with {named}" if named else ""
         raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}")
     found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
-    if fallback is not None and not groups:
-        found = _faster(found, fallback, say)
     sp = kernel_sp  # the runs are of kernels again
     free = None
     if groups:  # the price of the groups: the same search without them (a share of what is left)
@@ -160,18 +150,6 @@ def share_cores(
     choice = tuple(start)
     proven = ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s, unconstrained=free)
     return units, proven, None
-
-
-def _faster(found: SharingResult, fallback: SharingResult, say: Progress) -> SharingResult:
-    """``found``, or ``fallback``'s runs where they are faster, with ``found``'s proof (a bound of the
-    table, whatever runs are kept)."""
-    if fallback.latency is None or (found.runs and found.latency is not None and found.latency <= fallback.latency):
-        return found
-    here = f"{found.latency:,} cycles" if found.latency is not None and found.runs else "no plan"
-    say(f"sharing: {here} found here, {fallback.latency:,} {fallback.message}")
-    proof = found.bound if found.bound is not None else 0
-    status = Status.OPTIMAL if proof >= fallback.latency else Status.FEASIBLE
-    return replace(fallback, status=status, bound=min(proof, fallback.latency), wall_s=found.wall_s)
 
 
 def region_spans(costs: CostTable) -> list[tuple[tuple[int, int], str]]:

@@ -60,7 +60,7 @@ from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes
 from wsealloc.problem.stages import StageProblem, build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
-from wsealloc.solvers.share import SharingResult
+from wsealloc.solvers.share import SharingResult, unbudgeted
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts, plan_time
 from wsealloc.solvers.share_wafers import solve as wafer_sharing
@@ -70,7 +70,7 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, regions_lines, share_cores
+from wsealloc.strategy.regions import FAMILY_BUDGET, SHARING_SHARE, regions_lines, share_cores
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
@@ -252,20 +252,58 @@ def _packed(sp: SharingProblem, found: SharingResult, links: np.ndarray, wafer: 
     return WaferSharing(Status.FEASIBLE, cut, found.runs, found.grids, value, None, found.wall_s, "relaxed regions packed")
 
 
-def _apart(one: SharingProblem, cut: tuple[int, ...], links: np.ndarray, deadline: Deadline) -> WaferSharing | None:
-    """Each wafer of ``cut`` its own regions (``one``: the problem on one wafer's cores; each wafer an
-    equal share of what remains), as a plan over the wafers with the links in its time (None: a
-    wafer's search found none, or a signal stopped it)."""
-    runs: list[tuple[int, int]] = []
-    grids: list[int] = []
-    for w, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
-        own = run_stoppable(partial(share_solver, one.segment(a, b), deadline.share(1.0 / (len(cut) - 1 - w))), deadline)
-        if own is None or not own.runs:
+def _segment_key(sp: SharingProblem) -> tuple[object, ...]:
+    """What a wafer's own search depends on (its kernels' numbers; the grids, the SRAM and the charges'
+    kinds are the whole problem's): wafers with equal keys have equal searches. A model's repeated
+    layers make most wafers of a cut alike (Qwen3-235B's 14 wafers hold 5 distinct problems)."""
+    arrays = (sp.latency, sp.resident, sp.buffers, sp.ends, sp.starts, sp.unbroken)
+    return (sp.total_cores, *(None if x is None else (x.shape, x.tobytes()) for x in arrays))
+
+
+def _own_regions(one: SharingProblem, cut: tuple[int, ...], deadline: Deadline, held: bool) -> list[SharingResult] | None:
+    """Each wafer of ``cut`` its own regions (``one``: the problem on one wafer's cores), each distinct
+    wafer searched once in an equal share of what remains (the others take its result, at no time).
+    ``held``: every wafer's part of a plan is in hand, so a wafer with no time left only proves the
+    bound of its fastest partition (``share.unbudgeted``: one program, a third of a search's least
+    work; searches run after their time had passed added 2 s to a 20 s solve). None: a signal."""
+    segments = [one.segment(a, b) for a, b in zip(cut[:-1], cut[1:], strict=True)]
+    keys = [_segment_key(sp) for sp in segments]
+    distinct = list(dict.fromkeys(keys))
+    found: dict[tuple[object, ...], SharingResult] = {}
+    for i, key in enumerate(distinct):
+        sp = segments[keys.index(key)]
+        share = deadline.share(1.0 / (len(distinct) - i))
+        quick = held and share.expired() and not deadline.stopped
+        result = run_stoppable(partial(unbudgeted, sp) if quick else partial(share_solver, sp, share), deadline)
+        if result is None:
             return None
-        runs += [(a + i, a + j) for i, j in own.runs]
-        grids += list(own.grids)
-    value = plan_time(one, links, cut, tuple(runs), tuple(grids))
-    return WaferSharing(Status.FEASIBLE, cut, tuple(runs), tuple(grids), value, None, 0.0, "each wafer's own regions")
+        found[key] = result
+    first = {key: keys.index(key) for key in distinct}
+    return [found[key] if first[key] == w else replace(found[key], wall_s=0.0) for w, key in enumerate(keys)]
+
+
+def _apart(one: SharingProblem, cut: tuple[int, ...], links: np.ndarray, deadline: Deadline) -> WaferSharing | None:
+    """Each wafer of ``cut`` its own regions (``_own_regions``) as a plan over the wafers with the links
+    in its time (None: a wafer's search found none, or a signal stopped it)."""
+    own = _own_regions(one, cut, deadline, held=False)
+    if own is None or any(not found.runs for found in own):
+        return None
+    runs = tuple((a + i, a + j) for a, found in zip(cut, own, strict=False) for i, j in found.runs)
+    grids = tuple(g for found in own for g in found.grids)
+    value = plan_time(one, links, cut, runs, grids)
+    return WaferSharing(Status.FEASIBLE, cut, runs, grids, value, None, 0.0, "each wafer's own regions")
+
+
+def _faster(found: SharingResult, fallback: SharingResult, say: Progress) -> SharingResult:
+    """``found``, or ``fallback``'s runs where they are faster, with ``found``'s proof (a bound of the
+    table, whatever runs are kept)."""
+    if fallback.latency is None or (found.runs and found.latency is not None and found.latency <= fallback.latency):
+        return found
+    here = f"{found.latency:,} cycles" if found.latency is not None and found.runs else "no plan"
+    say(f"sharing: {here} found here, {fallback.latency:,} {fallback.message}")
+    proof = found.bound if found.bound is not None else 0
+    status = Status.OPTIMAL if proof >= fallback.latency else Status.FEASIBLE
+    return replace(fallback, status=status, bound=min(proof, fallback.latency), wall_s=found.wall_s)
 
 
 def _wafer_part(plan: WaferSharing, sharing: SharingProblem, w: int, status: Status, whose: str) -> SharingResult:
@@ -522,18 +560,27 @@ class LatencyOverWafers(Strategy):
         parts: list[Part] = []
         runs: list[tuple[int, int]] = []
         grids: list[tuple[int, int]] = []
+        chosen: list[SharingResult] = []
+        if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
+            chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
+        elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
+            own = _own_regions(sharing, tuple(cuts), deadline.share(SHARING_SHARE), held=cut.found is not None)
+            if own is None:
+                raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
+            chosen = own
+            if cut.found is not None:
+                found = cut.found
+                held = [
+                    _wafer_part(found, sharing, w, Status.FEASIBLE, "kept from the search over the wafers")
+                    for w in range(len(own))
+                ]
+                chosen = [_faster(mine, theirs, say) for mine, theirs in zip(own, held, strict=True)]
         for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
             wafer = costs.subset(a, b)
             if family is None:
                 parts.append(cut.parts[w] if cut.parts else wafer_part(wafer, objective))
                 continue
-            share = deadline.share(1.0 / (len(cuts) - 1 - w))
-            given = fallback = None
-            if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
-                given = _wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's")
-            elif cut.found is not None and sharing is not None:
-                fallback = _wafer_part(cut.found, sharing, w, Status.FEASIBLE, "kept from the search over the wafers")
-            units, proven, fixed = share_cores(wafer, request, family, share, say, given=given, fallback=fallback)
+            units, proven, fixed = share_cores(wafer, request, family, deadline, say, given=chosen[w])
             if proven is None or units.runs is None:
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
