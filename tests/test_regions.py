@@ -211,10 +211,12 @@ def test_member_costs_are_remembered_as_computed_and_bounded(costs, monkeypatch:
     for a in (first, again):
         for field in ("latency", "compute_cycles", "noc_cycles", "sram_bytes", "waste"):
             assert np.array_equal(getattr(a, field), getattr(fresh, field))
-    monkeypatch.setattr(region, "MEMO_ENTRIES", 10)
-    for size in range(1, 6):  # grids of 1-5 shapes: at most 10 entries held once past the bound
+    bound = 3 * region.ENTRY_OVERHEAD_BYTES + 3 * 12 * 8 * 5
+    monkeypatch.setattr(region, "MEMO_BYTES", bound)
+    for size in range(1, 6):  # grids of 1-5 shapes: held within the bound once past it
         grid_costs(work, costs.arch, costs.options, Dataflow.REGION, r[:1].repeat(size), c[:1].repeat(size))
-    assert region._memo_held[0] <= 10 and region._memo_held[0] == sum(g.rows.size for g in region._memo.values())
+    assert 0 < region._memo_held[0] <= bound
+    assert region._memo_held[0] == sum(region._entry_bytes(g) for g in region._memo.values())
     region._memo.clear()
     region._memo_held[0] = 0
 

@@ -193,6 +193,8 @@ def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progr
         say(f"allocation: {proven.method} bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
         found = run_stoppable(lambda: backend(problem, run_opts), deadline)
         result = found or SolverResult(solver, Status.UNKNOWN, None, None, bound, 0.0, message="stopped by a signal")
+    if not (solver == "bisect" or proven.final):  # the part's time counts its bound's proof too, as where it is the answer
+        result = replace(result, wall_s=result.wall_s + wall)
     if not result.has_solution:
         fallback = baseline if baseline.status is Status.FEASIBLE else exact
         result = replace(

@@ -30,16 +30,23 @@ GridFn = Callable[..., GridCosts]  # cost.grid_costs: (work, arch, options, data
 # A member's costs on a region's grids, remembered across region tables: the same regions are costed
 # when a wafer's regions are chosen, when its table of regions is built and again when its plan is
 # made, and a model's repeated layers hold equal members on equal grids (Qwen3-235B over 13 wafers:
-# 1.3 s of its 1.5 s of plan making). A pure function of its key; bounded by the grid entries held
-# (about 40 MB at most), the oldest forgotten first.
-MEMO_ENTRIES = 500_000
+# 1.3 s of its 1.5 s of plan making). A pure function of its key; bounded by the bytes it holds (the
+# arrays and about 2 KB of objects an entry, measured: one-shape entries, the most common, are 2.2 KB),
+# the oldest forgotten first.
+MEMO_BYTES = 64 * 2**20
+ENTRY_OVERHEAD_BYTES = 2048
 _memo: OrderedDict[tuple[Any, ...], GridCosts] = OrderedDict()
-_memo_held = [0]
+_memo_held = [0]  # bytes
 _memo_lock = threading.Lock()
 
 
+def _entry_bytes(g: GridCosts) -> int:
+    """What an entry holds: its arrays (``rows.size`` entries of about a dozen of them) and its objects."""
+    return ENTRY_OVERHEAD_BYTES + 12 * 8 * int(g.rows.size)
+
+
 def _member_costs(member: Any, arch: Arch, options: CostOptions, r: np.ndarray, c: np.ndarray, grid_fn: GridFn) -> GridCosts:
-    """``fastest_on``'s costs of a region's member (its operands in place), remembered (``MEMO_ENTRIES``).
+    """``fastest_on``'s costs of a region's member (its operands in place), remembered (``MEMO_BYTES``).
     The result is only read (a region's sums are new arrays)."""
     key = (member.cost_key if isinstance(member, StreamedWork) else member, arch, options, grid_fn, r.tobytes(), c.tobytes())
     with _memo_lock:
@@ -51,10 +58,10 @@ def _member_costs(member: Any, arch: Arch, options: CostOptions, r: np.ndarray, 
     with _memo_lock:
         if key not in _memo:
             _memo[key] = g
-            _memo_held[0] += r.size
-        while _memo_held[0] > MEMO_ENTRIES and len(_memo) > 1:
+            _memo_held[0] += _entry_bytes(g)
+        while _memo_held[0] > MEMO_BYTES and len(_memo) > 1:
             _, old = _memo.popitem(last=False)
-            _memo_held[0] -= old.rows.size
+            _memo_held[0] -= _entry_bytes(old)
     return g
 
 

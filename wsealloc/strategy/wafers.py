@@ -87,6 +87,11 @@ EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every
 # wafer) and the plan; the forms' searches leave it (Qwen3-235B's 13 wafers took 3-5 s more after a 20 s
 # search had spent it all). Small: where time runs out every form has a plan in hand, kept as it is
 FINISH_SHARE = 0.05
+# of the forms' time, the MoE layers kept whole where other forms follow: that form is tried first and
+# its plan is the one in hand when the others find none in time (none did below 60 s on Qwen3-235B),
+# so its wafers' own regions get time to be searched (with half of it, at 15 s, they took their fewest
+# cores: 1,869,235 cycles against 1,523,713 at 10 s)
+KEPT_SHARE = 0.65
 
 
 class WafersDecision(Decision):
@@ -153,6 +158,15 @@ class _Cut:
     found: WaferSharing | None = None
     # every kernel on its own rectangle: each wafer's part, proven while the cut was chosen (empty: none yet)
     parts: tuple[Part, ...] = ()
+    # seconds of the searches that run as long as their share allows (the exact search over every cut, the
+    # wafers' own regions as the plan in hand): a form's least time is the rest of its time
+    scaled_s: float = 0.0
+
+    @property
+    def planned(self) -> bool:
+        """Whether a plan over the cut is in hand (the exact optimum, one found otherwise, or each wafer's
+        part proven while the cut was chosen)."""
+        return self.exact is not None or self.found is not None or bool(self.parts)
 
     @property
     def form(self) -> str:
@@ -372,12 +386,15 @@ class LatencyOverWafers(Strategy):
         # the forms' searches leave each wafer's regions and the plan their share
         search = deadline.share(1.0 - FINISH_SHARE)
         try:
-            forms.append(self._cut(costs, request, family, 0, search.share(1.0 / (1 + len(counts))), say))
+            forms.append(self._cut(costs, request, family, 0, search.share(1.0 if not counts else KEPT_SHARE), say))
         except InfeasibleError as exc:
             if not counts:
                 raise
             refused = exc
-        first_s = time.perf_counter() - t0
+        # what a form takes whatever its share (its problems, its searches' least work): the first form's
+        # time but its searches that take their share as it comes (counted, a form that spent its share
+        # left the next too little: Qwen3-235B at 30 s planned on 14 wafers where 13 hold it)
+        first_s = time.perf_counter() - t0 - (forms[0].scaled_s if forms else 0.0)
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
             if forms and search.remaining() < first_s:
@@ -385,6 +402,12 @@ class LatencyOverWafers(Strategy):
                 # of the time (Qwen3-235B: 5 s each; a 10 s limit took 27 s): with less time left than that,
                 # the forms in hand decide
                 say(f"wafers: {search.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
+                break
+            if forms and not forms[0].planned:
+                # the first form holds no plan yet: the time left goes to its wafers' own regions (a second
+                # form that found none either left them a few hundredths of a second each, and they took
+                # their fewest cores: Qwen3-235B at 10 s, 1,869,235 cycles against 1,531,777)
+                say(f"wafers: no plan in hand yet; the MoE layers split into {shards} shards are not tried")
                 break
             found = self._split(costs, request, family, shards, search.share(1.0 / (len(counts) - i)), say)
             forms += [found] if found is not None else []
@@ -414,8 +437,9 @@ class LatencyOverWafers(Strategy):
             chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
             if chosen is not None:
                 return chosen
-            if deadline.remaining() < time.perf_counter() - t0:
-                # every layer split takes about as long again, whatever its share (its relaxed search's
+            least = time.perf_counter() - t0 - (cut.scaled_s if cut is not None else 0.0)
+            if deadline.remaining() < least:
+                # every layer split takes at least about as long, whatever its share (its relaxed search's
                 # least work on Qwen3-235B: 3 s): with less time left, the forms in hand decide
                 say(f"wafers: {deadline.remaining():.1f} s left; every MoE layer split into {shards} shards is not tried")
                 return None
@@ -464,6 +488,7 @@ class LatencyOverWafers(Strategy):
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         exact = found = None
         parts: tuple[Part, ...] = ()
+        scaled_s = 0.0
         if family is None and least.wafers < count:
             cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
@@ -483,7 +508,9 @@ class LatencyOverWafers(Strategy):
                     fewer = self._fewer(costs, family, fit, links, deadline.share(RELAXED_SHARE), base, say)
                     if fewer is not None and _fits(fewer, count) and (known is None or _time(fewer) < _time(known)):
                         known = fewer
+            t_exact = time.perf_counter()
             exact, sharing = self._exact(costs, family, links, count, price, deadline, say, base, known)
+            scaled_s = time.perf_counter() - t_exact
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
@@ -493,12 +520,15 @@ class LatencyOverWafers(Strategy):
                     cuts = found.cuts
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
-                if found is None and not sharing.charged and not deadline.stopped:
+                if found is None and not sharing.charged and not deadline.expired():
                     # no plan in hand: each wafer's own regions on that cut, in what remains of this form's
                     # time, are one (a form whose plan was left to the wafers' searches after every form had
                     # spent its time got a tenth of a second a wafer: Qwen3-235B at 15 s, 1,869,235 cycles
-                    # against 1,536,420 at 10 s)
+                    # against 1,536,420 at 10 s; with no time left they are the finish's, whose searches
+                    # out of time take the fewest cores, as slow)
+                    t_apart = time.perf_counter()
                     found = _apart(sharing, tuple(cuts), links, deadline)
+                    scaled_s += time.perf_counter() - t_apart
                 exact = None
         how = (
             "the exact search's optimum"
@@ -508,7 +538,9 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts)
+        return _Cut(
+            costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, scaled_s=scaled_s
+        )
 
     def _own_rectangles(
         self,
