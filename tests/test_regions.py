@@ -235,6 +235,9 @@ def test_windows_by_binary_search_equal_testing_every_start(seed: int) -> None:
     usable = int(rng.integers(10, 300))
     sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, usable, 10, pieces, 1)
     assert np.array_equal(sp.windows(), sp.windows_by_testing())
+    # a region table's runs need their own grids' one-region windows only: the same rows
+    grids = sorted({int(g) for g in rng.integers(0, g_count, int(rng.integers(1, 4)))})
+    assert np.array_equal(sp.single_windows(grids)[grids], sp.single_windows()[grids])
 
 
 def test_grid_packs_runs_by_sram(costs) -> None:  # type: ignore[no-untyped-def]

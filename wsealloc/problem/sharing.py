@@ -16,6 +16,7 @@ docs/cost-model.md; the per-kernel op models of the layer pipeline keep their fu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -280,9 +281,26 @@ class SharingProblem:
         problem = replace(self, names=names, latency=np.array(lat, dtype=np.int64), resident=np.array(res), buffers=np.array(buf))
         return problem, bounds.astype(np.int64)
 
-    def single_windows(self) -> np.ndarray:
-        """The windows of one region per grid (``windows`` of the same problem unstacked)."""
-        return replace(self, pieces=np.zeros(0, dtype=np.int64)).windows()
+    def single_windows(self, grids: Sequence[int] | None = None) -> np.ndarray:
+        """The windows of one region per grid (``windows`` of the same problem unstacked); ``grids``: of
+        these grids only (the other rows 0: a plan's runs need their own grids', a tenth of them or
+        less, and every wafer's table of regions computed them all: half of its time)."""
+        if grids is None:
+            return replace(self, pieces=np.zeros(0, dtype=np.int64)).windows()
+        rows = np.unique(np.asarray(grids, dtype=np.int64))
+        sub = replace(
+            self,
+            shapes=self.shapes[rows],
+            latency=self.latency[:, rows],
+            resident=self.resident[:, rows],
+            buffers=self.buffers[:, rows],
+            pieces=np.zeros(0, dtype=np.int64),
+            ends=self.ends[:, rows] if self.ends is not None else None,
+            starts=self.starts[:, rows] if self.starts is not None else None,
+        )
+        out = np.zeros((self.shapes.shape[0], self.n_kernels + 1), dtype=np.int64)
+        out[rows] = sub.windows()
+        return out
 
 
 def build_sharing_problem(costs: CostTable, shapes: np.ndarray | None = None, family: str = "squares") -> SharingProblem:

@@ -125,7 +125,7 @@ def share_cores(
     bound = found.bound if known_bound is None else min(known_bound, found.bound or known_bound)
     optimal = found.status is Status.OPTIMAL and bound == found.latency
     if sp.pieces.size:  # stacked columns: each column's regions on its grid, as chosen (they pack as columns)
-        single = sp.single_windows()
+        single = sp.single_windows(found.grids)
         cut = np.zeros(sp.n_kernels + 1, dtype=bool)
         cut[bounds] = True  # a column's regions break only where the user's groups allow
         pieces = [

@@ -70,7 +70,7 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, SHARING_SHARE, regions_lines, share_cores
+from wsealloc.strategy.regions import FAMILY_BUDGET, regions_lines, share_cores
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
@@ -86,7 +86,10 @@ EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every
 # of the run's time: each wafer's regions (its own search where the cut's found none as fast: a proof per
 # wafer) and the plan; the forms' searches leave it (Qwen3-235B's 13 wafers took 3-5 s more after a 20 s
 # search had spent it all). Small: where time runs out every form has a plan in hand, kept as it is
-FINISH_SHARE = 0.05
+FINISH_SHARE = 0.08
+# of that: the wafers' own searches; the wafers' tables of regions and their plans take the rest (about
+# 0.7 ms a kernel here, 1.2 s for Qwen3-235B's 1,602)
+FINISH_SEARCH_SHARE = 0.4
 # of the forms' time, the MoE layers kept whole where other forms follow: that form is tried first and
 # its plan is the one in hand when the others find none in time (none did below 60 s on Qwen3-235B),
 # so its wafers' own regions get time to be searched (with half of it, at 15 s, they took their fewest
@@ -158,9 +161,9 @@ class _Cut:
     found: WaferSharing | None = None
     # every kernel on its own rectangle: each wafer's part, proven while the cut was chosen (empty: none yet)
     parts: tuple[Part, ...] = ()
-    # seconds of the searches that run as long as their share allows (the exact search over every cut, the
-    # wafers' own regions as the plan in hand): a form's least time is the rest of its time
-    scaled_s: float = 0.0
+    # seconds the wafers' own regions took as the plan in hand (``_apart``: in what was left of the form's
+    # share, as long as it allowed): a form's least time is the rest of its time
+    apart_s: float = 0.0
 
     @property
     def planned(self) -> bool:
@@ -391,10 +394,9 @@ class LatencyOverWafers(Strategy):
             if not counts:
                 raise
             refused = exc
-        # what a form takes whatever its share (its problems, its searches' least work): the first form's
-        # time but its searches that take their share as it comes (counted, a form that spent its share
-        # left the next too little: Qwen3-235B at 30 s planned on 14 wafers where 13 hold it)
-        first_s = time.perf_counter() - t0 - (forms[0].scaled_s if forms else 0.0)
+        # what a form takes (its problems, its searches): the first form's time but its wafers' own
+        # regions, searched in the rest of its share (counted, no later form was ever tried)
+        first_s = time.perf_counter() - t0 - (forms[0].apart_s if forms else 0.0)
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
             if forms and search.remaining() < first_s:
@@ -437,8 +439,7 @@ class LatencyOverWafers(Strategy):
             chosen = _chosen(cut, paired, costs, family) if cut is not None and cut.exact is not None else None
             if chosen is not None:
                 return chosen
-            least = time.perf_counter() - t0 - (cut.scaled_s if cut is not None else 0.0)
-            if deadline.remaining() < least:
+            if deadline.remaining() < time.perf_counter() - t0:
                 # every layer split takes at least about as long, whatever its share (its relaxed search's
                 # least work on Qwen3-235B: 3 s): with less time left, the forms in hand decide
                 say(f"wafers: {deadline.remaining():.1f} s left; every MoE layer split into {shards} shards is not tried")
@@ -488,7 +489,7 @@ class LatencyOverWafers(Strategy):
             cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
         exact = found = None
         parts: tuple[Part, ...] = ()
-        scaled_s = 0.0
+        apart_s = 0.0
         if family is None and least.wafers < count:
             cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
@@ -508,9 +509,7 @@ class LatencyOverWafers(Strategy):
                     fewer = self._fewer(costs, family, fit, links, deadline.share(RELAXED_SHARE), base, say)
                     if fewer is not None and _fits(fewer, count) and (known is None or _time(fewer) < _time(known)):
                         known = fewer
-            t_exact = time.perf_counter()
             exact, sharing = self._exact(costs, family, links, count, price, deadline, say, base, known)
-            scaled_s = time.perf_counter() - t_exact
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
@@ -528,7 +527,7 @@ class LatencyOverWafers(Strategy):
                     # out of time take the fewest cores, as slow)
                     t_apart = time.perf_counter()
                     found = _apart(sharing, tuple(cuts), links, deadline)
-                    scaled_s += time.perf_counter() - t_apart
+                    apart_s = time.perf_counter() - t_apart
                 exact = None
         how = (
             "the exact search's optimum"
@@ -538,9 +537,7 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(
-            costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, scaled_s=scaled_s
-        )
+        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, apart_s=apart_s)
 
     def _own_rectangles(
         self,
@@ -596,7 +593,7 @@ class LatencyOverWafers(Strategy):
         if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
         elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
-            own = _own_regions(sharing, tuple(cuts), deadline.share(SHARING_SHARE), held=cut.found is not None)
+            own = _own_regions(sharing, tuple(cuts), deadline.share(FINISH_SEARCH_SHARE), held=cut.found is not None)
             if own is None:
                 raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
             chosen = own
