@@ -197,6 +197,14 @@ def test_a_wafers_plan_kept_where_the_wafers_own_search_is_slower() -> None:
     # as fast or faster here: this search's own plan
     mine = result(Status.OPTIMAL, 900, 900, ((0, 4),))
     assert _faster(mine, given, lambda _: None) is mine
+    # the plan in hand came with a better proof than a search out of time makes: that proof is kept
+    proven = result(Status.FEASIBLE, 900, 880, ((0, 2), (2, 4)))
+    quick = _faster(result(Status.FEASIBLE, None, 700, ()), proven, lambda _: None)
+    assert (quick.runs, quick.bound, quick.status) == (proven.runs, 880, Status.FEASIBLE)
+    assert (
+        _faster(result(Status.FEASIBLE, 1000, 700, ((0, 4),)), result(Status.OPTIMAL, 900, 900, ((0, 4),)), print).status
+        is Status.OPTIMAL
+    )
 
 
 def test_every_kernel_on_its_own_rectangle_takes_fewer_wafers_where_links_cost_more(tmp_path: Path) -> None:
@@ -239,7 +247,7 @@ def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_eac
         found = share_solver(sp, deadline)
         return dataclasses.replace(found, wall_s=time.perf_counter() - t)
 
-    made: list[WaferSharing] = []
+    made: list[tuple[WaferSharing, tuple[object, ...]]] = []
     real_apart = wafers_strategy._apart
 
     def apart(*args):  # type: ignore[no-untyped-def]
@@ -254,7 +262,8 @@ def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_eac
     t0 = time.perf_counter()
     out = ws.solve(DECODE, "tiny", wafers="auto", place=False, output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t0
-    (plan_in_hand,) = made
+    ((plan_in_hand, searches),) = made
+    assert len(searches) == 2 and all(found.bound is not None for found in searches)  # (their proofs kept)
     assert plan_in_hand.latency is not None and plan_in_hand.runs
     plan = out.plan
     assert isinstance(plan.decision, WafersDecision) and plan.decision.cuts == plan_in_hand.cuts
@@ -313,3 +322,24 @@ def test_each_distinct_wafer_is_searched_once_and_one_out_of_time_only_proves_it
     quick = unbudgeted(one.segment(0, 4))
     assert late is not None and all(r.bound == quick.bound and r.status is quick.status for r in late)
     assert quick.bound is not None and own[0].latency is not None and quick.bound <= own[0].latency
+
+
+def test_a_signal_while_the_wafers_search_their_own_regions_stops_them() -> None:
+    # A stopped search returns what it has, maybe no plan: the wafers' searches end there (None), and the
+    # strategy reports the interruption rather than "no regions were found in time" (a review finding).
+    import wsealloc.strategy.wafers as wafers_strategy
+    from wsealloc.budget import Deadline
+
+    one = build_sharing_problem(_costs(), family="stacked")
+    deadline = Deadline.after(60.0)
+    seen: list[int] = []
+
+    def stopped(sp, share=None):  # type: ignore[no-untyped-def]
+        seen.append(sp.n_kernels)
+        deadline.stop.stop()
+        return share_solver(sp, share)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(wafers_strategy, "share_solver", stopped)
+        cut = (0, 20, one.n_kernels)
+        assert wafers_strategy._own_regions(one, cut, deadline, held=False) is None and len(seen) == 1

@@ -90,6 +90,7 @@ FINISH_SHARE = 0.08
 # of that: the wafers' own searches; the wafers' tables of regions and their plans take the rest (about
 # 0.7 ms a kernel here, 1.2 s for Qwen3-235B's 1,602)
 FINISH_SEARCH_SHARE = 0.4
+APART_LEAST_S = 0.3  # seconds a wafer's own search needs to find more than its fewest cores (Qwen3-235B's: 0.14 s at least)
 # of the forms' time, the MoE layers kept whole where other forms follow: that form is tried first and
 # its plan is the one in hand when the others find none in time (none did below 60 s on Qwen3-235B),
 # so its wafers' own regions get time to be searched (with half of it, at 15 s, they took their fewest
@@ -164,6 +165,8 @@ class _Cut:
     # seconds the wafers' own regions took as the plan in hand (``_apart``: in what was left of the form's
     # share, as long as it allowed): a form's least time is the rest of its time
     apart_s: float = 0.0
+    # each wafer's own search where those regions are the plan in hand (``found``): their proofs
+    own: tuple[SharingResult, ...] = ()
 
     @property
     def planned(self) -> bool:
@@ -292,35 +295,49 @@ def _own_regions(one: SharingProblem, cut: tuple[int, ...], deadline: Deadline, 
         share = deadline.share(1.0 / (len(distinct) - i))
         quick = held and share.expired() and not deadline.stopped
         result = run_stoppable(partial(unbudgeted, sp) if quick else partial(share_solver, sp, share), deadline)
-        if result is None:
+        if result is None or deadline.stopped:  # (a stopped search returns what it has, maybe nothing)
             return None
         found[key] = result
     first = {key: keys.index(key) for key in distinct}
     return [found[key] if first[key] == w else replace(found[key], wall_s=0.0) for w, key in enumerate(keys)]
 
 
-def _apart(one: SharingProblem, cut: tuple[int, ...], links: np.ndarray, deadline: Deadline) -> WaferSharing | None:
+def _distinct(one: SharingProblem, cut: tuple[int, ...]) -> int:
+    """How many distinct wafers ``cut`` holds (``_segment_key``)."""
+    return len({_segment_key(one.segment(a, b)) for a, b in zip(cut[:-1], cut[1:], strict=True)})
+
+
+def _apart(
+    one: SharingProblem, cut: tuple[int, ...], links: np.ndarray, deadline: Deadline
+) -> tuple[WaferSharing, tuple[SharingResult, ...]] | None:
     """Each wafer of ``cut`` its own regions (``_own_regions``) as a plan over the wafers with the links
-    in its time (None: a wafer's search found none, or a signal stopped it)."""
+    in its time, and each wafer's search (its proof kept beside the plan); None: a wafer's search found
+    none, or a signal stopped it."""
     own = _own_regions(one, cut, deadline, held=False)
     if own is None or any(not found.runs for found in own):
         return None
     runs = tuple((a + i, a + j) for a, found in zip(cut, own, strict=False) for i, j in found.runs)
     grids = tuple(g for found in own for g in found.grids)
     value = plan_time(one, links, cut, runs, grids)
-    return WaferSharing(Status.FEASIBLE, cut, runs, grids, value, None, 0.0, "each wafer's own regions")
+    return WaferSharing(Status.FEASIBLE, cut, runs, grids, value, None, 0.0, "each wafer's own regions"), tuple(own)
 
 
 def _faster(found: SharingResult, fallback: SharingResult, say: Progress) -> SharingResult:
-    """``found``, or ``fallback``'s runs where they are faster, with ``found``'s proof (a bound of the
-    table, whatever runs are kept)."""
+    """``found``, or ``fallback``'s runs where they are faster, with the better of the two proofs (each a
+    bound of the same table, whatever runs are kept: a search out of time proves less than the one that
+    found the plan in hand)."""
+    proof = max(found.bound or 0, fallback.bound or 0)
     if fallback.latency is None or (found.runs and found.latency is not None and found.latency <= fallback.latency):
-        return found
-    here = f"{found.latency:,} cycles" if found.latency is not None and found.runs else "no plan"
-    say(f"sharing: {here} found here, {fallback.latency:,} {fallback.message}")
-    proof = found.bound if found.bound is not None else 0
-    status = Status.OPTIMAL if proof >= fallback.latency else Status.FEASIBLE
-    return replace(fallback, status=status, bound=min(proof, fallback.latency), wall_s=found.wall_s)
+        if found.latency is None or proof <= (found.bound or 0):
+            return found
+        keep = found
+    else:
+        here = f"{found.latency:,} cycles" if found.latency is not None and found.runs else "no plan"
+        say(f"sharing: {here} found here, {fallback.latency:,} {fallback.message}")
+        keep = fallback
+    assert keep.latency is not None
+    status = Status.OPTIMAL if proof >= keep.latency else Status.FEASIBLE
+    return replace(keep, status=status, bound=min(proof, keep.latency), wall_s=found.wall_s)
 
 
 def _wafer_part(plan: WaferSharing, sharing: SharingProblem, w: int, status: Status, whose: str) -> SharingResult:
@@ -406,9 +423,9 @@ class LatencyOverWafers(Strategy):
                 say(f"wafers: {search.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
                 break
             if forms and not forms[0].planned:
-                # the first form holds no plan yet: the time left goes to its wafers' own regions (a second
-                # form that found none either left them a few hundredths of a second each, and they took
-                # their fewest cores: Qwen3-235B at 10 s, 1,869,235 cycles against 1,531,777)
+                # the first form holds no plan yet: the time left is its wafers' own searches' (a second form
+                # that found none either left them a few hundredths of a second each, and they took their
+                # fewest cores: Qwen3-235B at 10 s, 1,869,235 cycles against 1,531,777)
                 say(f"wafers: no plan in hand yet; the MoE layers split into {shards} shards are not tried")
                 break
             found = self._split(costs, request, family, shards, search.share(1.0 / (len(counts) - i)), say)
@@ -490,6 +507,7 @@ class LatencyOverWafers(Strategy):
         exact = found = None
         parts: tuple[Part, ...] = ()
         apart_s = 0.0
+        own: tuple[SharingResult, ...] = ()
         if family is None and least.wafers < count:
             cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
@@ -519,15 +537,17 @@ class LatencyOverWafers(Strategy):
                     cuts = found.cuts
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
-                if found is None and not sharing.charged and not deadline.expired():
+                room = not sharing.charged and deadline.remaining() >= APART_LEAST_S * _distinct(sharing, tuple(cuts))
+                if found is None and room:
                     # no plan in hand: each wafer's own regions on that cut, in what remains of this form's
                     # time, are one (a form whose plan was left to the wafers' searches after every form had
                     # spent its time got a tenth of a second a wafer: Qwen3-235B at 15 s, 1,869,235 cycles
-                    # against 1,536,420 at 10 s; with no time left they are the finish's, whose searches
-                    # out of time take the fewest cores, as slow)
+                    # against 1,536,420 at 10 s); with less time than a search needs, their fewest cores
+                    # (as slow) would be thrown away: the finish searches them
                     t_apart = time.perf_counter()
-                    found = _apart(sharing, tuple(cuts), links, deadline)
+                    apart = _apart(sharing, tuple(cuts), links, deadline)
                     apart_s = time.perf_counter() - t_apart
+                    found, own = apart if apart is not None else (None, ())
                 exact = None
         how = (
             "the exact search's optimum"
@@ -537,7 +557,9 @@ class LatencyOverWafers(Strategy):
         )
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
-        return _Cut(costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, apart_s=apart_s)
+        return _Cut(
+            costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, apart_s=apart_s, own=own
+        )
 
     def _own_rectangles(
         self,
@@ -599,7 +621,7 @@ class LatencyOverWafers(Strategy):
             chosen = own
             if cut.found is not None:
                 found = cut.found
-                held = [
+                held = list(cut.own) or [
                     _wafer_part(found, sharing, w, Status.FEASIBLE, "kept from the search over the wafers")
                     for w in range(len(own))
                 ]
@@ -732,7 +754,8 @@ class LatencyOverWafers(Strategy):
         # tiny wafers: 1,988 cycles, where its joint regions packed onto three took 2,991)
         one = replace(sp, total_cores=wafer)
         cut = fitting_cuts(one, wafers, resident_cut(costs, wafers) or (0, sp.n_kernels))
-        apart = _apart(one, cut, links, deadline) if cut is not None else None
+        planned = _apart(one, cut, links, deadline) if cut is not None else None
+        apart = planned[0] if planned is not None else None  # (the exact search starts from it: its cut may move)
         if apart is None or apart.latency is None:
             return packed
         return apart if packed is None or packed.latency is None or apart.latency < packed.latency else packed
