@@ -412,7 +412,8 @@ class LatencyOverWafers(Strategy):
                 raise
             refused = exc
         # what a form takes (its problems, its searches): the first form's time but its wafers' own
-        # regions, searched in the rest of its share (counted, no later form was ever tried)
+        # regions, which only fill the rest of its share (with them counted, the first form always took
+        # about all of its share and no later form was tried)
         first_s = time.perf_counter() - t0 - (forms[0].apart_s if forms else 0.0)
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
@@ -537,8 +538,7 @@ class LatencyOverWafers(Strategy):
                     cuts = found.cuts
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
-                room = not sharing.charged and deadline.remaining() >= APART_LEAST_S * _distinct(sharing, tuple(cuts))
-                if found is None and room:
+                if found is None and not sharing.charged and deadline.remaining() >= APART_LEAST_S * _distinct(sharing, cuts):
                     # no plan in hand: each wafer's own regions on that cut, in what remains of this form's
                     # time, are one (a form whose plan was left to the wafers' searches after every form had
                     # spent its time got a tenth of a second a wafer: Qwen3-235B at 15 s, 1,869,235 cycles
