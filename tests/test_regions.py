@@ -156,6 +156,13 @@ def test_sharing_search_out_of_time_still_gives_a_plan(seed: int, monkeypatch: p
     assert found.runs and found.latency is not None and found.latency >= best
     assert found.cores is not None and found.cores <= total
     assert found.bound is None or found.bound <= best
+    # the price rises faster than before, not to the cap at once: no slower than the cap's plan (the
+    # fewest cores of all), which it took before (Llama-3.1-70B's wafers: 425,600 cycles where 285,640 fit)
+    from wsealloc.solvers import share as share_module
+
+    cap = float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0
+    capped = share_module._dp(sp, cap)
+    assert capped is not None and found.latency <= capped.latency
     from wsealloc.solvers import share
 
     prices: list[float] = []

@@ -32,6 +32,7 @@ from wsealloc.problem.sharing import INF, SharingProblem
 from wsealloc.solvers import columns
 from wsealloc.solvers.base import Status
 
+LATE_STEP = 32  # the price's rise a program once out of time before any plan fits (4 before)
 LAMBDA_STEPS = 12  # bisection steps on the price of a core (when the budget binds; the labels make it exact)
 MAX_CANDIDATES = 200_000  # runs the exact closing may hand to CP-SAT (beyond: the Lagrangian gap is reported)
 
@@ -359,11 +360,7 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     while True:  # a price high enough that the plan fits
         if deadline is not None and deadline.stopped:
             break
-        if deadline is not None and deadline.expired():
-            # out of time before any price made a plan fit: one last plan at the cap, the fewest cores
-            # of all, which fits if any does (a plan on timeout, not none; one program more; a signal
-            # stops at once)
-            hi = price_cap
+        late = deadline is not None and deadline.expired()
         fit = _dp(sp, hi, windows)
         if fit is None:
             break
@@ -384,7 +381,11 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
                 f"no partition into regions fits the wafer: the fewest cores any takes are {fit.cores:,}, "
                 f"the wafer has {sp.total_cores:,}",
             )
-        lo, hi = hi, min(hi * 4, price_cap)
+        # out of time before any price made a plan fit: the price rises LATE_STEP-fold a program, a few
+        # programs more, not to the cap at once, whose plan takes the fewest cores of all and is as slow
+        # (Llama-3.1-70B's wafers on wse3: 425,600 cycles where 285,640 fit); the cap's plan fits if any
+        # does, so a plan on timeout is still found (a signal stops at once)
+        lo, hi = hi, min(hi * (LATE_STEP if late else 4), price_cap)
     for _ in range(LAMBDA_STEPS):
         if best is None or (deadline is not None and deadline.expired()):
             break
