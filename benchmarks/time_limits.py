@@ -47,6 +47,7 @@ CASES: dict[str, Case] = {
     "mixtral-10": Case("mixtral-8x7b-decode.onnx", (*LATENCY, "--wafers", "auto"), 10.0),
     "llama70b-auto-10": Case("llama-3.1-70b-decode.onnx", (*LATENCY, "--wafers", "auto"), 10.0),
     "llama70b-4-30": Case("llama-3.1-70b-decode.onnx", (*LATENCY, "--wafers", "4"), 30.0),
+    "llama70b-wse3-4-30": Case("llama-3.1-70b-decode.onnx", ("--arch", "wse3", *LATENCY[2:], "--wafers", "4"), 30.0),
     "llama8b-2-20": Case("llama3-8b-decode.onnx", (*LATENCY, "--wafers", "2"), 20.0),
     "prefill70b-30": Case("llama-3.1-70b-prefill.onnx", (*LATENCY[:4], "--no-place", "--wafers", "auto"), 30.0),
     "resnet50-10": Case("resnet50.onnx", ("--arch", "wse2"), 10.0),

@@ -7,6 +7,7 @@ alone."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -33,10 +34,10 @@ def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return "priced" if request.param == "priced" else "columns"
 
 
-def _one_wafer(sp: SharingProblem, a: int, b: int) -> int | None:
-    """The least latency of kernels [a, b) on one wafer (every partition, every grid)."""
+def _partitions(sp: SharingProblem, a: int, b: int) -> Iterator[tuple[int, int]]:
+    """(latency, cores) of every partition of kernels [a, b) into runs, each run on every grid whose
+    SRAM holds it (the core budget aside)."""
     cores = sp.cores()
-    best = None
     for cuts in itertools.product((False, True), repeat=b - a - 1):
         bounds = [a] + [a + i + 1 for i, cut in enumerate(cuts) if cut] + [b]
         runs = list(zip(bounds[:-1], bounds[1:], strict=True))
@@ -49,9 +50,12 @@ def _one_wafer(sp: SharingProblem, a: int, b: int) -> int | None:
                 lat += int(sp.latency[i:j, g].sum())
                 used += int(cores[g])
             else:
-                if used <= sp.total_cores and (best is None or lat < best):
-                    best = lat
-    return best
+                yield lat, used
+
+
+def _one_wafer(sp: SharingProblem, a: int, b: int) -> int | None:
+    """The least latency of kernels [a, b) on one wafer (every partition, every grid)."""
+    return min((lat for lat, used in _partitions(sp, a, b) if used <= sp.total_cores), default=None)
 
 
 def _brute(sp: SharingProblem, links: np.ndarray, wafers: int) -> int | None:
@@ -271,3 +275,52 @@ def test_the_priced_search_keeps_its_deadline(monkeypatch: pytest.MonkeyPatch) -
     assert late.status is Status.UNKNOWN and not late.runs and calls == []
     found = solve(sp, links, 2, Deadline.after(30))
     assert found.status is Status.OPTIMAL and calls
+
+
+def _lagrangian_brute(sp: SharingProblem, a: int, b: int, lams: np.ndarray) -> float:
+    """The best over ``lams`` of kernels [a, b)'s Lagrangian value on one wafer, every partition and
+    grid enumerated: ``min(sum(latency + lam * cores)) - lam * C`` (the core budget priced, not kept)."""
+    least = np.full(lams.size, np.inf)
+    for lat, used in _partitions(sp, a, b):
+        least = np.minimum(least, lat + lams * used)
+    return float((least - lams * sp.total_cores).max())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_out_of_time_with_no_plan_gives_the_cut_of_the_least_bound(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The priced search out of time before its labels found a plan, with none handed to it, still
+    names the cut whose wafers' bounds and links add up least (where each wafer's own regions then go):
+    its value is the least over every cut into at most W wafers, each wafer's Lagrangian value
+    enumerated at the search's prices, and it is the bound reported."""
+    monkeypatch.setattr(columns, "MAX_WORK", 0)  # the priced search, not the knapsack
+    monkeypatch.setattr(share_wafers, "_strong_labels", lambda *args: None)  # (their time ran out)
+    rng = np.random.default_rng(300 + seed)
+    n, wafers = int(rng.integers(3, 7)), int(rng.integers(2, 4))
+    shapes = np.array(sorted({(int(s), int(s)) for s in rng.integers(1, 5, size=int(rng.integers(1, 4)))}))
+    lat = rng.integers(5, 60, size=(n, len(shapes))).astype(np.int64)
+    resident = rng.integers(1, 30, size=(n, len(shapes))).astype(np.float64)
+    buffers = rng.integers(0, 20, size=(n, len(shapes))).astype(np.float64)
+    total = int(rng.integers(int((shapes[:, 0] ** 2).max()), int((shapes[:, 0] ** 2).sum()) + 2))
+    sp = SharingProblem(tuple(f"k{i}" for i in range(n)), shapes, lat, resident, buffers, 60, total)
+    links = np.concatenate(([0], rng.integers(1, 25, size=n - 1), [0])).astype(np.int64)
+    price = float(rng.uniform(0.0, 3.0))
+    found = solve(sp, links, wafers, Deadline.after(30), price=price)
+    scale = price if price > 0 else 1.0 / max(1, sp.total_cores)
+    lams = np.concatenate(([0.0], scale * np.geomspace(0.3, 3.0, share_wafers.PRICES - 1)))
+    span = share_wafers._longest_segment(sp)  # (a longer segment's kernels need more SRAM than a wafer has)
+
+    def value(cuts: tuple[int, ...]) -> float:
+        if any(b - a > span for a, b in zip(cuts[:-1], cuts[1:], strict=True)):
+            return np.inf
+        inner = sum(_lagrangian_brute(sp, a, b, lams) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+        return inner + float(sum(links[c] for c in cuts[1:-1]))
+
+    every = [(0, *inner, n) for count in range(1, wafers + 1) for inner in itertools.combinations(range(1, n), count - 1)]
+    least = min(value(c) for c in every)
+    if not np.isfinite(least):
+        assert found.status is Status.INFEASIBLE
+        return
+    assert found.status is Status.UNKNOWN and found.latency is None and not found.runs
+    assert found.cuts[0] == 0 and found.cuts[-1] == n and len(found.cuts) - 1 <= wafers
+    assert value(found.cuts) == pytest.approx(least, rel=1e-9, abs=1e-6)
+    assert found.bound == int(np.ceil(least - 1e-6 * max(1.0, least)))

@@ -239,7 +239,7 @@ def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_eac
     from wsealloc.solvers.share_wafers import WaferSharing, plan_time
 
     def nothing(sp, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
-        return WaferSharing(Status.UNKNOWN, (0, sp.n_kernels), (), (), None, None, 0.0, "stubbed: out of time")
+        return WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, "stubbed: out of time")
 
     def slow(sp, deadline=None):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
@@ -275,6 +275,35 @@ def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_eac
     grids = tuple(int(g) for g in plan_in_hand.grids)
     assert plan_time(sp, link_cycles(_costs()), plan_in_hand.cuts, plan_in_hand.runs, grids) == plan_in_hand.latency
     assert 0.8 <= plan.objective.wall_s <= elapsed  # four searches of 0.2 s (two a wafer), each counted once
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_search_out_of_time_with_no_plan_moves_the_cut_to_the_one_of_its_least_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exact search ran out of time before any plan (stubbed) but names the cut whose wafers' bounds
+    # add up least: each wafer's own regions go there (moved where every wafer fits), not to the cut of
+    # even resident bytes filled as far as each wafer fits (Llama-3.1-70B on four wse3 wafers at 30 s:
+    # a third wafer with its SRAM full, 1,247,868 cycles; on the cut of the least bound 1,226,600).
+    import wsealloc.strategy.wafers as wafers_strategy
+    from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts
+
+    costs = _costs()
+    n = len(costs.kernels)
+    sp = build_sharing_problem(costs, family="stacked")
+    even = wafers_strategy.resident_cut(costs, 2)
+    assert even is not None
+    wish = (0, even[1] - 7, n)  # (a layer and more before the even cut)
+    moved = fitting_cuts(sp, 2, wish)
+    assert moved is not None and moved != fitting_cuts(sp, 2, even)
+
+    def least_bound(sp_, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
+        return WaferSharing(Status.UNKNOWN, wish, (), (), None, None, 0.0, "stubbed: out of time; the cut of the least bound")
+
+    monkeypatch.setattr(wafers_strategy, "wafer_sharing", least_bound)
+    monkeypatch.setattr(wafers_strategy, "_packed", lambda *args: None)  # (no relaxed regions to start from)
+    out = ws.solve(DECODE, "tiny", wafers=2, place=False, output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
+    assert isinstance(out.plan.decision, WafersDecision) and out.plan.decision.cuts == moved
     assert verify_plan(tmp_path / "p.json").ok
 
 

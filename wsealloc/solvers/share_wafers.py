@@ -13,7 +13,8 @@ wafer) per (kernel boundary j, wafer w), every run tried from every boundary wit
 the same values (``heads``: the rest of the current wafer at each price, then the best cut), find
 the least plan within a limit U (``_strong_labels``). U starts just above the bound and widens until
 a plan is found (a round that finds none proves the optimum above its U: the bound rises), up to the
-caller's known plan. The values need one program per start of a segment, but a start's program
+caller's known plan. Out of time with no plan, it still names the cut of that program's least value
+(each wafer's own regions go there). The values need one program per start of a segment, but a start's program
 depends only on the kernels after it: where the rows repeat with a period (``_zone``), the starts of
 one phase share it (17 programs for Llama's 1,124 or 1,768 kernels).
 
@@ -333,6 +334,14 @@ def _cut_program(segment: np.ndarray, links: np.ndarray, wafers: int) -> tuple[n
     return rest, best, afters
 
 
+def _least_cut(best: np.ndarray, n: int) -> list[int]:
+    """The cut of the least value of ``_cut_program`` (its ``best`` lengths followed from kernel 0)."""
+    cuts = [0]
+    while cuts[-1] < n:
+        cuts.append(cuts[-1] + int(best[len(cuts) - 1, cuts[-1]]))
+    return cuts
+
+
 class _Late(Exception):
     """A search's programs stopped: the deadline passed, or they would take longer than allowed."""
 
@@ -381,9 +390,7 @@ class _ColumnSearch:
         if not np.isfinite(rest[0, 0]):
             return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
                                 f"no partition into regions fits {self.wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
-        cuts = [0]
-        while cuts[-1] < n:
-            cuts.append(cuts[-1] + int(best[len(cuts) - 1, cuts[-1]]))
+        cuts = _least_cut(best, n)
         runs: list[tuple[int, int, int, int]] = []
         for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
             runs += [(i, j, g, w) for i, j, g in self._runs(pieces, a, b)]
@@ -572,7 +579,7 @@ def _segment_solve(
         message = "no plan over the wafers was found in time"
         return known or WaferSharing(Status.UNKNOWN, (), (), (), None, None, time.perf_counter() - start, message)
     # fresh_rest[w, a]: the least bound of the plan's rest from a fresh wafer w at kernel a (the best price per segment)
-    fresh_rest, _, afters = _cut_program(values.max(axis=2), links, wafers)
+    fresh_rest, lengths, afters = _cut_program(values.max(axis=2), links, wafers)
     heads = np.full((n + 1, wafers, lams.size), np.inf)
     for w in range(wafers):
         heads[:, w] = np.min(values + afters[w][:, :, None], axis=1)
@@ -607,8 +614,12 @@ def _segment_solve(
                                 f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
         slack *= SLACK_GROWTH
     if known is None:
-        return WaferSharing(Status.UNKNOWN, (), (), (), None, bound, time.perf_counter() - start,
-                            "no plan over the wafers was found in time")  # fmt: skip
+        # no plan, but the cut whose wafers' bounds add up least: where each wafer's own regions then go
+        # (a cut filling each wafer as far as it fits left Llama-3.1-70B's third wafer on wse3 its SRAM
+        # full and 40% slower than the others)
+        least = tuple(_least_cut(lengths, n))
+        return WaferSharing(Status.UNKNOWN, least, (), (), None, bound, time.perf_counter() - start,
+                            "no plan over the wafers was found in time; the cut of the least bound")  # fmt: skip
     status = Status.OPTIMAL if upper is not None and upper <= bound else Status.FEASIBLE
     return replace(known, status=status, bound=min(bound, upper or bound), wall_s=time.perf_counter() - start,
                    message="the time ran out: the plan found first, the bound proven so far")  # fmt: skip
