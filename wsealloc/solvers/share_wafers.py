@@ -58,7 +58,9 @@ FIRST_SLACK = 0.0005  # twice the first round's U over the bound (then widened b
 @dataclass(frozen=True)
 class WaferSharing:
     """Wafer w holds kernels [cuts[w], cuts[w + 1]); ``runs`` (kernel indices, none crossing a cut) with
-    their grid (index into the problem's shapes); ``latency`` the token's time (runs and links)."""
+    their grid (index into the problem's shapes); ``latency`` the token's time (runs and links). An
+    UNKNOWN result (no plan found in time) carries no runs and either no cut or the cut of its least
+    bound (``_segment_solve``): a wish for where each wafer's own regions go, not a plan."""
 
     status: Status
     cuts: tuple[int, ...]

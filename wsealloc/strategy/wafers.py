@@ -25,9 +25,10 @@ When time runs out first, the bound it proved raises ours and the plan is the be
 wafer's regions are then searched again on the wafer's own kernels (a proof per wafer, in the small
 share of the time the forms leave, ``FINISH_SHARE``; with none left, only the bound of the wafer's
 fastest partition), its part of that plan kept where the search finds none as fast. With no plan in
-hand, the cut whose wafers' bounds and links add up least (the exact search's proof names it; without
-one, even resident bytes) moves where every wafer fits and each wafer's own regions on it, searched in
-what remains of the form's time, are the plan in hand. ``auto``: the fewest wafers whose kernels'
+hand, the cut whose wafers' bounds and links add up least (the exact search's proof names it), where
+every wafer of it fits, else the cut wished before (the relaxed regions packed, or even resident bytes)
+moved where every wafer fits, and each wafer's own regions on it, searched in what remains of the
+form's time, are the plan in hand. ``auto``: the fewest wafers whose kernels'
 smallest op models fit.
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
@@ -535,10 +536,13 @@ class LatencyOverWafers(Strategy):
             else:
                 bound = max(bound, exact.bound or 0) if exact is not None else bound
                 found = exact if exact is not None and exact.latency is not None and exact.runs else known
+                wish = exact.cuts if exact is not None and found is None else ()
                 if found is not None:
                     cuts = found.cuts
-                elif exact is not None and exact.cuts:  # the cut of the least bound, moved where every wafer fits
-                    cuts = fitting_cuts(sharing, count, exact.cuts) or cuts
+                elif wish and fitting_cuts(sharing, count, wish) == wish:
+                    # the cut of the least bound, where every wafer of it fits (its bounds price the cores
+                    # but do not hold them: a cut on fewer wafers than fit would be filled wafer by wafer)
+                    cuts = wish
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
                 if found is None and not sharing.charged and deadline.remaining() >= APART_LEAST_S * _distinct(sharing, cuts):
