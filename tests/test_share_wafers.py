@@ -320,9 +320,9 @@ def test_out_of_time_with_no_plan_gives_the_cut_of_the_least_bound(seed: int, mo
     if not np.isfinite(least):
         assert found.status is Status.INFEASIBLE
         return
-    assert found.status is Status.UNKNOWN and found.latency is None and not found.runs
-    assert found.cuts[0] == 0 and found.cuts[-1] == n and len(found.cuts) - 1 <= wafers
-    assert value(found.cuts) == pytest.approx(least, rel=1e-9, abs=1e-6)
+    assert found.status is Status.UNKNOWN and found.latency is None and not found.runs and not found.cuts
+    assert found.wish[0] == 0 and found.wish[-1] == n and len(found.wish) - 1 <= wafers
+    assert value(found.wish) == pytest.approx(least, rel=1e-9, abs=1e-6)
     assert found.bound == int(np.ceil(least - 1e-6 * max(1.0, least)))
 
 

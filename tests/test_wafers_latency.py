@@ -303,7 +303,7 @@ def test_a_search_out_of_time_with_no_plan_takes_the_cut_of_its_least_bound_wher
     assert expected != (fitting_cuts(sp, 2, even) if fits else fitting_cuts(sp, 2, wish))  # (the two ways differ)
 
     def least_bound(sp_, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
-        return WaferSharing(Status.UNKNOWN, wish, (), (), None, None, 0.0, "stubbed: out of time; the cut of the least bound")
+        return WaferSharing(Status.UNKNOWN, (), (), (), None, None, 0.0, "stubbed: out of time", wish=wish)
 
     monkeypatch.setattr(wafers_strategy, "wafer_sharing", least_bound)
     monkeypatch.setattr(wafers_strategy, "_packed", lambda *args: None)  # (no relaxed regions to start from)
@@ -377,3 +377,52 @@ def test_a_signal_while_the_wafers_search_their_own_regions_stops_them() -> None
         mp.setattr(wafers_strategy, "share_solver", stopped)
         cut = (0, 20, one.n_kernels)
         assert wafers_strategy._own_regions(one, cut, deadline, held=False) is None and len(seen) == 1
+
+
+def test_under_wafers_n_a_plan_on_one_wafer_more_than_the_fewest_is_tried_while_the_best_is_far_from_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The fewest wafers that fit may hold the kernels only with their SRAM full: the Llama-3.1-70B prefill
+    # allowed eight took 1,499,712,605 cycles on the four that fit, where five take 624,474,232. Plans on
+    # more wafers are tried while the best is more than FEWER_SLACK above the bound, the fastest kept;
+    # the fewest are always tried (they cross the fewest links).
+    import wsealloc.strategy.wafers as wafers_strategy
+    from wsealloc.budget import Deadline
+    from wsealloc.solvers.share_wafers import WaferSharing
+
+    def plan(wafers: int, latency: int) -> WaferSharing:
+        cuts = tuple(range(wafers + 1))
+        return WaferSharing(Status.FEASIBLE, cuts, (), (), latency, None, 0.0, f"{wafers} wafers")
+
+    Tried = tuple[list[int], int | None]
+
+    def run(times: dict[int, int], known: WaferSharing | None, counts: tuple[int, int], bound: int) -> Tried:
+        tried: list[int] = []
+
+        def fewer(self, costs, family, wafers, links, deadline, sp, say):  # type: ignore[no-untyped-def]
+            tried.append(wafers)
+            return plan(wafers, times[wafers])
+
+        monkeypatch.setattr(wafers_strategy.LatencyOverWafers, "_fewer", fewer)
+        out = wafers_strategy.LatencyOverWafers()._fewest_first(
+            None,
+            "stacked",
+            counts,
+            np.zeros(1),
+            Deadline.after(60),
+            None,
+            known,
+            bound,
+            lambda m: None,  # type: ignore[arg-type]
+        )
+        return tried, None if out is None else out.latency
+
+    slack = wafers_strategy.FEWER_SLACK
+    # four wafers SRAM-bound, five close to the bound: six and seven are not tried
+    assert run({4: 1_500, 5: 1_010, 6: 1_000}, None, (4, 8), 1_000) == ([4, 5], 1_010)
+    # the fewest within the slack: nothing more
+    assert run({4: int(1_000 * (1 + slack)), 5: 900}, None, (4, 8), 1_000) == ([4], int(1_000 * (1 + slack)))
+    # a plan in hand close to the bound: the fewest still tried, kept where faster
+    assert run({4: 1_005, 5: 900}, plan(6, 1_010), (4, 8), 1_000) == ([4], 1_005)
+    # none close: every count up to N - 1, the fastest kept (N's own plan is the relaxed regions packed)
+    assert run({4: 2_000, 5: 1_500, 6: 1_700, 7: 1_600}, None, (4, 8), 1_000) == ([4, 5, 6, 7], 1_500)

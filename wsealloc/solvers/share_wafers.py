@@ -59,8 +59,7 @@ FIRST_SLACK = 0.0005  # twice the first round's U over the bound (then widened b
 class WaferSharing:
     """Wafer w holds kernels [cuts[w], cuts[w + 1]); ``runs`` (kernel indices, none crossing a cut) with
     their grid (index into the problem's shapes); ``latency`` the token's time (runs and links). An
-    UNKNOWN result (no plan found in time) carries no runs and either no cut or the cut of its least
-    bound (``_segment_solve``): a wish for where each wafer's own regions go, not a plan."""
+    UNKNOWN result (no plan found in time) carries no cut and no runs."""
 
     status: Status
     cuts: tuple[int, ...]
@@ -70,6 +69,10 @@ class WaferSharing:
     bound: int | None
     wall_s: float
     message: str = ""
+    # out of time before the optimum was proven: the cut of the least bound over every cut (the program
+    # over the cuts with a bound per segment), where each wafer's own regions may be faster than the plan
+    # in hand, if any (empty: none known)
+    wish: tuple[int, ...] = ()
 
     def wafer_runs(self, w: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...]]:
         """Wafer w's runs (kernel indices relative to its first kernel) and their grids."""
@@ -615,16 +618,18 @@ def _segment_solve(
             return WaferSharing(Status.INFEASIBLE, (), (), (), None, None, time.perf_counter() - start,
                                 f"no partition into regions fits {wafers} wafer(s) of {sp.total_cores:,} cores")  # fmt: skip
         slack *= SLACK_GROWTH
+    # no plan proven least, but the cut whose wafers' bounds add up least: where each wafer's own regions
+    # may go (a cut filling each wafer as far as it fits left Llama-3.1-70B's third wafer on wse3 its SRAM
+    # full and 40% slower than the others; a plan in hand on the fewest wafers that fit, the 70B prefill
+    # allowed eight, took 1,499,712,605 cycles on four where five take 624,474,232)
+    wish = tuple(_least_cut(lengths, n))
     if known is None:
-        # no plan, but the cut whose wafers' bounds add up least: where each wafer's own regions then go
-        # (a cut filling each wafer as far as it fits left Llama-3.1-70B's third wafer on wse3 its SRAM
-        # full and 40% slower than the others)
-        least = tuple(_least_cut(lengths, n))
-        return WaferSharing(Status.UNKNOWN, least, (), (), None, bound, time.perf_counter() - start,
-                            "no plan over the wafers was found in time; the cut of the least bound")  # fmt: skip
+        return WaferSharing(Status.UNKNOWN, (), (), (), None, bound, time.perf_counter() - start,
+                            "no plan over the wafers was found in time", wish=wish)  # fmt: skip
     status = Status.OPTIMAL if upper is not None and upper <= bound else Status.FEASIBLE
     return replace(known, status=status, bound=min(bound, upper or bound), wall_s=time.perf_counter() - start,
-                   message="the time ran out: the plan found first, the bound proven so far")  # fmt: skip
+                   message="the time ran out: the plan found first, the bound proven so far",
+                   wish=wish if status is not Status.OPTIMAL else ())  # fmt: skip
 
 
 def solve(

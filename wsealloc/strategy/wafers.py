@@ -20,7 +20,9 @@ value. It starts from a plan in hand, the faster of the relaxed optimum's region
 onto the wafers (where they fit ``count`` of them) and, under ``--wafers N``, a plan on the fewest
 wafers whose cut fits the kernels' regions (``fitting_cuts``; that count of links is also in the
 bound): those wafers' joint regions packed, or each wafer's own (fewer links: ``--wafers N`` plans over
-at most N wafers, and a search out of time is not to fall back on a slower cut than those wafers').
+at most N wafers, and a search out of time is not to fall back on a slower cut than those wafers'),
+then on one wafer more and so on while the best is far from the bound (those wafers may hold the
+kernels only with their SRAM full: ``_fewest_first``).
 When time runs out first, the bound it proved raises ours and the plan is the best in hand; each
 wafer's regions are then searched again on the wafer's own kernels (a proof per wafer, in the small
 share of the time the forms leave, ``FINISH_SHARE``; with none left, only the bound of the wafer's
@@ -98,6 +100,9 @@ APART_LEAST_S = 0.3  # seconds a wafer's own search needs to find more than its 
 # so its wafers' own regions get time to be searched (with half of it, at 15 s, they took their fewest
 # cores: 1,869,235 cycles against 1,523,713 at 10 s)
 KEPT_SHARE = 0.65
+# under --wafers N, a plan in hand this close to the bound over at most N wafers is not sought on more
+# wafers than the fewest that fit (``_fewest_first``; those are always tried: they cross the fewest links)
+FEWER_SLACK = 0.02
 
 
 class WafersDecision(Decision):
@@ -526,22 +531,22 @@ class LatencyOverWafers(Strategy):
                 fit = _fewest_fitting(base, family, costs.total_cores)
                 if fit is not None and fit > fewest:  # no plan takes fewer wafers: it crosses as many links
                     fewest, bound = fit, max(bound, relaxed + (fit - 1) * cheapest)
-                if fit is not None and fit < count and not deadline.stopped:
-                    fewer = self._fewer(costs, family, fit, links, deadline.share(RELAXED_SHARE), base, say)
-                    if fewer is not None and _fits(fewer, count) and (known is None or _time(fewer) < _time(known)):
-                        known = fewer
+                if fit is not None and fit < count:
+                    share = deadline.share(RELAXED_SHARE)
+                    known = self._fewest_first(costs, family, (fit, count), links, share, base, known, bound, say)
             exact, sharing = self._exact(costs, family, links, count, price, deadline, say, base, known)
             if exact is not None and exact.status is Status.OPTIMAL and exact.latency is not None:
                 cuts, bound = exact.cuts, exact.latency
             else:
                 bound = max(bound, exact.bound or 0) if exact is not None else bound
                 found = exact if exact is not None and exact.latency is not None and exact.runs else known
-                wish = exact.cuts if exact is not None and found is None else ()
+                # the cut of the least bound, where every wafer of it fits (its bounds price the cores but do
+                # not hold them: a cut on fewer wafers than fit would be filled wafer by wafer)
+                wish = exact.wish if exact is not None and found is None else ()
+                wish = wish if wish and fitting_cuts(sharing, count, wish) == wish else ()
                 if found is not None:
                     cuts = found.cuts
-                elif wish and fitting_cuts(sharing, count, wish) == wish:
-                    # the cut of the least bound, where every wafer of it fits (its bounds price the cores
-                    # but do not hold them: a cut on fewer wafers than fit would be filled wafer by wafer)
+                elif wish:
                     cuts = wish
                 elif packed is None or len(packed) - 1 > count:  # the wish (even bytes) moved where every wafer fits
                     cuts = fitting_cuts(sharing, count, tuple(cuts)) or cuts
@@ -731,6 +736,36 @@ class LatencyOverWafers(Strategy):
         if found.bound is None:
             raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
         return int(found.bound), _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family])), found.price, count
+
+    def _fewest_first(
+        self,
+        costs: CostTable,
+        family: Family,
+        counts: tuple[int, int],
+        links: np.ndarray,
+        deadline: Deadline,
+        sp: SharingProblem,
+        known: WaferSharing | None,
+        bound: int,
+        say: Progress,
+    ) -> WaferSharing | None:
+        """The plan in hand under ``--wafers N`` (``counts``: the fewest wafers that fit, and N): ``known``
+        or a plan on the fewest wafers (``_fewer``), whichever is faster, then on one wafer more and so on
+        while the best is more than ``FEWER_SLACK`` above ``bound`` (a bound of every plan on at most N
+        wafers) and time remains, the fastest kept. The fewest wafers cross the fewest links (the tiny decode: 1,022 cycles
+        on one wafer, 2,979 over three), but where they hold the kernels only with their SRAM full, one
+        wafer more is far faster (the Llama-3.1-70B prefill allowed eight: 1,499,712,605 cycles on the
+        four that fit, 624,474,232 on five)."""
+        fit, count = counts
+        for wafers in range(fit, count):
+            close = known is not None and _time(known) <= (1 + FEWER_SLACK) * bound
+            if deadline.stopped or (wafers > fit and (close or deadline.expired())):
+                break
+            share = deadline if wafers == count - 1 else deadline.share(0.5)
+            fewer = self._fewer(costs, family, wafers, links, share, sp, say)
+            if fewer is not None and _fits(fewer, count) and (known is None or _time(fewer) < _time(known)):
+                known = fewer
+        return known
 
     def _fewer(
         self,
