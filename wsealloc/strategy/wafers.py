@@ -205,6 +205,14 @@ def _forms_reason(chosen: _Cut, forms: list[_Cut]) -> str:
     return f"{chosen.form} ({'; '.join(f.words() for f in forms)})"
 
 
+def _untried(shards: int) -> str:
+    """The decision's words for a form of the MoE layers left untried for lack of time."""
+    return (
+        f"the experts split into {shards} shards were not tried in the time left: they may take fewer wafers, "
+        "give a longer --time-limit to try them"
+    )
+
+
 def _paired(costs: CostTable, table: CostTable, family: Family) -> Paired:
     """The paired problem of ``table`` (``costs`` with every MoE layer in two shards) on ``family``'s
     grids: each layer kept or split by the search (``problem.expert_pairs``)."""
@@ -422,6 +430,7 @@ class LatencyOverWafers(Strategy):
         # regions, which only fill the rest of its share (with them counted, the first form always took
         # about all of its share and no later form was tried)
         first_s = time.perf_counter() - t0 - (forms[0].apart_s if forms else 0.0)
+        skipped = ""  # the decision's reason says what was not tried (a user's pass saw 14 wafers at 30 s, 13 at 120 s)
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
             if forms and search.remaining() < first_s:
@@ -429,12 +438,14 @@ class LatencyOverWafers(Strategy):
                 # of the time (Qwen3-235B: 5 s each; a 10 s limit took 27 s): with less time left than that,
                 # the forms in hand decide
                 say(f"wafers: {search.remaining():.1f} s left; the MoE layers split into {shards} shards are not tried")
+                skipped = _untried(shards)
                 break
             if forms and not forms[0].planned:
                 # the first form holds no plan yet: the time left is its wafers' own searches' (a second form
                 # that found none either left them a few hundredths of a second each, and they took their
                 # fewest cores: Qwen3-235B at 10 s, 1,869,235 cycles against 1,531,777)
                 say(f"wafers: no plan in hand yet; the MoE layers split into {shards} shards are not tried")
+                skipped = _untried(shards)
                 break
             found = self._split(costs, request, family, shards, search.share(1.0 / (len(counts) - i)), say)
             forms += [found] if found is not None else []
@@ -444,7 +455,7 @@ class LatencyOverWafers(Strategy):
         best = min(forms, key=lambda c: c.rank(request.wafer_count is None))
         if len(forms) > 1:
             say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in forms)})")
-        return self._finish(best, request, family, forms, deadline, say, t0)
+        return self._finish(best, request, family, forms, deadline, say, t0, skipped)
 
     def _split(
         self, costs: CostTable, request: SolveRequest, family: Family, shards: int, deadline: Deadline, say: Progress
@@ -614,10 +625,12 @@ class LatencyOverWafers(Strategy):
         deadline: Deadline,
         say: Progress,
         t0: float,
+        skipped: str = "",
     ) -> Prepared:
         """The parts of the chosen cut: each wafer's regions (its part of the exact optimum, or chosen on
         the wafer's own kernels), the decision and the bound over every cut. ``t0``: when the search
-        began (the partition's wall time counts every form tried and the wafers' regions)."""
+        began (the partition's wall time counts every form tried and the wafers' regions); ``skipped``:
+        the forms not tried, for the decision's reason."""
         costs, cuts, exact, sharing = cut.costs, cut.cuts, cut.exact, cut.sharing
         objective = objective_named(request.objective)
         parts: list[Part] = []
@@ -659,7 +672,7 @@ class LatencyOverWafers(Strategy):
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
             expert_shards=cut.shards or None,
             split_layers=cut.layers,
-            reason=_forms_reason(cut, forms),
+            reason="; ".join(r for r in (_forms_reason(cut, forms), skipped) if r),
         )
         # the parts' proofs (each wafer's own search, made here or while the cut was chosen) count in each
         # part's time: the partition's is the rest, so that the plan's time adds up to the elapsed once
