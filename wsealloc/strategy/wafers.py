@@ -433,6 +433,8 @@ class LatencyOverWafers(Strategy):
         skipped = ""  # the decision's reason says what was not tried (a user's pass saw 14 wafers at 30 s, 13 at 120 s)
         for i, shards in enumerate(counts):
             assert family is not None  # (the forms are tried only with regions)
+            if deadline.stopped and forms:  # a signal: the forms in hand decide (the best plan so far)
+                break
             if forms and search.remaining() < first_s:
                 # building a form's problems takes about as long as the first form took, whatever its share
                 # of the time (Qwen3-235B: 5 s each; a 10 s limit took 27 s): with less time left than that,
