@@ -690,6 +690,38 @@ def test_pools_names_its_files_the_wrong_way_round(
     assert not (tmp_path / "o").is_dir() or not any((tmp_path / "o").iterdir())  # no plan was solved
 
 
+@pytest.mark.parametrize(
+    ("requests", "needle"),
+    [
+        # the weights and caches alone exceed the wafer's SRAM: refused before the search for regions
+        (
+            "16",
+            "its weights (228.4 KiB) and KV caches (19.5 MiB) need 19.8 MiB, more than the 16.5 MiB of usable SRAM one "
+            "tiny wafer has (at least 2 wafers); use --wafers auto (or a shorter --context, fewer --requests)",
+        ),
+        # they fit, the regions' buffers do not: the search's own finding, with the same way out
+        (
+            "12",
+            "no partition into regions fits the wafer: the fewest cores any takes are 448, the wafer has 384; use "
+            "--wafers auto (or a shorter --context, fewer --requests)",
+        ),
+    ],
+    ids=["sram", "regions"],
+)
+def test_a_model_larger_than_one_wafer_points_to_wafers_auto(
+    requests: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Latency on one wafer of a model it cannot hold (finding 8: Llama-3.1-70B's decode searched 12 s,
+    then said only that no partition fits): the message says ``--wafers auto`` (or a shorter context,
+    fewer requests), and where the SRAM alone rules it out, before any search."""
+    args = ["solve", DECODE, "--arch", "tiny", "--context", "5000", "--requests", requests, "--objective", "latency"]
+    start = time.perf_counter()
+    assert main([*args, "--no-place", "--time-limit", "20"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert time.perf_counter() - start < 10
+
+
 def test_absent_external_data_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Planning needs no weights: a model whose external data file is missing solves."""
     m = mlp(d_in=128, d_hidden=512)
