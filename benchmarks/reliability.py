@@ -5,7 +5,10 @@ Every case is a real ``wsealloc`` process (``solve`` with ``--time-limit 5``, ``
 hung after ``--kill-after`` seconds (120 s: the issue's ``timeout 120``). The cases: the issue's own
 (``ISSUE_CASES``: 10,000 harmless grid rules beside a keep-out leaving 16 cores, among them) and the
 corpora of tests/fuzz_inputs.py (constraints files, option strings, edited plans with regions,
-training, streaming, constraints and two wafers), the issue's mutations first. Printed: the counts of
+training, streaming, constraints and two wafers), the issue's mutations first; and the serving
+commands (``solve``, ``frontier``, ``inspect``, ``sweep``, ``compare`` with ``--context``, ``pools``,
+``solve --prefill``) on a wrong path, a Hugging Face config.json and a truncated file (a user pass,
+session 35: each was an internal error). Printed: the counts of
 the targets (each 0): internal errors (exit 70, a traceback, a crash, an exit code docs/errors.md
 does not document, an error of more than one line or 1,200 characters), hangs, runs above
 2 x time limit + 10 s, runs above 4 GiB resident (the child's peak RSS from ``wait4``); and the clean
@@ -14,6 +17,7 @@ errors and accepted runs; then every case that missed a target.
 Usage::
 
     python benchmarks/reliability.py [--constraints 120] [--options 120] [--plans 120] [-j 2]
+    python benchmarks/reliability.py --only serving      # one kind of cases (issue, serving, constraints, ...)
 
 Exits 1 when a target is missed.
 """
@@ -38,9 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _util import ROOT, markdown  # noqa: E402
-from fuzz_inputs import TRANSFORMER, Case, base_plans, corpus, judge  # noqa: E402
+from fuzz_inputs import CASE_TIME_LIMIT, TINY, TRANSFORMER, Case, base_plans, corpus, judge  # noqa: E402
 
 GIB = 2**30
+KINDS = ("issue", "serving", "constraints", "options", "plans")
 
 
 def _issue_cases(time_limit: str) -> list[Case]:
@@ -64,6 +69,36 @@ def _issue_cases(time_limit: str) -> list[Case]:
         ),
         Case("issue", 31, "10,000 harmless grid rules and two pins on one corner", solve, {"c.yaml": (harmless + pins).encode()}),
     ]
+
+
+def _serving_cases() -> list[Case]:
+    """A user pass's (session 35) serving commands on a model file that is not one: with ``--context``
+    the KV cache's dims were read before the loader's checks, and a wrong path, a Hugging Face
+    config.json or a truncated file ended in an internal error (exit 70); a decode export without
+    ``--context``, and ``pools`` with its two files swapped."""
+    decode, prefill = str(TINY / "llm_decode.onnx"), str(TINY / "llm_prefill.onnx")
+    config = (ROOT / "models" / "configs" / "qwen3-8b.json").read_bytes()
+    files = {"config.json": config, "trunc.onnx": Path(decode).read_bytes()[:2000]}
+    fast = ("--arch", "tiny", "--time-limit", CASE_TIME_LIMIT)
+    pools = ("--arch", "tiny", "--cluster", "2", "--output", "4", "--ttft", "1", "--tpot", "1", "--requests", "1")
+    models = {"a wrong path": "nope-decode.onnx", "a config.json": "@config.json", "a truncated file": "@trunc.onnx"}
+    runs: list[tuple[str, tuple[str, ...]]] = []
+    for what, model in models.items():
+        runs += [
+            (f"solve --context on {what}", ("solve", model, *fast, "--context", "8", "--objective", "latency")),
+            (f"frontier --context on {what}", ("frontier", model, *fast, "--context", "8", "--requests", "1", "--out", "out")),
+            (f"inspect --context on {what}", ("inspect", model, "--arch", "tiny", "--context", "8")),
+            (f"sweep --context on {what}", ("sweep", model, *fast, "--context", "8", "--set", "context=8,16", "--out", "out")),
+            (f"compare --context on {what}", ("compare", model, *fast, "--context", "8")),
+            (f"pools on {what} as DECODE.onnx", ("pools", model, prefill, *pools, "--out", "out")),
+            (f"pools on {what} as PREFILL.onnx", ("pools", decode, model, *pools, "--out", "out")),
+            (f"solve --prefill {what}", ("solve", decode, *fast, "--prompt", "16", "--generate", "2", "--prefill", model)),
+        ]
+    runs += [
+        ("a decode export without --context", ("solve", decode, *fast, "--objective", "latency")),
+        ("pools with DECODE.onnx and PREFILL.onnx swapped", ("pools", prefill, decode, *pools, "--out", "out")),
+    ]
+    return [Case("serving", i, what, argv, files) for i, (what, argv) in enumerate(runs)]
 
 
 class Run(NamedTuple):
@@ -142,6 +177,10 @@ def main() -> None:
     parser.add_argument("--options", type=int, default=120, help="cases of the option-string corpus")
     parser.add_argument("--plans", type=int, default=120, help="cases of the plan corpus")
     parser.add_argument("--no-issue", action="store_true", help="leave out the issue's slow cases")
+    parser.add_argument("--no-serving", action="store_true", help="leave out the serving commands' bad model files")
+    parser.add_argument(
+        "--only", choices=KINDS, default=None, help="run the cases of one kind only (the others' counts are ignored)"
+    )
     parser.add_argument("--time-limit", type=float, default=5.0, help="--time-limit of every solve")
     parser.add_argument("--kill-after", type=float, default=120.0, help="seconds after which a case is a hang")
     parser.add_argument("--memory", type=float, default=4.0, help="GiB of address space per case")
@@ -150,20 +189,24 @@ def main() -> None:
     limit = f"{args.time_limit:g}"
     memory = int(args.memory * GIB)
     start = time.perf_counter()
-    cases = [] if args.no_issue else _issue_cases(limit)
-    cases += corpus("constraints", 0, args.constraints) + corpus("options", 0, args.options)
-    if args.plans:
+    left_out = {kind for kind, out in (("issue", args.no_issue), ("serving", args.no_serving)) if out}
+    wanted = {args.only} if args.only else set(KINDS) - left_out
+    cases = _issue_cases(limit) if "issue" in wanted else []
+    cases += _serving_cases() if "serving" in wanted else []
+    cases += corpus("constraints", 0, args.constraints) if "constraints" in wanted else []
+    cases += corpus("options", 0, args.options) if "options" in wanted else []
+    if args.plans and "plans" in wanted:
         with tempfile.TemporaryDirectory() as tmp:
             plans = base_plans(Path(tmp))
         cases += corpus("plans", 0, args.plans, plans)
-    from fuzz_inputs import CASE_TIME_LIMIT, with_time_limit
+    from fuzz_inputs import with_time_limit
 
     if limit != CASE_TIME_LIMIT:
         cases = [replace(c, argv=tuple(with_time_limit(list(c.argv), args.time_limit))) for c in cases]
     runs = run_all(cases, args.jobs, args.kill_after, memory)
     counts = tally(runs, args.time_limit, memory)
     by_kind = []
-    for kind in ("issue", "constraints", "options", "plans"):
+    for kind in KINDS:
         mine = [r for r in runs if r.case.kind == kind]
         if mine:
             by_kind.append(

@@ -577,6 +577,151 @@ def test_absurd_sizes_are_refused_before_they_are_sized(tmp_path: Path, args: li
     assert got == code and len(lines) == 1 and needle in lines[0], (got, err[-600:])
 
 
+DECODE, PREFILL = str(TINY / "llm_decode.onnx"), str(TINY / "llm_prefill.onnx")
+POOLS = ("--arch", "tiny", "--cluster", "2", "--output", "4", "--ttft", "1", "--tpot", "1", "--requests", "1")
+
+
+def _bad_model(tmp: Path, kind: str) -> str:
+    """A model path that is not a model: a typo, a Hugging Face config.json, the decode export cut short."""
+    if kind == "missing":
+        return str(tmp / "nope-decode.onnx")
+    if kind == "config":
+        return _write(tmp, "qwen3-8b.json", (ROOT / "models" / "configs" / "qwen3-8b.json").read_bytes())
+    return _write(tmp, "trunc.onnx", Path(DECODE).read_bytes()[:2000])
+
+
+# what the loader says of each (frontend/load.py): the file named, and the fix
+LOADER_SAYS = {
+    "missing": "nope-decode.onnx: no such file",
+    "config": "qwen3-8b.json: a Hugging Face config.json, not an ONNX model: run `wsealloc export-llm",
+    "truncated": "trunc.onnx: not a valid ONNX protobuf (truncated or corrupt",
+}
+SERVING_COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
+    "solve": lambda m, t: ["solve", m, "--arch", "tiny", "--context", "8", "--objective", "latency"],
+    "frontier": lambda m, t: ["frontier", m, "--arch", "tiny", "--context", "8", "--requests", "1", "--out", str(t / "o")],
+    "inspect": lambda m, t: ["inspect", m, "--arch", "tiny", "--context", "8"],
+    "sweep": lambda m, t: ["sweep", m, "--arch", "tiny", "--context", "8", "--set", "context=8,16", "--out", str(t / "o")],
+    "compare": lambda m, t: ["compare", m, "--arch", "tiny", "--context", "8", "--objective", "latency"],
+    "pools DECODE": lambda m, t: ["pools", m, PREFILL, *POOLS, "--out", str(t / "o")],
+    "pools PREFILL": lambda m, t: ["pools", DECODE, m, *POOLS, "--out", str(t / "o")],
+    "solve --prefill": lambda m, t: ["solve", DECODE, "--arch", "tiny", "--prompt", "16", "--generate", "2", "--prefill", m],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADER_SAYS))
+@pytest.mark.parametrize("command", list(SERVING_COMMANDS))
+def test_serving_commands_read_the_model_through_the_loader(
+    command: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--context`` read the KV cache's dims with ``onnx.load`` before the loader's checks (a user pass,
+    finding 4): a typo in the path, a config.json or a truncated file was an internal error, exit 70.
+    Every command reads the file through ``load_model`` first: its one line, exit 2, before any solve."""
+    model = _bad_model(tmp_path, kind)
+    start = time.perf_counter()
+    code = main(SERVING_COMMANDS[command](model, tmp_path))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, (code, err)
+    # the two options that name a missing file word it themselves (--prefill, PREFILL.onnx)
+    needle = "no such file" if kind == "missing" and command in ("pools PREFILL", "solve --prefill") else LOADER_SAYS[kind]
+    assert needle in err[0] and Path(model).name in err[0], err[0]
+    assert "internal error" not in err[0] and time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+def test_a_hugging_face_config_says_to_run_export_llm(folder: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config.json (or the snapshot folder holding one) where an ONNX model is expected names the
+    ``export-llm`` command that writes it, runnable as printed, and the file it writes (finding 4: "export
+    with torch.onnx.export" pointed away from it)."""
+    snapshot = tmp_path / "Qwen3-8B"
+    snapshot.mkdir()
+    config = _write(snapshot, "config.json", (ROOT / "models" / "configs" / "qwen3-8b.json").read_bytes())
+    given = str(snapshot) if folder else config
+    assert main(["inspect", given]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"run `wsealloc export-llm {given}` first" in err, err
+    assert "writes Qwen3-8B-decode.onnx and Qwen3-8B-prefill.onnx" in err and "torch.onnx.export" not in err, err
+    assert main(["export-llm", given, "--out", str(tmp_path)]) == 0  # the hint runs (--out: not into the cwd)
+    assert (tmp_path / "Qwen3-8B-decode.onnx").is_file()
+
+
+def test_a_decode_export_without_context_says_give_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """A decode export solved without ``--context`` (finding 12): one short line leading with ``--context``
+    and ``--requests``, not the ``--input-shape`` of every cache input (3,000 characters on LLaMA-3 8B);
+    ``inspect`` still lists the inputs and their shapes."""
+    assert main(["solve", str(ROOT / "models" / "llama3-8b-decode.onnx"), "--arch", "wse3", "--objective", "latency"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and len(err[0]) < 250, err
+    assert "a decode export" in err[0] and "give --context S" in err[0] and "--requests N" in err[0], err[0]
+    assert "--input-shape" not in err[0] and "characters cut" not in err[0]
+    assert main(["inspect", DECODE, "--arch", "tiny"]) == 2
+    out = capsys.readouterr()
+    assert "past_key_values.1.value" in out.out and "give --context S" in out.err
+    # the batch alone left open: --batch
+    assert main(["solve", DECODE, "--arch", "tiny", "--dim", "past_sequence_length=8"]) == 2
+    assert "give --batch B for batch_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("files", "needle"),
+    [
+        (
+            (PREFILL, DECODE),
+            f"the arguments are DECODE.onnx then PREFILL.onnx: {PREFILL} is a prefill export and {DECODE} a decode",
+        ),
+        (
+            (PREFILL, PREFILL),
+            f"DECODE.onnx {PREFILL}: a prefill export (no past_key_values input); the arguments are DECODE.onnx",
+        ),
+        ((DECODE, DECODE), f"PREFILL.onnx {DECODE}: a decode export (past_key_values.* inputs); the arguments are DECODE.onnx"),
+        ((str(TINY / "mlp.onnx"), PREFILL), "mlp.onnx: not an LLM export with a KV cache; the arguments are DECODE.onnx"),
+    ],
+    ids=["swapped", "two-prefills", "two-decodes", "no-cache"],
+)
+def test_pools_names_its_files_the_wrong_way_round(
+    files: tuple[str, str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pools DECODE PREFILL`` with the files swapped said "give a prefill export with a KV cache" after
+    solving every prefill plan (finding 12); both files are read first and the order is named."""
+    start = time.perf_counter()
+    assert main(["pools", *files, *POOLS, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert time.perf_counter() - start < 5
+    assert not (tmp_path / "o").is_dir() or not any((tmp_path / "o").iterdir())  # no plan was solved
+
+
+@pytest.mark.parametrize(
+    ("requests", "needle"),
+    [
+        # the weights and caches alone exceed the wafer's SRAM: refused before the search for regions
+        (
+            "16",
+            "its weights (228.4 KiB) and KV caches (19.5 MiB) need 19.8 MiB, more than the 16.5 MiB of usable SRAM one "
+            "tiny wafer has (at least 2 wafers); use --wafers auto (or a shorter --context, fewer --requests)",
+        ),
+        # they fit, the regions' buffers do not: the search's own finding, with the same way out
+        (
+            "12",
+            "no partition into regions fits the wafer: the fewest cores any takes are 448, the wafer has 384; use "
+            "--wafers auto (or a shorter --context, fewer --requests)",
+        ),
+    ],
+    ids=["sram", "regions"],
+)
+def test_a_model_larger_than_one_wafer_points_to_wafers_auto(
+    requests: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Latency on one wafer of a model it cannot hold (finding 8: Llama-3.1-70B's decode searched 12 s,
+    then said only that no partition fits): the message says ``--wafers auto`` (or a shorter context,
+    fewer requests), and where the SRAM alone rules it out, before any search."""
+    args = ["solve", DECODE, "--arch", "tiny", "--context", "5000", "--requests", requests, "--objective", "latency"]
+    start = time.perf_counter()
+    assert main([*args, "--no-place", "--time-limit", "20"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert time.perf_counter() - start < 10
+
+
 def test_absent_external_data_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Planning needs no weights: a model whose external data file is missing solves."""
     m = mlp(d_in=128, d_hidden=512)

@@ -364,3 +364,27 @@ def test_sweep_spans_context_and_grid() -> None:
     assert set(cycles) == {("16", "8"), ("256", "8")}
     assert cycles[("16", "8")] is not None and cycles[("256", "8")] is not None
     assert cycles[("16", "8")] < cycles[("256", "8")] and not grid.warnings
+
+
+@pytest.mark.parametrize("requests", [1, 8, 11, 12, 13, 16, 24])
+def test_the_sram_check_before_the_search_refuses_only_what_the_search_would(requests: int) -> None:
+    """``too_large_for_a_wafer`` (the weights and every request's KV cache against one wafer's usable
+    SRAM) runs before the search for regions: where it refuses, the search finds no partition that fits
+    either (a lower bound, never a refusal of a plan), and it counts a cache once per request in flight,
+    as the op models hold them."""
+    import time
+
+    from wsealloc.budget import Deadline
+    from wsealloc.request import build_request
+    from wsealloc.strategy.regions import resident_bytes, too_large_for_a_wafer
+
+    request = build_request(str(MODELS / "llm_decode.onnx"), "tiny", context=5000, requests=requests, objective="latency")
+    table = build_costs(request.onnx_model, request.machine, request.cost, check_feasible=False)
+    sp = build_sharing_problem(table)
+    cores = (sp.shapes[:, 0] * sp.shapes[:, 1]).astype(float)
+    held = np.where(sp.latency < INF, sp.resident * cores, np.inf).min(axis=1).sum()
+    assert sum(resident_bytes(table)) <= held  # what the search charges, on the grids that hold the least
+    refused = too_large_for_a_wafer(table, request)
+    found = share_solve(sp, Deadline(time.perf_counter() + 30.0))
+    assert refused is None or found.status is Status.INFEASIBLE, (requests, refused, found.status)
+    assert (refused is None) == (requests < 14)  # 13 requests' caches (15.9 MiB) fit the 16.5 MiB, 14 do not

@@ -14,6 +14,7 @@ from wsealloc.errors import UsageError
 from wsealloc.frontend import import_onnx
 from wsealloc.frontend.importer import MemoryLimit
 from wsealloc.frontend.llm import cache_dims
+from wsealloc.frontend.load import load_model
 from wsealloc.frontend.sources import OnnxSource, SyntheticSource
 from wsealloc.graph.ir import OpGraph
 from wsealloc.graph.kernels import KernelGraph, build_kernels
@@ -82,19 +83,22 @@ def load_kernels(source: OnnxSource | SyntheticSource, arch: Arch | None = None)
     """Import the ONNX model of ``source``, mark its resident state (KV caches, ``graph.state``) and
     group it into kernels. With ``arch``, the inputs of one pass must fit the SRAM of the largest
     cluster of it a plan may use (``MAX_WAFERS`` wafers), checked before any tensor is sized."""
-    cache = cache_dims(source.onnx_path(), source.context, source.batch)
+    path = source.onnx_path()
+    model = load_model(path)  # the file's one reading: the loader's checks come first, whatever the options
+    cache = cache_dims(model, path, source.context, source.batch)
     dims = {**{name: value for name, (value, _) in cache.items()}, **source.dims}  # --dim wins
     memory = None
     if arch is not None:
         memory = MemoryLimit(arch.wafer_sram_bytes * MAX_WAFERS, f"{MAX_WAFERS:,} wafers of {arch.name}")
     graph = import_onnx(
-        source.onnx_path(),
+        path,
         dims,
         weights_as_inputs=source.weights_as_inputs,
         input_shapes=source.input_shapes,
         weigh=graph_work,
         memory=memory,
         origins={name: option for name, (_, option) in cache.items() if name not in source.dims},
+        model=model,
     )
     return build_kernels(mark_state(graph), fuse=source.fuse)
 

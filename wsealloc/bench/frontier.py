@@ -25,6 +25,8 @@ from typing import Any
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import UsageError
+from wsealloc.frontend.llm import cache_dims
+from wsealloc.frontend.load import load_model
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import ShareMode, SolveRequest
 
@@ -132,7 +134,8 @@ class Frontier:
         ax.set_ylabel("tokens/s in all (throughput)")
         ax.set_title(f"{Path(self.model).name} on {self.arch}, context {self.context:,} (labels: requests in flight)", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if best:  # (no point solved: no line, and matplotlib warns on stderr of an empty legend)
+            ax.legend(fontsize=7)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=120)
@@ -227,6 +230,9 @@ def frontier(
     context = source.context
     if context is None:
         raise UsageError(f"{source.label}: the serving frontier is of an LLM decode export at a context: give --context")
+    # the file read once before any point is solved: a missing or broken file (the loader's line) or one
+    # --context does not apply to fails here, not once per point
+    cache_dims(load_model(source.onnx_path()), source.onnx_path(), int(context), source.batch)
     counts = sorted(set(wafer_counts))
     if request_counts is None:  # each wafer count up to the requests its caches hold
         most = {w: max(1, _largest_context(base, w) // max(context, 1)) for w in counts}

@@ -45,6 +45,8 @@ from wsealloc.bench.frontier import _largest_context, point_request, powers_up_t
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.bench.tables import csv_text, markdown_lines
 from wsealloc.errors import UsageError
+from wsealloc.frontend.llm import export_phase
+from wsealloc.frontend.load import load_model
 from wsealloc.request import SolveRequest
 
 MAX_PLANS = 64  # distinct plans of one comparison: a cluster's splits, not a search
@@ -284,6 +286,7 @@ def pools(
             raise UsageError(f"{name} {v:g}: expected a positive number of seconds")
     if decode.onnx_model.context is not None:
         raise UsageError("--context: pools plans the decode at the prompt + --output tokens; drop --context")
+    check_exports(str(decode.onnx_model.onnx_path()), prefill_path)
     prefill_model = {**json.loads(decode.to_json())["model"], "path": prefill_path, "context": None, "batch": None}
     # 1. the prefill plans (one per pool size, and all the wafers): they give T
     sizes = list(range(1, wafers + 1))
@@ -335,6 +338,23 @@ def pools(
         work.tpot_s,
         mark_best(rows),
     )
+
+
+def check_exports(decode: str, prefill: str) -> None:
+    """Both files read before any plan is solved (a missing or broken file, or a config.json, is the
+    loader's one line), and each the export its place asks for: ``DECODE.onnx`` a decode step (KV-cache
+    inputs), ``PREFILL.onnx`` a prefill (no cache input, the cache written as ``present.*``). Two files
+    given the other way round are named as swapped."""
+    dec, pre = export_phase(load_model(decode)), export_phase(load_model(prefill))
+    order = "the arguments are DECODE.onnx then PREFILL.onnx"
+    if dec == "prefill" and pre == "decode":
+        raise UsageError(f"{order}: {decode} is a prefill export and {prefill} a decode export; swap them")
+    if dec != "decode":
+        what = "a prefill export (no past_key_values input)" if dec == "prefill" else "not an LLM export with a KV cache"
+        raise UsageError(f"DECODE.onnx {decode}: {what}; {order} (the decode export takes past_key_values.* inputs)")
+    if pre != "prefill":
+        what = "a decode export (past_key_values.* inputs)" if pre == "decode" else "not an LLM export with a KV cache"
+        raise UsageError(f"PREFILL.onnx {prefill}: {what}; {order} (the prefill export writes the cache, present.*)")
 
 
 def _prompt(rows: Sequence[BenchRow], path: str, work: Workload) -> int:

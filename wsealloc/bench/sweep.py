@@ -26,7 +26,7 @@ from wsealloc.arch import Arch, load_arch
 from wsealloc.arch.loader import parse_set_option
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.bench.tables import csv_text, markdown_lines
-from wsealloc.errors import ModelLoadError, UsageError
+from wsealloc.errors import UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.pipeline import build_costs
 from wsealloc.problem.objective import ObjectiveKind
@@ -331,10 +331,9 @@ def sweep(
     points = grid(parsed)
     # a point's machine: the base arch with the point's overrides (validated once per point)
     requests = [_point_request(base, parsed, p) for p in points]
-    if isinstance(source, OnnxSource) and not source.onnx_path().exists():
-        raise ModelLoadError(f"{source.path}: no such file; check the path (the zoo lives in models/)")
     if isinstance(source, OnnxSource):
-        # a model that cannot be read or costed fails once here, not once per point after all have run
+        # a model that cannot be read (the loader's one line) or costed fails once here, not once per
+        # point after all have run
         build_costs(requests[0].onnx_model, requests[0].machine, base.cost, check_feasible=False)
     tasks = [Task.of(",".join(point_sets(parsed, p)), r) for p, r in zip(points, requests, strict=True)]
     rows = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)

@@ -36,7 +36,7 @@ from wsealloc.frontend.control import (
     unroll_scan,
 )
 from wsealloc.frontend.fold import constant_node_value, evaluate, predicted_elements, small_enough
-from wsealloc.frontend.llm import CACHE_INPUT
+from wsealloc.frontend.llm import CACHE_INPUT, cache_inputs, past_dims
 from wsealloc.frontend.load import SMALL_CONSTANT_ELEMENTS, load_model
 from wsealloc.frontend.normalize import rewrite_sequences
 from wsealloc.frontend.schema import check_nodes
@@ -334,9 +334,10 @@ class _Importer:
         unbound = sorted(set(symbols) - set(bound))
         if unbound:
             example = " ".join(f"--dim {s}=N" for s in unbound)
-            raise self._unbound(
+            err = self._unbound(
                 data_inputs, f"unbound symbolic dims {', '.join(unbound)}; bind them with {example}", bound=bound, named=True
             )
+            raise _decode_unbound(self.source, data_inputs, unbound, err) or err
         for name, value in self.dims.items():
             if not 0 < value < MAX_DIM:
                 raise UsageError(f"--dim {name}={value}: dims must be positive integers below {MAX_DIM:,}")
@@ -959,6 +960,30 @@ def _big_bytes(size: int) -> str:
     return f"{size / 2**50:,.1f} PiB" if size >= 2**50 else format_bytes(size)
 
 
+def _decode_unbound(
+    source: str, data_inputs: list[onnx.ValueInfoProto], unbound: list[str], err: InputShapeError
+) -> InputShapeError | None:
+    """``err`` as a short line leading with the fix where the unbound dims are a decode export's KV
+    cache's: ``--context S`` binds its past length (and the batch to 1), ``--requests N`` keeps N
+    requests' caches; ``--batch B`` the batch alone. The ``--input-shape`` of every input (65 on a
+    LLaMA-3 8B: 3,000 characters) stays in ``err``'s options, which ``inspect`` lists. None for other
+    models."""
+    caches = cache_inputs(data_inputs)
+    in_caches = sorted({d.dim_param for vi in caches for d in vi.type.tensor_type.shape.dim} & set(unbound))
+    if not in_caches:
+        return None
+    pasts = sorted(past_dims(caches) & set(unbound))
+    lead = f"{source}: a decode export (KV cache {caches[0].name}, ...)"
+    if pasts:
+        fix = (
+            f"give --context S for its past length {', '.join(pasts)} (e.g. --context 4096) and --requests N for N "
+            "requests in flight"
+        )
+    else:
+        fix = f"give --batch B for {', '.join(in_caches)} (the requests decoded together; --batch 1 for one)"
+    return InputShapeError(f"{lead}: {fix}", inputs=err.inputs, options=err.options)
+
+
 def _unique_names(nodes: tuple[OpNode, ...]) -> tuple[OpNode, ...]:
     """Node names label kernels and plan entries, so they must be unique; suffix duplicates.
 
@@ -990,6 +1015,7 @@ def import_onnx(
     weigh: Callable[[OpGraph], int] | None = None,
     memory: MemoryLimit | None = None,
     origins: Mapping[str, str] | None = None,
+    model: onnx.ModelProto | None = None,
 ) -> OpGraph:
     """Load ``path`` and return its :class:`OpGraph` with every shape resolved.
 
@@ -1001,7 +1027,9 @@ def import_onnx(
     input as a parameter, False none. ``memory``: the most the inputs of one pass may need (None: no
     limit), checked as soon as their dims are bound; ``origins`` names the option that bound a dim
     where it is not a ``--dim`` (``{"past_sequence_length": "--context 4096"}``) for that message.
+    ``model``: the file at ``path`` as ``load_model`` read it already (the pipeline reads it once for
+    ``--context`` and the import); it is changed in place. None: read here.
     """
     source = str(path)
-    model = load_model(path)
+    model = load_model(path) if model is None else model
     return _Importer(model, source, dims or {}, weights_as_inputs, input_shapes, weigh, memory, origins).run()

@@ -11,11 +11,14 @@ is refused with the option that applies instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import onnx
 
 from wsealloc.errors import UsageError
+from wsealloc.frontend.load import load_model
+from wsealloc.graph.state import CACHE_NAME
 
 CACHE_INPUT = re.compile(r"(?i)(past|cache)")
 
@@ -28,20 +31,46 @@ def _dims(vi: onnx.ValueInfoProto) -> list[str | int | None]:
     return out
 
 
-def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict[str, tuple[int, str]]:
-    """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in the model at ``path``: each
-    dim's value and the option that bound it (``--context 4096``), for messages about the sizes."""
+def _data_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def cache_inputs(inputs: Iterable[onnx.ValueInfoProto]) -> list[onnx.ValueInfoProto]:
+    """The KV-cache inputs among a model's data ``inputs``: named like one, of rank 3 or more."""
+    return [vi for vi in inputs if CACHE_INPUT.search(vi.name) and len(_dims(vi)) >= 3]
+
+
+def past_dims(inputs: Iterable[onnx.ValueInfoProto]) -> set[str]:
+    """The named past lengths (dim -2) of the KV-cache inputs among ``inputs``: what ``--context`` binds."""
+    return {d for vi in cache_inputs(inputs) if isinstance(d := _dims(vi)[-2], str) and d}
+
+
+def export_phase(model: onnx.ModelProto) -> str | None:
+    """What an LLM export's KV cache says it is: ``"decode"`` (cache inputs: a step with past),
+    ``"prefill"`` (no cache input, outputs named like a cache, ``present.*``, as ``graph.state`` finds a
+    prefill's: the prompt writes it), None (no cache)."""
+    if cache_inputs(_data_inputs(model)):
+        return "decode"
+    if any(CACHE_NAME.search(vi.name) and len(_dims(vi)) >= 3 for vi in model.graph.output):
+        return "prefill"
+    return None
+
+
+def cache_dims(model: onnx.ModelProto, path: str | Path, context: int | None, batch: int | None) -> dict[str, tuple[int, str]]:
+    """The ``--dim`` bindings that ``--context`` and ``--batch`` stand for in ``model`` (read from
+    ``path`` by ``frontend.load.load_model``, which names the file in messages): each dim's value and the
+    option that bound it (``--context 4096``), for messages about the sizes."""
     if context is None and batch is None:
         return {}
     implicit = batch is None  # --context alone: one request (the cache's batch dim is bound to 1 too)
     batch_option = f"--context {context}" if batch is None else f"--batch {batch}"
     batch = 1 if batch is None else batch
-    model = onnx.load(str(path), load_external_data=False)
-    inits = {t.name for t in model.graph.initializer}
-    caches = [vi for vi in model.graph.input if vi.name not in inits and CACHE_INPUT.search(vi.name) and len(_dims(vi)) >= 3]
+    inputs = _data_inputs(model)
+    caches = cache_inputs(inputs)
     bound: dict[str, tuple[int, str]] = {}
     if context is not None:
-        names = {d for vi in caches if isinstance(d := _dims(vi)[-2], str) and d}
+        names = past_dims(caches)
         if not names:
             raise UsageError(
                 f"--context {context}: {path} has no KV-cache input with a named past length "
@@ -51,7 +80,7 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
         bound.update({name: (context, f"--context {context}") for name in names})
     if batch is not None:
         firsts = [_dims(vi)[0] for vi in caches] + [
-            _dims(vi)[0] for vi in model.graph.input if vi.name not in inits and not CACHE_INPUT.search(vi.name) and _dims(vi)
+            _dims(vi)[0] for vi in inputs if not CACHE_INPUT.search(vi.name) and _dims(vi)
         ]
         names = {d for d in firsts if isinstance(d, str) and d}
         if not names and not implicit:
@@ -65,12 +94,12 @@ def cache_dims(path: str | Path, context: int | None, batch: int | None) -> dict
 
 def prompt_length(path: str | Path) -> int | None:
     """The prompt a prefill export runs: its token input's (``input_ids``: the first integer input of
-    rank 2, ``[1, T]``) fixed length T; None when it has none, or a named one."""
-    model = onnx.load(str(path), load_external_data=False)
-    inits = {t.name for t in model.graph.initializer}
-    for vi in model.graph.input:
+    rank 2, ``[1, T]``) fixed length T; None when it has none, or a named one. The file is read by
+    ``load_model`` (a missing, corrupt or non-ONNX file is its one-line error)."""
+    model = load_model(path)
+    for vi in _data_inputs(model):
         kind = vi.type.tensor_type.elem_type
-        if vi.name in inits or kind not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+        if kind not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
             continue
         dims = _dims(vi)
         if len(dims) == 2:

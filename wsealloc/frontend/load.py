@@ -8,6 +8,7 @@ operands of Reshape) keep their values.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +47,16 @@ def strip_weight_data(graph: onnx.GraphProto) -> None:
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
-    """Load ``path`` as ONNX without weight data; raise :class:`ModelLoadError` naming the problem."""
+    """Load ``path`` as ONNX without weight data; raise :class:`ModelLoadError` naming the problem.
+
+    Every reading of a model file goes through here (the import, ``--context``'s cache dims, a prefill
+    export's prompt length, ``pools``' two exports), so each way a file can be bad has one message."""
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file; check the path (the zoo lives in models/)")
     if p.is_dir():
+        if (p / "config.json").is_file() and _looks_like_hf_config(p / "config.json"):
+            raise ModelLoadError(f"{p}: a folder holding a Hugging Face config.json, not an ONNX model: {_export_hint(p)}")
         raise ModelLoadError(f"{p}: is a directory, expected an .onnx file")
     if not p.is_file():
         # a pipe or a device: it can be read once at most, but plans record the file's SHA-256 and
@@ -64,6 +70,8 @@ def load_model(path: str | Path) -> onnx.ModelProto:
         raise ModelLoadError(f"{p}: cannot read ({exc.strerror or exc})") from exc
     if size == 0:
         raise ModelLoadError(f"{p}: file is empty, not an ONNX model; re-export it")
+    if head.lstrip().startswith(b"{") and _looks_like_hf_config(p):
+        raise ModelLoadError(f"{p}: a Hugging Face config.json, not an ONNX model: {_export_hint(p)}")
     if head.lstrip().startswith((b"<", b"{", b"#", b"ir_version", b"graph")) or _looks_like_text(head):
         raise ModelLoadError(f"{p}: looks like a text file, not a binary ONNX model; export with torch.onnx.export")
     try:
@@ -76,6 +84,36 @@ def load_model(path: str | Path) -> onnx.ModelProto:
         raise ModelLoadError(f"{p}: holds no graph nodes (empty or not an ONNX model); re-export the model")
     strip_weight_data(model.graph)
     return model
+
+
+# How much of a JSON file is searched for a Hugging Face config's keys (a config is a few KiB)
+CONFIG_HEAD_BYTES = 1 << 16
+# keys every Hugging Face config.json of a causal LM has (transformers writes them near the top)
+_HF_CONFIG_KEYS = (b'"model_type"', b'"architectures"')
+
+
+def _looks_like_hf_config(p: Path) -> bool:
+    """True when the JSON file at ``p`` names a ``model_type`` or ``architectures`` near its start: a
+    Hugging Face config.json, which ``wsealloc export-llm`` turns into ONNX."""
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(CONFIG_HEAD_BYTES)
+    except OSError:
+        return False
+    return any(key in head for key in _HF_CONFIG_KEYS)
+
+
+def _export_hint(p: Path) -> str:
+    """The ``export-llm`` command that writes the ONNX files of the config at ``p`` (a file or the
+    folder holding one) as typed, runnable, and the files to give instead: the exporter's own names in
+    its default ``--out .`` (docs/cli.md, ``wsealloc export-llm``)."""
+    from wsealloc.frontend.hf_config import default_name  # (the exporter's naming; imported only here)
+
+    name = default_name(p)
+    return (
+        f"run `wsealloc export-llm {shlex.quote(str(p))}` first (it writes {name}-decode.onnx and {name}-prefill.onnx "
+        f"here; --out DIR for another folder), then give {name}-decode.onnx"
+    )
 
 
 def _looks_like_text(head: bytes) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, UsageError
+from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
 from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named
@@ -78,6 +79,49 @@ def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
     return runs
 
 
+def resident_bytes(costs: CostTable) -> tuple[int, int]:
+    """The weights and the KV caches of the table's kernels, in bytes: a cache once per request in
+    flight (``--requests N``: ``state_copies``, as the op models hold them)."""
+    weights = sum(int(kc.work.weight_bytes) for kc in costs.kernels)
+    caches = sum(int(getattr(kc.work, "state_bytes", 0)) * int(getattr(kc.work, "state_copies", 1)) for kc in costs.kernels)
+    return weights, caches
+
+
+def fewest_by_sram(costs: CostTable) -> int:
+    """The fewest wafers any plan needs: its weights and KV caches live somewhere, and a wafer holds at
+    most its usable SRAM (a lower bound whatever regions share cores)."""
+    return max(1, -(-sum(resident_bytes(costs)) // (costs.arch.usable_sram_bytes * costs.total_cores)))
+
+
+def more_room(costs: CostTable, request: SolveRequest) -> str:
+    """What gives a model too large for one wafer room: ``--wafers auto`` (unless the user's rules hold
+    it to one wafer: latency over wafers takes none yet) and, for a decode export's KV caches, a shorter
+    ``--context`` or fewer ``--requests``."""
+    wafers = request.constraints is None or not request.constraints.rules
+    cache = cache_shape(costs.kgraph.ops)
+    caches = cache is not None and cache.phase == "decode"  # (a prefill's caches are its prompt's)
+    if wafers:
+        return "; use --wafers auto" + (" (or a shorter --context, fewer --requests)" if caches else "")
+    return "; give a shorter --context or fewer --requests" if caches else ""
+
+
+def too_large_for_a_wafer(costs: CostTable, request: SolveRequest) -> InfeasibleError | None:
+    """The error for a model whose weights and KV caches alone exceed one wafer's usable SRAM (no
+    partition into regions can fit: ``fewest_by_sram``); None when they fit. A sum over the kernels,
+    checked before the search for regions, which takes seconds to find the same (Llama-3.1-70B's decode
+    on wse3: 12 s)."""
+    wafers = fewest_by_sram(costs)
+    if wafers <= 1:
+        return None
+    weights, caches = resident_bytes(costs)
+    held = f"its weights ({format_bytes(weights)}) and KV caches ({format_bytes(caches)})" if caches else "its weights"
+    return InfeasibleError(
+        f"{costs.kgraph.ops.source}: {held} need {format_bytes(weights + caches)}, more than the "
+        f"{format_bytes(costs.arch.usable_sram_bytes * costs.total_cores)} of usable SRAM one {costs.arch.name} wafer has "
+        f"(at least {wafers} wafers){more_room(costs, request)}"
+    )
+
+
 def share_cores(
     costs: CostTable,
     request: SolveRequest,
@@ -98,6 +142,8 @@ def share_cores(
             "--share auto chooses regions for one token's time: add --objective latency "
             "(a throughput plan keeps every kernel on its own rectangle: --share none)"
         )
+    if given is None and (large := too_large_for_a_wafer(costs, request)) is not None:
+        raise large
     sp = build_sharing_problem(costs, family=family)
     sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
     groups = region_spans(costs)
@@ -111,7 +157,7 @@ def share_cores(
     if found.status is Status.INFEASIBLE:
         named = "; ".join(where for _, where in groups)
         rules = f" with {named}" if named else ""
-        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}")
+        raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}{more_room(costs, request)}")
     found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
     sp = kernel_sp  # the runs are of kernels again
     free = None

@@ -74,7 +74,7 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, regions_lines, share_cores
+from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, regions_lines, share_cores
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
@@ -367,13 +367,6 @@ def _wafer_part(plan: WaferSharing, sharing: SharingProblem, w: int, status: Sta
 def link_cycles(costs: CostTable) -> np.ndarray:
     """[n + 1] cycles one token's data takes over the link at each cut position (0 at both ends)."""
     return transfer_cycles(cut_bytes(costs), *link_params(costs.arch))
-
-
-def fewest_by_sram(costs: CostTable) -> int:
-    """The fewest wafers any plan needs: its weights and KV caches live somewhere, and a wafer holds at
-    most its usable SRAM (a lower bound whatever regions share cores)."""
-    held = sum(kc.work.weight_bytes + int(getattr(kc.work, "state_bytes", 0)) for kc in costs.kernels)
-    return max(1, -(-int(held) // (costs.arch.usable_sram_bytes * costs.total_cores)))
 
 
 def resident_cut(costs: CostTable, count: int) -> tuple[int, ...] | None:
