@@ -330,7 +330,8 @@ def generation_options() -> list[Callable[[Any], Any]]:
             default=None,
             metavar="RxC",
             help="Generation end to end: every prefill kernel on one R x C grid, one after another (WaferLLM's "
-            "prefill); default: the square with the shortest prefill.",
+            "prefill), its weights and cache in regions of that grid side by side on the wafer (refused when they "
+            "do not fit); default: the fastest square whose regions fit, else the fastest tiling of the wafer.",
         ),
     ]
 

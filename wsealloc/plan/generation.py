@@ -6,9 +6,11 @@ and by the verifier to its own recomputation (docs/cost-model.md, "Generation en
 * **Prefill** (time to first token): every kernel of the prefill export on one grid, one after
   another, each its fastest dataflow with its operands in place (``opmodels.on_grid``: WaferLLM's
   mapping, as its end-to-end table runs the prefill on one P x P); its weights and cache packed into
-  as few regions of that grid as SRAM allows (as ``--grid`` packs them), whether they fit the wafer
-  recorded; the grid is ``--prefill-grid``, or the square whose sum is the smallest among those whose
-  regions fit (ties: the smaller side). The KV cache it writes is
+  as few regions of that grid as SRAM allows (as ``--grid`` packs them), the regions side by side on
+  the wafer. The grid is ``--prefill-grid``, or the square whose sum is the smallest among those whose
+  regions fit (ties: the smaller side), or where no square's do, the fastest of the wafer's tilings
+  whose regions fit; a grid whose regions the wafer cannot hold is refused, never reported (its time
+  would be no layout's). The KV cache it writes is
   handed to the decode plan's cores; that move is not counted (docs/cost-model.md says how small).
 * **Decode steps**: the decode plan is solved at the last step's past length, IN + OUT - 1 (its cache
   is the largest; every earlier step's fits where the last one's does). Step j (j = 0 .. OUT - 1)
@@ -31,12 +33,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, KernelWork, grid_costs, kernel_work
-from wsealloc.errors import PlanError, WseallocError
+from wsealloc.errors import InfeasibleError, PlanError, UsageError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.enumerate import on_grid
@@ -45,7 +49,7 @@ from wsealloc.plan import rules
 from wsealloc.plan.schema import GenerationRecord, KernelPlan
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import Generation, SolveRequest
-from wsealloc.strategy.regions import pack_runs
+from wsealloc.strategy.regions import pack_runs, packed_regions
 
 Work = KernelWork
 
@@ -189,12 +193,63 @@ def _changes(costs: CostTable, j: int, work: Callable[[int, int], Work], first: 
     return work(j, first) != work(j, last)
 
 
-def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> tuple[tuple[int, int], int, int]:
+class PrefillLayout(NamedTuple):
+    """The prefill's grid, its cycles (every kernel on it one after another) and the regions of that
+    grid its weights and cache are packed into, laid side by side on the wafer."""
+
+    grid: tuple[int, int]
+    cycles: int
+    regions: int
+
+
+def prefill_tiles(arch: Arch, r: int, c: int) -> int:
+    """How many ``r x c`` regions lie side by side on the wafer without overlap: ``(R // r) x (C // c)``,
+    within each die where the arch forbids crossing one. Translates of one rectangle pack no better
+    than in rows and columns (each crosses exactly one of the ``C // c`` columns ``x = k c - 1``, and
+    each such column crosses at most ``R // r`` of them), so a prefill's regions fit the wafer exactly
+    when they are at most this many; a count of cores alone would pass 3 squares of 450 on a 768 x
+    1,176 WSE-3, which holds 2. (Defective cores are not taken out, as the cores of a plan's regions
+    are not before placement.)"""
+    if arch.wafer.die_boundary is DieBoundary.FORBID:
+        die, dies = arch.wafer.die_cores, arch.wafer.dies
+        return (die.rows // r) * (die.cols // c) * dies.rows * dies.cols
+    return (arch.rows // r) * (arch.cols // c)
+
+
+def _tilings(arch: Arch, most: int) -> np.ndarray:
+    """[G, 2] the wafer's (each die's, where crossing one is forbidden) rows and cols split into ``a x b``
+    equal parts, ``a b <= most``: for every count of regions the largest grids that many tile."""
+    if arch.wafer.die_boundary is DieBoundary.FORBID:
+        rows, cols = arch.wafer.die_cores.rows, arch.wafer.die_cores.cols
+    else:
+        rows, cols = arch.rows, arch.cols
+    shapes = {(rows // a, cols // b) for a in range(1, min(rows, most) + 1) for b in range(1, min(cols, most // a) + 1)}
+    return np.array(sorted(shapes), dtype=np.int64).reshape(-1, 2)
+
+
+def _prefill_cycles(works: dict[Work, int], arch: Arch, options: CostOptions, shapes: np.ndarray) -> np.ndarray:
+    """Every kernel on each of ``shapes``, one after another, each its fastest dataflow in place."""
+    total = np.zeros(len(shapes), dtype=np.int64)
+    for w, n in works.items():
+        best = np.min(
+            [grid_costs(w, arch, options, df, shapes[:, 0], shapes[:, 1], in_place=True).latency for df in w.dataflows()],
+            axis=0,
+        )
+        total += n * best.astype(np.int64)
+    return total
+
+
+def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> PrefillLayout:
     """The prefill's grid, its cycles and the regions of that grid its weights and cache need: every
     kernel on it one after another, each its fastest dataflow in place, the kernels packed into as few
-    regions as SRAM allows (``strategy.regions.pack_runs``, as ``--grid`` packs them). Without
-    ``--prefill-grid``: the square (1 .. the wafer's shorter side) with the smallest sum whose regions
-    fit the wafer's cores (ties: the smaller side; none fits: the fastest that packs at all)."""
+    regions as SRAM allows (``strategy.regions.pack_runs``, as ``--grid`` packs them), the regions side
+    by side on the wafer (:func:`prefill_tiles`). ``--prefill-grid``: that grid, refused when its
+    regions do not fit. Without it, the fastest square (1 .. the wafer's shorter side; ties: the smaller
+    side) whose regions fit: WaferLLM's P x P, the shape this model is calibrated on (docs/cost-model.md,
+    section 9); where no square's do (LLaMA3-8B's 4,096-token prompt on a WSE-3: the fewest cores, 34
+    regions of 247 x 247, are 2.3 wafers), the fastest of the wafer's tilings (:func:`_tilings`; ties:
+    the fewer cores, then rows) whose regions fit. None fits: refused. A time on a layout the wafer
+    cannot hold is never the answer: the headline's time to first token is this one's."""
     costs = build_costs(gen.prefill, arch, options)
     works: dict[Work, int] = {}
     for kc in costs.kernels:
@@ -203,26 +258,49 @@ def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> tuple[
         works[kc.work] = works.get(kc.work, 0) + 1
     if gen.prefill_grid is not None:
         r, c = gen.prefill_grid
+        if r > arch.rows or c > arch.cols:
+            raise UsageError(f"--prefill-grid {r}x{c}: larger than the {arch.rows}x{arch.cols} wafer of {arch.name}")
+        regions = len(pack_runs(costs, r, c))
+        tiles = prefill_tiles(arch, r, c)
+        if regions > tiles:
+            raise InfeasibleError(
+                f"--prefill-grid {r}x{c}: the prefill's weights and cache need {regions} regions of {r} x {c}, "
+                f"{arch.name} holds {tiles} side by side; leave --prefill-grid out for the fastest grid whose regions fit"
+            )
         cycles = sum(n * int(on_grid(w, arch, options, r, c)[1].latency[0]) for w, n in works.items())
-        return (r, c), cycles, len(pack_runs(costs, r, c))
-    sides = np.arange(1, min(arch.rows, arch.cols) + 1)
-    total = np.zeros(sides.size, dtype=np.int64)
-    for w, n in works.items():
-        best = np.min([grid_costs(w, arch, options, df, sides, sides, in_place=True).latency for df in w.dataflows()], axis=0)
-        total += n * best.astype(np.int64)
-    packed: tuple[tuple[int, int], int, int] | None = None
-    for i in np.lexsort((sides, total)):  # fastest first (ties: the smaller side)
-        side = int(sides[i])
-        try:
-            regions = len(pack_runs(costs, side, side))
-        except WseallocError:  # a kernel alone needs more SRAM than a core of this grid has
-            continue
-        packed = packed or ((side, side), int(total[i]), regions)
-        if regions * side * side <= arch.total_cores:
-            return (side, side), int(total[i]), regions
-    if packed is None:
-        raise PlanError(f"generation end to end: no square grid of {arch.name} holds the prefill's kernels; give --prefill-grid")
-    return packed
+        return PrefillLayout((r, c), cycles, regions)
+    side = np.arange(1, min(arch.rows, arch.cols) + 1)
+    squares = np.stack([side, side], axis=1)
+    tilings = _tilings(arch, len(costs.kernels))  # (a region holds a kernel at least: no more regions than kernels)
+    closest: tuple[float, tuple[int, int], int, int] | None = None  # the fewest regions for the room, to name
+    for shapes, ties in (
+        (squares, (squares[:, 0],)),  # ties: the smaller side
+        (tilings, (tilings[:, 0], tilings[:, 0] * tilings[:, 1])),  # ties: the fewer cores, then rows
+    ):
+        total = _prefill_cycles(works, arch, options, shapes)
+        need = packed_regions(costs, shapes)  # 0: a kernel alone does not fit a region
+        room = np.array([prefill_tiles(arch, int(r), int(c)) for r, c in shapes.tolist()], dtype=np.int64)
+        fit = (need > 0) & (need <= room)
+        if fit.any():
+            best = next(int(i) for i in np.lexsort((*ties, total)) if fit[i])  # fastest first
+            grid = (int(shapes[best, 0]), int(shapes[best, 1]))
+            packed = len(pack_runs(costs, *grid))
+            assert packed == need[best], f"packed_regions disagrees with pack_runs on {grid}"
+            return PrefillLayout(grid, int(total[best]), packed)
+        for i in np.flatnonzero(need).tolist():
+            over = float(need[i]) / max(int(room[i]), 1)
+            if closest is None or over < closest[0]:
+                closest = (over, (int(shapes[i, 0]), int(shapes[i, 1])), int(need[i]), int(room[i]))
+    why = "a kernel of it fits no region of any (each alone needs more SRAM than a grid of the wafer has)"
+    if closest is not None:
+        _, (r, c), least, holds = closest
+        why = f"its weights and cache need at best {least} regions of {r} x {c}, where {holds} lie side by side"
+    raise InfeasibleError(
+        f"generation end to end: the prefill of {gen.prompt:,} tokens ({gen.prefill.path}) fits no square or tiling "
+        f"of {arch.name}: {why}; give a shorter --prompt or an arch with more SRAM (generation end to end plans "
+        f"one wafer), or solve the prefill alone over several: wsealloc solve {gen.prefill.path} --objective latency "
+        "--wafers auto (its time to first token)"
+    )
 
 
 def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[KernelPlan]) -> GenerationRecord | None:
@@ -264,7 +342,7 @@ def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[K
         prefill_grid=grid,
         prefill_cycles=prefill,
         prefill_regions=regions,
-        prefill_fits_wafer=regions * grid[0] * grid[1] <= arch.total_cores,
+        prefill_fits_wafer=regions <= prefill_tiles(arch, *grid),  # (always: prefill_on_grid refuses the rest)
         decode_first_cycles=step_first,
         decode_last_cycles=step_last,
         decode_total_cycles=total,

@@ -129,7 +129,7 @@ class GenerationRecord(_Doc):
     prefill_grid: tuple[Positive, Positive]  # every prefill kernel on it, one after another
     prefill_cycles: Cycles
     prefill_regions: Positive  # regions of the prefill grid its weights and cache need (packed by SRAM, as --grid)
-    prefill_fits_wafer: bool  # those regions' cores within the wafer's
+    prefill_fits_wafer: bool  # those regions side by side on the wafer (always, now; verify refuses false)
     decode_first_cycles: Cycles  # the first step (past IN)
     decode_last_cycles: Cycles  # the last step (past IN + OUT - 1: the plan's own token path)
     decode_total_cycles: Cycles  # every step, summed exactly

@@ -33,7 +33,7 @@ from wsealloc.constraints.select import present
 from wsealloc.cost import CostOptions, Dataflow, grid_costs
 from wsealloc.cost.comm import comm_costs
 from wsealloc.cost.model import Recompute, TrainingWork
-from wsealloc.errors import ConflictError, ConstraintError, PlanError, VerificationError
+from wsealloc.errors import ConflictError, ConstraintError, InfeasibleError, PlanError, UsageError, VerificationError
 from wsealloc.frontend.sources import OnnxSource, read_as_file
 from wsealloc.graph.kernels import KernelGraph
 from wsealloc.opmodels import CostTable, KernelCosts, Reason
@@ -46,7 +46,7 @@ from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
 from wsealloc.plan.experts import experts_record
 from wsealloc.plan.experts import merged as merged_experts
-from wsealloc.plan.generation import generation_record
+from wsealloc.plan.generation import generation_record, prefill_tiles
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
 from wsealloc.plan.verify_bounds import communication_bound
@@ -498,16 +498,26 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
     recomputed here (the units' stage times, the model's cache and weights; over several wafers, the
     token's path through every wafer and link, each wafer holding its own kernels' caches)."""
     requests = plan.request.requests if plan.request is not None else 1
+    got = plan.objective.llm
     if len(stages) == 1:
         expected = llm_record(table, list(stages[0].members), requests)
         if expected is not None and plan.request is not None and plan.request.generation is not None:
-            expected = expected.model_copy(update={"generation": generation_record(plan.request, table, list(stages[0].members))})
+            gen = got.generation if got is not None else None
+            if gen is not None:
+                _check_prefill_fits(gen.prefill_grid, gen.prefill_regions, gen.prefill_fits_wafer, table, check)
+            try:
+                expected = expected.model_copy(
+                    update={"generation": generation_record(plan.request, table, list(stages[0].members))}
+                )
+            except (InfeasibleError, UsageError) as exc:  # its prefill grid refused on this wafer (an older release's)
+                check(False, f"objective.llm.generation: recomputed, {exc}")
+                if got is not None:  # the rest of the record is still checked
+                    got = got.model_copy(update={"generation": None})
     else:  # one token's path through every wafer and link; a new pass every slowest stage
         worst, _, _ = _slowest(stages, tuple(k for st in stages for k in st.members))
         path = _wafers_value(ObjectiveKind.LATENCY, stages, table, worst, comm=True)
         wafers = [(table.subset(st.first, st.end), list(st.members)) for st in stages]
         expected = llm_over_wafers(wafers, path, worst, requests)
-    got = plan.objective.llm
     if expected is None or got is None:
         check(
             expected is None and got is None,
@@ -530,6 +540,25 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
     check(
         tps is not None and abs(tps - expected.tokens_per_s_per_request) <= 1e-9 * max(1.0, tps),
         "objective.tokens_per_s_per_request differs from objective.llm's",
+    )
+
+
+def _check_prefill_fits(grid: tuple[int, int], regions: int, fits: bool, table: CostTable, check: _Checks) -> None:
+    """A generation record's prefill on a layout the wafer holds: its regions side by side on the wafer
+    (``plan.generation.prefill_tiles``, recomputed here from the recorded grid), and said so. The time to
+    first token and the end-to-end rate are read off this layout: on one the wafer cannot hold they are
+    no plan's numbers (an older release recorded such a prefill with ``prefill_fits_wafer`` false)."""
+    r, c = grid
+    tiles = prefill_tiles(table.arch, r, c)
+    check(
+        fits,
+        f"objective.llm.generation.prefill_fits_wafer is false: a time to first token on a prefill the wafer "
+        f"cannot hold ({regions} regions of {r} x {c}) is not a plan's; re-solve",
+    )
+    check(
+        regions <= tiles,
+        f"objective.llm.generation.prefill_regions: {regions} regions of {r} x {c} do not fit the wafer, which "
+        f"holds {tiles} side by side",
     )
 
 

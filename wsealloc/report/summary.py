@@ -101,14 +101,22 @@ def llm_lines(plan: Plan) -> list[str]:
         lines.append(
             f"generation end to end, prompt {gen.prompt:,} + {gen.generate:,} tokens: time to first token "
             f"{gen.time_to_first_token_s * ms:,.3f} ms (prefill on {gen.prefill_grid[0]} x {gen.prefill_grid[1]}, "
-            f"{gen.prefill_cycles:,} cycles, {gen.prefill_regions} region(s) of it"
-            f"{'' if gen.prefill_fits_wafer else ': more cores than the wafer has'}); "
+            f"{gen.prefill_cycles:,} cycles; {_prefill_layout(gen.prefill_regions, gen.prefill_fits_wafer)}); "
             f"time per output token first {gen.time_per_output_token_first_s * ms:,.4f} ms, "
             f"last {gen.time_per_output_token_last_s * ms:,.4f} ms, mean {gen.time_per_output_token_mean_s * ms:,.4f} ms "
             f"({gen.distinct_step_costs:,} distinct step times, summed exactly); {gen.end_to_end_s * ms:,.3f} ms in all, "
             f"{gen.end_to_end_tokens_per_s:,.1f} output tokens/s end to end"
         )
     return lines
+
+
+def _prefill_layout(regions: int, fits: bool) -> str:
+    """Where the prefill's weights and cache lie: the time to first token is read off that layout."""
+    if not fits:  # a plan of an older release (verify rejects it)
+        return f"its weights and cache in {regions} regions of that grid, more than the wafer holds: no plan, re-solve"
+    if regions == 1:
+        return "its weights and cache in that one grid"
+    return f"its weights and cache in {regions} regions of that grid, side by side on the wafer"
 
 
 def experts_lines(plan: Plan) -> list[str]:

@@ -122,6 +122,30 @@ def too_large_for_a_wafer(costs: CostTable, request: SolveRequest) -> Infeasible
     )
 
 
+def packed_regions(costs: CostTable, shapes: np.ndarray) -> np.ndarray:
+    """How many regions :func:`pack_runs` packs the kernels into on each of ``shapes`` ([G, 2] rows x
+    cols), 0 where a kernel alone does not fit a region of it (or cannot be laid on it, or the arch
+    forbids the grid): the same first fit, run on every grid at once. A choice among many grids (the
+    prefill's, ``plan.generation``) costs one pass over the kernels instead of one per grid; the
+    arithmetic is ``pack_runs``' own, float for float, so the counts are equal (tests hold them so)."""
+    shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
+    inside = (shapes[:, 0] <= costs.arch.rows) & (shapes[:, 1] <= costs.arch.cols)
+    sp = build_sharing_problem(costs, np.where(inside[:, None], shapes, 1))
+    usable = float(sp.usable_sram)
+    count = np.ones(len(shapes), dtype=np.int64)
+    held = np.zeros(len(shapes))
+    peak = np.zeros(len(shapes))
+    fits = inside.copy()
+    for k in range(sp.n_kernels):
+        resident, buffers = sp.resident[k], sp.buffers[k]
+        fits &= (sp.latency[k] < SHARING_INF) & (resident + buffers <= usable)
+        new = held + resident + np.maximum(peak, buffers) > usable  # as pack_runs: a new region from k on
+        count += new
+        held = np.where(new, 0.0, held) + resident
+        peak = np.maximum(np.where(new, 0.0, peak), buffers)
+    return np.where(fits, count, 0)
+
+
 def share_cores(
     costs: CostTable,
     request: SolveRequest,
