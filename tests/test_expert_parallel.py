@@ -414,3 +414,20 @@ def test_the_split_forms_are_not_tried_when_less_time_is_left_than_the_first_for
     path = tmp_path / "plan.json"
     path.write_text(out.plan.to_json())
     assert verify_plan(path).ok
+
+
+def test_the_fewest_wafers_of_a_moe_table_count_its_sram_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``fewest_wafers`` (the fit check bench's frontier and pools skip plans by): where MoE layers may be
+    split, a cut inside a layer may take fewer wafers than the kept layers' fewest-core regions, so only
+    the SRAM counts; a table with none left to split is judged by its regions too."""
+    whole = _table(tmp_path / "m.onnx")
+    asked: list[int] = []
+    real = wafers._fewest_fitting
+
+    def spy(sp: SharingProblem, family: str, cores: int) -> int | None:
+        asked.append(sp.n_kernels)
+        return real(sp, family, cores)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wafers, "_fewest_fitting", spy)
+    assert wafers.fewest_wafers(whole, "stacked") == 1 and not asked
+    assert wafers.fewest_wafers(split_experts(whole, 2), "stacked") == 1 and asked == [3]

@@ -76,38 +76,147 @@ def test_a_model_without_a_cache_has_no_frontier() -> None:
     assert result.returncode == 2 and "give --context" in result.stderr
 
 
-def test_auto_requests_go_as_far_as_each_wafer_count_holds(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """--requests auto: each wafer count up to the caches its own one-request plan holds (one wafer two
-    contexts of 16, two wafers five), not the most wafers' count for every count."""
+class _Admits:
+    """A fit check by hand: ``most[w]`` requests admitted on w wafers (the real one: ``FitCheck``)."""
+
+    def __init__(self, most: dict[int, int]) -> None:
+        self.most_by = most
+
+    def most(self, wafers: int) -> int:
+        return self.most_by[wafers]
+
+    def admits(self, requests: int, wafers: int) -> bool:
+        return requests <= self.most_by[wafers]
+
+    def why_not(self, requests: int, wafers: int) -> str:
+        return f"with {requests} requests in flight, a plan needs more than {wafers} wafers"
+
+
+def _stub(monkeypatch, most: dict[int, int], rate, fits=lambda n, w: True):  # type: ignore[no-untyped-def]
+    """``frontier`` with the fit check by hand and every solve stubbed: a count fits where ``fits``
+    says (else the solve's error), its rate in all ``rate(n)``; returns the solves asked, in order."""
     import wsealloc.bench.frontier as fr
     from wsealloc.bench.runner import BenchRow
 
-    monkeypatch.setattr(fr, "_largest_context", lambda base, wafers: {1: 2 * 16 + 5, 2: 5 * 16}[wafers])
-    asked: list[str] = []
+    monkeypatch.setattr(fr, "FitCheck", lambda base: _Admits(most))
+    asked: list[tuple[int, int]] = []
 
     def fake_run_all(tasks, **_):  # type: ignore[no-untyped-def]
-        asked.extend(t.name for t in tasks)
-        done = {"solver": 1, "status": "OPTIMAL", "tokens_per_s_per_request": 1.0, "aggregate_tokens_per_s": 1.0}
-        return [BenchRow(t.name, **done) for t in tasks]
+        rows = []
+        for t in tasks:
+            n, w = (int(part.split("=")[1]) for part in t.name.split(","))
+            asked.append((n, w))
+            if fits(n, w):
+                done = {"solver": 1, "status": "OPTIMAL", "gap": 0.0}
+                rows.append(BenchRow(t.name, **done, tokens_per_s_per_request=rate(n) / n, aggregate_tokens_per_s=rate(n)))
+            else:
+                rows.append(BenchRow(t.name, error="no partition into regions fits the wafer"))
+        return rows
 
     monkeypatch.setattr(fr, "run_all", fake_run_all)
+    return asked
+
+
+def test_auto_requests_go_as_far_as_each_wafer_count_holds(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--requests auto: each wafer count up to the requests the fit check admits on it (one wafer two,
+    two wafers five), not the most wafers' count for every count."""
+    import wsealloc.bench.frontier as fr
+
+    asked = _stub(monkeypatch, {1: 2, 2: 5}, rate=float)
     result = fr.frontier(build_request(DECODE, "tiny", context=16), [2, 1])
     grid = [(p.requests, p.wafers) for p in result.points]
     assert grid == [(1, 1), (2, 1), (1, 2), (2, 2), (4, 2), (5, 2)]
-    assert asked[0] == "requests=1,wafers=1"
+    assert asked == grid  # every count fits and the rate grows: nothing more is solved
 
 
-def test_a_wafer_the_one_request_plan_leaves_unused_counts_for_the_caches() -> None:
-    """One request of the tiny decode fits one wafer, so its plan on at most two uses one: the ladder of
-    two wafers stopped at one wafer's requests. The second wafer adds its SRAM's worth of cache."""
+def test_auto_requests_bisect_to_the_largest_count_that_fits(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Finding 7: the check admits 38 requests (the 8B's old SRAM estimate), only 24 fit. 32 and 38 fail,
+    so the counts between 16 and 32 are bisected: 24 fits, 28, 26 and 25 do not; 24 is the largest
+    shown with a plan, in four solves more, and nothing else is solved."""
     import wsealloc.bench.frontier as fr
-    from wsealloc.arch import load_arch
 
-    base = build_request(DECODE, "tiny", context=64)
-    one, two = fr._largest_context(base, 1), fr._largest_context(base, 2)
-    arch = load_arch("tiny")
-    kv = 256  # B per token of context (the summary's KV line of this export)
-    assert two - one == arch.usable_sram_bytes * arch.total_cores // kv
+    asked = _stub(monkeypatch, {1: 38}, rate=float, fits=lambda n, w: n <= 24)
+    result = fr.frontier(build_request(DECODE, "tiny", context=16), [1])
+    assert asked == [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (32, 1), (38, 1), (24, 1), (28, 1), (26, 1), (25, 1)]
+    fitting = [p.requests for p in result.points if p.tokens_per_s_per_request is not None]
+    assert max(fitting) == 24
+    assert [p.requests for p in result.points] == sorted(p.requests for p in result.points)
+    assert next(p for p in result.points if p.requests == 24).on_frontier  # the most in all
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 3, 5, 17, 31, 32, 33, 37, 38])
+def test_the_bisection_finds_any_threshold(monkeypatch, threshold: int) -> None:  # type: ignore[no-untyped-def]
+    import wsealloc.bench.frontier as fr
+
+    asked = _stub(monkeypatch, {1: 38}, rate=float, fits=lambda n, w: n <= threshold)
+    result = fr.frontier(build_request(DECODE, "tiny", context=16), [1])
+    assert max(p.requests for p in result.points if p.tokens_per_s_per_request is not None) == threshold
+    failed = [p.requests for p in result.points if p.tokens_per_s_per_request is None]
+    assert not failed or min(failed) == threshold + 1  # the first that fails is shown beside it
+    assert len(asked) <= 7 + 5  # the ladder, then at most log2(the widest gap) solves
+
+
+def test_auto_requests_look_for_the_peak_of_the_rate_in_all(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Every count up to 31 fits, but the rate in all peaks at 20 (a request waits N slowest stages):
+    after the ladder, two rounds look between the best count's neighbours, each halfway across the
+    wider side (16..31: 23, better than 16; then 23..31: 27, worse)."""
+    import wsealloc.bench.frontier as fr
+
+    asked = _stub(monkeypatch, {1: 31}, rate=lambda n: 1000.0 * min(n, 40 - n))
+    result = fr.frontier(build_request(DECODE, "tiny", context=16), [1])
+    assert asked == [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1), (31, 1), (23, 1), (27, 1)]
+    best = max(result.points, key=lambda p: p.aggregate_tokens_per_s or 0.0)
+    assert best.requests == 23 and best.on_frontier
+
+
+def test_counts_the_check_refuses_are_not_solved(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--requests 1,8 where the check admits 4: 8 is a point that says why, not a solve."""
+    import wsealloc.bench.frontier as fr
+
+    asked = _stub(monkeypatch, {1: 4}, rate=float)
+    result = fr.frontier(build_request(DECODE, "tiny", context=16), [1], [1, 8])
+    assert asked == [(1, 1)]
+    eight = result.points[1]
+    assert eight.requests == 8 and eight.status == fr.SKIPPED and eight.tokens_per_s_per_request is None
+    assert "needs more than 1 wafers" in eight.skipped and not eight.error
+    assert result.table()[1]["status"].startswith("SKIPPED: with 8 requests")
+
+
+def test_the_fit_check_is_the_solves_threshold_on_the_tiny_decode() -> None:
+    """The check without a search: 903 requests of the tiny decode at context 64 on one tiny wafer, 1,776
+    on two (solves agree: 904 ends in "no partition into regions fits the wafer", 1,777 in "do not fit
+    2 tiny wafers even with all their cores as one budget"; the slow test below runs the first pair).
+    The fewest wafers never fall as requests are added (more requests only add cache bytes)."""
+    from wsealloc.bench.frontier import FitCheck
+
+    check = FitCheck(build_request(DECODE, "tiny", context=64))
+    assert (check.most(1), check.most(2)) == (903, 1776)
+    counts = [1, 2, 50, 400, 903, 904, 1200, 1776, 1777, 2500]
+    fewest = [check.fewest(n) for n in counts]
+    assert fewest == sorted(fewest) and fewest[4:6] == [1, 2] and fewest[7:9] == [2, 3]
+    assert "at least 2 wafers" in check.why_not(904, 1)
+
+
+@pytest.mark.slow  # two real solves of the tiny decode (about 5 s)
+def test_the_fit_checks_threshold_is_the_solvers() -> None:
+    from wsealloc.api import run
+    from wsealloc.errors import InfeasibleError
+
+    base = build_request(DECODE, "tiny", context=64, time_limit=10)
+    assert run(point_request(base, 903, 1)).plan.objective.llm is not None  # type: ignore[union-attr]
+    with pytest.raises(InfeasibleError, match="no partition into regions fits"):
+        run(point_request(base, 904, 1))
+
+
+def test_the_terminal_table_has_the_gap_column(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Finding 10: the terminal table dropped the gap its .md has."""
+    _stub(monkeypatch, {1: 2}, rate=float)
+    args = ["frontier", str(DECODE), "--arch", "tiny", "--context", "16", "-j", "1", "--out", str(tmp_path)]
+    result = CliRunner().invoke(build_cli(), args)
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "status" in line)
+    assert header.split("┃")[-2].strip() == "gap"
+    assert result.output.count("0.00%") == 2  # both points'
 
 
 # what the layer pipeline's training and weight streaming take: one token's time (--objective latency) plans neither

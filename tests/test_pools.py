@@ -106,3 +106,147 @@ def test_pools_offers_no_training_or_streaming_option(tmp_path: Path) -> None:
         result = run(*argv, "--tpot", "1", "--out", str(tmp_path))
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, option
         assert result.stderr.startswith(f"wsealloc: error: No such option '{option}'."), option  # (click may suggest one)
+
+
+def _llm(phase: str, *, ttft: float = 1e-3, per_request: float = 1e3, requests: int = 1) -> dict[str, object]:
+    """An LLM record by hand with what pools reads of it."""
+    return {
+        "phase": phase, "batch": 1, "requests": requests, "kv_bytes_per_token": 64 * requests,
+        "time_to_first_token_s": ttft if phase == "prefill" else None,
+        "tokens_per_s_per_request": per_request, "aggregate_tokens_per_s": per_request * requests,
+    }  # fmt: skip
+
+
+NO_FIT = "no partition into regions fits the wafer: the fewest cores any takes are 917,760, the wafer has 903,168"
+
+
+def _stubbed(monkeypatch, needs: dict[str, int], plans):  # type: ignore[no-untyped-def]
+    """``pools`` with the fit check's fewest wafers set by hand (``needs``: the prefill's, and the
+    decode's per request in flight above one) and every solve stubbed by ``plans(name)`` (an LLM
+    record, or None for a failed solve); returns the plans asked."""
+    import wsealloc.bench.pools as pl
+    from wsealloc.bench.frontier import FitCheck
+    from wsealloc.bench.runner import BenchRow
+
+    class Needs(FitCheck):
+        def fewest(self, requests: int) -> int | None:
+            return needs["prefill"] if "prefill" in self.label else needs["decode"] + (requests > 1)
+
+    monkeypatch.setattr(pl, "FitCheck", Needs)
+    asked: list[str] = []
+
+    def fake_run_all(tasks, **_):  # type: ignore[no-untyped-def]
+        asked.extend(t.name for t in tasks)
+        out = []
+        for t in tasks:
+            llm = plans(t.name)
+            gap = 0.5 if "wafers=3" in t.name else 0.0
+            if llm is None:
+                path = PREFILL if t.name.startswith("prefill") else DECODE
+                out.append(BenchRow(t.name, error=f"{path}: {NO_FIT}"))
+            else:
+                out.append(BenchRow(t.name, solver=1, status="FEASIBLE" if gap else "OPTIMAL", gap=gap, llm=llm))
+        return out
+
+    monkeypatch.setattr(pl, "run_all", fake_run_all)
+    return asked
+
+
+def _plan(name: str) -> dict[str, object]:
+    """Prefill: 1 ms on 2 wafers, 5 ms on 3 (a search out of time: worse on more wafers); decode: 1,000
+    tokens/s per request (2 requests: 800)."""
+    if name.startswith("prefill"):
+        return _llm("prefill", ttft=5e-3 if "wafers=3" in name else 1e-3)
+    two = "requests=2" in name
+    return _llm("decode", per_request=800.0 if two else 1000.0, requests=2 if two else 1)
+
+
+def test_splits_that_cannot_fit_are_skipped_without_a_solve(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Finding 10: the prefill needs 2 wafers, the decode 1 (2 with two requests): on 3 wafers the plans
+    on fewer are rows that say why, never solves (the 70B spent 12 s on each before failing)."""
+    asked = _stubbed(monkeypatch, {"prefill": 2, "decode": 1}, _plan)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 3, WORK, [1, 2])
+    assert sorted(asked) == sorted([
+        "prefill,wafers=2", "prefill,wafers=3",
+        "decode,wafers=1,requests=1", "decode,wafers=2,requests=1", "decode,wafers=3,requests=1",
+        "decode,wafers=2,requests=2", "decode,wafers=3,requests=2",
+    ])  # fmt: skip
+    one = [r for r in result.rows if not r.shared and r.prefill_wafers == 1]
+    assert one and all(r.binds == "prefill needs at least 2 wafers: not solved" for r in one)
+    assert all(r.prefill_status == "SKIPPED" and not r.feasible and r.requests_per_s is None for r in one)
+    two = next(r for r in result.rows if not r.shared and r.decode_wafers == 1 and r.requests == 2)
+    assert two.binds == "decode with 2 in flight needs at least 2 wafers: not solved"
+    cells = {r["binds"] for r in result.table()}
+    assert not any("ERROR" in c for c in cells)
+
+
+def test_a_pool_takes_the_best_plan_on_at_most_its_wafers(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Finding 2/10: a plan on at most p' <= p wafers serves a pool of p. The 3-wafer prefill plan is
+    worse (5 ms) than the 2-wafer one (1 ms): sharing all 3 wafers uses the 2-wafer plan, says so
+    (p' = 2), and carries that plan's status and gap."""
+    _stubbed(monkeypatch, {"prefill": 2, "decode": 1}, _plan)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 3, WORK, [1, 2])
+    shared = next(r for r in result.rows if r.shared and r.requests == 1)
+    assert shared.prefill_plan_wafers == 2 and shared.ttft_s == pytest.approx(1e-3)
+    assert shared.prefill_status == "OPTIMAL" and shared.prefill_gap == 0.0
+    # the decode plan of 3 wafers is no faster than one wafer's (equal: fewer wafers win the tie)
+    assert shared.decode_plan_wafers == 1
+    row = next(r for r in result.table() if r["prefill wafers"] == "all" and r["requests in flight"] == 1)
+    assert row["plans on p'/d'"] == "2 / 1" and row["status"] == "OPTIMAL / OPTIMAL"
+    assert "the prefill plan solved on at most 2 wafers" in "\n".join(result.summary())
+
+
+def test_a_failed_plan_gives_way_to_one_on_fewer_wafers(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A pool whose own plan failed uses a plan solved on fewer wafers; where none did, its row names the
+    error, cut at a word with " ..." (it was cut mid-word: "...fits the wafer: the)")."""
+
+    def plans(name: str) -> dict[str, object] | None:
+        return None if name in ("prefill,wafers=3", "prefill,wafers=1") else _plan(name)
+
+    _stubbed(monkeypatch, {"prefill": 1, "decode": 1}, plans)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 3, WORK, [1])
+    shared = next(r for r in result.rows if r.shared)
+    assert shared.prefill_plan_wafers == 2 and shared.prefill_llm is not None
+    one = next(r for r in result.rows if not r.shared and r.prefill_wafers == 1)
+    assert one.binds.startswith("no prefill plan (ERROR: no partition into regions fits the wafer")
+    assert one.binds.endswith(" ...)") and str(PREFILL) not in one.binds
+
+
+def test_the_table_has_each_plans_gap(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Finding 10: the docs promise each plan's status and gap beside it; the table had the status only."""
+    _stubbed(monkeypatch, {"prefill": 1, "decode": 1}, _plan)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 3, WORK, [1])
+    rows = result.table()
+    assert "gap" in rows[0] and list(rows[0]).index("gap") == list(rows[0]).index("status") + 1
+    split = next(r for r in rows if r["prefill wafers"] == 2)
+    assert split["gap"] == "0.00% / 0.00%"  # its prefill on 2 wafers, its decode the 1-wafer plan (as fast as its own)
+    assert "| gap |" in result.to_markdown()
+
+
+def test_clip_cuts_at_a_word() -> None:
+    from wsealloc.bench.tables import clip
+
+    text = "models/x.onnx: no partition into regions fits the wafer: the fewest cores any takes are 917,760"
+    assert clip(text, 200) == text
+    assert clip(text, 40, "models/x.onnx") == "no partition into regions fits the ..."
+    assert clip("a" * 50, 20) == "a" * 16 + " ..."
+    assert len(clip(text, 40)) <= 40
+
+
+def test_the_terminal_table_has_each_plans_gap(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Finding 10: the terminal showed "FEASIBLE/FEASIBLE" only; each plan's cell now holds the pool size it
+    was solved for, its status and its gap, and a skipped pool says why in binds."""
+    from click.testing import CliRunner
+
+    from wsealloc.cli import build_cli
+
+    _stubbed(monkeypatch, {"prefill": 2, "decode": 1}, _plan)
+    args = [
+        "pools", str(DECODE), str(PREFILL), "--arch", "tiny", "--cluster", "3", "--output", "8",
+        "--ttft", "1", "--tpot", "1", "--requests", "1", "-j", "1", "--out", str(tmp_path),
+    ]  # fmt: skip
+    result = CliRunner().invoke(build_cli(), args)
+    assert result.exit_code == 0, result.output
+    assert "status, gap" in result.output and "2: OPTIMAL 0.00%" in result.output and "3: FEASIBLE" not in result.output
+    assert "prefill needs at least 2" in result.output and "ERROR" not in result.output
+    assert "the prefill plan solved on at most 2 wafers" in result.output  # the shared row's, in the summary

@@ -9,9 +9,18 @@ solved by the runner suites use (worker processes, or a Dask cluster): a point's
 every slowest stage, ``plan.llm``). The frontier is the points no other point beats on both rates: the
 curve serving engineers compare systems with (interactivity against throughput).
 
-The request counts: for each wafer count, powers of two from 1 up to the most that fit on that many
-wafers, read off its one-request plan (its largest context over the context asked, each request holding
-one context's cache): a count that holds fewer caches is not asked for more."""
+The request counts (``--requests auto``): for each wafer count, powers of two from 1 up to the most
+requests a check without a search admits on that many wafers (``FitCheck``: more requests only add
+cache bytes, so whether a count fits is monotone in it and the most is found by bisection over the
+counts the SRAM could hold), and that most itself. Where a count the check admits still finds no
+plan, the counts between the largest that found one and the smallest that did not are bisected with
+solves (as many rounds as it takes to meet, within ``MAX_POINTS``), so the frontier reaches the
+largest count that fits. The rate in all need not grow with the count (a request waits N slowest
+stages when that is longer than a pass, and caches squeeze the regions: Llama-3-8B decode on one wse3
+gives 72,721 tokens/s in all with 16 requests, 101,010 with 24, 15,552 with 31), so where it falls
+past its best count, ``PEAK_ROUNDS`` more rounds look for its peak between that count's neighbours (a
+ternary search, one count a round: halfway across the wider side). A count the check refuses (given
+with ``--requests``) is not solved: its point says why."""
 
 from __future__ import annotations
 
@@ -23,14 +32,21 @@ from pathlib import Path
 from typing import Any
 
 from wsealloc.bench.runner import BenchRow, Task, run_all
-from wsealloc.bench.tables import csv_text, markdown_lines
+from wsealloc.bench.tables import clip, csv_text, markdown_lines
 from wsealloc.errors import UsageError
 from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.load import load_model
+from wsealloc.opmodels import CostTable
+from wsealloc.pipeline import build_costs, with_options
 from wsealloc.problem.objective import ObjectiveKind
 from wsealloc.request import ShareMode, SolveRequest
+from wsealloc.strategy.wafers import fewest_wafers
 
 MAX_POINTS = 64  # requests x wafers: a frontier is a picture, not a search
+# --requests auto: rounds of solves looking for the peak of the rate in all where it falls past its best
+# count (Llama-3-8B decode on one wse3: 16 requests 72,721 tokens/s in all, 31 only 15,552; found: 23, 103,832)
+PEAK_ROUNDS = 2
+SKIPPED = "SKIPPED"  # the status of a point (or a pool's plan) the fit check refuses: not solved
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class FrontierPoint:
     error: str = ""
     on_frontier: bool = False
     wafers_used: int | None = None
+    skipped: str = ""  # why the point was not solved (the fit check refuses it; status SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -72,11 +89,17 @@ class Frontier:
                 "tokens/s per request": None if p.tokens_per_s_per_request is None else round(p.tokens_per_s_per_request, 1),
                 "tokens/s in all": None if p.aggregate_tokens_per_s is None else round(p.aggregate_tokens_per_s, 1),
                 "frontier": "yes" if p.on_frontier else "",
-                "status": p.status if not p.error else f"{p.status}: {_excerpt(p.error)}",
+                "status": self.status_cell(p, 100),
                 "gap": None if p.gap is None else round(p.gap, 4),
             }
             for p in self.points
         ]
+
+    def status_cell(self, point: FrontierPoint, limit: int) -> str:
+        """A point's status as a table cell: with its error or why it was not solved, cut to ``limit``
+        characters at a word (the model's path dropped: the title names it)."""
+        said = point.error or point.skipped
+        return f"{point.status}: {clip(said, limit, self.model)}" if said else point.status
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document."""
@@ -158,11 +181,6 @@ class Frontier:
         )
 
 
-def _excerpt(text: str, limit: int = 100) -> str:
-    """A point's error as a table cell: its first ``limit`` characters."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def mark_frontier(points: Sequence[FrontierPoint]) -> tuple[FrontierPoint, ...]:
     """The points with ``on_frontier`` set where no other point is at least as good on both rates and
     better on one."""
@@ -214,6 +232,71 @@ def _point(row: BenchRow, requests: int, wafers: int) -> FrontierPoint:
     )
 
 
+class FitCheck:
+    """Whether N requests in flight can fit W wafers, judged without a search: the base request's cost
+    table with N caches resident (``CostOptions.state_copies``), its fewest wafers by
+    ``strategy.wafers.fewest_wafers`` (the SRAM the weights and caches fill, the fewest wafers whose
+    kernels' fewest-core regions fit). Sound one way: a count it refuses has no plan on that many wafers
+    (the solve would end in "no partition into regions fits", "more than the usable SRAM" or "need at
+    least W wafers"); one it
+    admits may still find none (the search's time, the placement). Monotone in N: more requests only
+    add cache bytes to the kernels holding a cache (``cost.standard``: their resident bytes times the
+    copies; no other cost reads the count), so each grid fits fewer of them and the fewest cores and
+    wafers only grow. The table is built once (about 0.5 s for Llama-3.1-70B) and costed again per
+    count (about 0.6 s each with its check)."""
+
+    def __init__(self, base: SolveRequest) -> None:
+        request = point_request(base, 1, 1)
+        self.family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
+        self.label = base.model.label
+        self.costs: CostTable = build_costs(base.onnx_model, base.machine, request.cost, check_feasible=False)
+        self._fewest: dict[int, int | None] = {}
+
+    @property
+    def cache_bytes(self) -> int:
+        """The bytes of one request's caches (0: the model keeps none)."""
+        return sum(int(getattr(kc.work, "state_bytes", 0)) for kc in self.costs.kernels)
+
+    def fewest(self, requests: int) -> int | None:
+        """The fewest wafers a plan with ``requests`` caches can take (None: no number of wafers)."""
+        if requests not in self._fewest:
+            table = self.costs
+            if requests != table.options.state_copies:
+                table = with_options(table, table.options.model_copy(update={"state_copies": requests}))
+            self._fewest[requests] = fewest_wafers(table, self.family)
+        return self._fewest[requests]
+
+    def admits(self, requests: int, wafers: int) -> bool:
+        """Whether ``requests`` may fit on at most ``wafers`` wafers (False: they cannot)."""
+        fewest = self.fewest(requests)
+        return fewest is not None and fewest <= wafers
+
+    def why_not(self, requests: int, wafers: int) -> str:
+        """Why ``requests`` cannot fit ``wafers`` wafers (the table's words for a point not solved)."""
+        fewest = self.fewest(requests)
+        flight = f"{requests} request{'s' if requests > 1 else ''} in flight"
+        if fewest is None:
+            return f"with {flight}, no number of wafers fits its kernels (checked without a search)"
+        return (
+            f"with {flight}, a plan needs at least {fewest} wafer{'s' if fewest > 1 else ''} "
+            f"(SRAM and fewest-core regions, checked without a search); at most {wafers} asked"
+        )
+
+    def most(self, wafers: int) -> int:
+        """The most requests the check admits on ``wafers`` wafers (0: not even one), by bisection
+        between 1 and the most whose weights and caches the wafers' SRAM could hold at all."""
+        per = self.cache_bytes
+        if per <= 0:
+            raise UsageError(f"{self.label}: not an LLM export with a KV cache; the serving frontier needs one")
+        arch = self.costs.arch
+        weights = sum(int(kc.work.weight_bytes) for kc in self.costs.kernels)
+        lo, hi = 0, min(max(0, (arch.usable_sram_bytes * arch.total_cores * wafers - weights) // per), 2**20) + 1
+        while hi - lo > 1:  # admits(lo) (0: trivially), not admits(hi) (its caches overfill the SRAM)
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.admits(mid, wafers) else (lo, mid)
+        return lo
+
+
 def frontier(
     base: SolveRequest,
     wafer_counts: Sequence[int],
@@ -222,10 +305,13 @@ def frontier(
     jobs: int = 1,
     scheduler: str | None = None,
     on_done: Callable[[BenchRow], None] | None = None,
+    on_planned: Callable[[int], None] | None = None,
 ) -> Frontier:
     """Solve every point of ``request_counts`` x ``wafer_counts`` for ``base`` (an LLM export's request)
     and mark the frontier; ``request_counts`` None: for each wafer count, powers of two up to the most
-    that fit on it (the module docstring)."""
+    the fit check admits on it, then bisection where a count it admits finds no plan (the module
+    docstring). Points the check refuses are not solved. ``on_planned``: called with the number of
+    solves each round is about to run (a progress bar's total)."""
     source = base.onnx_model
     context = source.context
     if context is None:
@@ -234,34 +320,62 @@ def frontier(
     # --context does not apply to fails here, not once per point
     cache_dims(load_model(source.onnx_path()), source.onnx_path(), int(context), source.batch)
     counts = sorted(set(wafer_counts))
-    if request_counts is None:  # each wafer count up to the requests its caches hold
-        most = {w: max(1, _largest_context(base, w) // max(context, 1)) for w in counts}
-        grid = [(n, w) for w in counts for n in powers_up_to(most[w])]
+    check = FitCheck(base)
+    if request_counts is None:  # each wafer count up to the requests the check admits on it
+        most = {w: check.most(w) for w in counts}
+        grid = [(n, w) for w in counts for n in powers_up_to(max(1, most[w]))]
     else:
         grid = [(n, w) for w in counts for n in sorted(set(request_counts))]
     if len(grid) > MAX_POINTS:
         raise UsageError(f"{len(grid)} points (requests x wafers): at most {MAX_POINTS}; give fewer --requests or --wafers")
-    tasks = [Task.of(f"requests={n},wafers={w}", point_request(base, n, w)) for n, w in grid]
-    rows = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)
-    points = mark_frontier([_point(row, n, w) for (n, w), row in zip(grid, rows, strict=True)])
-    return Frontier(source.label, base.machine.name, int(context), points)
+    skipped = {(n, w): check.why_not(n, w) for n, w in grid if not check.admits(n, w)}
+    solved: dict[tuple[int, int], BenchRow] = {}
+
+    def solve(points: list[tuple[int, int]]) -> None:
+        if on_planned is not None:
+            on_planned(len(points))
+        tasks = [Task.of(f"requests={n},wafers={w}", point_request(base, n, w)) for n, w in points]
+        solved.update(zip(points, run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done), strict=True))
+
+    solve([g for g in grid if g not in skipped])
+    while request_counts is None:  # bisect each wafer count's counts between a plan and none
+        mids = [m for w in counts if (m := _between(solved, w)) is not None]
+        if not mids or len(solved) + len(skipped) + len(mids) > MAX_POINTS:
+            break
+        solve(mids)
+    for _ in range(PEAK_ROUNDS if request_counts is None else 0):  # the peak of the rate in all
+        probes = [m for w in counts if (m := _toward_peak(solved, w)) is not None]
+        if not probes or len(solved) + len(skipped) + len(probes) > MAX_POINTS:
+            break
+        solve(probes)
+    points = [_point(row, n, w) for (n, w), row in solved.items()]
+    points += [FrontierPoint(n, w, None, None, SKIPPED, None, None, skipped=why) for (n, w), why in skipped.items()]
+    points.sort(key=lambda p: (p.wafers, p.requests))
+    return Frontier(source.label, base.machine.name, int(context), mark_frontier(points))
 
 
-def _largest_context(base: SolveRequest, wafers: int) -> int:
-    """The most tokens of cache ``wafers`` wafers could hold: the one-request plan on at most that many
-    wafers, allocation only, solved here (its LLM record: how many tokens fit beside the weights), plus
-    a wafer's SRAM for each wafer the plan left unused. One request takes as few wafers as fit (the
-    tiny decode: one of two), so its own figure capped the ladder of two wafers at one wafer's; the
-    added wafers hold cache only, so this is an upper estimate (points past it say so in the table)."""
-    from wsealloc.api import SolveOutcome, run
+def _between(solved: dict[tuple[int, int], BenchRow], wafers: int) -> tuple[int, int] | None:
+    """The next count to solve on ``wafers`` wafers: halfway between the largest count with a plan and
+    the smallest above it without one (None: they are next to each other, or every count found one)."""
+    done = {n: row.ok for (n, w), row in solved.items() if w == wafers}
+    lo = max((n for n, ok in done.items() if ok), default=0)
+    hi = min((n for n, ok in done.items() if not ok and n > lo), default=None)
+    return ((lo + hi) // 2, wafers) if hi is not None and hi - lo > 1 else None
 
-    doc = json.loads(point_request(base, 1, wafers).to_json())
-    doc["place"] = False
-    out = run(SolveRequest.from_json(json.dumps(doc)))
-    llm = out.plan.objective.llm if isinstance(out, SolveOutcome) else None
-    if llm is None or not isinstance(out, SolveOutcome):
-        raise UsageError(f"{base.model.label}: not an LLM export with a KV cache; the serving frontier needs one")
-    unused = max(0, wafers - len(out.plan.stages))
-    arch = out.costs.arch
-    per_wafer = arch.usable_sram_bytes * arch.total_cores // max(llm.kv_bytes_per_token, 1)
-    return int(llm.largest_context) + unused * per_wafer
+
+def _toward_peak(solved: dict[tuple[int, int], BenchRow], wafers: int) -> tuple[int, int] | None:
+    """The next count to solve on ``wafers`` wafers looking for the most tokens/s in all: where the
+    best count so far has a larger count beside it with a plan (the rate falls past it), halfway across
+    the wider of the gaps to its neighbours (the peak of a rate that rises then falls lies between
+    them); None when the best is the largest count with a plan, or its neighbours are next to it."""
+    rates = sorted((n, row.aggregate_tokens_per_s) for (n, w), row in solved.items() if w == wafers and row.ok)
+    rated = [(n, r) for n, r in rates if r is not None]
+    if len(rated) < 2:
+        return None
+    j = max(range(len(rated)), key=lambda i: (rated[i][1], -rated[i][0]))
+    if j == len(rated) - 1:
+        return None
+    best, right = rated[j][0], rated[j + 1][0]
+    left = rated[j - 1][0] if j > 0 else best
+    lo, hi = (left, best) if best - left > right - best else (best, right)
+    return ((lo + hi) // 2, wafers) if hi - lo > 1 else None

@@ -20,15 +20,26 @@ cluster), identical requests once:
 * **KV handover**: the prompt's cache (the decode plan's KV bytes per token for one sequence x T)
   over the inter-wafer link (``arch.cluster.link_bytes_per_s``) plus one ``link_latency_s``, added
   to the time to first token.
+* **Fewer wafers serve too**: a plan on at most p' <= p wafers is a plan for a pool of p, so each pool
+  takes the best plan solved for any p' <= p (prefill: the least time to first token; decode, for its
+  N: the most tokens/s per request), and the row names p' and d' (``prefill_plan_wafers``,
+  ``decode_plan_wafers``): a search over p wafers that runs out of time may hold a slower plan than
+  the one proven on fewer (Llama-3.1-70B's prefill at 30 s: 806 ms allowed 8 wafers, 563 ms proven
+  optimal on 5, which sharing all 8 wafers now uses: 0.946 -> 1.230 requests/s).
+* **Pools that cannot fit are not solved**: the fewest wafers each plan can take, checked without a
+  search (``frontier.FitCheck``: the SRAM its weights and caches fill, the wafers its kernels'
+  fewest-core regions need), and a pool smaller than that is a row that says so (status SKIPPED)
+  instead of a solve that ends in "no partition into regions fits" or "need at least 4 wafers" (the
+  70B on 8 wafers: 6 of its 16 plans).
 * A split (p, d, N) is feasible when TTFT <= the limit and TPOT <= the limit; it sustains
   min(prefill prompts/s, decode requests/s) requests per second. The best split maximizes that over
-  p in 1..W-1 and N (powers of two up to the most whose caches fit on W wafers, or ``--requests``): a
+  p in 1..W-1 and N (powers of two up to the most the fit check admits on W wafers, or ``--requests``): a
   small integer program over the pools' proven plans, solved exactly by enumerating every (p, N);
   each plan's own proof status and gap stand beside it in the table (the choice is exact over these
   plans; a plan's own optimality is its solver's).
 * **Sharing every wafer**: the W wafers time-sliced between the phases. Per request the cluster runs
   one prompt's prefill and O decode passes (with N requests in flight); modelled as a prefill plan
-  and a decode plan each on all W wafers (p = d = W) taking turns, so the cluster sustains
+  and a decode plan each on all W wafers (p = d = W, each the best on at most W) taking turns, so the cluster sustains
   1 / (1 / prefill prompts/s + 1 / decode requests/s) requests per second, with the TTFT and TPOT
   those plans give (no handover: the cache stays where it was written; the interleaving's own
   delays to TTFT and TPOT are not modelled).
@@ -41,12 +52,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from wsealloc.bench.frontier import _largest_context, point_request, powers_up_to
+from wsealloc.bench.frontier import SKIPPED, FitCheck, point_request, powers_up_to
 from wsealloc.bench.runner import BenchRow, Task, run_all
-from wsealloc.bench.tables import csv_text, markdown_lines
+from wsealloc.bench.tables import clip, csv_text, markdown_lines
 from wsealloc.errors import UsageError
 from wsealloc.frontend.llm import export_phase
 from wsealloc.frontend.load import load_model
+from wsealloc.graph.state import cache_shape
 from wsealloc.request import SolveRequest
 
 MAX_PLANS = 64  # distinct plans of one comparison: a cluster's splits, not a search
@@ -88,6 +100,10 @@ class PoolRow:
     # the two plans' LLM records (``plan.objective.llm``) every number above is computed from
     prefill_llm: dict[str, Any] | None = None
     decode_llm: dict[str, Any] | None = None
+    # the pool sizes those plans were solved for: at most the pools' (the best plan on p' <= p wafers
+    # serves a pool of p); None: no plan
+    prefill_plan_wafers: int | None = None
+    decode_plan_wafers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +145,9 @@ class Pools:
                 "feasible": "yes" if r.feasible else "",
                 "binds": r.binds,
                 "best": "yes" if r.best else "",
-                "status": f"{r.prefill_status}/{r.decode_status}",
+                "status": f"{r.prefill_status} / {r.decode_status}",
+                "gap": f"{_percent(r.prefill_gap)} / {_percent(r.decode_gap)}",
+                "plans on p'/d'": f"{r.prefill_plan_wafers or '-'} / {r.decode_plan_wafers or '-'}",
             }
             for r in self.rows
         ]
@@ -176,26 +194,53 @@ class Pools:
             )
         else:
             lines.append(
-                f"best split: {best.prefill_wafers} prefill + {best.decode_wafers} decode wafers, {best.requests} requests in "
-                f"flight: {best.requests_per_s:,.3f} requests/s (set by {best.binds}), TTFT {best.ttft_s:.6g} s, "
-                f"TPOT {best.tpot_s:.6g} s"
+                f"best split: {best.prefill_wafers} prefill + {best.decode_wafers} decode wafers"
+                f"{f' ({_fewer(best)})' if _fewer(best) else ''}, "
+                f"{best.requests} requests in flight: {best.requests_per_s:,.3f} requests/s (set by {best.binds}), "
+                f"TTFT {best.ttft_s:.6g} s, TPOT {best.tpot_s:.6g} s"
             )
         if shared is None:
             lines.append("sharing every wafer: no request count meets the limits")
         else:
             lines.append(
-                f"sharing every wafer: {shared.requests_per_s:,.3f} requests/s ({shared.requests} in flight), TTFT "
-                f"{shared.ttft_s:.6g} s, TPOT {shared.tpot_s:.6g} s"
+                f"sharing every wafer: {shared.requests_per_s:,.3f} requests/s ({shared.requests} in flight"
+                f"{f'; {_fewer(shared)}' if _fewer(shared) else ''}), "
+                f"TTFT {shared.ttft_s:.6g} s, TPOT {shared.tpot_s:.6g} s"
             )
         lines.append(
             "the choice is exact over these proven plans: an integer program over (prefill wafers, requests in flight) "
-            "solved by enumerating every pair; each plan's proof status and gap stand beside it"
+            "solved by enumerating every pair; each plan's proof status and gap stand beside it, and p'/d' the pool "
+            "sizes its plans were solved for (the best on at most p and d wafers)"
         )
         return lines
 
 
-def _excerpt(row: BenchRow) -> str:
-    return f"{row.status}: {row.error[:80]}" if row.error else row.status
+def _percent(gap: float | None) -> str:
+    return "-" if gap is None else f"{gap:.2%}"
+
+
+def plan_cell(wafers: int | None, status: str, gap: float | None) -> str:
+    """A pool's plan as one cell of the terminal's table: the pool size it was solved for, its status
+    and gap ("4: FEASIBLE 43.93%"); no plan: its status alone (ERROR, SKIPPED: the binds say why)."""
+    return status if wafers is None else f"{wafers}: {status} {_percent(gap)}"
+
+
+def _fewer(row: PoolRow) -> str:
+    """The row's plans solved on fewer wafers than its pools, in words ("" when none is)."""
+    said = [
+        f"the {side} plan solved on at most {used} wafer{'s' if used > 1 else ''}"
+        for side, used, pool in (
+            ("prefill", row.prefill_plan_wafers, row.prefill_wafers),
+            ("decode", row.decode_plan_wafers, row.decode_wafers),
+        )
+        if used is not None and used < pool
+    ]
+    return " and ".join(said)
+
+
+def _excerpt(row: BenchRow, label: str = "") -> str:
+    """A plan's failure as a cell: its status and the error's start, the model's path dropped."""
+    return f"{row.status}: {clip(row.error, 80, label)}" if row.error else row.status
 
 
 def _request(base: SolveRequest, requests: int, wafers: int, model: dict[str, Any] | None = None) -> SolveRequest:
@@ -209,15 +254,23 @@ def _request(base: SolveRequest, requests: int, wafers: int, model: dict[str, An
 
 
 def _rates(
-    prefill: BenchRow, decode: BenchRow, requests: int, prompt: int, work: Workload, link: tuple[float, float] | None
+    prefill: BenchRow,
+    decode: BenchRow,
+    prompt: int,
+    work: Workload,
+    link: tuple[float, float] | None,
+    labels: tuple[str, str] = ("", ""),
 ) -> tuple[float | None, float | None, float | None, float | None, float | None, float | None, str]:
     """(TTFT, handover, TPOT, prompts/s, decode requests/s, requests/s, why none) of a prefill and a
-    decode plan; ``link`` (bytes/s, latency s) None: the cache stays (shared wafers). Requests/s is
-    filled in by the caller (min or harmonic)."""
+    decode plan; ``link`` (bytes/s, latency s) None: the cache stays (shared wafers); ``labels``: the
+    two models' paths (dropped from an error's excerpt). Requests/s is filled in by the caller (min or
+    harmonic)."""
     if prefill.llm is None or decode.llm is None:
         bad = prefill if prefill.llm is None else decode
         side = "prefill" if bad is prefill else "decode"
-        return None, None, None, None, None, None, f"no {side} plan ({_excerpt(bad)})"
+        if bad.status == SKIPPED:  # the fit check's reason, not an error
+            return None, None, None, None, None, None, bad.error
+        return None, None, None, None, None, None, f"no {side} plan ({_excerpt(bad, labels[bad is decode])})"
     p, d = prefill.llm, decode.llm
     per_seq = d["kv_bytes_per_token"] / (d["requests"] * d["batch"])  # one sequence's cache per token
     handover = 0.0 if link is None else per_seq * prompt / link[0] + link[1]
@@ -230,10 +283,21 @@ def _rates(
     return ttft, handover, tpot, prompts_per_s, decode_per_s, None, ""
 
 
-def _row(
-    p: int, d: int, n: int, shared: bool, prefill: BenchRow, decode: BenchRow, prompt: int, work: Workload, link: Any
-) -> PoolRow:
-    ttft, handover, tpot, pps, dps, _, why = _rates(prefill, decode, n, prompt, work, link)
+@dataclass(frozen=True)
+class _Plans:
+    """What a row is computed from: the prefill and the decode plan (or why there is none), the pool
+    sizes they were solved for, and the two models' paths."""
+
+    prefill: BenchRow
+    decode: BenchRow
+    prefill_wafers: int | None
+    decode_wafers: int | None
+    labels: tuple[str, str]
+
+
+def _row(p: int, d: int, n: int, shared: bool, plans: _Plans, prompt: int, work: Workload, link: Any) -> PoolRow:
+    prefill, decode = plans.prefill, plans.decode
+    ttft, handover, tpot, pps, dps, _, why = _rates(prefill, decode, prompt, work, link, plans.labels)
     rps: float | None = None
     feasible = False
     if why == "" and ttft is not None and tpot is not None and pps and dps:
@@ -249,7 +313,19 @@ def _row(
     return PoolRow(
         p, d, n, shared, ttft, handover, tpot, pps, dps, rps, feasible, why,
         prefill.status, prefill.gap, decode.status, decode.gap, False, prefill.llm, decode.llm,
+        plans.prefill_wafers if prefill.llm is not None else None,
+        plans.decode_wafers if decode.llm is not None else None,
     )  # fmt: skip
+
+
+def best_within(rows: dict[int, BenchRow], wafers: int, key: Callable[[dict[str, Any]], float]) -> tuple[int, BenchRow]:
+    """The plan for a pool of ``wafers`` among ``rows`` (each pool size's plan or failure): the least
+    ``key`` of its LLM record over the plans solved on at most that many wafers (ties: fewer wafers), and
+    the size it was solved for; none solved: the pool's own row (its error, or why it was not solved)."""
+    solved = [(w, row) for w, row in rows.items() if w <= wafers and row.llm is not None]
+    if not solved:
+        return wafers, rows[wafers]
+    return min(solved, key=lambda wr: (key(wr[1].llm or {}), wr[0]))
 
 
 def mark_best(rows: Sequence[PoolRow]) -> tuple[PoolRow, ...]:
@@ -274,9 +350,11 @@ def pools(
     jobs: int = 1,
     scheduler: str | None = None,
     on_done: Callable[[BenchRow], None] | None = None,
+    on_planned: Callable[[int], None] | None = None,
 ) -> Pools:
     """Every split of ``wafers`` wafers into a prefill and a decode pool, and both on every wafer, for
-    the decode export of ``decode`` and the prefill export at ``prefill_path`` (module docstring)."""
+    the decode export of ``decode`` and the prefill export at ``prefill_path`` (module docstring).
+    ``on_planned``: called with the number of plans about to be solved (a progress bar's total)."""
     if wafers < 2:
         raise UsageError(f"--cluster {wafers}: separate prefill and decode pools need at least 2 wafers")
     if work.output < 1:
@@ -288,45 +366,51 @@ def pools(
         raise UsageError("--context: pools plans the decode at the prompt + --output tokens; drop --context")
     check_exports(str(decode.onnx_model.onnx_path()), prefill_path)
     prefill_model = {**json.loads(decode.to_json())["model"], "path": prefill_path, "context": None, "batch": None}
-    # 1. the prefill plans (one per pool size, and all the wafers): they give T
     sizes = list(range(1, wafers + 1))
-    first = run_all(
-        [Task.of(f"prefill,wafers={p}", _request(decode, 1, p, prefill_model)) for p in sizes],
-        jobs=jobs,
-        scheduler=scheduler,
-        on_done=on_done,
-    )
-    prompt = _prompt(first, prefill_path, work)
-    # 2. the decode plans at context T + O, one per (pool size, requests in flight), each once
+    # 1. the prefill: T off its cache's shape, the fewest wafers it can take (checked without a search)
+    pre_check = FitCheck(_request(decode, 1, 1, prefill_model))
+    prompt = _prompt(pre_check, prefill_path, work)
+    pre_sizes = [p for p in sizes if pre_check.admits(1, p)]
+    # 2. the decode at context T + O: the request counts, each (pool size, count) the check admits
     base = decode.model_copy(
         update={
             "model": type(decode.onnx_model).model_validate({**decode.onnx_model.model_dump(), "context": prompt + work.output})
         }
     )
+    dec_check = FitCheck(base)
     if request_counts is None:
-        largest = _largest_context(base, wafers)
-        request_counts = powers_up_to(max(1, largest // (prompt + work.output)))
+        request_counts = powers_up_to(max(1, dec_check.most(wafers)))
     counts = sorted(set(request_counts))
-    grid = [(d, n) for d in sizes for n in counts]
-    if len(grid) + len(sizes) > MAX_PLANS:
-        raise UsageError(f"{len(grid) + len(sizes)} plans: at most {MAX_PLANS}; give fewer --requests or a smaller --cluster")
+    grid = [(d, n) for d in sizes for n in counts if dec_check.admits(n, d)]
+    tasks = [Task.of(f"prefill,wafers={p}", _request(decode, 1, p, prefill_model)) for p in pre_sizes]
     unique: dict[str, int] = {}
-    tasks: list[Task] = []
     for d, n in grid:
-        req = _request(base, n, d)
-        key = req.to_json()
+        key = _request(base, n, d).to_json()
         if key not in unique:
             unique[key] = len(tasks)
-            tasks.append(Task.of(f"decode,wafers={d},requests={n}", req))
-    solved = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done)
+            tasks.append(Task.of(f"decode,wafers={d},requests={n}", _request(base, n, d)))
+    if len(tasks) > MAX_PLANS:
+        raise UsageError(f"{len(tasks)} plans: at most {MAX_PLANS}; give fewer --requests or a smaller --cluster")
+    # 3. every plan at once (the prompt is known: the prefill's plans need not come first)
+    if on_planned is not None:
+        on_planned(len(tasks))
+    solved = run_all(tasks, jobs=jobs, scheduler=scheduler, on_done=on_done) if tasks else []
+    pre = {p: solved[i] for i, p in enumerate(pre_sizes)}
+    pre.update({p: _skipped("prefill", pre_check, 1, p) for p in sizes if p not in pre})
     dec = {(d, n): solved[unique[_request(base, n, d).to_json()]] for d, n in grid}
-    pre = dict(zip(sizes, first, strict=True))
+    dec.update({(d, n): _skipped("decode", dec_check, n, d) for d in sizes for n in counts if (d, n) not in dec})
     cluster = decode.machine.cluster
     link = (cluster.link_bytes_per_s, cluster.link_latency_s)
-    rows = [
-        _row(p, wafers - p, n, False, pre[p], dec[(wafers - p, n)], prompt, work, link) for p in range(1, wafers) for n in counts
-    ]
-    rows += [_row(wafers, wafers, n, True, pre[wafers], dec[(wafers, n)], prompt, work, None) for n in counts]
+    labels = (prefill_path, decode.onnx_model.label)
+
+    def plans(p: int, d: int, n: int) -> _Plans:
+        """The best prefill plan on at most p wafers, the best decode plan of n requests on at most d."""
+        p_used, p_row = best_within(pre, p, lambda llm: float(llm["time_to_first_token_s"]))
+        d_used, d_row = best_within({w: dec[(w, n)] for w in sizes}, d, lambda llm: -float(llm["tokens_per_s_per_request"]))
+        return _Plans(p_row, d_row, p_used, d_used, labels)
+
+    rows = [_row(p, wafers - p, n, False, plans(p, wafers - p, n), prompt, work, link) for p in range(1, wafers) for n in counts]
+    rows += [_row(wafers, wafers, n, True, plans(wafers, wafers, n), prompt, work, None) for n in counts]
     return Pools(
         decode.onnx_model.label,
         prefill_path,
@@ -357,18 +441,26 @@ def check_exports(decode: str, prefill: str) -> None:
         raise UsageError(f"PREFILL.onnx {prefill}: {what}; {order} (the prefill export writes the cache, present.*)")
 
 
-def _prompt(rows: Sequence[BenchRow], path: str, work: Workload) -> int:
-    """T: the prompt length of the prefill export, read off its plans' LLM records (``--prompt``, when
-    given, must equal it)."""
-    llm = next((r.llm for r in rows if r.llm is not None), None)
-    if llm is None:
-        failed = next((r for r in rows if r.error), rows[0])
-        raise UsageError(
-            f"{path}: no prefill plan with an LLM record ({_excerpt(failed)}); give a prefill export with a KV cache"
-        )
-    if llm["phase"] != "prefill":
-        raise UsageError(f"{path}: a {llm['phase']} export where the prefill was expected (DECODE.onnx PREFILL.onnx)")
-    prompt = int(llm["tokens_per_request"])
+def _skipped(side: str, check: FitCheck, requests: int, wafers: int) -> BenchRow:
+    """The row of a plan the fit check refuses (not solved): its reason where an error would be."""
+    fewest = check.fewest(requests)
+    flight = f" with {requests} in flight" if side == "decode" else ""
+    if fewest is None:
+        why = f"{side}{flight} fits no number of wafers: not solved"
+    else:
+        why = f"{side}{flight} needs at least {fewest} wafers: not solved"
+    return BenchRow(f"{side},wafers={wafers},requests={requests}", status=SKIPPED, error=why)
+
+
+def _prompt(check: FitCheck, path: str, work: Workload) -> int:
+    """T: the prompt length of the prefill export, read off its cache's shape (as its plans' LLM
+    records are: ``tokens_per_request``); ``--prompt``, when given, must equal it."""
+    shape = cache_shape(check.costs.kgraph.ops)
+    if shape is None:
+        raise UsageError(f"{path}: no KV cache in it; give a prefill export with a KV cache")
+    if shape.phase != "prefill":
+        raise UsageError(f"{path}: a {shape.phase} export where the prefill was expected (DECODE.onnx PREFILL.onnx)")
+    prompt = int(shape.tokens)
     if work.prompt is not None and work.prompt != prompt:
         raise UsageError(
             f"--prompt {work.prompt}: the prefill export's prompt is fixed in the file (input_ids [1, {prompt}]); "

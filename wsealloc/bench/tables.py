@@ -23,3 +23,17 @@ def markdown_lines(rows: Sequence[dict[str, Any]], columns: Sequence[str], cell:
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     out += ["| " + " | ".join("" if r[c] is None else cell(r[c]) for c in columns) + " |" for r in rows]
     return out
+
+
+def clip(text: str, limit: int, prefix: str = "") -> str:
+    """``text`` as a table cell of at most ``limit`` characters: ``prefix`` dropped where it starts it
+    (the model's path, which the table's title names), then cut at the last word boundary that leaves
+    room for " ..." (the whole text stays in the JSON)."""
+    if prefix and text.startswith(prefix):
+        text = text[len(prefix) :].lstrip(": ")
+    if len(text) <= limit:
+        return text
+    room = max(limit - 4, 1)
+    cut = room if text[room].isspace() else text.rfind(" ", 0, room)
+    head = text[:cut] if cut > 0 else text[:room]  # (one word longer than the cell: cut inside it)
+    return head.rstrip(" ,;:(") + " ..."

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 from click.core import ParameterSource
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from wsealloc.bench.runner import BenchRow
@@ -35,10 +35,26 @@ from wsealloc.report.console import console as make_console
 from wsealloc.request import SolveRequest
 
 
+class _Advance:
+    """A progress bar's hook: called once per finished instance; ``expect(n)`` adds n instances to its
+    total (a frontier's or pools' solves are known round by round, after the checks that skip some)."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        self.progress, self.task, self.total = progress, task, 0
+
+    def __call__(self, row: BenchRow) -> None:
+        self.progress.update(self.task, advance=1, last=f"{row.instance}: {row.status}")
+
+    def expect(self, count: int) -> None:
+        self.total += count
+        self.progress.update(self.task, total=self.total)
+
+
 @contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[BenchRow], None]]:
-    """A rich progress bar on stderr (a TTY; silent otherwise) advanced once per finished instance;
-    SIGTERM is turned into KeyboardInterrupt so the runner stops its workers like on Ctrl-C."""
+def _progress(total: int | None, label: str) -> Iterator[_Advance]:
+    """A rich progress bar on stderr (a TTY; silent otherwise) advanced once per finished instance
+    (``total`` None: not known yet, ``expect`` adds to it); SIGTERM is turned into KeyboardInterrupt
+    so the runner stops its workers like on Ctrl-C."""
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -55,11 +71,8 @@ def _progress(total: int, label: str) -> Iterator[Callable[[BenchRow], None]]:
     )
     try:
         with progress:
-            task = progress.add_task(label, total=total, last="")
-
-            def advance(row: BenchRow) -> None:
-                progress.update(task, advance=1, last=f"{row.instance}: {row.status}")
-
+            advance = _Advance(progress, progress.add_task(label, total=total, last=""))
+            advance.total = total or 0
             yield advance
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -311,9 +324,8 @@ def frontier(
     out = _prepare_out(out_dir)
     arch_name = "wse2" if arch is None else arch
     stem = f"frontier-{Path(model).stem}-{Path(arch_name).stem}"
-    total = len(wafers) * (len(set(counts)) if counts is not None else 1)
-    with _progress(total, "frontier") as advance:
-        result = run_frontier(request, wafers, counts, jobs=jobs, scheduler=scheduler, on_done=advance)
+    with _progress(None, "frontier") as advance:  # (each round of solves adds its count)
+        result = run_frontier(request, wafers, counts, jobs=jobs, scheduler=scheduler, on_done=advance, on_planned=advance.expect)
     write_atomic(out / f"{stem}.csv", result.to_csv())
     write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
     write_atomic(out / f"{stem}.md", result.to_markdown())
@@ -324,8 +336,8 @@ def frontier(
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
         table = Table(title=f"serving frontier of {model} on {arch_name}, context {result.context:,}")
-        for col in ("wafers", "used", "requests", "tokens/s per request", "tokens/s in all", "frontier", "status"):
-            table.add_column(col, justify="right")
+        for col in ("wafers", "used", "requests", "tokens/s per request", "tokens/s in all", "frontier", "status", "gap"):
+            table.add_column(col, justify="right", overflow="fold")  # (wrapped on a narrow terminal, never cut)
         for p in result.points:
             table.add_row(
                 str(p.wafers),
@@ -334,14 +346,17 @@ def frontier(
                 "-" if p.tokens_per_s_per_request is None else f"{p.tokens_per_s_per_request:,.1f}",
                 "-" if p.aggregate_tokens_per_s is None else f"{p.aggregate_tokens_per_s:,.1f}",
                 "yes" if p.on_frontier else "",
-                p.status if not p.error else f"{p.status}: {p.error[:60]}{'...' if len(p.error) > 60 else ''}",
+                result.status_cell(p, 72),
+                "-" if p.gap is None else f"{p.gap:.2%}",
             )
         console = make_console()
         console.print(table)
         console.print(f"results written to {out / stem}.{{csv,json,md,png,svg,html}}", highlight=False)
     if all(p.tokens_per_s_per_request is None for p in result.points):
         first = result.points[0]
-        raise SweepError(f"no point of the frontier produced a plan; requests={first.requests}: {first.status}: {first.error}")
+        raise SweepError(
+            f"no point of the frontier produced a plan; requests={first.requests}: {first.status}: {first.error or first.skipped}"
+        )
 
 
 @click.command()
@@ -390,7 +405,7 @@ def pools(
     """Prefill and decode on separate wafers: how many of --cluster wafers serve PREFILL.onnx's prompts and
     how many decode MODEL's tokens, for the most requests/s within --ttft and --tpot, every number from a
     proven plan; beside both phases sharing every wafer."""
-    from wsealloc.bench.pools import Workload
+    from wsealloc.bench.pools import Workload, plan_cell
     from wsealloc.bench.pools import pools as run_pools
     from wsealloc.errors import InfeasibleError
     from wsealloc.plan.io import write_atomic
@@ -406,20 +421,35 @@ def pools(
     arch_name = "wse2" if arch is None else arch
     stem = f"pools-{Path(model).stem}-{Path(arch_name).stem}"
     work = Workload(output_tokens, ttft, tpot, prompt)
-    with _progress(cluster * (1 + (len(set(counts)) if counts else 1)), "pools") as advance:
-        result = run_pools(request, prefill, cluster, work, counts, jobs=jobs, scheduler=scheduler, on_done=advance)
+    with _progress(None, "pools") as advance:  # (the plans the fit checks leave set the total)
+        result = run_pools(
+            request, prefill, cluster, work, counts, jobs=jobs, scheduler=scheduler, on_done=advance, on_planned=advance.expect
+        )
     write_atomic(out / f"{stem}.csv", result.to_csv())
     write_atomic(out / f"{stem}.json", json.dumps(result.to_dict(), indent=1) + "\n")
     write_atomic(out / f"{stem}.md", result.to_markdown())
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        rows = result.table()
         table = Table(title=f"prefill and decode pools of {cluster} {arch_name} wafers: {model} + {prefill}")
-        for col in rows[0]:
-            table.add_column(col, justify="right")
-        for r in rows:
-            table.add_row(*("-" if v is None else str(v) for v in r.values()))
+        # (the headers of short cells wrap, so the reasons in binds get the room; on a narrow terminal
+        # every cell wraps, at spaces where it has them, and none is cut)
+        for col in ("prefill wafers", "decode wafers", "requests in flight"):
+            table.add_column(col, justify="right", max_width=8, overflow="fold")
+        for col in ("TTFT ms", "TPOT ms", "requests/s", "feasible"):
+            table.add_column(col, justify="right", overflow="fold")
+        table.add_column("binds", overflow="fold")
+        table.add_column("best", justify="right", overflow="fold")
+        for col in ("prefill plan: p', status, gap", "decode plan: d', status, gap"):
+            table.add_column(col, justify="right", max_width=18, overflow="fold")
+        for r, cells in zip(result.rows, result.table(), strict=True):
+            table.add_row(
+                *("-" if cells[c] is None else str(cells[c]) for c in list(cells)[:7]),
+                r.binds,
+                "yes" if r.best else "",
+                plan_cell(r.prefill_plan_wafers, r.prefill_status, r.prefill_gap),
+                plan_cell(r.decode_plan_wafers, r.decode_status, r.decode_gap),
+            )
         console = make_console()
         console.print(table)
         for line in result.summary():

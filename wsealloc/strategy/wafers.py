@@ -369,6 +369,32 @@ def link_cycles(costs: CostTable) -> np.ndarray:
     return transfer_cycles(cut_bytes(costs), *link_params(costs.arch))
 
 
+def fewest_wafers(costs: CostTable, family: Family | None) -> int | None:
+    """A lower bound on the wafers any plan of one token's time on ``costs`` takes, on one wafer
+    (``strategy.regions``) or over several (this strategy), found without a search (a second or so for
+    Llama-3.1-70B); None when no number of wafers holds it. Callers that plan many solves (``bench``:
+    the serving frontier, prefill and decode pools) skip the wafer counts below it: no plan there.
+
+    The most of: the wafers whose SRAM the weights and every request's caches fill
+    (``regions.fewest_by_sram``: ``state_copies`` of each cache); with
+    regions (``family``), the fewest wafers a cut into wafers that each fit their kernels' fewest-core
+    regions takes (``_fewest_fitting``, on the budget one wafer's regions search has: that search
+    finds no partition where the fewest-core one does not fit), except where MoE layers may be split
+    into shards (``decide`` tries those forms: a cut inside a layer may take fewer wafers, so only the
+    SRAM counts); without regions, the fewest wafers the kernels' smallest op models fit (the stage
+    check ``_cut`` refuses fewer wafers with)."""
+    fewest = fewest_by_sram(costs)
+    if family is None:
+        least = stage_solver(build_stage_problem(costs), None)
+        if least.status is not Status.OPTIMAL or least.objective is None:
+            return None
+        return max(fewest, least.wafers)
+    if any(n in EXPERT_SHARDS for n in shard_counts(costs, MOST_SHARDS)):
+        return fewest
+    fit = _fewest_fitting(build_sharing_problem(costs, family=family), family, costs.total_cores)
+    return None if fit is None else max(fewest, fit)
+
+
 def resident_cut(costs: CostTable, count: int) -> tuple[int, ...] | None:
     """The cut giving every wafer an even share of the kernels' resident bytes (weights and KV caches):
     a token's time on a wafer grows steeply as its SRAM fills (fewer, fuller regions), so a cut that
