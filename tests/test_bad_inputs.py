@@ -778,3 +778,20 @@ def test_inspect_summary_of_kernels_fitting_no_grid(tmp_path: Path, capsys: pyte
     out = " ".join(capsys.readouterr().out.split())
     assert "1 of 1 kernels fit no grid (min cores: none); fits one wafer: no" in out
     assert "min cores 0" not in out
+
+
+def test_a_config_with_a_byte_order_mark_and_files_onnx_would_read_as_text_are_clean_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config.json an editor saved with a byte-order mark was an internal error (onnx parsed it as JSON
+    by its suffix and raised a ParseError no branch named); so was a short binary file named .textproto.
+    Now the config names export-llm, which reads it, and the other is an ONNX error (a review finding)."""
+    bom = _write(tmp_path, "config.json", b"\xef\xbb\xbf" + (ROOT / "models" / "configs" / "qwen3-8b.json").read_bytes())
+    assert main(["inspect", bom]) == 2
+    assert "a Hugging Face config.json, not an ONNX model: run `wsealloc export-llm" in capsys.readouterr().err
+    assert main(["export-llm", bom, "--out", str(tmp_path)]) == 0
+    assert list(tmp_path.glob("*-decode.onnx"))  # (named after the folder holding config.json)
+    odd = _write(tmp_path, "t.textproto", b"\x08\x07\x12\x01x")
+    assert main(["inspect", odd]) == 2
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "t.textproto" in err

@@ -336,3 +336,13 @@ def test_the_command_line_reports_the_generation(tmp_path: Path) -> None:
     assert run("verify", str(out)).returncode == 0
     refused = run(*args, "--context", "9")
     assert refused.returncode == 2 and "leave --context out" in refused.stderr
+
+
+def test_a_prefill_grid_across_a_die_boundary_is_refused_naming_its_option(tmp_path: Path) -> None:
+    """Where crossing a die is forbidden, a --prefill-grid taller than a die (tiny's dies: 8 x 12) is
+    refused naming --prefill-grid (it was packed first, and the packer's message named --grid, the
+    decode's option: a review finding)."""
+    arch = load_arch("tiny", ("wafer.die_boundary=forbid",))
+    request = build_request(DECODE, arch, prompt=IN, generate=OUT, prefill=PREFILL, prefill_grid="16x12")
+    with pytest.raises(UsageError, match=r"--prefill-grid 16x12: crosses a die boundary of tiny \(dies of 8x12 cores"):
+        run(request)

@@ -645,7 +645,7 @@ def read_hf_config(path: str | Path) -> HfConfig:
     if not p.is_file():
         raise ModelLoadError(f"{p}: no such file; give a Hugging Face config.json (or the folder holding it)")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark, as some editors write, is not JSON)
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelLoadError(f"{p}: cannot read it ({exc})") from None
     try:

@@ -70,12 +70,15 @@ def load_model(path: str | Path) -> onnx.ModelProto:
         raise ModelLoadError(f"{p}: cannot read ({exc.strerror or exc})") from exc
     if size == 0:
         raise ModelLoadError(f"{p}: file is empty, not an ONNX model; re-export it")
-    if head.lstrip().startswith(b"{") and _looks_like_hf_config(p):
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # (a byte-order mark: editors write one in front of JSON)
+    if text.startswith(b"{") and _looks_like_hf_config(p):
         raise ModelLoadError(f"{p}: a Hugging Face config.json, not an ONNX model: {_export_hint(p)}")
-    if head.lstrip().startswith((b"<", b"{", b"#", b"ir_version", b"graph")) or _looks_like_text(head):
+    if text.startswith((b"<", b"{", b"#", b"ir_version", b"graph")) or _looks_like_text(head):
         raise ModelLoadError(f"{p}: looks like a text file, not a binary ONNX model; export with torch.onnx.export")
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        # binary protobuf whatever the suffix (onnx picks a JSON or text parser for .json / .textproto,
+        # whose ParseError no branch below names: a short JSON file ended as an internal error)
+        model = onnx.load(str(p), format="protobuf", load_external_data=False)
     except DecodeError as exc:
         raise ModelLoadError(f"{p}: not a valid ONNX protobuf (truncated or corrupt: {exc}); re-export the model") from exc
     except (OSError, ValueError, RuntimeError) as exc:

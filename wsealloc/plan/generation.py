@@ -48,6 +48,7 @@ from wsealloc.pipeline import build_costs, load_kernels
 from wsealloc.plan import rules
 from wsealloc.plan.schema import GenerationRecord, KernelPlan
 from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.problem.sharing import grid_allowed
 from wsealloc.request import Generation, SolveRequest
 from wsealloc.strategy.regions import pack_runs, packed_regions
 
@@ -260,6 +261,12 @@ def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> Prefil
         r, c = gen.prefill_grid
         if r > arch.rows or c > arch.cols:
             raise UsageError(f"--prefill-grid {r}x{c}: larger than the {arch.rows}x{arch.cols} wafer of {arch.name}")
+        if not grid_allowed(arch, r, c):  # (pack_runs would say so naming --grid, the decode's option)
+            die = arch.wafer.die_cores
+            raise UsageError(
+                f"--prefill-grid {r}x{c}: crosses a die boundary of {arch.name} (dies of {die.rows}x{die.cols} cores, "
+                "die_boundary: forbid); give a grid within one die, or leave --prefill-grid out"
+            )
         regions = len(pack_runs(costs, r, c))
         tiles = prefill_tiles(arch, r, c)
         if regions > tiles:
