@@ -169,6 +169,16 @@ def test_auto_requests_look_for_the_peak_of_the_rate_in_all(monkeypatch) -> None
     assert best.requests == 23 and best.on_frontier
 
 
+def test_a_peak_probe_that_found_no_plan_is_not_solved_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The rate in all peaks at 4 and falls past it (1, 2, 4, 8, 16 fit); the first probe, 6, finds no
+    plan: it was proposed again each round, one more full solve of the same count (a review finding)."""
+    import wsealloc.bench.frontier as fr
+
+    asked = _stub(monkeypatch, {1: 16}, rate=lambda n: 1000.0 * min(n, 12 - n) if n != 16 else 100.0, fits=lambda n, w: n != 6)
+    fr.frontier(build_request(DECODE, "tiny", context=16), [1])
+    assert asked.count((6, 1)) == 1 and asked[:5] == [(1, 1), (2, 1), (4, 1), (8, 1), (16, 1)]
+
+
 def test_counts_the_check_refuses_are_not_solved(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """--requests 1,8 where the check admits 4: 8 is a point that says why, not a solve."""
     import wsealloc.bench.frontier as fr

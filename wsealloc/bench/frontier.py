@@ -367,7 +367,8 @@ def _toward_peak(solved: dict[tuple[int, int], BenchRow], wafers: int) -> tuple[
     """The next count to solve on ``wafers`` wafers looking for the most tokens/s in all: where the
     best count so far has a larger count beside it with a plan (the rate falls past it), halfway across
     the wider of the gaps to its neighbours (the peak of a rate that rises then falls lies between
-    them); None when the best is the largest count with a plan, or its neighbours are next to it."""
+    them); None when the best is the largest count with a plan, its neighbours are next to it, or that
+    count was solved already (and found no plan)."""
     rates = sorted((n, row.aggregate_tokens_per_s) for (n, w), row in solved.items() if w == wafers and row.ok)
     rated = [(n, r) for n, r in rates if r is not None]
     if len(rated) < 2:
@@ -378,4 +379,6 @@ def _toward_peak(solved: dict[tuple[int, int], BenchRow], wafers: int) -> tuple[
     best, right = rated[j][0], rated[j + 1][0]
     left = rated[j - 1][0] if j > 0 else best
     lo, hi = (left, best) if best - left > right - best else (best, right)
-    return ((lo + hi) // 2, wafers) if hi - lo > 1 else None
+    probe = ((lo + hi) // 2, wafers)
+    # (a probe already solved found no plan: solving it again would only repeat that; a review finding)
+    return probe if hi - lo > 1 and probe not in solved else None
