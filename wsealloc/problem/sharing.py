@@ -73,7 +73,20 @@ def grid_allowed(arch: Arch, r: int, c: int) -> bool:
 
 @dataclass(frozen=True)
 class SharingProblem:
-    """Kernels in dataflow order on every candidate region grid (see the module docstring)."""
+    """Kernels in dataflow order on every candidate region grid (see the module docstring).
+
+    ``cap`` (None: none): a run is admissible only if its kernels' latencies sum to at most ``cap``
+    cycles (``latency[i:j, g]``), so that a search on the capped problem finds the fastest plan whose
+    every region is within the cap (``solvers.share.solve_paced``: with N requests interleaved through
+    the regions a token takes ``max(path, N x slowest region)``, and the slowest region is what the cap
+    bounds). It applies to each single region, before ``_columns`` composes the stacked columns: each
+    region of a column within the cap, not the column as a whole (a column's regions run side by side
+    in the pipeline, each its own stage). The MoE charges (``ends``, ``starts``) are left out of the
+    test on purpose: the kernels' sum alone is monotone in the start i (the charge at a run's first
+    kernel is not), so the admissible starts stay an interval and the binary search of ``windows``
+    stays exact, and it is symmetric under ``reversed`` (which swaps the charges). The charges are
+    non-negative, so this is a relaxation: every run whose time with its charges is within the cap is
+    admitted, and a region's time with its charges may exceed the cap by them."""
 
     names: tuple[str, ...]
     shapes: np.ndarray  # [G, 2]
@@ -94,6 +107,8 @@ class SharingProblem:
     ends: np.ndarray | None = None
     starts: np.ndarray | None = None
     unbroken: np.ndarray | None = None
+    # the most cycles a region's kernels may take together (None: no cap; see the class docstring)
+    cap: int | None = None
 
     @property
     def charged(self) -> bool:
@@ -166,8 +181,26 @@ class SharingProblem:
                 hi = np.where(active & fits, mid, hi)
                 lo = np.where(active & ~fits, mid + 1, lo)
             out[gs, 1:] = lo
+        if self.cap is not None:  # the cap's first start, the later of the two (both conditions hold on [first, j))
+            out[:, 1:] = np.maximum(out[:, 1:], self._capped_starts())
         self._columns(out)
         return out
+
+    def _capped_starts(self) -> np.ndarray:
+        """[G, n]: for every grid g and run end j (1..n), the first start i whose run [i, j) takes at
+        most ``cap`` cycles of its kernels (charges aside: see the class docstring). The latencies are
+        non-negative, so the sum grows as i falls: a binary search on each grid's prefix sums (INF
+        entries counted 0; the SRAM windows keep runs holding them out). ``j`` when not even the empty
+        run would do (a negative cap)."""
+        assert self.cap is not None
+        n, g_count = self.latency.shape
+        prefix = np.zeros((g_count, n + 1), dtype=np.int64)
+        prefix[:, 1:] = np.cumsum(np.where(self.latency < INF, self.latency, 0).T, axis=1)
+        ends = np.arange(1, n + 1)
+        out = np.empty((g_count, n), dtype=np.int64)
+        for g in range(g_count):  # prefix[g, i] >= prefix[g, j] - cap: the run [i, j) is within the cap
+            out[g] = np.searchsorted(prefix[g], prefix[g, 1:] - self.cap, side="left")
+        return np.minimum(out, ends[None, :])
 
     def _columns(self, out: np.ndarray) -> None:
         """One-region windows ``out`` made those of the stacked columns in place: a column of k regions
@@ -200,6 +233,10 @@ class SharingProblem:
             peak = np.maximum.accumulate(np.where(later, self.buffers[:, g][None, :], 0.0), axis=1)  # [i, j-1]
             need = resident[None, 1:] - resident[:-1, None] + peak  # [i, j-1]: run [i, j)
             fits = later & (need <= self.usable_sram) & (bad[None, 1:] == bad[:-1, None])
+            if self.cap is not None:  # every run's own sum of its kernels' latencies (INF entries: bad above)
+                lat = np.where(self.latency[:, g] < INF, self.latency[:, g], 0)
+                took = np.cumsum(np.where(later, lat[None, :], 0), axis=1)  # [i, j-1]: run [i, j)
+                fits &= took <= self.cap
             first = np.where(fits.any(axis=0), fits.argmax(axis=0), np.arange(1, n + 1))
             out[g, 0] = 0
             out[g, 1:] = first
@@ -208,8 +245,8 @@ class SharingProblem:
 
     def split(self, first: int, end: int, g: int, single: np.ndarray, cut: np.ndarray | None = None) -> list[tuple[int, int]]:
         """A column run [first, end) on grid g as its regions: runs as long as fit, from the end
-        (``single``: the one-region windows of grid g); ``cut``: where a region may end (the user's
-        groups stay whole; None: anywhere)."""
+        (``single``: the one-region windows of grid g, ``single_windows``: with a ``cap``, each region
+        within it); ``cut``: where a region may end (the user's groups stay whole; None: anywhere)."""
         runs: list[tuple[int, int]] = []
         j = end
         while j > first:
@@ -282,7 +319,8 @@ class SharingProblem:
         return problem, bounds.astype(np.int64)
 
     def single_windows(self, grids: Sequence[int] | None = None) -> np.ndarray:
-        """The windows of one region per grid (``windows`` of the same problem unstacked); ``grids``: of
+        """The windows of one region per grid (``windows`` of the same problem unstacked, within its
+        ``cap``: what ``split`` cuts a column by, so each region of a column stays within it); ``grids``: of
         these grids only (the other rows 0: a plan's runs need their own grids', a tenth of them or
         less, and every wafer's table of regions computed them all: half of its time)."""
         if grids is None:
