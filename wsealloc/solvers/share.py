@@ -17,12 +17,39 @@ lower bound (the dual); the gap between them is reported. Where every grid's cor
 one size (stacked columns, the default family) and the program is small, the gap is closed by a
 knapsack over the units (``solvers.columns``: the least time within the budget, exact); else by
 Pareto labels or CP-SAT over the runs the price cannot rule out.
+
+Paced (``solve_paced``): with N requests in flight interleaved through the regions, a new pass enters
+every ``slowest`` cycles (a region is busy for all its kernels), so a token of each request takes
+``max(path, N x slowest region)`` cycles, not the path alone (Llama-3-8B decode, 16 requests: the
+path-optimal plan's 346,289 cycles hold a region of 45,760, 732,160 cycles a token, where balanced
+regions give about 370,000). Let ``f(C)`` be the least path among the plans whose every region takes
+at most C cycles of its kernels (``solve`` on ``SharingProblem.cap = C``): nonincreasing in C, and the
+optimum is ``min over C of max(f(C), N x C)``, a decreasing function against an increasing one, so
+searched over C by bisection on which of the two is larger:
+
+- the start: ``L0`` (the fastest partition, the budget aside: ``unbudgeted``) bounds every plan's
+  path and ``C_min`` (the largest of the kernels' least latencies on a grid where each fits alone)
+  every plan's slowest region: ``C0 = max(ceil(L0 / N), C_min)``, the least cap that can pay;
+- no plan within C0 (the cores or the SRAM): the cap grows 1.25-fold until a plan is found, at most
+  to the slowest region of the uncapped plan (which holds a plan whenever any exists);
+- a plan within C0 whose path exceeds ``N x C0``: the uncapped plan too (its bound holds every
+  plan's path; where the path binds the search may end there);
+- then a cap C whose plan's path is within ``N x C`` rules out every larger cap (each is worse than
+  ``N x C``) and one whose path exceeds ``N x C`` every smaller one (each has a path at least
+  ``f(C)``), so the integer caps between are bisected, every capped search in a share of the time
+  left, keeping the plan of least ``max(path, N x slowest)`` (ties: fewer cores);
+- the proof: a plan whose slowest region is within a cap C searched with a proven bound b(C) on its
+  paths takes at least ``max(b(C), L0)``, any other at least ``N (C + 1)``, so ``min(N (C + 1),
+  max(b(C), L0))`` bounds the optimum for every C searched, as do ``L0`` and ``N x C_min``; the
+  largest is reported, the plan optimal when it reaches it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -35,6 +62,8 @@ from wsealloc.solvers.base import Status
 LATE_STEP = 32  # the price's rise a program once out of time before any plan fits (4 before)
 LAMBDA_STEPS = 12  # bisection steps on the price of a core (when the budget binds; the labels make it exact)
 MAX_CANDIDATES = 200_000  # runs the exact closing may hand to CP-SAT (beyond: the Lagrangian gap is reported)
+PACED_SHARE = 0.4  # of the time left: each capped search of ``solve_paced`` (the rest for the next ones)
+CAP_GROWTH = 1.25  # the cap's growth while no plan is within it (``solve_paced``)
 
 
 @dataclass(frozen=True)
@@ -51,6 +80,11 @@ class SharingResult:
     wall_s: float
     message: str = ""
     price: float = 0.0  # the Lagrangian price of a core behind the bound (0: the budget did not bind)
+    # ``solve_paced`` only (None otherwise): the cap on a region's kernels the plan was found under
+    # (None: uncapped; a stacked column's regions are ``split`` by the single windows of that cap) and
+    # the plan's slowest region (``slowest_region``)
+    cap: int | None = None
+    slowest: int | None = None
 
 
 @dataclass(frozen=True)
@@ -337,7 +371,9 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
             None,
             None,
             time.perf_counter() - start,
-            "a kernel fits no candidate region grid (its SRAM alone exceeds the largest grid's)",
+            "a kernel fits no candidate region grid (its SRAM alone exceeds the largest grid's)"
+            if sp.cap is None
+            else f"no partition into regions of at most {sp.cap:,} cycles each fits their grids' SRAM",
         )
     if plan.cores <= sp.total_cores:
         return SharingResult(
@@ -441,3 +477,170 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
         f"{len(best.runs)} regions; the core budget binds (Lagrangian price of a core bisected)",
         best_lam,
     )
+
+
+def slowest_region(sp: SharingProblem, runs: Sequence[tuple[int, int]], grids: Sequence[int]) -> int:
+    """The cycles of a plan's slowest region (0 for no runs): a plain run's time ``sp.run_latency`` (its
+    kernels' and its charges); a stacked column's (``sp.pieces[g] > 1``) regions are the pieces
+    ``sp.split`` cuts it into by the single windows of ``sp`` (within its ``cap``, if any: each piece
+    within it; a region inside the column never beginning where ``unbroken`` forbids, the column
+    itself may), each taking its kernels' latencies, the charges included where ``run_latency``
+    includes them for the whole run (``starts`` on the column's first piece, ``ends`` on its last)."""
+    stacked = [g for g in grids if sp.pieces.size and sp.pieces[g] > 1]
+    single = sp.single_windows(stacked) if stacked else None
+    worst = 0
+    for (i, j), g in zip(runs, grids, strict=True):
+        if single is None or not (sp.pieces.size and sp.pieces[g] > 1):
+            worst = max(worst, sp.run_latency(i, j, g))
+            continue
+        cut = None
+        if sp.unbroken is not None:
+            cut = ~np.asarray(sp.unbroken, dtype=bool)
+            cut[i] = True  # the column may begin anywhere
+        for a, b in sp.split(i, j, g, single[g], cut):
+            took = int(sp.latency[a:b, g].sum())
+            took += int(sp.starts[a, g]) if sp.starts is not None and a == i else 0
+            took += int(sp.ends[b - 1, g]) if sp.ends is not None and b == j else 0
+            worst = max(worst, took)
+    return worst
+
+
+@dataclass(frozen=True)
+class _Paced:
+    """A plan found by ``solve_paced``: its value ``max(path, pace x slowest)``, the search's result,
+    the cap it was found under (None: uncapped) and its slowest region."""
+
+    value: int
+    found: SharingResult
+    cap: int | None
+    slowest: int
+
+    def key(self) -> tuple[int, int]:
+        return self.value, self.found.cores or 0
+
+
+def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None) -> SharingResult:
+    """The runs and grids minimizing ``max(path, pace x slowest region)``: one token of each of ``pace``
+    requests interleaved through the regions (see the module docstring: capped searches, bisected on
+    the cap). ``pace == 1`` is ``solve`` itself (the path is never below a region). The result's
+    ``latency`` is the plan's path, ``bound`` a proven lower bound on the paced value, ``cap`` the cap
+    the plan was found under (its stacked columns are split by that cap's single windows) and
+    ``slowest`` its slowest region; OPTIMAL when the value reaches the bound. A signal ends the search
+    at once with the plan in hand; no capped search starts once the time is up (a plan is then still
+    found uncapped, as ``solve`` finds one)."""
+    if pace < 1:
+        raise ValueError(f"pace {pace}: expected at least one request in flight")
+    if pace == 1 or sp.n_kernels == 0:
+        return solve(sp, deadline)
+    start = time.perf_counter()
+    free = unbudgeted(sp)
+    if free.status is Status.INFEASIBLE or free.bound is None:
+        return replace(free, wall_s=time.perf_counter() - start)
+    floor = int(free.bound)  # L0: every plan's path, the budget aside
+    single = sp.single_windows()
+    alone = single[:, 1:] <= np.arange(sp.n_kernels)[None, :]  # [G, n]: kernel k fits a region of its own on g
+    c_min = int(np.where(alone, sp.latency.T, INF).min(axis=0).max())  # every plan's slowest region at least
+    if c_min >= INF:  # a kernel fits no grid alone: no plan (``unbudgeted`` says so first)
+        return SharingResult(Status.INFEASIBLE, (), (), None, None, None, time.perf_counter() - start, free.message)
+    lower = max(floor, pace * c_min)
+    best: _Paced | None = None
+    tried = 0
+
+    def consider(found: SharingResult, cap: int | None) -> None:
+        nonlocal best, lower
+        if found.runs and found.latency is not None:
+            problem = _capped(sp, cap)
+            slowest = slowest_region(problem, found.runs, found.grids)
+            plan = _Paced(max(found.latency, pace * slowest), found, problem.cap, slowest)
+            if best is None or plan.key() < best.key():
+                best = plan
+        proven = math.inf if found.status is Status.INFEASIBLE else found.bound
+        if proven is None:  # out of time before anything was proven: nothing for this cap
+            return
+        # uncapped: every plan's path; capped: within the cap the path, beyond it pace x a slower region
+        held = min(proven, INF) if cap is None else min(pace * (cap + 1), max(proven, floor))
+        lower = max(lower, int(held))
+
+    def search(cap: int | None) -> SharingResult:
+        nonlocal tried
+        tried += 1
+        found = solve(_capped(sp, cap), None if deadline is None else deadline.share(PACED_SHARE))
+        consider(found, cap)
+        return found
+
+    def out_of_time() -> bool:
+        return deadline is not None and deadline.expired()
+
+    def limit() -> int:  # caps from here on cannot beat the plan in hand (pace x cap >= its value)
+        return INF if best is None else -(-best.value // pace)
+
+    if free.status is Status.OPTIMAL:  # the fastest partition fits the wafer: the uncapped plan in hand
+        consider(free, None)
+    c0 = max(-(-floor // pace), c_min)
+    # the caps to search lie in (lo, hi): at most lo, the value is the path, at least that of lo's plan
+    # (or there is no plan); at least hi, pace x the cap, at least that of hi's plan. Below C_min no plan
+    # at all; below ceil(L0 / pace) the path (at least L0) is the value and the least of those caps is
+    # the largest, c0 - 1, whose plan may still beat c0's (within pace x c0, maybe above L0)
+    lo, hi = (c0 - 1 if c0 - 1 < c_min else c0 - 2), INF
+    cap = c0
+    uncapped: SharingResult | None = free if free.status is Status.OPTIMAL else None
+    while not out_of_time() and lower < (best.value if best is not None else INF) and cap < min(hi, limit()):
+        found = search(cap)
+        if found.runs and found.latency is not None:
+            if found.latency <= pace * cap:
+                hi = cap  # larger caps: at least pace x cap, no better than this plan
+            else:
+                lo = cap  # smaller caps: paths at least this one (as far as it is proven)
+                if uncapped is None and not out_of_time():
+                    # the path binds: the uncapped search's bound holds every plan's path (the caps
+                    # up to its value need no search where it meets the plan in hand) and its plan
+                    # may be the best
+                    uncapped = search(None)
+            break
+        lo = cap  # no plan within the cap (or none found in time): a larger one
+        if uncapped is None and not out_of_time():
+            uncapped = search(None)  # the growth's end: the uncapped plan's slowest region
+            if uncapped.status is Status.INFEASIBLE or not uncapped.runs:
+                break
+        top = best.slowest if best is not None else INF
+        cap = max(cap + 1, math.ceil(cap * CAP_GROWTH))
+        if cap >= top:  # the uncapped plan is within it: nothing more to grow to
+            break
+    while best is not None and lower < best.value and lo + 1 < min(hi, limit()) and not out_of_time():
+        mid = (lo + min(hi, limit())) // 2
+        found = search(mid)
+        if found.runs and found.latency is not None and found.latency <= pace * mid:
+            hi = mid
+        else:
+            lo = mid
+    if best is None and uncapped is None and not (deadline is not None and deadline.stopped):
+        uncapped = search(None)  # out of time before any plan: the uncapped one, as ``solve`` finds it
+    wall = time.perf_counter() - start
+    if best is None:
+        last = uncapped if uncapped is not None else free
+        status = Status.INFEASIBLE if last.status is Status.INFEASIBLE else Status.UNKNOWN
+        return SharingResult(status, (), (), None, None, None if status is Status.INFEASIBLE else lower, wall, last.message)
+    plan = best.found
+    status = Status.OPTIMAL if best.value <= lower else Status.FEASIBLE
+    under = "uncapped" if best.cap is None else f"regions capped at {best.cap:,} cycles"
+    return SharingResult(
+        status,
+        plan.runs,
+        plan.grids,
+        plan.latency,
+        plan.cores,
+        lower,
+        wall,
+        f"{len(plan.runs)} regions paced for {pace} requests in flight: max(path {plan.latency:,}, {pace} x slowest "
+        f"region {best.slowest:,}) = {best.value:,} cycles a token, bound {lower:,} ({under}; {tried} searches)",
+        plan.price,
+        best.cap,
+        best.slowest,
+    )
+
+
+def _capped(sp: SharingProblem, cap: int | None) -> SharingProblem:
+    """``sp`` with its regions within ``cap`` cycles (None: as it is; a cap of its own kept if lower)."""
+    if cap is None:
+        return sp
+    return replace(sp, cap=cap if sp.cap is None else min(cap, sp.cap))
