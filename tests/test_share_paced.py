@@ -244,6 +244,21 @@ def test_four_equal_kernels_paced_by_four() -> None:
     assert "4 requests" in found.message and "10 cycles" in found.message
 
 
+def test_the_cap_just_below_the_paths_share() -> None:
+    """By hand: kernels of 1, 4 and 4 cycles, pace 2. The path is at least L0 = 9, so the search starts
+    at the cap ceil(9 / 2) = 5, whose plan (the fewest regions: [1, 4], [4]) takes 2 x 5 = 10 a token;
+    the cap 4 below it gives three regions, max(9, 2 x 4) = 9: caps under L0 / pace still pay their
+    path, and the largest of them must be searched too."""
+    sp = SharingProblem(
+        _names(3), np.array([[1, 1]]), np.array([[1], [4], [4]], dtype=np.int64), np.ones((3, 1)), np.zeros((3, 1)), 100, 3
+    )
+    capped = solve(replace(sp, cap=5))
+    assert capped.runs == ((0, 2), (2, 3)) and slowest_region(sp, capped.runs, capped.grids) == 5
+    found = solve_paced(sp, 2)
+    assert found.status is Status.OPTIMAL and found.runs == ((0, 1), (1, 2), (2, 3))
+    assert found.latency == 9 and found.slowest == 4 and found.bound == 9
+
+
 def test_the_bound_never_exceeds_the_value_out_of_time() -> None:
     """However little time the capped searches get (a few, then none), the bound stays at most the
     value of the plan returned and the plan is within the budget (random problems, brute force)."""
