@@ -29,13 +29,15 @@ searched over C by bisection on which of the two is larger:
 
 - the start: ``L0`` (the fastest partition, the budget aside: ``unbudgeted``) bounds every plan's
   path and ``C_min`` (the largest of the kernels' least latencies on a grid where each fits alone)
-  every plan's slowest region: ``C0 = max(ceil(L0 / N), C_min)``, the least cap that can pay;
+  every plan's slowest region: the search starts at ``C0 = max(ceil(L0 / N), C_min)``. Below it the
+  value is the path (at least L0 > N x C), least at the largest such cap, C0 - 1, which may still beat
+  C0's plan (that one's value up to N x C0): where C0 - 1 >= C_min the bisection below includes it;
 - no plan within C0 (the cores or the SRAM): the cap grows 1.25-fold until a plan is found, at most
   to the slowest region of the uncapped plan (which holds a plan whenever any exists);
 - a plan within C0 whose path exceeds ``N x C0``: the uncapped plan too (its bound holds every
   plan's path; where the path binds the search may end there);
-- then a cap C whose plan's path is within ``N x C`` rules out every larger cap (each is worse than
-  ``N x C``) and one whose path exceeds ``N x C`` every smaller one (each has a path at least
+- then a cap C whose plan's path is within ``N x C`` rules out every larger cap (each no better
+  than ``N x C``) and one whose path exceeds ``N x C`` every smaller one (each has a path at least
   ``f(C)``), so the integer caps between are bisected, every capped search in a share of the time
   left, keeping the plan of least ``max(path, N x slowest)`` (ties: fewer cores);
 - the proof: a plan whose slowest region is within a cap C searched with a proven bound b(C) on its
