@@ -134,3 +134,61 @@ def test_pulp_reads_an_integral_optimum_where_cbc_preprocessing_lost_it(small: t
     p = AllocationProblem(("k0", "k1", "k2"), (1, 1, 0), (third, pair), total, hints, Latency(), preds=((), (), ()))
     result = get_solver("pulp")(p, SolveOptions(deadline=Deadline.after(20), lower_bound=latency_lp_bound(p)))
     assert result.status is Status.OPTIMAL and result.objective == brute_latency(p) == 3
+
+
+# -- requests in flight (``--requests N``): each request's token takes max(path, N x slowest) ------------
+
+
+def test_paced_value_by_hand() -> None:
+    from wsealloc.plan import rules
+    from wsealloc.problem.objective import ObjectiveKind, paced
+
+    # a chain of 10, 30, 20: one pass 60; 4 requests in flight wait for the 30-cycle stage 4 times: 120
+    assert paced(60, 30, 1) == 60
+    assert paced(60, 30, 2) == 60
+    assert paced(60, 30, 4) == 120
+    assert rules.objective_value(ObjectiveKind.LATENCY, [10, 30, 20], [[], [0], [1]], 4) == 120
+    assert rules.objective_value(ObjectiveKind.LATENCY, [10, 30, 20], [[], [0], [1]]) == 60
+    assert rules.objective_value(ObjectiveKind.THROUGHPUT, [10, 30, 20], [[], [0], [1]], 4) == 30  # a rate's value is its slowest
+    # two wafers of paths 60 and 50 and a 5-cycle link, the slowest stage 30: 115 alone, 3 x 30 = 90 < 115, 4 x 30 = 120
+    assert rules.wafers_value(ObjectiveKind.LATENCY, 30, [60, 50], [5], 3) == 115
+    assert rules.wafers_value(ObjectiveKind.LATENCY, 30, [60, 50], [5], 4) == 120
+    assert objective_named("latency", 4) == Latency(requests=4)
+    assert objective_named("throughput", 4) == Throughput()
+
+
+def test_paced_bound_by_hand() -> None:
+    # two kernels, 10 cores, each (2 cores, 100) or (6 cores, 40): one of them on 6 cores at most.
+    ch = Choices(np.array([2, 6]), np.array([100, 40]))
+    hints = GreedyHints((1.0, 1.0), (0, 0), (False, False), (0, 0), 1)
+    p = AllocationProblem(("a", "b"), (0, 0), (ch,), 10, hints, Latency(requests=3))
+    # every allocation has a 100-cycle kernel: 3 requests wait 300 for it; the LP path bound is 110
+    assert Latency(requests=3).exact_bound(p).value == 300
+    assert brute_latency(p) == 300  # (2, 2): path 200, 3 x 100; (2, 6): path 140, 3 x 100
+    for name in ("cpsat", "pulp"):
+        result = get_solver(name)(p, SolveOptions(deadline=Deadline.after(20), lower_bound=300))
+        assert result.status is Status.OPTIMAL and result.objective == 300, (name, result)
+
+
+@settings(max_examples=40, deadline=None)
+@given(latency_problems(), st.integers(2, 6))
+def test_paced_backends_equal_brute_force(p: AllocationProblem, requests: int) -> None:
+    """With requests in flight both exact backends find the least max(path, requests x slowest) of every
+    allocation, and the objective's bound never exceeds it."""
+    p = replace(p, objective=Latency(requests=requests))
+    best = brute_latency(p)
+    bound = p.objective.exact_bound(p).value
+    if best is None:
+        return
+    assert bound is not None and bound <= best
+    opts = SolveOptions(deadline=Deadline.after(20), lower_bound=bound)
+    for name in ("cpsat", "pulp"):
+        result = get_solver(name)(p, opts)
+        assert result.status is Status.OPTIMAL, (name, result)
+        assert result.objective == best, (name, result.objective, best)
+        assert p.evaluate(result.choice)[0] == best
+    greedy = get_solver("greedy")(p, opts)
+    if greedy.status is Status.FEASIBLE:
+        assert greedy.objective >= best
+        hinted = get_solver("cpsat")(p, replace(opts, hint=greedy.choice))  # the hint's value prunes slow candidates
+        assert hinted.objective == best

@@ -100,7 +100,7 @@ def solve_costs(
     the request's backend, the placement): for tables built by hand (benchmarks, tests). No strategy
     decided it, so its plan is a version-2 plan (no decision), which records no baseline layout (that
     is version 4's: ``verify`` would call the plan's version a mismatch); the placed values stay."""
-    part = wafer_part(costs, objective_named(request.objective))
+    part = wafer_part(costs, objective_named(request.objective, request.requests))
     out = solve_part(part, request, deadline or Deadline.after(request.solver.time_limit_s), progress or quiet)
     base = out.plan.baseline
     if base.layout is None:

@@ -161,7 +161,7 @@ def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progr
     costs = part.table
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
-    objective = objective_named(request.objective)
+    objective = objective_named(request.objective, request.requests)
     problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     if part.fixed or part.bound is None:

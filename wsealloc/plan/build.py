@@ -156,12 +156,17 @@ def _slowest(costs: CostTable, choice: tuple[int, ...] | None) -> int | None:
     return max((int(kc.frontier.latency[j]) for kc, j in zip(costs.kernels, choice, strict=True)), default=0)
 
 
+def _path(costs: CostTable, units: Sequence[KernelPlan]) -> int:
+    """One pass through a plan's units (kernels or regions, in the table's order): the longest path of
+    their stage times (one request in flight)."""
+    return rules.objective_value(ObjectiveKind.LATENCY, [u.latency_cycles + u.comm_cycles for u in units], kernel_preds(costs))
+
+
 def llm_record(costs: CostTable, units: list[KernelPlan] | tuple[KernelPlan, ...], requests: int) -> LlmRecord | None:
     """The LLM report of a plan (``plan.llm``: the rules there) from its units' records (kernels or
     regions, in the table's order) on ``costs``; None for a model without a KV cache."""
     stage = [u.latency_cycles + u.comm_cycles for u in units]
-    path = rules.objective_value(ObjectiveKind.LATENCY, stage, kernel_preds(costs))
-    return llm_over_wafers([(costs, list(units))], path, max(stage, default=0), requests)
+    return llm_over_wafers([(costs, list(units))], _path(costs, units), max(stage, default=0), requests)
 
 
 def llm_over_wafers(
@@ -279,7 +284,7 @@ def make_plan(
     bottleneck = stage[worst]
     bound = result.bound
     kind = request.objective if request is not None else ObjectiveKind.THROUGHPUT
-    value = rules.objective_value(kind, stage, kernel_preds(costs))
+    value = rules.objective_value(kind, stage, kernel_preds(costs), _requests(request))
     cores_used = sum(k.cores for k in kernels)
     kc = costs.kernels[worst]
     objective = Objective(
@@ -308,7 +313,9 @@ def make_plan(
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
-    moe = experts_record(costs.members if costs.members is not None else costs, members, stage, kind, value)
+    # the worst routing adds its extra time to one pass (not to the value paced by requests in flight)
+    one_pass = rules.objective_value(kind, stage, kernel_preds(costs))
+    moe = experts_record(costs.members if costs.members is not None else costs, members, stage, kind, one_pass)
     if moe is not None:
         objective = objective.model_copy(update={"experts": moe})
     return Plan(
@@ -392,7 +399,13 @@ def merge_stages(
         alloc_base, placed_base = plan.baseline.bottleneck_cycles, plan.baseline.placed_bottleneck_cycles
         base_worst = None if base_worst is None or alloc_base is None else max(base_worst, alloc_base, t_in, t_out)
         placed_worst = None if placed_worst is None or placed_base is None else max(placed_worst, placed_base, t_in, t_out)
-    value = rules.wafers_value(kind, worst_load, [p.objective.value for p in stage_plans], links)
+    # each wafer's one pass (its own plan's value is paced by the requests in flight on that wafer alone)
+    wafer_paths = (
+        [_path(t, _units(p)) for t, p in zip(stage_tables, stage_plans, strict=True)]
+        if stage_tables
+        else [p.objective.value for p in stage_plans]
+    )
+    value = rules.wafers_value(kind, worst_load, wafer_paths, links, _requests(request))
     assert value is not None  # every wafer's plan has a value
     # the multi-wafer bound holds over every cut, so reaching it proves optimality whatever each stage reported
     status = Status.OPTIMAL if rules.proven_optimal(value, lower_bound) else Status.FEASIBLE
@@ -436,7 +449,9 @@ def merge_stages(
         llm = None
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
-    moe = merged_experts([p.objective.experts for p in stage_plans], kind, objective.value)
+    one_pass = rules.wafers_value(kind, worst_load, wafer_paths, links)  # (the worst routing's extra time adds to it)
+    assert one_pass is not None
+    moe = merged_experts([p.objective.experts for p in stage_plans], kind, one_pass)
     if moe is not None:
         objective = objective.model_copy(update={"experts": moe})
     base_values = [p.baseline.value_cycles for p in stage_plans]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wsealloc.plan.schema import BoundBy
-from wsealloc.problem.objective import ObjectiveKind, path_length
+from wsealloc.problem.objective import ObjectiveKind, paced, path_length
 
 # Communication is named beside the op model's own bound when it adds at least this share.
 COMMUNICATION_SHARE = 0.1
@@ -30,25 +30,29 @@ def bound_by(compute: int, noc: int, latency: int, comm: int, stream: int = 0) -
     return BoundBy.NOC_COMMUNICATION if with_comm else BoundBy.NOC
 
 
-def objective_value(kind: ObjectiveKind, stage_cycles: Sequence[int], preds: Sequence[Sequence[int]]) -> int:
-    """The objective's value of a plan's stage times: the slowest kernel (throughput), or one token's
-    time through the kernels (latency: the longest path of stage times through ``preds``)."""
+def objective_value(kind: ObjectiveKind, stage_cycles: Sequence[int], preds: Sequence[Sequence[int]], requests: int = 1) -> int:
+    """The objective's value of a plan's stage times: the slowest kernel (throughput), or each
+    request's token time (latency: the longest path of stage times through ``preds``, or ``requests``
+    times the slowest stage when that is longer: ``objective.paced``)."""
     if kind is ObjectiveKind.LATENCY:
-        return path_length(preds, (), list(stage_cycles))
+        return paced(path_length(preds, (), list(stage_cycles)), max(stage_cycles, default=0), requests)
     return max(stage_cycles, default=0)
 
 
 def wafers_value(
-    kind: ObjectiveKind, slowest: int | None, wafer_values: Sequence[int | None], links: Sequence[int]
+    kind: ObjectiveKind, slowest: int | None, wafer_values: Sequence[int | None], links: Sequence[int], requests: int = 1
 ) -> int | None:
     """The objective's value of a plan over several wafers: the slowest stage, transfers included
-    (throughput: ``slowest``), or one token's time through every wafer and across every link between
-    them (latency: each wafer's value plus each cut's transfer). None when a wafer's value is."""
+    (throughput: ``slowest``), or each request's token time (latency: one pass through every wafer and
+    across every link between them, each wafer's path plus each cut's transfer, or ``requests`` times
+    the slowest stage when that is longer). ``wafer_values``: each wafer's *path* (one pass). None when
+    a wafer's value is."""
     if kind is not ObjectiveKind.LATENCY:
         return slowest
     if any(v is None for v in wafer_values):
         return None
-    return sum(int(v) for v in wafer_values if v is not None) + sum(links)
+    path = sum(int(v) for v in wafer_values if v is not None) + sum(links)
+    return paced(path, slowest or 0, requests)
 
 
 def bottleneck_index(stage_cycles: Sequence[int]) -> int:

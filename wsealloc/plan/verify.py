@@ -463,21 +463,19 @@ def _region_units(
     return units, tuple(records)
 
 
-def _wafers_value(kind: ObjectiveKind, stages: list[_Stage], table: CostTable, slowest: int, *, comm: bool) -> int:
+def _wafers_value(
+    kind: ObjectiveKind, stages: list[_Stage], table: CostTable, slowest: int, *, comm: bool, requests: int = 1
+) -> int:
     """The objective's value of the plan's units, stage by stage (``rules.wafers_value``): the slowest
-    stage, or one token's path through every wafer and the transfers of its cuts; ``comm``: with the
-    communication placing added."""
-    values = [
-        rules.objective_value(
-            kind,
-            [k.latency_cycles + (k.comm_cycles if comm else 0) for k in st.members],
-            kernel_preds(table if len(stages) == 1 else table.subset(st.first, st.end)),
-        )
-        for st in stages
-    ]
+    stage, or each request's token time (one token's path through every wafer and the transfers of its
+    cuts, or ``requests`` times the slowest stage when longer); ``comm``: with the communication placing
+    added."""
+    times = [[k.latency_cycles + (k.comm_cycles if comm else 0) for k in st.members] for st in stages]
+    preds = [kernel_preds(table if len(stages) == 1 else table.subset(st.first, st.end)) for st in stages]
     if len(stages) == 1:
-        return values[0]
-    value = rules.wafers_value(kind, slowest, values, [st.transfer_in for st in stages[1:]])
+        return rules.objective_value(kind, times[0], preds[0], requests)
+    paths = [rules.objective_value(kind, t, p) for t, p in zip(times, preds, strict=True)]
+    value = rules.wafers_value(kind, slowest, paths, [st.transfer_in for st in stages[1:]], requests)
     assert value is not None
     return value
 
@@ -577,7 +575,9 @@ def _check_experts(plan: Plan, stages: list[_Stage], table: CostTable, check: _C
         stage = [u.latency_cycles + u.comm_cycles for u in st.members]
         value = rules.objective_value(kind, stage, kernel_preds(sub))
         records.append(experts_record(base, members, stage, kind, value))
-    expected = records[0] if len(stages) == 1 else merged_experts(records, kind, plan.objective.value)
+    # the worst routing adds its extra time to one pass (the value without requests in flight)
+    one_pass = _wafers_value(kind, stages, table, plan.objective.bottleneck_cycles, comm=True)
+    expected = records[0] if len(stages) == 1 else merged_experts(records, kind, one_pass)
     got = plan.objective.experts
     if expected is None or got is None:
         check(
@@ -664,7 +664,8 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             obj.kind is plan.request.objective,
             f"objective.kind is {obj.kind.value}, its request asks for {plan.request.objective.value}",
         )
-    value = _wafers_value(obj.kind, stages, table, worst, comm=True)
+    requests = plan.request.requests if plan.request is not None else 1
+    value = _wafers_value(obj.kind, stages, table, worst, comm=True, requests=requests)
     check(
         obj.value_cycles == value, f"objective.value_cycles is {obj.value_cycles}, the {obj.kind.value} objective gives {value}"
     )
@@ -686,7 +687,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
         # a proof claim: no bound can exceed this very allocation's value without communication (the
         # allocation-only optimum is at most it); a latency plan's bound is an allocation bound (over
         # several wafers, with the links its cuts pay)
-        alone = _wafers_value(obj.kind, stages, table, worst, comm=False)
+        alone = _wafers_value(obj.kind, stages, table, worst, comm=False, requests=requests)
         check(
             bound <= alone,
             f"bound {bound} exceeds the plan's own allocation ({alone:,} cycles without communication): not a proof",
@@ -741,7 +742,8 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
     cores, feasible = 0, True
     for st in stages:
         sub = table if len(stages) == 1 else table.subset(st.first, st.end)
-        problem = build_problem(sub, objective=objective_named(kind) if kind is not ObjectiveKind.CONTEST else None)
+        requests = plan.request.requests if plan.request is not None else 1
+        problem = build_problem(sub, objective=objective_named(kind, requests) if kind is not ObjectiveKind.CONTEST else None)
         # a fixed --grid has one op model per region: its baseline is that mapping itself
         choice = [0] * problem.n_kernels if fixed else greedy_choice(problem)
         objective, used = problem.evaluate(choice)
@@ -818,7 +820,8 @@ def _check_baseline_layout(plan: Plan, stages: list[_Stage], table: CostTable, c
     comm = comm_costs(rects, latency.astype(np.float64), fl.src, fl.dst, fl.nbytes, mesh_params(table.arch), fl.group)
     stage = latency + comm.comm_cycles
     slowest = int(stage.max(initial=0))
-    value = rules.objective_value(plan.objective.kind, stage.tolist(), kernel_preds(table))
+    requests = plan.request.requests if plan.request is not None else 1
+    value = rules.objective_value(plan.objective.kind, stage.tolist(), kernel_preds(table), requests)
     check(
         base.placed_bottleneck_cycles == slowest,
         f"baseline.placed_bottleneck_cycles is {base.placed_bottleneck_cycles}, its layout gives {slowest}",

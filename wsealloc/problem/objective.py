@@ -19,8 +19,13 @@ Three objectives today:
   bisection is exact and kernels of one class may share a choice.
 * :class:`Latency` (``--objective latency``): minimize the time one token (or one prompt) takes
   through the kernels: the longest path of kernel latencies through the kernel graph (kernels on one
-  time-shared region run one after another). Not separable: no bisection, no class symmetry; its
-  bound is the LP relaxation (:func:`latency_lp_bound`) until a backend proves better.
+  time-shared region run one after another). With ``requests`` sequences in flight (``--requests
+  N``), interleaved through the kernels, a new pass enters every ``slowest`` cycles at most, so each
+  request's token takes ``max(path, requests x slowest)`` (``plan.llm``): that is the value, so that
+  the plan proven best is the one each request is served fastest by (the path alone would be blind
+  to the one slow region that paces every request). Not separable: no bisection, no class symmetry;
+  its bound is the LP relaxation (:func:`latency_lp_bound`) and ``requests`` times the least
+  bottleneck (:func:`optimal_bottleneck`) until a backend proves better.
 * :class:`ContestScore` (the ISPD-2020 contest): the largest kernel time bounds the allocation; a
   layout's score is ``time_weight * max time + wire_weight * wirelength`` (centre distances), layouts
   beyond ``time_cap`` ranked after every layout within it.
@@ -131,11 +136,17 @@ class Objective:
         )
 
     # -- allocations ----------------------------------------------------------------------------
+    @property
+    def pace(self) -> int:
+        """How many passes share the slowest kernel's time in the value (``Latency.requests``; 1: the
+        aggregate alone)."""
+        return 1
+
     def allocation_value(self, problem: AllocationProblem, latency: Sequence[int]) -> int:
         """The value of per-kernel latencies (cycles)."""
         if self.aggregate is Aggregate.MAX:
             return int(max(latency, default=0))
-        return path_length(problem.preds, problem.serial, latency)
+        return paced(path_length(problem.preds, problem.serial, latency), max(latency, default=0), self.pace)
 
     def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
         """A proven lower bound on the optimum (with an optimal allocation when the method gives one);
@@ -178,26 +189,41 @@ class Throughput(Objective):
 
 @dataclass(frozen=True)
 class Latency(Objective):
-    """Minimize one token's time through the kernels: the longest path of kernel latencies through
-    the kernel graph, kernels sharing a region in sequence (``AllocationProblem.serial``)."""
+    """Minimize each request's token time: the longest path of kernel latencies through the kernel
+    graph (kernels sharing a region in sequence: ``AllocationProblem.serial``), or ``requests`` times
+    the slowest kernel when that is longer (``requests`` sequences in flight: the module docstring)."""
+
+    requests: int = 1
 
     kind: ClassVar[ObjectiveKind] = ObjectiveKind.LATENCY
     aggregate: ClassVar[Aggregate] = Aggregate.PATH
     exact_backends: ClassVar[frozenset[str]] = frozenset({"cpsat", "pulp", "pulp-highs"})
     symmetric_classes: ClassVar[bool] = False
 
+    @property
+    def pace(self) -> int:
+        """The requests in flight."""
+        return self.requests
+
     def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
-        """The LP relaxation over a chain every token passes (``latency_lp_bound``); the exact backends
-        prove the optimum itself."""
-        return ProvenBound("lp", latency_lp_bound(problem), None)
+        """The LP relaxation over a chain every token passes (``latency_lp_bound``) and, with several
+        requests in flight, ``requests`` times the least bottleneck any allocation has (the slowest
+        kernel of every allocation is at least it); the exact backends prove the optimum itself."""
+        lp = latency_lp_bound(problem)
+        if lp is None or self.requests == 1:
+            return ProvenBound("lp", lp, None)
+        least = optimal_bottleneck(problem)
+        return ProvenBound("lp", max(lp, self.requests * least) if least is not None else None, None)
 
     def layout_value(self, stage: np.ndarray, comm: CommCosts, problem_preds: Sequence[Sequence[int]] = ()) -> float:
-        """The token's time through the placed kernels (latency + communication on the longest path)."""
-        return float(path_length(problem_preds, (), stage.tolist()))
+        """Each request's token time through the placed kernels (latency + communication on the
+        longest path, or the slowest stage once per request in flight)."""
+        return float(paced(path_length(problem_preds, (), stage.tolist()), int(stage.max(initial=0)), self.requests))
 
     def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
-        """Path length first, then the slowest kernel, then traffic x distance."""
-        return (path_length(preds, (), stage.tolist()), int(stage.max(initial=0)), comm.traffic_distance)
+        """The value first (the path with one request in flight), then the slowest kernel, then traffic x distance."""
+        worst = int(stage.max(initial=0))
+        return (paced(path_length(preds, (), stage.tolist()), worst, self.requests), worst, comm.traffic_distance)
 
 
 @dataclass(frozen=True)
@@ -248,12 +274,23 @@ class ContestScore(Objective):
 OBJECTIVES: dict[str, type[Objective]] = {"throughput": Throughput, "latency": Latency}  # user-selectable
 
 
-def objective_named(name: str | ObjectiveKind) -> Objective:
-    """The objective called ``name`` (``throughput`` or ``latency``); unknown names list the choices."""
+def objective_named(name: str | ObjectiveKind, requests: int = 1) -> Objective:
+    """The objective called ``name`` (``throughput`` or ``latency``); unknown names list the choices.
+    ``requests``: sequences in flight (``--requests``), which pace a latency plan (``Latency``); a
+    throughput plan's slowest kernel is its value whatever the requests."""
     key = name.value if isinstance(name, ObjectiveKind) else str(name)
     if key not in OBJECTIVES:
         raise UsageError(choices_message("objective", key, list(OBJECTIVES)))
+    if key == ObjectiveKind.LATENCY.value:
+        return Latency(requests=requests)
     return OBJECTIVES[key]()
+
+
+def paced(path: int, slowest: int, requests: int) -> int:
+    """Each request's token time with ``requests`` sequences in flight: one pass takes ``path``, and a
+    new pass enters every ``slowest`` cycles at most, so ``requests`` passes take ``requests x slowest``
+    at least (``plan.llm``: passes complete at ``min(requests / path, 1 / slowest)`` per cycle)."""
+    return max(int(path), int(requests) * int(slowest)) if requests > 1 else int(path)
 
 
 # -- values and bounds ---------------------------------------------------------------------------

@@ -13,6 +13,8 @@ class symmetry, else one kernel) and each kept candidate j:
   - ``Aggregate.PATH`` on a chain: ``T >= sum_g sum_j latency[g, j] * x[g, j]`` (one row);
   - ``Aggregate.PATH`` on a DAG: a finish variable per kernel, ``F[k] >= F[p] + lat[k]`` for each
     producer p (and the kernel run before it on shared cores), ``F[k] >= lat[k]``, ``T >= F[k]``;
+  - ``Aggregate.PATH`` with ``pace`` > 1 (requests in flight, ``objective.Latency``): also the slowest
+    kernel ``S >= lat[g]`` (a row per group) and ``T >= pace * S``;
 * lexicographic objective: minimize T; then, T fixed at its best, minimize the cores used.
 
 Integer scale: 1 unit = 1 cycle (latencies are whole cycles already). Candidates no optimal solution
@@ -61,6 +63,12 @@ class AllocationProgram:
     # the user's areas: (kernels of each group inside the area, its free cores):
     # sum_g count[g] * sum_j cores[g, j] * x[g, j] <= cores
     budgets: tuple[tuple[tuple[int, ...], int], ...] = ()
+    pace: int = 1  # PATH: T >= pace x the slowest kernel too (requests in flight; 1: no such row)
+
+    @property
+    def paced(self) -> bool:
+        """PATH whose value is also ``pace`` times the slowest kernel."""
+        return self.aggregate is Aggregate.PATH and self.pace > 1
 
     @property
     def chain(self) -> bool:
@@ -107,7 +115,9 @@ def build_program(
     hinted = _group_choice(group_of, len(choices), hint) if hint is not None else None
     upper = problem.evaluate(tuple(hinted[g] for g in group_of))[0] if hinted is not None else None
     exact_window = objective.aggregate is Aggregate.MAX
-    keep = [ch.window(lower_bound if exact_window else None, upper) if mult[g] else np.arange(0) for g, ch in enumerate(choices)]
+    # a kernel slower than the hint's value / pace makes the value worse (pace x slowest > the hint's)
+    most = upper // objective.pace if upper is not None else None
+    keep = [ch.window(lower_bound if exact_window else None, most) if mult[g] else np.arange(0) for g, ch in enumerate(choices)]
     first_kernel = {g: i for i, g in reversed(list(enumerate(group_of)))}
     groups = tuple(
         Group(
@@ -125,6 +135,7 @@ def build_program(
     else:
         # every kernel on its slowest kept candidate, one after another: no path is longer
         hi = int(sum(int(gr.latency[0]) * gr.mult for gr in used))
+        hi = max(hi, objective.pace * int(max(int(gr.latency[0]) for gr in used)))
     lo = min(lower_bound if lower_bound is not None else 0, hi)
     dag = objective.aggregate is Aggregate.PATH and not problem.is_chain()
     return AllocationProgram(
@@ -146,6 +157,7 @@ def build_program(
             )
             for b in problem.budgets
         ),
+        pace=objective.pace if objective.aggregate is Aggregate.PATH else 1,
     )
 
 

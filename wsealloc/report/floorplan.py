@@ -74,7 +74,9 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(0, 1))
     fig.colorbar(sm, ax=ax, fraction=0.03, pad=0.02, label="stage time / bottleneck")
     obj = plan.objective
-    what = f"one pass {obj.value:,} cycles, slowest" if obj.kind.value == "latency" else "bottleneck"
+    requests = plan.request.requests if plan.request is not None else 1
+    per = "one pass" if requests == 1 else f"a token per request ({requests} in flight)"
+    what = f"{per} {obj.value:,} cycles, slowest" if obj.kind.value == "latency" else "bottleneck"
     ax.set_title(
         f"{Path(plan.model.path).name} on {arch.name}: {what} {obj.bottleneck_cycles:,} cycles "
         f"({obj.bottleneck_kernel}), {obj.cores_used:,}/{arch.total_cores:,} cores",

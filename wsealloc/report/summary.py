@@ -206,7 +206,10 @@ def summary_lines(out: SolveOutcome) -> list[str]:
     on = f"{wafers} x {arch.name}" if wafers > 1 else arch.name
     if obj.kind is ObjectiveKind.LATENCY:
         bound = f"{obj.bound_cycles:,}" if obj.bound_cycles is not None else "n/a"
-        headline = f"one pass {obj.value:,} cycles (latency), bound {bound}, gap {gap}; slowest stage {obj.bottleneck_cycles:,}"
+        requests = plan.request.requests if plan.request is not None else 1
+        # with requests in flight the value is each request's token time (``objective.Latency``)
+        what = "one pass" if requests == 1 else f"a token per request, {requests} in flight,"
+        headline = f"{what} {obj.value:,} cycles (latency), bound {bound}, gap {gap}; slowest stage {obj.bottleneck_cycles:,}"
     else:
         bound = f"{obj.lower_bound_cycles:,}" if obj.lower_bound_cycles is not None else "n/a"
         headline = f"bottleneck {obj.bottleneck_cycles:,} cycles, bound {bound}, gap {gap}"

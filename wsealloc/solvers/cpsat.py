@@ -70,6 +70,13 @@ class _Model:
                 for p in before:
                     m.add(self.finish[k] >= self.finish[p] + lat_k)
                 m.add(self.finish[k] <= self.T)
+        self.slowest: cp_model.IntVar | None = None
+        if program.paced:  # requests in flight: T is also pace x the slowest kernel
+            self.slowest = m.new_int_var(0, program.upper, "slowest_cycles")
+            for lat_g in self.lat:
+                if lat_g is not None:
+                    m.add(lat_g <= self.slowest)
+            m.add(program.pace * self.slowest <= self.T)
         self.cores = cp_model.LinearExpr.weighted_sum(core_vars, core_coeffs)
         m.add(self.cores <= program.total_cores)
         for counts, cap in program.budgets:  # the user's areas
@@ -102,6 +109,10 @@ class _Model:
             for var, value in zip(self.finish, finish, strict=False):
                 self.model.add_hint(var, value)
             worst = max(finish, default=0) if self.finish else sum(lat_k)
+            if self.slowest is not None:
+                slowest = max(lat_k, default=0)
+                self.model.add_hint(self.slowest, slowest)
+                worst = max(worst, self.program.pace * slowest)
         self.model.add_hint(self.T, worst)
 
     def read(self, solver: cp_model.CpSolver) -> list[int]:

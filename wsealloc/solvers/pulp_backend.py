@@ -77,6 +77,12 @@ def _solve(problem: AllocationProblem, options: SolveOptions, backend: str) -> S
             for q in before:
                 prob += finish[k] >= finish[q] + lat[k]
             prob += finish[k] <= T
+    if program.paced:  # requests in flight: T is also pace x the slowest kernel
+        slowest = pulp.LpVariable("slowest_cycles", lowBound=0)
+        for lat_g in lat:
+            if lat_g is not None:
+                prob += lat_g <= slowest
+        prob += program.pace * slowest <= T
     cores = pulp.lpSum(gr.mult * int(c) * v for g, gr in enumerate(program.groups) for c, v in zip(gr.cores, x[g], strict=True))
     prob += cores <= program.total_cores
     for counts, cap in program.budgets:  # the user's areas

@@ -382,7 +382,9 @@ class LayerPipeline(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         check_trainable(costs, request)
-        objective = objective_named(request.objective)
+        # one wafer: each request's token time is the value (over wafers each wafer proves its path:
+        # paced bounds of wafers do not add up, a pass paced once by the slowest of them all)
+        objective = objective_named(request.objective, request.requests)
         chosen: Part | None = None
         why = ""
         if request.micro_batching:

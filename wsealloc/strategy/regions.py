@@ -20,12 +20,13 @@ from wsealloc.errors import InfeasibleError, Interrupted, UsageError
 from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.regions import region_table
-from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named
+from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named, paced
 from wsealloc.problem.sharing import INF as SHARING_INF
-from wsealloc.problem.sharing import build_sharing_problem, candidate_shapes, grid_allowed
+from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes, grid_allowed
 from wsealloc.solvers import Status
 from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
+from wsealloc.solvers.share import solve_paced as share_paced
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, RegionsDecision
 from wsealloc.strategy.modes import Family, ShareMode
@@ -175,7 +176,12 @@ def share_cores(
     sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
     say(f"sharing: choosing regions of {sp.n_kernels:,} units on {family} grids")
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
-    found = given if given is not None else run_stoppable(lambda: share_solver(sp, share), deadline)
+    pace = request.requests  # requests in flight: each waits its turn at the slowest region (``objective.Latency``)
+
+    def search(problem: SharingProblem, within: Deadline) -> SharingResult:
+        return share_solver(problem, within) if pace == 1 else share_paced(problem, pace, within)
+
+    found = given if given is not None else run_stoppable(lambda: search(sp, share), deadline)
     if found is None:
         raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
     if found.status is Status.INFEASIBLE:
@@ -183,17 +189,30 @@ def share_cores(
         rules = f" with {named}" if named else ""
         raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}{rules}{more_room(costs, request)}")
     found = replace(found, runs=tuple((int(bounds[i]), int(bounds[j])) for i, j in found.runs))
-    sp = kernel_sp  # the runs are of kernels again
+    sp = replace(kernel_sp, cap=found.cap)  # the runs are of kernels again (a stacked column's regions within the cap)
     free = None
     if groups:  # the price of the groups: the same search without them (a share of what is left)
-        free_run = run_stoppable(lambda: share_solver(kernel_sp, deadline.share(0.2)), deadline)
+        free_run = run_stoppable(lambda: search(kernel_sp, deadline.share(0.2)), deadline)
         free = free_run.bound if free_run is not None and free_run.status is not Status.INFEASIBLE else None
     if not found.runs:  # nothing found in time: every kernel keeps its own rectangle
         say(f"sharing: {found.message}; planning one kernel per region instead")
         return costs, None, None
+    assert found.latency is not None
     say(f"sharing: {found.message}; {found.latency:,} cycles per token, bound {found.bound:,} ({found.wall_s:.1f} s)")
     bound = found.bound if known_bound is None else min(known_bound, found.bound or known_bound)
-    optimal = found.status is Status.OPTIMAL and bound == found.latency
+
+    def proves(units: CostTable, choice: tuple[int, ...]) -> bool:
+        """Whether the bound proves the regions as made optimal: their path (one request in flight), or
+        each request's token time recomputed from the units themselves (the slowest of them may differ
+        from the search's where the user's groups moved a column's cuts; regions found over several
+        wafers, ``given``, were searched for the path alone)."""
+        if found.status is not Status.OPTIMAL:
+            return False
+        if pace == 1:
+            return bound == found.latency
+        lat = [int(u.frontier.latency[j]) for u, j in zip(units.kernels, choice, strict=True)]
+        return bound is not None and bound >= paced(sum(lat), max(lat, default=0), pace)
+
     if sp.pieces.size:  # stacked columns: each column's regions on its grid, as chosen (they pack as columns)
         single = sp.single_windows(found.grids)
         cut = np.zeros(sp.n_kernels + 1, dtype=bool)
@@ -205,6 +224,7 @@ def share_cores(
         grids = tuple((int(sp.shapes[g, 0]), int(sp.shapes[g, 1])) for _, g in pieces)
         units = region_table(costs, runs, run_shapes=[np.array([grid], dtype=np.int64) for grid in grids])
         fixed = tuple(0 for _ in runs)
+        optimal = proves(units, fixed)
         return (
             units,
             ProvenBound("share", bound, fixed if optimal else None, fixed, final=True, wall_s=found.wall_s, unconstrained=free),
@@ -218,6 +238,7 @@ def share_cores(
         within = np.flatnonzero(frontier.latency <= run_latency)
         start.append(int(within[0]) if within.size else len(frontier) - 1)
     choice = tuple(start)
+    optimal = proves(units, choice)
     proven = ProvenBound("share", bound, choice if optimal else None, choice, wall_s=found.wall_s, unconstrained=free)
     return units, proven, None
 
@@ -304,7 +325,7 @@ class SharedRegions(RegionsLowering):
     ) -> Prepared:
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
-            part = wafer_part(costs, objective_named(request.objective))
+            part = wafer_part(costs, objective_named(request.objective, request.requests))
             return Prepared(RegionsDecision(family=family, runs=()), (part,), part.table, costs)
         assert units.runs is not None
         decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids)
