@@ -388,3 +388,32 @@ def test_the_sram_check_before_the_search_refuses_only_what_the_search_would(req
     found = share_solve(sp, Deadline(time.perf_counter() + 30.0))
     assert refused is None or found.status is Status.INFEASIBLE, (requests, refused, found.status)
     assert (refused is None) == (requests < 14)  # 13 requests' caches (15.9 MiB) fit the 16.5 MiB, 14 do not
+
+
+@pytest.mark.parametrize("requests", [4, 12])
+def test_regions_for_requests_in_flight_are_searched_for_each_requests_token(tmp_path: Path, requests: int) -> None:
+    """With N requests in flight the regions are chosen for max(one pass, N x the slowest region), not
+    for the pass alone: the plan is no slower per request than the regions of the fastest pass, valued
+    the same way, and verify recomputes the paced value."""
+    from dataclasses import replace
+
+    from wsealloc.problem.objective import paced
+    from wsealloc.request import build_request
+    from wsealloc.solvers.share import slowest_region
+    from wsealloc.strategy.regions import FAMILY_BUDGET
+
+    out = solve(MODELS / "llm_decode.onnx", "tiny", context=16, objective="latency", requests=requests, place=False,
+                time_limit=10, output=tmp_path / "p.json")  # fmt: skip
+    obj, llm = out.plan.objective, out.plan.objective.llm
+    assert llm is not None and obj.value == paced(llm.token_path_cycles, llm.slowest_stage_cycles, requests)
+    assert obj.bound_cycles is not None and obj.bound_cycles <= obj.value
+    r = build_request(MODELS / "llm_decode.onnx", "tiny", context=16, objective="latency", requests=requests)
+    sp = build_sharing_problem(build_costs(r.onnx_model, r.machine, r.cost), family=r.sharing.family)
+    sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[r.sharing.family]))
+    one_pass = share_solve(sp)
+    assert one_pass.latency is not None
+    path_only = paced(one_pass.latency, slowest_region(sp, one_pass.runs, one_pass.grids), requests)
+    assert obj.value <= path_only
+    if requests == 12:  # the fastest pass (1,022 cycles) has an 863-cycle region: 10,356 per request, 1,494 searched
+        assert obj.value < path_only, (obj.value, path_only)
+    assert verify_plan(tmp_path / "p.json").ok

@@ -426,3 +426,20 @@ def test_under_wafers_n_a_plan_on_one_wafer_more_than_the_fewest_is_tried_while_
     assert run({4: 1_005, 5: 900}, plan(6, 1_010), (4, 8), 1_000) == ([4], 1_005)
     # none close: every count up to N - 1, the fastest kept (N's own plan is the relaxed regions packed)
     assert run({4: 2_000, 5: 1_500, 6: 1_700, 7: 1_600}, None, (4, 8), 1_000) == ([4, 5, 6, 7], 1_500)
+
+
+@pytest.mark.parametrize("requests", [1, 8])
+def test_requests_in_flight_pace_the_plan_over_wafers_once(tmp_path: Path, requests: int) -> None:
+    """With N requests in flight each request's token takes max(one pass, N x the slowest stage), a cut's
+    transfer a stage too: the plan over wafers is valued so (each wafer's part for its path, paced once
+    when merged), its bound is at least N x the cheapest link every plan crosses, and verify agrees."""
+    out = ws.solve(DECODE, "tiny", wafers="auto", requests=requests, place=False, output=tmp_path / "p.json", **OPTIONS)  # type: ignore[arg-type]
+    plan = out.plan
+    obj, llm = plan.objective, plan.objective.llm
+    assert llm is not None and len(plan.stages) >= 2
+    assert obj.value == max(llm.token_path_cycles, requests * llm.slowest_stage_cycles)
+    cheapest = int(link_cycles(_costs())[1:-1].min())
+    assert obj.bound_cycles is not None and requests * cheapest <= obj.bound_cycles <= obj.value
+    if requests > 1:  # the links pace it: 8 turns of the slowest transfer
+        assert obj.value == requests * llm.slowest_stage_cycles > llm.token_path_cycles
+    assert verify_plan(tmp_path / "p.json").ok

@@ -114,7 +114,7 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
         return solve_part(part, request, deadline, say, comm_bound=True)
     outcomes = []
     for s, part in enumerate(prepared.parts):
-        outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say))
+        outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say, paced=False))
     costs = prepared.costs
     transfer = build_stage_problem(costs).transfer_cycles()
     wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)
@@ -153,15 +153,20 @@ def _annotated(outcome: SolveOutcome, prepared: Prepared) -> SolveOutcome:
     return replace(outcome, plan=plan)
 
 
-def solve_part(part: Part, request: SolveRequest, deadline: Deadline, say: Progress, comm_bound: bool = False) -> SolveOutcome:
+def solve_part(
+    part: Part, request: SolveRequest, deadline: Deadline, say: Progress, comm_bound: bool = False, paced: bool = True
+) -> SolveOutcome:
     """One part: greedy baseline, the bound the strategy proved, then the request's backend (an
     allocation share of ``deadline``); with ``request.place`` and a part to place, every unit placed in
     what remains (the bound stays the allocation-only optimum). ``comm_bound``: the part is the whole
-    plan (one wafer), whose placed layout states the bound that counts communication (``_placed``)."""
+    plan (one wafer), whose placed layout states the bound that counts communication (``_placed``);
+    ``paced``: the part is valued with the requests in flight (False: one wafer of several)."""
     costs = part.table
     solver = request.solver.name
     knobs = SolveOptions(deadline=deadline, workers=request.solver.workers, seed=request.solver.seed)
-    objective = objective_named(request.objective, request.requests)
+    # one wafer of several (``paced`` False) is proven for its path: the requests in flight pace the
+    # merged plan once (``plan.build.merge_stages``), the parts' paced values would not add up
+    objective = objective_named(request.objective, request.requests if paced else 1)
     problem = build_problem(costs, objective=objective)
     say(f"allocation: {problem.n_kernels} kernels in {len(problem.classes)} classes")
     if part.fixed or part.bound is None:

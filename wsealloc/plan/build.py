@@ -470,8 +470,10 @@ def merge_stages(
             cores_used=first.baseline.cores_used if len(stage_plans) == 1 else None,
             status=Status.FEASIBLE,
             placed_bottleneck_cycles=placed_worst if placed else None,
-            value_cycles=rules.wafers_value(kind, base_worst, base_values, links),
-            placed_value_cycles=rules.wafers_value(kind, placed_worst, placed_values, links) if placed else None,
+            value_cycles=rules.wafers_value(kind, base_worst, base_values, links, _requests(request)),
+            placed_value_cycles=rules.wafers_value(kind, placed_worst, placed_values, links, _requests(request))
+            if placed
+            else None,
             layout=first.baseline.layout if len(stage_plans) == 1 else None,  # (one wafer after all: its layout holds)
         ),
         kernels=tuple(kernels),

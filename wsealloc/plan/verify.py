@@ -742,7 +742,9 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
     cores, feasible = 0, True
     for st in stages:
         sub = table if len(stages) == 1 else table.subset(st.first, st.end)
-        requests = plan.request.requests if plan.request is not None else 1
+        # one wafer's baseline is valued with the requests in flight; over several, each wafer's path
+        # (the merged value is paced once, below)
+        requests = plan.request.requests if plan.request is not None and len(stages) == 1 else 1
         problem = build_problem(sub, objective=objective_named(kind, requests) if kind is not ObjectiveKind.CONTEST else None)
         # a fixed --grid has one op model per region: its baseline is that mapping itself
         choice = [0] * problem.n_kernels if fixed else greedy_choice(problem)
@@ -754,7 +756,8 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
         slowest_loads.append(rules.stage_load(slowest, st.transfer_in, st.transfer_out) if len(stages) > 1 else slowest)
         cores += int(used)
     links = [st.transfer_in for st in stages[1:]]
-    worst = values[0] if len(stages) == 1 else rules.wafers_value(kind, max(loads), values, links)
+    paced = plan.request.requests if plan.request is not None else 1
+    worst = values[0] if len(stages) == 1 else rules.wafers_value(kind, max(slowest_loads), values, links, paced)
     bottleneck = max(slowest_loads)
     check(
         base.value_cycles == worst,

@@ -155,13 +155,15 @@ def share_cores(
     say: Progress = quiet,
     known_bound: int | None = None,
     given: SharingResult | None = None,
+    pace: int | None = None,
 ) -> tuple[CostTable, ProvenBound | None, tuple[tuple[int, int], ...] | None]:
     """The table of regions ``solvers.share`` proves best for a token's time among ``family``'s region
     grids, its proven bound (the least of it and ``known_bound``, another family's, when a solve fell
     back) and each region's fixed grid (stacked columns; None: the allocation chooses among the
     family's). No regions found in time: the kernel table, no bound. ``given``: runs and grids found
     already, with their status and bound (a search over several wafers; this table's kernels, no user
-    groups): only made a table."""
+    groups): only made a table. ``pace``: the requests in flight the regions are valued with (None: the
+    request's; 1: one pass, for one wafer of several, whose merged plan they pace once)."""
     if request.objective is not ObjectiveKind.LATENCY:
         raise UsageError(
             "--share auto chooses regions for one token's time: add --objective latency "
@@ -176,7 +178,8 @@ def share_cores(
     sp, bounds = sp.merged([span for span, _ in groups]) if groups else (sp, np.arange(sp.n_kernels + 1))
     say(f"sharing: choosing regions of {sp.n_kernels:,} units on {family} grids")
     share = deadline.share(SHARING_SHARE)  # the runs and grids; the allocation and placement take the rest
-    pace = request.requests  # requests in flight: each waits its turn at the slowest region (``objective.Latency``)
+    # requests in flight: each waits its turn at the slowest region (``objective.Latency``)
+    pace = request.requests if pace is None else pace
 
     def search(problem: SharingProblem, within: Deadline) -> SharingResult:
         return share_solver(problem, within) if pace == 1 else share_paced(problem, pace, within)

@@ -174,6 +174,10 @@ class _Cut:
     apart_s: float = 0.0
     # each wafer's own search where those regions are the plan in hand (``found``): their proofs
     own: tuple[SharingResult, ...] = ()
+    # the fewest wafers any plan of this form takes, and the cheapest transfer a cut between two costs
+    # (with requests in flight a transfer is a stage they take turns at: ``_finish``'s bound)
+    fewest: int = 1
+    cheapest: int = 0
 
     @property
     def planned(self) -> bool:
@@ -602,7 +606,20 @@ class LatencyOverWafers(Strategy):
         say(f"wafers: {len(cuts) - 1} wafers, cuts {list(cuts[1:-1])}; bound {bound:,} cycles over every cut ({how})")
         searched = least.wall_s + (exact.wall_s if exact is not None else 0.0)
         return _Cut(
-            costs, shards, None, tuple(cuts), bound, exact, sharing, searched, found=found, parts=parts, apart_s=apart_s, own=own
+            costs,
+            shards,
+            None,
+            tuple(cuts),
+            bound,
+            exact,
+            sharing,
+            searched,
+            found=found,
+            parts=parts,
+            apart_s=apart_s,
+            own=own,
+            fewest=fewest,
+            cheapest=cheapest,
         )
 
     def _own_rectangles(
@@ -677,7 +694,8 @@ class LatencyOverWafers(Strategy):
             if family is None:
                 parts.append(cut.parts[w] if cut.parts else wafer_part(wafer, objective))
                 continue
-            units, proven, fixed = share_cores(wafer, request, family, deadline, say, given=chosen[w])
+            # (each wafer's part is proven for its path: the requests in flight pace the merged plan once)
+            units, proven, fixed = share_cores(wafer, request, family, deadline, say, given=chosen[w], pace=1)
             if proven is None or units.runs is None:
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
@@ -702,7 +720,10 @@ class LatencyOverWafers(Strategy):
         partition = StagePartition(
             Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, max(0.0, time.perf_counter() - t0 - proofs)
         )
-        return Prepared(decision, tuple(parts), costs, costs, partition, cut.bound)
+        # requests in flight take turns at every stage, a cut's transfer too: where every plan crosses
+        # one, each request's token takes that many of the cheapest at least (``objective.paced``)
+        bound = max(cut.bound, request.requests * cut.cheapest) if cut.fewest > 1 else cut.bound
+        return Prepared(decision, tuple(parts), costs, costs, partition, bound)
 
     def _exact(
         self,
