@@ -28,7 +28,6 @@ from wsealloc.driver import SolveOutcome, drive, solve_part
 from wsealloc.errors import Interrupted
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs
-from wsealloc.plan.generation import prefill_on_grid
 from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
 from wsealloc.problem import build_problem
@@ -70,12 +69,7 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     """An ONNX (or generated ONNX) model: the front half, then the way of running the request asks for
     (``strategy.strategy_for``), driven to a plan (``driver.drive``)."""
     strategy = strategy_for(request)
-    gen = request.generation
-    if gen is not None:  # a prefill no layout of the wafer holds is refused before the decode is solved
-        if progress is not None:
-            progress(f"choosing the prefill's grid ({gen.prefill.label})")
-        if run_stoppable(lambda: prefill_on_grid(gen, request.machine, request.cost), deadline) is None:
-            raise Interrupted(f"interrupted while reading {gen.prefill.label}; nothing was solved")
+    strategy.ready(request, deadline, progress or quiet)  # (what a refusal needs before the model is read)
     if progress is not None:
         progress(f"reading {request.model.label}")
     costs = run_stoppable(

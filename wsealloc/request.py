@@ -119,7 +119,7 @@ Side = Annotated[int, Field(strict=True, ge=1, le=2**20)]
 class Generation(_Frozen):
     """``--prompt IN --generate OUT``: one request's prefill of ``prompt`` tokens (the ``prefill``
     export, every kernel on one grid: ``prefill_grid``, or when None the fastest square whose regions
-    fit the wafer, else the fastest tiling of it; ``plan.generation.prefill_on_grid``), then
+    fit the wafer, else the fastest tiling of it; ``strategy.generation.prefill_on_grid``), then
     ``generate`` decode steps of the request's model with the past growing from IN to IN + OUT - 1
     (the plan is solved at the last, whose cache is the largest). What it costs: ``plan.generation``."""
 

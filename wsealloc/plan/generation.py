@@ -33,33 +33,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from wsealloc.arch import Arch
-from wsealloc.arch.schema import DieBoundary
-from wsealloc.cost import CostOptions, Dataflow, ExpertsWork, KernelWork, grid_costs, kernel_work
-from wsealloc.errors import InfeasibleError, PlanError, UsageError
+from wsealloc.cost import CostOptions, Dataflow, KernelWork, grid_costs, kernel_work
+from wsealloc.errors import PlanError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.opmodels import CostTable
 from wsealloc.opmodels.enumerate import on_grid
-from wsealloc.pipeline import build_costs, load_kernels
+from wsealloc.pipeline import load_kernels
 from wsealloc.plan import rules
 from wsealloc.plan.schema import GenerationRecord, KernelPlan
 from wsealloc.problem.objective import ObjectiveKind
-from wsealloc.problem.sharing import grid_allowed
-from wsealloc.request import Generation, SolveRequest
-from wsealloc.strategy.regions import pack_runs, packed_regions
-
-Work = KernelWork
-
-
-def _not_dense(work: object) -> str:
-    """Why a kernel's work is not one the steps' affine model reads."""
-    if isinstance(work, ExpertsWork):
-        return "is a mixture-of-experts layer: generation end to end is planned for dense decoders only (solve the decode step)"
-    return "is not costed by the standard model"
+from wsealloc.request import SolveRequest
+from wsealloc.strategy.generation import Work, not_dense, prefill_on_grid, prefill_tiles
 
 
 def works_at(source: OnnxSource, context: int, arch: Arch, options: CostOptions) -> list[tuple[str, Work]]:
@@ -69,7 +57,7 @@ def works_at(source: OnnxSource, context: int, arch: Arch, options: CostOptions)
     for k in kg.kernels:
         w = kernel_work(k, kg.ops, arch, options)
         if not isinstance(w, KernelWork):
-            raise PlanError(f"generation end to end: kernel {k.name} {_not_dense(w)}")
+            raise PlanError(f"generation end to end: kernel {k.name} {not_dense(w)}")
         out.append((k.name, w))
     return out
 
@@ -194,122 +182,6 @@ def _changes(costs: CostTable, j: int, work: Callable[[int, int], Work], first: 
     return work(j, first) != work(j, last)
 
 
-class PrefillLayout(NamedTuple):
-    """The prefill's grid, its cycles (every kernel on it one after another) and the regions of that
-    grid its weights and cache are packed into, laid side by side on the wafer."""
-
-    grid: tuple[int, int]
-    cycles: int
-    regions: int
-
-
-def prefill_tiles(arch: Arch, r: int, c: int) -> int:
-    """How many ``r x c`` regions lie side by side on the wafer without overlap: ``(R // r) x (C // c)``,
-    within each die where the arch forbids crossing one. Translates of one rectangle pack no better
-    than in rows and columns (each crosses exactly one of the ``C // c`` columns ``x = k c - 1``, and
-    each such column crosses at most ``R // r`` of them), so a prefill's regions fit the wafer exactly
-    when they are at most this many; a count of cores alone would pass 3 squares of 450 on a 768 x
-    1,176 WSE-3, which holds 2. (Defective cores are not taken out, as the cores of a plan's regions
-    are not before placement.)"""
-    if arch.wafer.die_boundary is DieBoundary.FORBID:
-        die, dies = arch.wafer.die_cores, arch.wafer.dies
-        return (die.rows // r) * (die.cols // c) * dies.rows * dies.cols
-    return (arch.rows // r) * (arch.cols // c)
-
-
-def _tilings(arch: Arch, most: int) -> np.ndarray:
-    """[G, 2] the wafer's (each die's, where crossing one is forbidden) rows and cols split into ``a x b``
-    equal parts, ``a b <= most``: for every count of regions the largest grids that many tile."""
-    if arch.wafer.die_boundary is DieBoundary.FORBID:
-        rows, cols = arch.wafer.die_cores.rows, arch.wafer.die_cores.cols
-    else:
-        rows, cols = arch.rows, arch.cols
-    shapes = {(rows // a, cols // b) for a in range(1, min(rows, most) + 1) for b in range(1, min(cols, most // a) + 1)}
-    return np.array(sorted(shapes), dtype=np.int64).reshape(-1, 2)
-
-
-def _prefill_cycles(works: dict[Work, int], arch: Arch, options: CostOptions, shapes: np.ndarray) -> np.ndarray:
-    """Every kernel on each of ``shapes``, one after another, each its fastest dataflow in place."""
-    total = np.zeros(len(shapes), dtype=np.int64)
-    for w, n in works.items():
-        best = np.min(
-            [grid_costs(w, arch, options, df, shapes[:, 0], shapes[:, 1], in_place=True).latency for df in w.dataflows()],
-            axis=0,
-        )
-        total += n * best.astype(np.int64)
-    return total
-
-
-def prefill_on_grid(gen: Generation, arch: Arch, options: CostOptions) -> PrefillLayout:
-    """The prefill's grid, its cycles and the regions of that grid its weights and cache need: every
-    kernel on it one after another, each its fastest dataflow in place, the kernels packed into as few
-    regions as SRAM allows (``strategy.regions.pack_runs``, as ``--grid`` packs them), the regions side
-    by side on the wafer (:func:`prefill_tiles`). ``--prefill-grid``: that grid, refused when its
-    regions do not fit. Without it, the fastest square (1 .. the wafer's shorter side; ties: the smaller
-    side) whose regions fit: WaferLLM's P x P, the shape this model is calibrated on (docs/cost-model.md,
-    section 9); where no square's do (LLaMA3-8B's 4,096-token prompt on a WSE-3: the fewest cores, 34
-    regions of 247 x 247, are 2.3 wafers), the fastest of the wafer's tilings (:func:`_tilings`; ties:
-    the fewer cores, then rows) whose regions fit. None fits: refused. A time on a layout the wafer
-    cannot hold is never the answer: the headline's time to first token is this one's."""
-    costs = build_costs(gen.prefill, arch, options)
-    works: dict[Work, int] = {}
-    for kc in costs.kernels:
-        if not isinstance(kc.work, KernelWork):
-            raise PlanError(f"generation end to end: prefill kernel {kc.kernel.name} {_not_dense(kc.work)}")
-        works[kc.work] = works.get(kc.work, 0) + 1
-    if gen.prefill_grid is not None:
-        r, c = gen.prefill_grid
-        if r > arch.rows or c > arch.cols:
-            raise UsageError(f"--prefill-grid {r}x{c}: larger than the {arch.rows}x{arch.cols} wafer of {arch.name}")
-        if not grid_allowed(arch, r, c):  # (pack_runs would say so naming --grid, the decode's option)
-            die = arch.wafer.die_cores
-            raise UsageError(
-                f"--prefill-grid {r}x{c}: crosses a die boundary of {arch.name} (dies of {die.rows}x{die.cols} cores, "
-                "die_boundary: forbid); give a grid within one die, or leave --prefill-grid out"
-            )
-        regions = len(pack_runs(costs, r, c))
-        tiles = prefill_tiles(arch, r, c)
-        if regions > tiles:
-            raise InfeasibleError(
-                f"--prefill-grid {r}x{c}: the prefill's weights and cache need {regions} regions of {r} x {c}, "
-                f"{arch.name} holds {tiles} side by side; leave --prefill-grid out for the fastest grid whose regions fit"
-            )
-        cycles = sum(n * int(on_grid(w, arch, options, r, c)[1].latency[0]) for w, n in works.items())
-        return PrefillLayout((r, c), cycles, regions)
-    side = np.arange(1, min(arch.rows, arch.cols) + 1)
-    squares = np.stack([side, side], axis=1)
-    tilings = _tilings(arch, len(costs.kernels))  # (a region holds a kernel at least: no more regions than kernels)
-    closest: tuple[float, tuple[int, int], int, int] | None = None  # the fewest regions for the room, to name
-    for shapes, ties in (
-        (squares, (squares[:, 0],)),  # ties: the smaller side
-        (tilings, (tilings[:, 0], tilings[:, 0] * tilings[:, 1])),  # ties: the fewer cores, then rows
-    ):
-        total = _prefill_cycles(works, arch, options, shapes)
-        need = packed_regions(costs, shapes)  # 0: a kernel alone does not fit a region
-        room = np.array([prefill_tiles(arch, int(r), int(c)) for r, c in shapes.tolist()], dtype=np.int64)
-        fit = (need > 0) & (need <= room)
-        if fit.any():
-            best = next(int(i) for i in np.lexsort((*ties, total)) if fit[i])  # fastest first
-            grid = (int(shapes[best, 0]), int(shapes[best, 1]))
-            packed = len(pack_runs(costs, *grid))
-            assert packed == need[best], f"packed_regions disagrees with pack_runs on {grid}"
-            return PrefillLayout(grid, int(total[best]), packed)
-        for i in np.flatnonzero(need).tolist():
-            over = float(need[i]) / max(int(room[i]), 1)
-            if closest is None or over < closest[0]:
-                closest = (over, (int(shapes[i, 0]), int(shapes[i, 1])), int(need[i]), int(room[i]))
-    why = "a kernel of it fits no region of any (each alone needs more SRAM than a grid of the wafer has)"
-    if closest is not None:
-        _, (r, c), least, holds = closest
-        why = f"its weights and cache need at best {least} regions of {r} x {c}, where {holds} lie side by side"
-    raise InfeasibleError(
-        f"generation end to end: the prefill of {gen.prompt:,} tokens ({gen.prefill.path}) fits no square or tiling "
-        f"of {arch.name}: {why}; give a shorter --prompt or an arch with more SRAM (generation end to end plans "
-        f"one wafer), or solve the prefill alone over several: wsealloc solve {gen.prefill.path} --objective latency "
-        "--wafers auto (its time to first token)"
-    )
-
-
 def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[KernelPlan]) -> GenerationRecord | None:
     """The request's generation end to end (module docstring) on the plan's units (kernels or
     regions, in ``costs``' order, as solved at past IN + OUT - 1); None without ``--prompt``."""
@@ -325,7 +197,7 @@ def generation_record(request: SolveRequest, costs: CostTable, units: Sequence[K
     planned: list[tuple[str, Work]] = []
     for k in base.kernels:
         if not isinstance(k.work, KernelWork):
-            raise PlanError(f"generation end to end: the decode plan's kernel {k.kernel.name} {_not_dense(k.work)}")
+            raise PlanError(f"generation end to end: the decode plan's kernel {k.kernel.name} {not_dense(k.work)}")
         planned.append((k.kernel.name, k.work))
     samples: list[tuple[int, Sequence[tuple[str, Work]]]] = [(last, planned)]
     if first != last:

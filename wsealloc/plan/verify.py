@@ -46,7 +46,7 @@ from wsealloc.plan.contest_plan import CONTEST_SCHEMAS
 from wsealloc.plan.decision import decision_of
 from wsealloc.plan.experts import experts_record
 from wsealloc.plan.experts import merged as merged_experts
-from wsealloc.plan.generation import generation_record, prefill_tiles
+from wsealloc.plan.generation import generation_record
 from wsealloc.plan.io import file_sha256, read_plan
 from wsealloc.plan.schema import SCHEMA, BoundBy, KernelPlan, Plan
 from wsealloc.plan.verify_bounds import communication_bound
@@ -60,6 +60,7 @@ from wsealloc.problem.placement import defect_mask, mesh_params
 from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 from wsealloc.search import first_true
 from wsealloc.solvers.base import Status
+from wsealloc.strategy.generation import prefill_tiles
 from wsealloc.strategy.registry import strategy_for, strategy_named
 
 
@@ -543,7 +544,7 @@ def _check_llm(plan: Plan, stages: list[_Stage], table: CostTable, check: _Check
 
 def _check_prefill_fits(grid: tuple[int, int], regions: int, fits: bool, table: CostTable, check: _Checks) -> None:
     """A generation record's prefill on a layout the wafer holds: its regions side by side on the wafer
-    (``plan.generation.prefill_tiles``, recomputed here from the recorded grid), and said so. The time to
+    (``strategy.generation.prefill_tiles``, recomputed here from the recorded grid), and said so. The time to
     first token and the end-to-end rate are read off this layout: on one the wafer cannot hold they are
     no plan's numbers (an older release recorded such a prefill with ``prefill_fits_wafer`` false)."""
     r, c = grid

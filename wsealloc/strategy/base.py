@@ -9,9 +9,10 @@ typed :class:`~wsealloc.strategy.decision.Decision` that the plan records. ``low
 decision back into the table the plan's units were solved on: a pure function, which
 ``wsealloc verify`` calls on the plan's recorded decision instead of working the choice out again.
 
-The driver (``wsealloc.driver``) never asks which strategy it holds: it solves the parts, builds
-the plan from what the strategy prepared (decision, price, note) and asks the strategy for a second
-try when a layout does not pack (``retry``). Reports ask the strategy for their lines
+The run (``wsealloc.api``) asks the strategy to get ready before the model is read (``ready``), then
+reads it and hands both to the driver. The driver (``wsealloc.driver``) never asks which strategy it
+holds: it solves the parts, builds the plan from what the strategy prepared (decision, price, note)
+and asks the strategy for a second try when a layout does not pack (``retry``). Reports ask the strategy for their lines
 (``summary_lines``) and for the other ways to run the same request (``alternatives``).
 
 A new way to run a model is one module with a subclass of :class:`Strategy` and one line in
@@ -114,6 +115,11 @@ class Strategy(ABC):
         request is validated, before any work)."""
         return None  # by default a way refuses nothing
 
+    def ready(self, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> None:
+        """Work the request needs before its model is read, where a refusal costs no reading (a
+        generation's prefill layout: ``strategy.generation``); by default none."""
+        return None
+
     @abstractmethod
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         """The decision for ``costs`` and the parts the solvers get, each bound proven."""
@@ -156,3 +162,55 @@ class Strategy(ABC):
         """Other ways to run the same request that ``compare`` shows beside it: a label and the
         request fields that ask for it."""
         return []
+
+
+class Wrapper(Strategy):
+    """A strategy around another (``inner``), the decision and everything else the inner one's: the
+    user's rules (``strategy.constrained``), a generation end to end (``strategy.generation``).
+    Subclasses override only what they add."""
+
+    def __init__(self, inner: Strategy) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[misc]  # the plan records the inner strategy's decision
+        self.decision_type = inner.decision_type  # type: ignore[misc]
+        self.kernels_must_fit = inner.kernels_must_fit  # type: ignore[misc]
+        self.shares_cores = inner.shares_cores  # type: ignore[misc]
+        self.chooses_regions = inner.chooses_regions  # type: ignore[misc]
+
+    def applies(self, request: SolveRequest) -> bool:
+        return self.inner.applies(request)
+
+    def refuse(self, request: SolveRequest) -> None:
+        self.inner.refuse(request)
+
+    def ready(self, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> None:
+        self.inner.ready(request, deadline, say)
+
+    def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        return self.inner.decide(costs, request, deadline, say)
+
+    def retry(
+        self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
+    ) -> Prepared | None:
+        return self.inner.retry(costs, request, prepared, deadline, say)
+
+    def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
+        return self.inner.price_reference(request, prepared)
+
+    def cost_options(self, decision: Decision, options: CostOptions) -> CostOptions:
+        return self.inner.cost_options(decision, options)
+
+    def lower(self, decision: Decision, costs: CostTable) -> CostTable:
+        return self.inner.lower(decision, costs)
+
+    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
+        return self.inner.admits(request, decision, costs)
+
+    def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
+        return self.inner.summary_lines(plan, costs)
+
+    def region_sram_words(self, sram: SramRecord, costs: CostTable) -> str:
+        return self.inner.region_sram_words(sram, costs)
+
+    def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
+        return self.inner.alternatives(request, decision)

@@ -11,15 +11,11 @@ from typing import TYPE_CHECKING
 
 from wsealloc.budget import Deadline
 from wsealloc.constraints import Together, TogetherHow
-from wsealloc.cost import CostOptions
 from wsealloc.opmodels import CostTable
-from wsealloc.problem.objective import ProvenBound
 from wsealloc.solvers.conflicts import check as check_conflicts
-from wsealloc.strategy.base import Prepared, Price, Progress, Strategy, quiet
-from wsealloc.strategy.decision import Decision
+from wsealloc.strategy.base import Prepared, Price, Progress, Wrapper, quiet
 
 if TYPE_CHECKING:
-    from wsealloc.plan.schema import Plan
     from wsealloc.request import SolveRequest
 
 
@@ -45,23 +41,9 @@ def refuse_rules(request: SolveRequest, shares_cores: bool, chooses_regions: boo
             )
 
 
-class Constrained(Strategy):
+class Constrained(Wrapper):
     """``inner`` under the user's rules (see the module docstring). Everything but the conflict test and
     the price is the inner strategy's."""
-
-    def __init__(self, inner: Strategy) -> None:
-        self.inner = inner
-        self.name = inner.name  # type: ignore[misc]  # the plan records the inner strategy's decision
-        self.decision_type = inner.decision_type  # type: ignore[misc]
-        self.kernels_must_fit = inner.kernels_must_fit  # type: ignore[misc]
-        self.shares_cores = inner.shares_cores  # type: ignore[misc]
-        self.chooses_regions = inner.chooses_regions  # type: ignore[misc]
-
-    def applies(self, request: SolveRequest) -> bool:
-        return self.inner.applies(request)
-
-    def refuse(self, request: SolveRequest) -> None:
-        self.inner.refuse(request)
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         if costs.applied is not None:  # a conflict is explained before any solver runs
@@ -82,21 +64,3 @@ class Constrained(Strategy):
         reference = self.inner.price_reference(request, prepared)
         price = Price(applied.constraints.source, len(applied.constraints.rules), reference.value, reference.optimal)
         return replace(prepared, price=price)
-
-    def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
-        return self.inner.price_reference(request, prepared)
-
-    def cost_options(self, decision: Decision, options: CostOptions) -> CostOptions:
-        return self.inner.cost_options(decision, options)
-
-    def lower(self, decision: Decision, costs: CostTable) -> CostTable:
-        return self.inner.lower(decision, costs)
-
-    def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:
-        return self.inner.admits(request, decision, costs)
-
-    def summary_lines(self, plan: Plan, costs: CostTable) -> list[str]:
-        return self.inner.summary_lines(plan, costs)
-
-    def alternatives(self, request: SolveRequest, decision: Decision) -> list[tuple[str, dict[str, object]]]:
-        return self.inner.alternatives(request, decision)

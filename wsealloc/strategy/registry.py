@@ -15,6 +15,7 @@ from wsealloc.strategy.auto import AutoMode
 from wsealloc.strategy.base import Strategy
 from wsealloc.strategy.constrained import Constrained, refuse_rules
 from wsealloc.strategy.decision import Decision
+from wsealloc.strategy.generation import EndToEnd
 from wsealloc.strategy.modes import Mode
 from wsealloc.strategy.pipeline import LayerPipeline
 from wsealloc.strategy.regions import FixedGrid, SharedRegions
@@ -35,9 +36,12 @@ STRATEGIES: list[Strategy] = [
 
 
 def strategy_for(request: SolveRequest) -> Strategy:
-    """The strategy ``request`` asks for, wrapped with the user's constraints when it has any."""
+    """The strategy ``request`` asks for, wrapped with the user's constraints when it has any, and with
+    the prefill's layout chosen first when it generates end to end (``--prompt/--generate``)."""
     strategy = next(s for s in STRATEGIES if s.applies(request))
-    return Constrained(strategy) if request.constraints is not None and request.constraints.rules else strategy
+    if request.constraints is not None and request.constraints.rules:
+        strategy = Constrained(strategy)
+    return EndToEnd(strategy) if request.generation is not None else strategy
 
 
 def strategy_named(name: str) -> Strategy:
