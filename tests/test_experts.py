@@ -203,6 +203,21 @@ def test_solve_record_and_verify(tmp_path: Path) -> None:
     assert not report.ok and any("experts.tokens_per_expert" in line for line in report.violations)
 
 
+@pytest.mark.parametrize("requests", [1, 8])
+def test_the_worst_routing_is_paced_as_the_plan_is(tmp_path: Path, requests: int) -> None:
+    """With requests in flight the worst routing's value is each request's token under it, paced as the
+    plan's value is: never below it (it was one pass plus the extra time, 0.31x the plan's with 8
+    requests), and verify recomputes it."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    request = build_request(str(model), "tiny", objective="latency", requests=requests, place=False, time_limit=10)
+    out = run(request)
+    moe = out.plan.objective.experts
+    assert moe is not None and moe.worst_routing_value_cycles >= out.plan.objective.value
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(out.plan.to_json())
+    assert verify_plan(plan_path).ok
+
+
 def test_worst_routing_plan(tmp_path: Path) -> None:
     model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
     uniform = run(build_request(str(model), "tiny", time_limit=10, place=False))

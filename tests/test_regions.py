@@ -417,3 +417,28 @@ def test_regions_for_requests_in_flight_are_searched_for_each_requests_token(tmp
     if requests == 12:  # the fastest pass (1,022 cycles) has an 863-cycle region: 10,356 per request, 1,494 searched
         assert obj.value < path_only, (obj.value, path_only)
     assert verify_plan(tmp_path / "p.json").ok
+
+
+@pytest.mark.parametrize(("model", "requests"), [("llm_prefill.onnx", 2), ("llm_decode.onnx", 16)])
+def test_a_placed_plan_paced_by_its_requests_is_valued_so(tmp_path: Path, model: str, requests: int) -> None:
+    """Placement values a latency layout as the plan does, each request's token time: a placed plan whose
+    path met the bound was OPTIMAL although N x its slowest stage is larger, and verify refused it."""
+    from wsealloc.cost.comm import CommCosts
+    from wsealloc.plan import rules
+    from wsealloc.plan.build import kernel_preds
+    from wsealloc.problem.objective import Latency, ObjectiveKind, paced
+    from wsealloc.problem.placement import build_placement_problem
+
+    context = {"context": 16} if "decode" in model else {}
+    path = tmp_path / "p.json"
+    out = solve(MODELS / model, "tiny", objective="latency", requests=requests, time_limit=10, output=path, **context)  # type: ignore[arg-type]
+    obj, llm = out.plan.objective, out.plan.objective.llm
+    assert obj.placed and llm is not None and obj.value == paced(llm.token_path_cycles, llm.slowest_stage_cycles, requests)
+    assert obj.status.value != "OPTIMAL" or obj.bound_cycles == obj.value
+    assert verify_plan(path).ok
+    # the placement's own value of a layout's stage times is the plan's rule
+    pp = build_placement_problem(out.costs, 0, Latency(requests=requests))
+    stage = np.arange(1, len(out.costs.kernels) + 1, dtype=np.int64) * 7
+    zero = np.zeros(stage.size, dtype=np.int64)
+    expected = rules.objective_value(ObjectiveKind.LATENCY, stage.tolist(), kernel_preds(out.costs), requests)
+    assert pp.layout_time(stage, CommCosts(zero, zero, zero, zero, 0.0)) == expected

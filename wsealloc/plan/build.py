@@ -313,9 +313,10 @@ def make_plan(
     if llm is not None:
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     members, regions = expand_regions(costs, kernels)  # the units (kernels or regions) as the model's kernels
-    # the worst routing adds its extra time to one pass (not to the value paced by requests in flight)
+    # the worst routing adds its extra time to one pass, then paces it (``plan.experts``)
     one_pass = rules.objective_value(kind, stage, kernel_preds(costs))
-    moe = experts_record(costs.members if costs.members is not None else costs, members, stage, kind, one_pass)
+    table = costs.members if costs.members is not None else costs
+    moe = experts_record(table, members, stage, kind, one_pass, _requests(request))
     if moe is not None:
         objective = objective.model_copy(update={"experts": moe})
     return Plan(
@@ -451,7 +452,7 @@ def merge_stages(
         objective = objective.model_copy(update={"llm": llm, "tokens_per_s_per_request": llm.tokens_per_s_per_request})
     one_pass = rules.wafers_value(kind, worst_load, wafer_paths, links)  # (the worst routing's extra time adds to it)
     assert one_pass is not None
-    moe = merged_experts([p.objective.experts for p in stage_plans], kind, one_pass)
+    moe = merged_experts([p.objective.experts for p in stage_plans], kind, one_pass, worst_load, _requests(request))
     if moe is not None:
         objective = objective.model_copy(update={"experts": moe})
     base_values = [p.baseline.value_cycles for p in stage_plans]

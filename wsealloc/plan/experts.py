@@ -15,19 +15,22 @@ from wsealloc.cost.experts import ExpertsLayout, experts_grid_costs, experts_lay
 from wsealloc.cost.model import Routing
 from wsealloc.opmodels import CostTable
 from wsealloc.plan.schema import ExpertsLayoutRecord, ExpertsRecord, KernelPlan
-from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.problem.objective import ObjectiveKind, paced
 
 
 def experts_record(
-    costs: CostTable, members: Sequence[KernelPlan], stages: Sequence[int], kind: ObjectiveKind, value: int
+    costs: CostTable, members: Sequence[KernelPlan], stages: Sequence[int], kind: ObjectiveKind, value: int, requests: int = 1
 ) -> ExpertsRecord | None:
     """The record of one wafer's plan: ``costs`` its kernels' table (the members' table of a region
     plan), ``members`` every kernel's record on its grid (a region's members on the region's grid,
     operands in place), ``stages`` the units' stage times (a kernel's, or a region's at index
-    ``member.region``), ``value`` the objective's value. None when no kernel is a MoE layer.
+    ``member.region``), ``value`` the objective's value (a latency plan's: one pass). None when no
+    kernel is a MoE layer.
 
-    The worst routing's value: a token's path (``latency``) adds every layer's extra time; min-max
-    (``throughput``) takes the slowest unit with its layers' extra time."""
+    The worst routing's value: a token's path (``latency``) adds every layer's extra time, and with
+    ``requests`` in flight each request's token takes that or ``requests`` times the slowest unit with
+    its layers' extra time (``objective.paced``); min-max (``throughput``) takes the slowest unit with
+    its layers' extra time."""
     works = {kc.kernel.name: kc.work for kc in costs.kernels if isinstance(kc.work, ExpertsWork)}
     if not works:
         return None
@@ -68,7 +71,8 @@ def experts_record(
             )
         )
     if kind is ObjectiveKind.LATENCY:
-        worst_value = value + sum(extra)
+        slowest = max((s + e for s, e in zip(stages, extra, strict=True)), default=0)
+        worst_value = paced(value + sum(extra), slowest, requests)
     else:
         worst_value = max(value, max((s + e for s, e in zip(stages, extra, strict=True)), default=value))
     first = max(works.values(), key=lambda w: w.experts)
@@ -91,9 +95,15 @@ def experts_record(
     )
 
 
-def merged(records: Sequence[ExpertsRecord | None], kind: ObjectiveKind, value: int) -> ExpertsRecord | None:
+def merged(
+    records: Sequence[ExpertsRecord | None], kind: ObjectiveKind, value: int, slowest: int = 0, requests: int = 1
+) -> ExpertsRecord | None:
     """The record of a plan over several wafers from each wafer's: the layers of all; the worst
-    routing's value adds every wafer's extra time to a token's path, or takes the slowest wafer's."""
+    routing's value adds every wafer's extra time to a token's path (``value``: one pass through every
+    wafer and link), or takes the slowest wafer's. With ``requests`` in flight a request's token also
+    takes ``requests`` turns of the slowest stage: each wafer's record holds its own units' turns under
+    the worst routing (its records are paced so), ``slowest`` the plan's slowest stage, transfers
+    included (the worst routing only adds to it)."""
     given = [r for r in records if r is not None]
     if not given:
         return None
@@ -102,6 +112,8 @@ def merged(records: Sequence[ExpertsRecord | None], kind: ObjectiveKind, value: 
     extra = [r.worst_routing_value_cycles for r in given]
     if kind is ObjectiveKind.LATENCY:
         worst = value + sum(lay.worst_routing_latency_cycles - lay.latency_cycles for lay in layouts)
+        if requests > 1:
+            worst = max([worst, requests * slowest, *extra])
     else:
         worst = max([value, *extra])
     moe, total = sum(r.experts_cycles for r in given), sum(r.kernels_cycles for r in given)

@@ -565,6 +565,7 @@ def _check_experts(plan: Plan, stages: list[_Stage], table: CostTable, check: _C
     """The mixture-of-experts record (``plan.experts``) recomputed from the rebuilt table and the plan's
     kernel records (each already checked on its grid): per wafer, then merged over the wafers."""
     kind = plan.objective.kind
+    requests = plan.request.requests if plan.request is not None else 1
     records = []
     for st in stages:
         sub = table.subset(st.first, st.end)
@@ -574,11 +575,12 @@ def _check_experts(plan: Plan, stages: list[_Stage], table: CostTable, check: _C
         offset = min((k.region for k in members if k.region is not None), default=0)
         members = [k.model_copy(update={"region": k.region - offset}) if k.region is not None else k for k in members]
         stage = [u.latency_cycles + u.comm_cycles for u in st.members]
-        value = rules.objective_value(kind, stage, kernel_preds(sub))
-        records.append(experts_record(base, members, stage, kind, value))
+        value = rules.objective_value(kind, stage, kernel_preds(sub))  # (one pass: the worst routing paces it)
+        records.append(experts_record(base, members, stage, kind, value, requests))
     # the worst routing adds its extra time to one pass (the value without requests in flight)
     one_pass = _wafers_value(kind, stages, table, plan.objective.bottleneck_cycles, comm=True)
-    expected = records[0] if len(stages) == 1 else merged_experts(records, kind, one_pass)
+    slowest = plan.objective.bottleneck_cycles
+    expected = records[0] if len(stages) == 1 else merged_experts(records, kind, one_pass, slowest, requests)
     got = plan.objective.experts
     if expected is None or got is None:
         check(

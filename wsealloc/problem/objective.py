@@ -215,11 +215,6 @@ class Latency(Objective):
         least = optimal_bottleneck(problem)
         return ProvenBound("lp", max(lp, self.requests * least) if least is not None else None, None)
 
-    def layout_value(self, stage: np.ndarray, comm: CommCosts, problem_preds: Sequence[Sequence[int]] = ()) -> float:
-        """Each request's token time through the placed kernels (latency + communication on the
-        longest path, or the slowest stage once per request in flight)."""
-        return float(paced(path_length(problem_preds, (), stage.tolist()), int(stage.max(initial=0)), self.requests))
-
     def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
         """The value first (the path with one request in flight), then the slowest kernel, then traffic x distance."""
         worst = int(stage.max(initial=0))

@@ -31,7 +31,7 @@ from wsealloc.constraints.geometry import Box, connected
 from wsealloc.cost.comm import CommCosts, MeshParams, comm_costs, die_crossings
 from wsealloc.opmodels import CostTable
 from wsealloc.problem.flows import Flows, flows
-from wsealloc.problem.objective import Aggregate, Objective, Throughput, path_length
+from wsealloc.problem.objective import Aggregate, Objective, Throughput, paced, path_length
 
 INF = np.iinfo(np.int64).max // 4
 
@@ -259,9 +259,10 @@ class PlacementProblem:
         return self.objective.rank(stage, comm, self.preds)
 
     def layout_time(self, stage: np.ndarray, comm: CommCosts) -> int:
-        """The objective's time value of a layout in cycles: the slowest stage, or a token's path."""
+        """The objective's time value of a layout in cycles: the slowest stage, or each request's token
+        time (a token's path, or the slowest stage once per request in flight: ``objective.paced``)."""
         if self.objective.aggregate is Aggregate.PATH:
-            return path_length(self.preds, (), stage.tolist())
+            return paced(path_length(self.preds, (), stage.tolist()), int(stage.max(initial=0)), self.objective.pace)
         return int(stage.max(initial=0))
 
     def in_sequence(self, order: np.ndarray) -> PlacementProblem:

@@ -32,8 +32,12 @@ searched over C by bisection on which of the two is larger:
   every plan's slowest region: the search starts at ``C0 = max(ceil(L0 / N), C_min)``. Below it the
   value is the path (at least L0 > N x C), least at the largest such cap, C0 - 1, which may still beat
   C0's plan (that one's value up to N x C0): where C0 - 1 >= C_min the bisection below includes it;
-- no plan within C0 (the cores or the SRAM): the cap grows 1.25-fold until a plan is found, at most
-  to the slowest region of the uncapped plan (which holds a plan whenever any exists);
+- the least cap C_fit some plan within the wafer's cores has: bisected first, one program a probe
+  (the fewest-core plan within the cap, at a core price above every latency: whether it fits is
+  monotone in the cap), so that no full search is spent proving a cap empty (its whole price ladder:
+  4 s of a 1 s share on Llama-3-8B with 44 requests); C0 is at least C_fit and every plan's slowest
+  region is at least C_fit (``N x C_fit`` bounds the optimum); where time cuts the bisection short, a
+  cap without a plan grows 1.25-fold, at most to the slowest region of the uncapped plan;
 - a plan within C0 whose path exceeds ``N x C0``: the uncapped plan too (its bound holds every
   plan's path; where the path binds the search may end there);
 - then a cap C whose plan's path is within ``N x C`` rules out every larger cap (each no better
@@ -65,6 +69,7 @@ LATE_STEP = 32  # the price's rise a program once out of time before any plan fi
 LAMBDA_STEPS = 12  # bisection steps on the price of a core (when the budget binds; the labels make it exact)
 MAX_CANDIDATES = 200_000  # runs the exact closing may hand to CP-SAT (beyond: the Lagrangian gap is reported)
 PACED_SHARE = 0.4  # of the time left: each capped search of ``solve_paced`` (the rest for the next ones)
+FIT_TOLERANCE = 0.01  # the least cap a plan fits is bisected to within this share (``_least_fitting_cap``)
 CAP_GROWTH = 1.25  # the cap's growth while no plan is within it (``solve_paced``)
 
 
@@ -393,7 +398,7 @@ def solve(sp: SharingProblem, deadline: Deadline | None = None) -> SharingResult
     best: _Plan | None = None
     best_lam, best_dual = 0.0, plan
     # above this price one core costs more than every kernel's slowest latency together
-    price_cap = float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0
+    price_cap = _price_cap(sp)
     lo, hi = 0.0, min(1.0, price_cap)
     while True:  # a price high enough that the plan fits
         if deadline is not None and deadline.stopped:
@@ -544,7 +549,22 @@ def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None)
     c_min = int(np.where(alone, sp.latency.T, INF).min(axis=0).max())  # every plan's slowest region at least
     if c_min >= INF:  # a kernel fits no grid alone: no plan (``unbudgeted`` says so first)
         return SharingResult(Status.INFEASIBLE, (), (), None, None, None, time.perf_counter() - start, free.message)
-    lower = max(floor, pace * c_min)
+    # the least cap any plan within the wafer's cores has (its fewest-core plan fits: one program a cap,
+    # monotone in the cap), bisected before any full search: a cap no plan fits costs a full search
+    # its whole price ladder to prove empty (Llama-3-8B, 44 requests: 4 s of a 1 s share)
+    fewest = _dp(sp, _price_cap(sp))
+    if fewest is None or fewest.cores > sp.total_cores:
+        message = (
+            free.message
+            if fewest is None
+            else f"no partition into regions fits the wafer: the fewest cores any takes are {fewest.cores:,}, "
+            f"the wafer has {sp.total_cores:,}"
+        )
+        return SharingResult(Status.INFEASIBLE, (), (), None, None, None, time.perf_counter() - start, message)
+    c_fit, none_below = _least_fitting_cap(
+        sp, c_min, max(-(-floor // pace), c_min), slowest_region(sp, fewest.runs, fewest.grids), deadline
+    )
+    lower = max(floor, pace * c_min, pace * none_below)
     best: _Paced | None = None
     tried = 0
 
@@ -578,12 +598,12 @@ def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None)
 
     if free.status is Status.OPTIMAL:  # the fastest partition fits the wafer: the uncapped plan in hand
         consider(free, None)
-    c0 = max(-(-floor // pace), c_min)
+    c0 = max(-(-floor // pace), c_fit)
     # the caps to search lie in (lo, hi): at most lo, the value is the path, at least that of lo's plan
     # (or there is no plan); at least hi, pace x the cap, at least that of hi's plan. Below C_min no plan
     # at all; below ceil(L0 / pace) the path (at least L0) is the value and the least of those caps is
     # the largest, c0 - 1, whose plan may still beat c0's (within pace x c0, maybe above L0)
-    lo, hi = (c0 - 1 if c0 - 1 < c_min else c0 - 2), INF
+    lo, hi = (c0 - 1 if c0 - 1 < none_below else c0 - 2), INF
     cap = c0
     uncapped: SharingResult | None = free if free.status is Status.OPTIMAL else None
     while not out_of_time() and lower < (best.value if best is not None else INF) and cap < min(hi, limit()):
@@ -639,6 +659,36 @@ def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None)
         best.cap,
         best.slowest,
     )
+
+
+def _price_cap(sp: SharingProblem) -> float:
+    """A price of a core above which the program's plan is the one of fewest cores (one core costs more
+    than every kernel's slowest latency together)."""
+    return float(np.where(sp.latency < INF, sp.latency, 0).max(axis=1).sum()) + 1.0
+
+
+def _least_fitting_cap(sp: SharingProblem, lo: int, start: int, hi: int, deadline: Deadline | None) -> tuple[int, int]:
+    """A cap whose fewest-core plan fits the wafer's cores, at least ``start`` and as near the least
+    such cap as needed: ``start`` itself when its plan fits (the search starts there anyway), else the
+    least in (start, hi] (``hi``'s fits) within ``FIT_TOLERANCE``, by bisection, one program a probe
+    (Llama-3-8B's: 0.4 s; whether some plan within a cap fits is monotone in the cap); and the least
+    cap proven to hold a plan at all (every cap below it holds none; ``lo``: none below it)."""
+    price = _price_cap(sp)
+
+    def fits(cap: int) -> bool:
+        plan = _dp(_capped(sp, cap), price)
+        return plan is not None and plan.cores <= sp.total_cores
+
+    if start >= hi or fits(start):
+        return min(start, hi), lo
+    lo = start + 1  # (no plan within start)
+    while hi - lo > FIT_TOLERANCE * hi and not (deadline is not None and deadline.expired()):
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi, lo
 
 
 def _capped(sp: SharingProblem, cap: int | None) -> SharingProblem:

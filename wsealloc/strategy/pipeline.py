@@ -463,7 +463,7 @@ class LayerPipeline(Strategy):
     def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
         base = prepared.base.unconstrained if prepared.base.unconstrained is not None else prepared.base
         if prepared.partition is None:
-            return pipeline_bound(base, objective_named(request.objective))
+            return pipeline_bound(base, objective_named(request.objective, request.requests))
         t0 = time.perf_counter()
         partition = stage_solver(build_stage_problem(base), prepared.partition.wafers)
         # training: the cut is chosen without the samples a wafer boundary adds (a bound, not an optimum)
