@@ -34,7 +34,7 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plan_contract(plan_file: Path) -> None:
     doc = json.loads(plan_file.read_text())
-    assert doc["schema"] == "wsealloc.plan/4"
+    assert doc["schema"] == "wsealloc.plan/5"
     # the way it ran: the layer pipeline on one wafer, as the request (unchanged) asked
     assert doc["decision"] == {
         "strategy": "pipeline",
@@ -183,7 +183,7 @@ def test_malformed_plans(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="not valid JSON"):
         read_plan(bad)
     bad.write_text('{"schema": "other/2"}')
-    with pytest.raises(PlanError, match="not a wsealloc.plan/4"):
+    with pytest.raises(PlanError, match="not a wsealloc.plan/5"):
         read_plan(bad)
 
 

@@ -442,3 +442,24 @@ def test_a_placed_plan_paced_by_its_requests_is_valued_so(tmp_path: Path, model:
     zero = np.zeros(stage.size, dtype=np.int64)
     expected = rules.objective_value(ObjectiveKind.LATENCY, stage.tolist(), kernel_preds(out.costs), requests)
     assert pp.layout_time(stage, CommCosts(zero, zero, zero, zero, 0.0)) == expected
+
+
+def test_a_version_4_plan_with_requests_in_flight_verifies_by_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 4 wrote a latency plan's value as one pass whatever the requests in flight; version 5 paces
+    it. A plan the release before wrote (the tiny decode, 12 requests: 1,022 cycles a pass, an 863-cycle
+    region) verifies by its version's rule, and the same plan relabelled version 5 does not."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)  # (the plan names its model relative to the repository)
+    old = root / "tests" / "data" / "plans" / "plan4-decode-requests12.json"
+    doc = json.loads(old.read_text())
+    assert doc["schema"] == "wsealloc.plan/4" and doc["request"]["requests"] == 12
+    assert doc["objective"]["value_cycles"] == 1022  # one pass, where 12 turns of its 863-cycle region take 10,356
+    assert verify_plan(old).ok
+    relabelled = tmp_path / "p.json"
+    shutil.copy(old, relabelled)
+    doc["schema"] = "wsealloc.plan/5"
+    relabelled.write_text(json.dumps(doc))
+    report = verify_plan(relabelled)
+    assert not report.ok and any("objective.value_cycles is 1022" in v for v in report.violations), report.violations

@@ -167,7 +167,7 @@ def test_older_plans_still_verify_and_a_current_one_needs_its_decision(tmp_path:
     del v3["decision"]
     (tmp_path / "v3.json").write_text(json.dumps(v3))
     bad = verify_plan(tmp_path / "v3.json")
-    assert not bad.ok and "a wsealloc.plan/4 plan records its decision; it has none" in bad.violations
+    assert not bad.ok and "a wsealloc.plan/5 plan records its decision; it has none" in bad.violations
 
 
 def test_a_schema_version_that_does_not_match_the_content_is_rejected_naming_the_field(tmp_path: Path) -> None:

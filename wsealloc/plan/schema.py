@@ -1,4 +1,4 @@
-"""The plan file, ``wsealloc.plan/4``: a typed, versioned JSON document (see docs/plan-format.md).
+"""The plan file, ``wsealloc.plan/5``: a typed, versioned JSON document (see docs/plan-format.md).
 
 Written by ``wsealloc solve``, read back by ``wsealloc verify`` and the reports. Version 2 records the
 request the plan answers (``request``: the ``SolveRequest`` JSON, which ``verify`` rebuilds the cost
@@ -7,8 +7,10 @@ fields (``bottleneck_cycles``, ``lower_bound_cycles``) stay. Version 3 keeps the
 gave it and records beside it what the way of running it decided (``decision``: the strategy, the cut
 over wafers, the region runs and grids, the streamed batch, the recomputation segment length), which
 ``verify`` replays. Version 4 records the placed greedy baseline's layout (``baseline.layout``), from
-which ``verify`` recomputes the placed baseline's values. Versions 1-3 still read and verify (the
-decision of 1 and 2 is read off the plan).
+which ``verify`` recomputes the placed baseline's values. Version 5 values a latency plan with N
+requests in flight as each request's token time, ``max(path, N x slowest stage)`` (``objective.paced``;
+the baseline and the worst routing of a MoE plan likewise), where version 4 wrote the path. Versions
+1-4 still read and verify, their values by the path (the decision of 1 and 2 is read off the plan).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from wsealloc.solvers.base import Status
 from wsealloc.strategy.decision import Decision
 from wsealloc.strategy.registry import parse_decision
 
-SCHEMA = "wsealloc.plan/4"
-SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4")  # every version this release reads
+SCHEMA = "wsealloc.plan/5"
+# every version this release reads
+SCHEMAS = ("wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4", "wsealloc.plan/5")
 
 # Whole numbers as JSON integers (not 1.0, not true), non-negative and far below int64 overflow, so a
 # hand-edited plan fails here with the field named instead of deep inside the verifier's arithmetic.
@@ -391,8 +394,8 @@ class StagePlan(_Doc):
 class Plan(_Doc):
     """A complete plan document."""
 
-    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4"] = Field(
-        "wsealloc.plan/4", alias="schema"
+    schema_: Literal["wsealloc.plan/1", "wsealloc.plan/2", "wsealloc.plan/3", "wsealloc.plan/4", "wsealloc.plan/5"] = Field(
+        "wsealloc.plan/5", alias="schema"
     )
     created_by: str
     request: SolveRequest | None = None  # what the plan answers, as the user asked (None: a version-1 plan)

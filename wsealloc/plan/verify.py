@@ -565,7 +565,7 @@ def _check_experts(plan: Plan, stages: list[_Stage], table: CostTable, check: _C
     """The mixture-of-experts record (``plan.experts``) recomputed from the rebuilt table and the plan's
     kernel records (each already checked on its grid): per wafer, then merged over the wafers."""
     kind = plan.objective.kind
-    requests = plan.request.requests if plan.request is not None else 1
+    requests = _paced_by(plan)
     records = []
     for st in stages:
         sub = table.subset(st.first, st.end)
@@ -667,7 +667,7 @@ def _check_objective(plan: Plan, stages: list[_Stage], table: CostTable, check: 
             obj.kind is plan.request.objective,
             f"objective.kind is {obj.kind.value}, its request asks for {plan.request.objective.value}",
         )
-    requests = plan.request.requests if plan.request is not None else 1
+    requests = _paced_by(plan)
     value = _wafers_value(obj.kind, stages, table, worst, comm=True, requests=requests)
     check(
         obj.value_cycles == value, f"objective.value_cycles is {obj.value_cycles}, the {obj.kind.value} objective gives {value}"
@@ -747,7 +747,7 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
         sub = table if len(stages) == 1 else table.subset(st.first, st.end)
         # one wafer's baseline is valued with the requests in flight; over several, each wafer's path
         # (the merged value is paced once, below)
-        requests = plan.request.requests if plan.request is not None and len(stages) == 1 else 1
+        requests = _paced_by(plan) if len(stages) == 1 else 1
         problem = build_problem(sub, objective=objective_named(kind, requests) if kind is not ObjectiveKind.CONTEST else None)
         # a fixed --grid has one op model per region: its baseline is that mapping itself
         choice = [0] * problem.n_kernels if fixed else greedy_choice(problem)
@@ -759,7 +759,7 @@ def _check_baseline(plan: Plan, stages: list[_Stage], table: CostTable, check: _
         slowest_loads.append(rules.stage_load(slowest, st.transfer_in, st.transfer_out) if len(stages) > 1 else slowest)
         cores += int(used)
     links = [st.transfer_in for st in stages[1:]]
-    paced = plan.request.requests if plan.request is not None else 1
+    paced = _paced_by(plan)
     worst = values[0] if len(stages) == 1 else rules.wafers_value(kind, max(slowest_loads), values, links, paced)
     bottleneck = max(slowest_loads)
     check(
@@ -826,7 +826,7 @@ def _check_baseline_layout(plan: Plan, stages: list[_Stage], table: CostTable, c
     comm = comm_costs(rects, latency.astype(np.float64), fl.src, fl.dst, fl.nbytes, mesh_params(table.arch), fl.group)
     stage = latency + comm.comm_cycles
     slowest = int(stage.max(initial=0))
-    requests = plan.request.requests if plan.request is not None else 1
+    requests = _paced_by(plan)
     value = rules.objective_value(plan.objective.kind, stage.tolist(), kernel_preds(table), requests)
     check(
         base.placed_bottleneck_cycles == slowest,
@@ -1030,19 +1030,28 @@ def _check_placement(members: tuple[KernelPlan, ...], arch: Arch, check: _Checks
         window[window < 0] = idx
 
 
+def _paced_by(plan: Plan) -> int:
+    """The requests in flight a plan's latency values are paced by: its request's (version 5 on, and
+    version 2, which this release writes for a table built by hand); 1 for versions 1, 3 and 4, which
+    wrote one pass (``plan.schema``)."""
+    if plan.request is None or plan.schema_ in ("wsealloc.plan/1", "wsealloc.plan/3", "wsealloc.plan/4"):
+        return 1
+    return plan.request.requests
+
+
 def _schema_disagrees(plan: Plan) -> list[str]:
     """What the plan holds that its ``schema`` version never wrote (a newer plan relabelled older: read
     by the older version's rules, its newer fields would go unchecked). Version 1 recorded no request,
     decision, regions, LLM record nor an objective other than throughput; version 2 no decision (a plan
     of a cost table built by hand, ``api.solve_costs``, is written as version 2, its layout left out);
-    version 3 no baseline layout."""
+    version 3 no baseline layout; version 4 held what 5 holds (its latency values by the path)."""
     version = plan.schema_
     if version == SCHEMA:
         return []
     held = []
-    if plan.baseline.layout is not None:
+    if plan.baseline.layout is not None and version != "wsealloc.plan/4":
         held.append("baseline.layout")
-    if plan.decision is not None and version != "wsealloc.plan/3":
+    if plan.decision is not None and version not in ("wsealloc.plan/3", "wsealloc.plan/4"):
         held.append("decision")
     if version == "wsealloc.plan/1":
         if plan.request is not None:
