@@ -443,3 +443,14 @@ def test_requests_in_flight_pace_the_plan_over_wafers_once(tmp_path: Path, reque
     if requests > 1:  # the links pace it: 8 turns of the slowest transfer
         assert obj.value == requests * llm.slowest_stage_cycles > llm.token_path_cycles
     assert verify_plan(tmp_path / "p.json").ok
+
+
+@pytest.mark.parametrize("share", ["auto", "none"])
+def test_a_plan_over_wafers_that_takes_one_is_paced_as_a_plan_on_one_wafer(share: str) -> None:
+    """``--wafers 2`` whose best cut is one wafer: that wafer's regions are searched for its requests'
+    tokens and its part valued so, as on ``--wafers 1`` (the tiny decode at 12 requests took 10,356
+    cycles a token, N turns of the path-optimal plan's 863-cycle region, where one wafer gives 1,494)."""
+    options = {"objective": "latency", "context": 16, "share": share, "requests": 12, "place": False, "time_limit": 10}
+    two = ws.solve(DECODE, "tiny", wafers=2, **options).plan  # type: ignore[arg-type]
+    one = ws.solve(DECODE, "tiny", **options).plan  # type: ignore[arg-type]
+    assert len(two.stages) == 1 and two.objective.value <= one.objective.value, (two.objective.value, one.objective.value)

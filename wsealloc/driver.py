@@ -114,7 +114,9 @@ def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline
         return solve_part(part, request, deadline, say, comm_bound=True)
     outcomes = []
     for s, part in enumerate(prepared.parts):
-        outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say, paced=False))
+        # (one part is the whole plan: valued as the plan is)
+        paced = len(prepared.parts) == 1
+        outcomes.append(solve_part(part, request, deadline.share(1.0 / (len(prepared.parts) - s)), say, paced=paced))
     costs = prepared.costs
     transfer = build_stage_problem(costs).transfer_cycles()
     wall = partition.wall_s + sum(o.plan.objective.wall_s for o in outcomes)

@@ -544,9 +544,7 @@ def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None)
     if free.status is Status.INFEASIBLE or free.bound is None:
         return replace(free, wall_s=time.perf_counter() - start)
     floor = int(free.bound)  # L0: every plan's path, the budget aside
-    single = sp.single_windows()
-    alone = single[:, 1:] <= np.arange(sp.n_kernels)[None, :]  # [G, n]: kernel k fits a region of its own on g
-    c_min = int(np.where(alone, sp.latency.T, INF).min(axis=0).max())  # every plan's slowest region at least
+    c_min = least_slowest(sp)
     if c_min >= INF:  # a kernel fits no grid alone: no plan (``unbudgeted`` says so first)
         return SharingResult(Status.INFEASIBLE, (), (), None, None, None, time.perf_counter() - start, free.message)
     # the least cap any plan within the wafer's cores has (its fewest-core plan fits: one program a cap,
@@ -659,6 +657,14 @@ def solve_paced(sp: SharingProblem, pace: int, deadline: Deadline | None = None)
         best.cap,
         best.slowest,
     )
+
+
+def least_slowest(sp: SharingProblem) -> int:
+    """The least slowest region any plan has (INF: none): the largest of the kernels' least latencies
+    on a grid where each fits a region alone (a region holds its kernels' sum, at least each one's)."""
+    single = sp.single_windows()
+    alone = single[:, 1:] <= np.arange(sp.n_kernels)[None, :]  # [G, n]: kernel k fits a region of its own on g
+    return int(np.where(alone, sp.latency.T, INF).min(axis=0).max(initial=0))
 
 
 def _price_cap(sp: SharingProblem) -> float:

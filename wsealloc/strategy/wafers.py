@@ -61,10 +61,10 @@ from wsealloc.opmodels.regions import region_table
 from wsealloc.problem import build_problem
 from wsealloc.problem.expert_pairs import Paired, paired_problem
 from wsealloc.problem.objective import ObjectiveKind, objective_named
-from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes
+from wsealloc.problem.sharing import INF, SharingProblem, build_sharing_problem, candidate_shapes
 from wsealloc.problem.stages import StageProblem, build_stage_problem, cut_bytes, link_params, transfer_cycles
 from wsealloc.solvers import Status
-from wsealloc.solvers.share import SharingResult, unbudgeted
+from wsealloc.solvers.share import SharingResult, least_slowest, unbudgeted
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share_wafers import WaferSharing, fitting_cuts, plan_time
 from wsealloc.solvers.share_wafers import solve as wafer_sharing
@@ -694,8 +694,11 @@ class LatencyOverWafers(Strategy):
             if family is None:
                 parts.append(cut.parts[w] if cut.parts else wafer_part(wafer, objective))
                 continue
-            # (each wafer's part is proven for its path: the requests in flight pace the merged plan once)
-            units, proven, fixed = share_cores(wafer, request, family, deadline, say, given=chosen[w], pace=1)
+            # each wafer's part is proven for its path (the requests in flight pace the merged plan once);
+            # one wafer's plan is the whole plan: its regions searched again for its requests' tokens
+            one = len(cuts) == 2 and request.requests > 1
+            given = None if one else chosen[w]
+            units, proven, fixed = share_cores(wafer, request, family, deadline, say, given=given, pace=None if one else 1)
             if proven is None or units.runs is None:
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
@@ -720,9 +723,14 @@ class LatencyOverWafers(Strategy):
         partition = StagePartition(
             Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, max(0.0, time.perf_counter() - t0 - proofs)
         )
-        # requests in flight take turns at every stage, a cut's transfer too: where every plan crosses
-        # one, each request's token takes that many of the cheapest at least (``objective.paced``)
-        bound = max(cut.bound, request.requests * cut.cheapest) if cut.fewest > 1 else cut.bound
+        # requests in flight take turns at every stage (``objective.paced``): at the least slowest region
+        # any plan has, and at a cut's transfer where every plan crosses one (the cheapest)
+        bound = cut.bound
+        if request.requests > 1:
+            # (a paired form's charges only add to its kernels' latencies)
+            slowest = least_slowest(sharing) if sharing is not None else 0
+            crossing = cut.cheapest if cut.fewest > 1 else 0
+            bound = max(bound, request.requests * max(slowest if slowest < INF else 0, crossing))
         return Prepared(decision, tuple(parts), costs, costs, partition, bound)
 
     def _exact(
