@@ -174,15 +174,18 @@ class Sweep:
     axes: tuple[Axis, ...]
     points: tuple[SweepPoint, ...]
     pairs: tuple[tuple[int, int], ...]
-    # what a point's cycles are: the slowest stage (throughput) or one pass through the kernels (latency)
+    # what a point's cycles are: the slowest stage (throughput) or one pass through the kernels (latency;
+    # with requests in flight, each request's: ``objective.Latency``)
     objective: ObjectiveKind = ObjectiveKind.THROUGHPUT
+    requests: int = 1
 
     @property
     def labels(self) -> tuple[str, str]:
         """How the table, the plot and the warnings name a point's cycles and its rate (a latency plan's
-        cycles are one pass, its rate passes per second: not a bottleneck, not samples)."""
+        cycles are one pass, its rate passes per second: not a bottleneck, not samples; with requests in
+        flight each request's pass and rate)."""
         if self.objective is ObjectiveKind.LATENCY:
-            return "cycles a pass", "passes/s"
+            return ("cycles a pass", "passes/s") if self.requests == 1 else ("cycles a request's pass", "passes/s a request")
         return "bottleneck cycles", "samples/s"
 
     @property
@@ -346,4 +349,4 @@ def sweep(
     pairs = non_monotone(parsed, points, [s.throughput for s in solved])
     # the base machine as the user named it (a request carries its own arch: the ``arch`` argument is unused then)
     label = base.machine.name if isinstance(model, SolveRequest) or arch is None or isinstance(arch, Arch) else str(arch)
-    return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs), base.objective)
+    return Sweep(source.label, label, tuple(parsed), solved, tuple(pairs), base.objective, base.requests)

@@ -240,7 +240,7 @@ def sweep(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1))
     else:
-        kind = "throughput" if result.objective is ObjectiveKind.THROUGHPUT else "one pass"
+        kind = "throughput" if result.objective is ObjectiveKind.THROUGHPUT else result.labels[0].removeprefix("cycles ")
         table = Table(title=f"sweep of {model} on {arch_name}: {kind} per point")
         for a in result.axes:
             table.add_column(a.field)

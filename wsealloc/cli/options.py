@@ -373,7 +373,8 @@ def objective_options() -> list[Callable[[Any], Any]]:
             default="throughput",
             show_default=True,
             help="throughput (the slowest kernel: a layer pipeline's rate) or latency (one token's or one prompt's "
-            "time through the kernels, in dataflow order).",
+            "time through the kernels, in dataflow order; with --requests N, each request's: N turns of the slowest "
+            "stage when longer).",
         ),
         click.option(
             "--share",
@@ -393,7 +394,8 @@ def objective_options() -> list[Callable[[Any], Any]]:
             default=1,
             show_default=True,
             type=ASCII_INT,
-            help="Sequences in flight, interleaved through the kernels: aggregate tokens/s from latency and the slowest stage.",
+            help="Sequences in flight, interleaved through the kernels: each request's token takes max(one pass, N x the "
+            "slowest stage), the latency plan's value; aggregate tokens/s from it.",
         ),
         click.option(
             "--routing",

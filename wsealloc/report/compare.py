@@ -28,7 +28,8 @@ from wsealloc.strategy.registry import strategy_for
 @dataclass(frozen=True)
 class Row:
     """One allocation (or the bound) in the comparison table; ``bottleneck_cycles`` is the objective's
-    value (the slowest kernel for throughput, one pass through the kernels for latency)."""
+    value (the slowest kernel for throughput, one pass through the kernels for latency, each request's
+    with requests in flight)."""
 
     name: str
     bottleneck_cycles: int
