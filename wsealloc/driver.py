@@ -38,6 +38,7 @@ from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.strips import Placed
 from wsealloc.strategy.base import Part, Prepared, Strategy
+from wsealloc.strategy.regions import regions_fit
 
 Progress = Callable[[str], None]
 
@@ -428,13 +429,20 @@ def _fixed(
     t0 = time.perf_counter()
     choice = tuple(0 for _ in range(problem.n_kernels))
     need = problem.evaluate(choice)[1]
-    fits = need <= problem.total_cores
+    # regions of one grid fit where as many lie side by side, not where their cores do
+    units = [(int(kc.table.r[0]), int(kc.table.c[0])) for kc in costs.kernels]
+    fits = need <= problem.total_cores and regions_fit(costs.arch, units)
     fixed_problem = replace(problem, total_cores=max(problem.total_cores, need))
     grids = sorted({f"{int(kc.table.r[0])}x{int(kc.table.c[0])}" for kc in costs.kernels if len(kc.table.r)})
     shape = grids[0] if len(grids) == 1 else "their grids"
     size = need // max(len(costs.kernels), 1)
+    over = (
+        f", more than the wafer's {problem.total_cores:,}"
+        if need > problem.total_cores
+        else f"; {len(costs.kernels)} regions of {shape} do not lie side by side on the wafer"
+    )
     note = f"every kernel on {shape}: {len(costs.kernels)} regions of {size:,} cores = {need:,} cores" + (
-        "" if fits else f", more than the wafer's {problem.total_cores:,}: not placed"
+        "" if fits else f"{over}: not placed"
     )
     result = result_from_choice("grid", fixed_problem, choice, Status.FEASIBLE, None, time.perf_counter() - t0, message=note)
     say(f"allocation: {note}")

@@ -61,6 +61,7 @@ from wsealloc.problem.stages import cut_bytes, link_params, transfer_cycles
 from wsealloc.search import first_true
 from wsealloc.solvers.base import Status
 from wsealloc.strategy.generation import prefill_tiles
+from wsealloc.strategy.regions import regions_fit
 from wsealloc.strategy.registry import strategy_for, strategy_named
 
 
@@ -224,7 +225,11 @@ def verify_plan(path: str | Path, model_override: str | None = None) -> VerifyRe
         if plan.objective.fits_wafer:
             check(cores <= arch.total_cores, f"wafer {st.index} uses {cores:,} cores, a wafer has {arch.total_cores:,}")
         else:  # a fixed --grid reported over the wafer: it must indeed be, and never placed
-            check(cores > arch.total_cores, f"objective.fits_wafer is false but the regions' {cores:,} cores fit the wafer")
+            grids = [(int(rg.grid[0]), int(rg.grid[1])) for rg in plan.regions if rg.stage == st.index]
+            check(
+                not regions_fit(arch, grids or [(int(k.grid[0]), int(k.grid[1])) for k in st.members]),
+                f"objective.fits_wafer is false but the regions ({cores:,} cores) lie side by side on the wafer",
+            )
             check(not plan.objective.placed, "a plan that does not fit the wafer cannot be placed")
     if plan.request is not None:  # the plan's own records agree with the request it answers
         check(plan.request.machine == arch, "request.arch differs from arch.spec: the plan does not answer its own request")

@@ -10,11 +10,13 @@ else the family the allocation chose grids from."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, UsageError
 from wsealloc.graph.state import cache_shape
@@ -78,6 +80,20 @@ def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
         peak = max(peak, buffers)
     runs.append((first, sp.n_kernels))
     return runs
+
+
+def regions_fit(arch: Arch, grids: Sequence[tuple[int, int]]) -> bool:
+    """Whether regions of these grids lie side by side on the wafer: of one grid, at most the
+    ``prefill_tiles`` of it (translates of one rectangle pack no better than in rows and columns: three
+    420 x 420 regions do not fit 750 x 994 although their cores do); of several, their cores within the
+    wafer's (where a layout is then searched for)."""
+    from wsealloc.strategy.generation import prefill_tiles  # (that module builds on this one)
+
+    shapes = set(grids)
+    if len(shapes) == 1:
+        ((r, c),) = shapes
+        return len(grids) <= prefill_tiles(arch, r, c)
+    return sum(r * c for r, c in grids) <= arch.total_cores
 
 
 def resident_bytes(costs: CostTable) -> tuple[int, int]:
@@ -301,11 +317,12 @@ def regions_lines(plan: Plan) -> list[str]:
         return []
     obj = plan.objective
     grids = sorted({f"{rg.grid[0]}x{rg.grid[1]}" for rg in plan.regions})
-    fit = (
-        ""
-        if obj.fits_wafer
-        else f"; they need {obj.cores_used:,} cores, more than the wafer's {plan.arch.total_cores:,}: not placed"
+    over = (
+        f"they need {obj.cores_used:,} cores, more than the wafer's {plan.arch.total_cores:,}"
+        if obj.cores_used > plan.arch.total_cores
+        else f"they do not lie side by side on the wafer (their {obj.cores_used:,} cores would fit)"
     )
+    fit = "" if obj.fits_wafer else f"; {over}: not placed"
     return [
         f"regions: {len(plan.regions)} sharing cores in time ({len(plan.kernels)} kernels; grids {', '.join(grids[:6])}"
         f"{', ...' if len(grids) > 6 else ''}){fit}"
