@@ -66,6 +66,12 @@ def test_the_best_split_is_the_brute_force_best_of_the_table(three: Pools) -> No
     doc = three.to_dict()
     assert doc["best"]["requests_per_s"] == best.requests_per_s and doc["context"] == 24
     assert "no split" not in three.to_markdown()
+    # which way serves more requests is said (the summary led with the best split, slower or not)
+    everything = three.best_shared()
+    assert everything is not None
+    faster = "sharing every wafer" if everything.requests_per_s > best.requests_per_s else "the best split"
+    said = [line for line in three.summary() if line.startswith("faster: ")]
+    assert said and said[0].startswith(f"faster: {faster} ("), said
 
 
 @pytest.mark.slow  # the command end to end with its worker processes (5 s): run by .ci/run (pytest -m slow)

@@ -207,6 +207,12 @@ class Pools:
                 f"{f'; {_fewer(shared)}' if _fewer(shared) else ''}), "
                 f"TTFT {shared.ttft_s:.6g} s, TPOT {shared.tpot_s:.6g} s"
             )
+        if best is not None and shared is not None:  # which way serves more: said, not left to the reader
+            pools_rate, shared_rate = best.requests_per_s or 0.0, shared.requests_per_s or 0.0
+            faster = "sharing every wafer" if shared_rate > pools_rate else "the best split"
+            lines.append(
+                f"faster: {faster} ({max(pools_rate, shared_rate):,.3f} against {min(pools_rate, shared_rate):,.3f} requests/s)"
+            )
         lines.append(
             "the choice is exact over these proven plans: an integer program over (prefill wafers, requests in flight) "
             "solved by enumerating every pair; each plan's proof status and gap stand beside it, and p'/d' the pool "
