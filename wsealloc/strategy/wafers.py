@@ -535,7 +535,7 @@ class LatencyOverWafers(Strategy):
                 f"--wafers {count} is fewer; use --wafers auto to find the fewest"
             )
         links = link_cycles(costs)
-        relaxed, relaxed_plan, price, count = self._relaxed(costs, request, family, count, links, deadline, sharing)
+        relaxed, relaxed_plan, price, count, fit = self._relaxed(costs, request, family, count, links, deadline, sharing)
         packed = relaxed_plan.cuts if relaxed_plan is not None else None
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
         # cores cannot be faster) and crosses w - 1 cuts, each at least the cheapest; w is at least the
@@ -544,6 +544,8 @@ class LatencyOverWafers(Strategy):
         fewest = least.wafers if family is None else fewest_by_sram(costs)
         cheapest = int(links[1:-1].min()) if len(links) > 2 else 0
         bound = relaxed + (fewest - 1) * cheapest
+        if fit is not None and fit > fewest and not (sharing is not None and sharing.charged):
+            fewest, bound = fit, relaxed + (fit - 1) * cheapest  # (auto: no cut into fewer wafers fits)
         if packed is not None and len(packed) - 1 <= count:
             cuts = packed
         else:  # the relaxed regions do not pack in order: even resident bytes per wafer (what fills its SRAM)
@@ -767,11 +769,12 @@ class LatencyOverWafers(Strategy):
         links: np.ndarray,
         deadline: Deadline,
         sharing: SharingProblem | None = None,
-    ) -> tuple[int, WaferSharing | None, float, int]:
+    ) -> tuple[int, WaferSharing | None, float, int, int | None]:
         """A lower bound on the sum of the wafers' token paths over every cut (the count's cores as one
         budget), the relaxed regions packed onto wafers in order as a plan (its cut may take more than
         ``count`` wafers; its time counts the links; None: no regions found), the price of a core behind
-        the bound (0 without regions) and the wafer count. ``--wafers auto``: the
+        the bound (0 without regions), the wafer count and, under ``--wafers auto``, the fewest wafers
+        any plan takes (None: not counted). ``--wafers auto``: the
         fewest wafers a cut into wafers that each fit their kernels' regions takes (``fitting_cuts``: each
         wafer as full as it fits), which can exceed the fewest the kernels' own smallest op models need."""
         if family is None:
@@ -780,9 +783,10 @@ class LatencyOverWafers(Strategy):
             proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem)
             if proven.value is None:
                 raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
-            return proven.value, None, 0.0, count
+            return proven.value, None, 0.0, count, None
         # (a paired problem's charges are not seen here: its relaxed optimum is a bound all the same)
         base = sharing if sharing is not None else build_sharing_problem(costs, family=family)
+        fit = None
         if request.wafer_count is None:  # auto: the fewest wafers some cut into fitting wafers takes
             fit = _fewest_fitting(base, family, costs.total_cores)
             count = max(count, fit) if fit is not None else count
@@ -798,7 +802,8 @@ class LatencyOverWafers(Strategy):
             )
         if found.bound is None:
             raise InfeasibleError(f"{costs.kgraph.ops.source}: {found.message}")
-        return int(found.bound), _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family])), found.price, count
+        packed = _packed(sp, found, links, int(costs.total_cores * FAMILY_BUDGET[family]))
+        return int(found.bound), packed, found.price, count, fit
 
     def _fewest_first(
         self,
