@@ -667,6 +667,16 @@ def least_slowest(sp: SharingProblem) -> int:
     return int(np.where(alone, sp.latency.T, INF).min(axis=0).max(initial=0))
 
 
+def fitting_cap(sp: SharingProblem, start: int, deadline: Deadline | None = None) -> int | None:
+    """A cap at least ``start`` within which some plan fits the problem's cores, near the least such
+    (``_least_fitting_cap``); None when no plan fits at all."""
+    fewest = _dp(sp, _price_cap(sp))
+    if fewest is None or fewest.cores > sp.total_cores:
+        return None
+    top = slowest_region(sp, fewest.runs, fewest.grids)
+    return _least_fitting_cap(sp, least_slowest(sp), max(start, least_slowest(sp)), max(top, start), deadline)[0]
+
+
 def _price_cap(sp: SharingProblem) -> float:
     """A price of a core above which the program's plan is the one of fewest cores (one core costs more
     than every kernel's slowest latency together)."""
