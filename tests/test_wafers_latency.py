@@ -476,3 +476,25 @@ def test_every_wafers_regions_within_one_cap_where_the_requests_bind(
     assert llm is not None and unpaced.objective.value == requests * llm.slowest_stage_cycles  # the requests bind
     assert out.plan.objective.value < 0.6 * unpaced.objective.value, (out.plan.objective.value, unpaced.objective.value)
     assert out.plan.objective.bound_cycles == unpaced.objective.bound_cycles
+
+
+def test_regions_found_within_a_cap_keep_their_grids_on_square_grids(tmp_path: Path) -> None:
+    """On the squares family the allocation chooses each region's grid; a wafer's regions searched within
+    a cap for the requests keep the grids they were found on (an allocation of the path alone gave a
+    region's cores back past the cap: 1,632 cycles a token chosen, 1,968 planned). The plan's slowest
+    stage is within the cap, and verify agrees."""
+    from wsealloc.strategy.modes import ShareMode, Sharing
+
+    sets = [*TWO, "cluster.link_latency_s=1e-9"]
+    r = build_request(DECODE, "tiny", wafers=3, requests=24, place=False, time_limit=10, **{**OPTIONS, "sets": sets})  # type: ignore[arg-type]
+    r = r.model_copy(update={"sharing": Sharing(mode=ShareMode.AUTO, family="squares")})
+    heard: list[str] = []
+    out = ws.run(r, None, heard.append)
+    said = [m for m in heard if "regions within" in m]
+    assert said, heard
+    cap = int(said[0].split("within ")[1].split(" cycles")[0].replace(",", ""))
+    chosen = int(said[0].split("-> ")[1].split(" a token")[0].replace(",", ""))
+    assert out.plan.objective.bottleneck_cycles <= cap and out.plan.objective.value == chosen
+    path = tmp_path / "p.json"
+    path.write_text(out.plan.to_json())
+    assert verify_plan(path).ok
