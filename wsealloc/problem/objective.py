@@ -213,7 +213,7 @@ class Latency(Objective):
         if lp is None or self.requests == 1:
             return ProvenBound("lp", lp, None)
         least = optimal_bottleneck(problem)
-        return ProvenBound("lp", max(lp, self.requests * least) if least is not None else None, None)
+        return ProvenBound("lp", max(lp, self.requests * least) if least is not None else lp, None)
 
     def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
         """The value first (the path with one request in flight), then the slowest kernel, then traffic x distance."""
