@@ -426,7 +426,10 @@ def test_regions_for_requests_in_flight_are_searched_for_each_requests_token(tmp
     assert verify_plan(tmp_path / "p.json").ok
 
 
-@pytest.mark.parametrize(("model", "requests"), [("llm_prefill.onnx", 2), ("llm_decode.onnx", 16)])
+@pytest.mark.parametrize(
+    ("model", "requests"),
+    [("llm_prefill.onnx", 2), pytest.param("llm_decode.onnx", 16, marks=pytest.mark.slow)],  # (placed: 2.5 s)
+)
 def test_a_placed_plan_paced_by_its_requests_is_valued_so(tmp_path: Path, model: str, requests: int) -> None:
     """Placement values a latency layout as the plan does, each request's token time: a placed plan whose
     path met the bound was OPTIMAL although N x its slowest stage is larger, and verify refused it."""
