@@ -21,7 +21,7 @@ from wsealloc.opmodels.enumerate import on_grid
 from wsealloc.pipeline import build_costs
 from wsealloc.problem.sharing import grid_allowed
 from wsealloc.strategy.base import Progress, Wrapper, quiet
-from wsealloc.strategy.regions import pack_runs, packed_regions
+from wsealloc.strategy.regions import pack_runs, packed_regions, prefill_tiles
 
 if TYPE_CHECKING:
     from wsealloc.request import Generation, SolveRequest
@@ -43,20 +43,6 @@ class PrefillLayout(NamedTuple):
     grid: tuple[int, int]
     cycles: int
     regions: int
-
-
-def prefill_tiles(arch: Arch, r: int, c: int) -> int:
-    """How many ``r x c`` regions lie side by side on the wafer without overlap: ``(R // r) x (C // c)``,
-    within each die where the arch forbids crossing one. Translates of one rectangle pack no better
-    than in rows and columns (each crosses exactly one of the ``C // c`` columns ``x = k c - 1``, and
-    each such column crosses at most ``R // r`` of them), so a prefill's regions fit the wafer exactly
-    when they are at most this many; a count of cores alone would pass 3 squares of 450 on a 768 x
-    1,176 WSE-3, which holds 2. (Defective cores are not taken out, as the cores of a plan's regions
-    are not before placement.)"""
-    if arch.wafer.die_boundary is DieBoundary.FORBID:
-        die, dies = arch.wafer.die_cores, arch.wafer.dies
-        return (die.rows // r) * (die.cols // c) * dies.rows * dies.cols
-    return (arch.rows // r) * (arch.cols // c)
 
 
 def _tilings(arch: Arch, most: int) -> np.ndarray:

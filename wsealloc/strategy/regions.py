@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wsealloc.arch import Arch
+from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, UsageError
 from wsealloc.graph.state import cache_shape
@@ -82,13 +83,25 @@ def pack_runs(costs: CostTable, r: int, c: int) -> list[tuple[int, int]]:
     return runs
 
 
+def prefill_tiles(arch: Arch, r: int, c: int) -> int:
+    """How many ``r x c`` regions lie side by side on the wafer without overlap: ``(R // r) x (C // c)``,
+    within each die where the arch forbids crossing one. Translates of one rectangle pack no better
+    than in rows and columns (each crosses exactly one of the ``C // c`` columns ``x = k c - 1``, and
+    each such column crosses at most ``R // r`` of them), so a prefill's regions fit the wafer exactly
+    when they are at most this many; a count of cores alone would pass 3 squares of 450 on a 768 x
+    1,176 WSE-3, which holds 2. (Defective cores are not taken out, as the cores of a plan's regions
+    are not before placement.)"""
+    if arch.wafer.die_boundary is DieBoundary.FORBID:
+        die, dies = arch.wafer.die_cores, arch.wafer.dies
+        return (die.rows // r) * (die.cols // c) * dies.rows * dies.cols
+    return (arch.rows // r) * (arch.cols // c)
+
+
 def regions_fit(arch: Arch, grids: Sequence[tuple[int, int]]) -> bool:
     """Whether regions of these grids lie side by side on the wafer: of one grid, at most the
     ``prefill_tiles`` of it (translates of one rectangle pack no better than in rows and columns: three
     420 x 420 regions do not fit 750 x 994 although their cores do); of several, their cores within the
     wafer's (where a layout is then searched for)."""
-    from wsealloc.strategy.generation import prefill_tiles  # (that module builds on this one)
-
     shapes = set(grids)
     if len(shapes) == 1:
         ((r, c),) = shapes

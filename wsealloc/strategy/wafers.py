@@ -324,16 +324,17 @@ def _own_regions(one: SharingProblem, cut: tuple[int, ...], deadline: Deadline, 
 
 def _paced_value(
     one: SharingProblem, cut: tuple[int, ...], parts: Sequence[SharingResult], links: np.ndarray, requests: int
-) -> int:
-    """Each request's token time (``objective.paced``) of the wafers' regions ``parts`` on ``cut``: their
-    paths and the links a token crosses, or ``requests`` turns of the slowest region or link transfer."""
+) -> tuple[int, int]:
+    """Each request's token time (``objective.paced``) of the wafers' regions ``parts`` on ``cut`` and
+    one pass: their paths and the links a token crosses, or ``requests`` turns of the slowest region or
+    link transfer."""
     inner = [int(links[c]) for c in cut[1:-1]]
     path = sum(int(p.latency or 0) for p in parts) + sum(inner)
     slowest = max(
         slowest_region(replace(one.segment(a, b), cap=p.cap), p.runs, p.grids)
         for (a, b), p in zip(zip(cut[:-1], cut[1:], strict=True), parts, strict=True)
     )
-    return paced(path, max(slowest, *inner), requests)
+    return paced(path, max(slowest, *inner), requests), path
 
 
 def _paced_parts(
@@ -354,9 +355,7 @@ def _paced_parts(
     Llama-3.1-70B on five wafers at 32 requests took 32 turns of a 41,500-cycle region, a pass 1.06 M."""
     if one.charged or any(p.bound is None or not p.runs for p in parts):
         return parts
-    before = _paced_value(one, cut, parts, links, requests)
-    inner = [int(links[c]) for c in cut[1:-1]]
-    path = sum(int(p.latency or 0) for p in parts) + sum(inner)
+    before, path = _paced_value(one, cut, parts, links, requests)
     if before <= path:  # the pass binds: nothing to gain
         return parts
     # the cap: a pass's share of each request, at least what every wafer's cores hold regions within
@@ -373,7 +372,7 @@ def _paced_parts(
     if found is None or any(not p.runs or p.latency is None for p in found):
         return parts
     capped = [replace(c, status=Status.FEASIBLE, bound=p.bound, cap=cap) for c, p in zip(found, parts, strict=True)]
-    after = _paced_value(one, cut, capped, links, requests)
+    after, _ = _paced_value(one, cut, capped, links, requests)
     if after >= before:
         return parts
     say(f"wafers: every wafer's regions within {cap:,} cycles for {requests} requests: {before:,} -> {after:,} a token")
