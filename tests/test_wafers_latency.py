@@ -12,7 +12,7 @@ import pytest
 from conftest import MODELS
 
 import wsealloc.api as ws
-from wsealloc.errors import PlanError, UsageError
+from wsealloc.errors import InfeasibleError, PlanError, UsageError
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.verify import verify_plan
 from wsealloc.problem.sharing import build_sharing_problem
@@ -118,6 +118,17 @@ def test_what_latency_over_wafers_refuses() -> None:
         build_request(DECODE, "tiny", objective="latency", wafers=2, grid="8x8", context=16)
     with pytest.raises(UsageError, match="use --objective throughput"):
         build_request(MODELS / "tiny" / "transformer.onnx", "tiny", objective="latency", wafers=2, train=True)
+
+
+def test_wafers_n_is_refused_only_below_what_regions_need(tmp_path: Path) -> None:
+    """At 24 requests the tiny decode's kernels need 3 wafers each on its own rectangle but 2 with
+    regions sharing cores: ``--wafers 2`` plans it (it was refused by the own-rectangle count though
+    ``auto`` planned 2), and ``--share none`` is still refused."""
+    options = {**OPTIONS, "requests": 24, "place": False}
+    out = ws.solve(DECODE, "tiny", wafers=2, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    assert len(out.plan.stages) == 2 and verify_plan(tmp_path / "p.json").ok
+    with pytest.raises(InfeasibleError, match="its kernels need at least 3 tiny wafers, --wafers 2"):
+        ws.solve(DECODE, "tiny", wafers=2, **{**options, "share": "none"})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("wafers", [2, 3])

@@ -587,10 +587,18 @@ class LatencyOverWafers(Strategy):
         if least.status is not Status.OPTIMAL or least.objective is None:
             raise InfeasibleError(stage_infeasibility(costs, sproblem, request.wafer_count, least.message))
         count = request.wafer_count or least.wafers
-        if count < least.wafers:
+        # the fewest wafers a plan may take: each kernel on its own rectangle, their smallest op models;
+        # with regions, kernels share cores, so the fewest wafers whose cuts each fit their kernels'
+        # fewest-core regions (the tiny decode at 24 requests and 4,700 B of SRAM: 3 wafers of own
+        # rectangles, 2 of regions, and ``--wafers 2`` was refused though ``auto`` planned 2)
+        need = least.wafers
+        if family is not None and count < need:
+            fit = _fewest_fitting(sharing or build_sharing_problem(costs, family=family), family, costs.total_cores)
+            need = fit if fit is not None else need
+        if count < need:
             raise InfeasibleError(
-                f"{costs.kgraph.ops.source}: its kernels need at least {least.wafers} {costs.arch.name} wafers, "
-                f"--wafers {count} is fewer; use --wafers auto to find the fewest"
+                f"{costs.kgraph.ops.source}: its {'regions' if family is not None else 'kernels'} need at least {need} "
+                f"{costs.arch.name} wafers, --wafers {count} is fewer; use --wafers auto to find the fewest"
             )
         links = link_cycles(costs)
         relaxed, relaxed_plan, price, count, fit = self._relaxed(costs, request, family, count, links, deadline, sharing)
