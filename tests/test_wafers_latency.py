@@ -131,6 +131,21 @@ def test_wafers_n_is_refused_only_below_what_regions_need(tmp_path: Path) -> Non
         ws.solve(DECODE, "tiny", wafers=2, **{**options, "share": "none"})  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("wafers", ["auto", 4])
+def test_kernels_whose_rectangles_do_not_pack_are_cut_over_one_wafer_more(tmp_path: Path, wafers: object) -> None:
+    """Every kernel on its own rectangle at 40 requests: the fewest wafers (3) hold the kernels' fewest
+    cores, the first one 384 of its 384, in rectangles that do not tile it. The strategy's ``retry`` cuts
+    them over 4 (it ended in NoLayoutError; ``--wafers 4`` had chosen 3 by its bounds), placed and verified."""
+    options = {**OPTIONS, "share": "none", "requests": 40}
+    out = ws.solve(DECODE, "tiny", wafers=wafers, time_limit=20, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    plan = out.plan
+    assert isinstance(plan.decision, WafersDecision) and plan.decision.wafers == 4 == len(plan.stages)
+    assert plan.objective.placed and plan.objective.bound_cycles is not None
+    assert plan.objective.bound_cycles <= plan.objective.value
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.parametrize("wafers", [2, 3])
 def test_a_plan_on_as_many_wafers_as_it_likes_keeps_a_sound_bound(tmp_path: Path, wafers: int) -> None:
     # the tiny decode fits one tiny wafer: --wafers N lets a plan use any count up to N, so the bound

@@ -31,7 +31,8 @@ hand, the cut whose wafers' bounds and links add up least (the exact search's pr
 every wafer of it fits, else the cut wished before (the relaxed regions packed, or even resident bytes)
 moved where every wafer fits, and each wafer's own regions on it, searched in what remains of the
 form's time, are the plan in hand. ``auto``: the fewest wafers whose kernels'
-smallest op models fit.
+smallest op models fit. Every kernel on its own rectangle, a wafer whose rectangles do not pack is
+cut over one wafer more (``retry``, up to the request's count).
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
 consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and each wafer hold
@@ -578,10 +579,13 @@ class LatencyOverWafers(Strategy):
         deadline: Deadline,
         say: Progress,
         sharing: SharingProblem | None = None,
+        retried: int | None = None,
     ) -> _Cut:
         """The cut over wafers of one form of the table and the bound over every cut, exact where the
         search over every cut and every wafer's regions ends in time (module docstring). ``sharing``:
-        the table's sharing problem when it is not the table's own (the paired form's charges)."""
+        the table's sharing problem when it is not the table's own (the paired form's charges).
+        ``retried``: every kernel on its own rectangle, the wafers to cut into after fewer did not
+        pack (``retry``; the bound then counts every plan on at most that many wafers, or the request's)."""
         sproblem = build_stage_problem(costs)
         least = stage_solver(sproblem, None)  # the fewest wafers whose kernels' smallest op models fit
         if least.status is not Status.OPTIMAL or least.objective is None:
@@ -601,6 +605,8 @@ class LatencyOverWafers(Strategy):
                 f"{costs.arch.name} wafers, --wafers {count} is fewer; use --wafers auto to find the fewest"
             )
         links = link_cycles(costs)
+        if retried is not None:
+            count = max(count, retried)
         relaxed, relaxed_plan, price, count, fit = self._relaxed(costs, request, family, count, links, deadline, sharing)
         packed = relaxed_plan.cuts if relaxed_plan is not None else None
         # a plan on w <= count wafers takes at least the relaxed optimum on count wafers' cores (fewer
@@ -620,7 +626,9 @@ class LatencyOverWafers(Strategy):
         parts: tuple[Part, ...] = ()
         apart_s = 0.0
         own: tuple[SharingResult, ...] = ()
-        if family is None and least.wafers < count:
+        if family is None and retried is not None:
+            cuts, parts = self._own_rectangles(costs, request, sproblem, links, (retried,), say)
+        elif family is None and least.wafers < count:
             cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
             # the relaxed regions packed in order onto at most ``count`` wafers are a plan already, and so
@@ -801,7 +809,28 @@ class LatencyOverWafers(Strategy):
             slowest = least_slowest(sharing) if sharing is not None else 0
             crossing = cut.cheapest if cut.fewest > 1 else 0
             bound = max(bound, request.requests * max(slowest if slowest < INF else 0, crossing))
-        return Prepared(decision, tuple(parts), costs, costs, partition, bound)
+        # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
+        state = len(cuts) - 1 if family is None else None
+        return Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state)
+
+    def retry(
+        self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
+    ) -> Prepared | None:
+        """Every kernel on its own rectangle, a wafer's part found no layout: its kernels' rectangles fill
+        its cores without tiling them (the tiny decode at 40 requests and 4,700 B of SRAM: 384 of 384
+        cores on its first wafer of three). The kernels are cut over one wafer more, up to the request's
+        count (``auto``: a wafer per kernel at most), as long as time remains. With regions the wafers'
+        regions are searched again only on one wafer (``regions.retry``)."""
+        tried = prepared.state
+        if not isinstance(tried, int) or deadline.stopped or tried >= (request.wafer_count or len(costs.kernels)):
+            return None
+        say(f"wafers: the kernels cut over {tried} wafer(s) do not pack; cutting them over {tried + 1}")
+        t0 = time.perf_counter()
+        try:
+            cut = self._cut(costs, request, None, 0, deadline.share(1.0 - FINISH_SHARE), say, retried=tried + 1)
+            return self._finish(cut, request, None, [cut], deadline, say, t0)
+        except InfeasibleError:
+            return None  # (the driver's error stands: no layout on fewer wafers, none found on more)
 
     def _exact(
         self,
