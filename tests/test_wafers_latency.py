@@ -405,6 +405,34 @@ def test_a_signal_while_the_wafers_search_their_own_regions_stops_them() -> None
         assert wafers_strategy._own_regions(one, cut, deadline, held=False) is None and len(seen) == 1
 
 
+def test_a_signal_while_the_wafers_search_their_own_regions_keeps_the_plan_in_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exact search over every cut runs out of time with a plan in hand (stubbed as above), and a
+    # signal arrives while each wafer's own regions are searched again: the plan in hand is written,
+    # marked interrupted, and verifies (it ended in "interrupted ...; nothing was solved").
+    import wsealloc.strategy.wafers as wafers_strategy
+
+    handed: list[object] = []
+
+    def out_of_time(sp, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
+        handed.append(known)
+        return known
+
+    def signalled(sp, share=None):  # type: ignore[no-untyped-def]
+        if handed:  # (the relaxed search before it runs as usual)
+            share.stop.stop()
+        return share_solver(sp, share)
+
+    monkeypatch.setattr(wafers_strategy, "wafer_sharing", out_of_time)
+    monkeypatch.setattr(wafers_strategy, "share_solver", signalled)
+    out = ws.solve(DECODE, "tiny", wafers=3, place=False, output=tmp_path / "p.json", **{**OPTIONS, "sets": TWO})  # type: ignore[arg-type]
+    (known,) = handed
+    assert out.interrupted and isinstance(out.plan.decision, WafersDecision)
+    assert out.plan.decision.cuts == known.cuts and out.plan.objective.value <= known.latency  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 def test_under_wafers_n_a_plan_on_one_wafer_more_than_the_fewest_is_tried_while_the_best_is_far_from_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

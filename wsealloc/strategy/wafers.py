@@ -755,16 +755,27 @@ class LatencyOverWafers(Strategy):
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
         elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
             own = _own_regions(sharing, tuple(cuts), deadline.share(FINISH_SEARCH_SHARE), held=cut.found is not None)
-            if own is None:
-                raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
-            chosen = own
+            held = []
             if cut.found is not None:
                 found = cut.found
                 held = list(cut.own) or [
                     _wafer_part(found, sharing, w, Status.FEASIBLE, "kept from the search over the wafers")
-                    for w in range(len(own))
+                    for w in range(len(cuts) - 1)
                 ]
+            if own is None and not held:
+                raise Interrupted(f"interrupted while choosing regions for {request.model.label}; nothing was solved")
+            if own is None:  # a signal during the wafers' own searches: the plan in hand, each part as found,
+                # bounded by its kernels' least latencies on any grid (no time to prove more; the plan's
+                # bound stays the one over every cut)
+                least = sharing.latency.min(axis=1)
+                chosen = [
+                    replace(h, bound=max(h.bound or 0, int(least[a:b].sum())))
+                    for h, a, b in zip(held, cuts[:-1], cuts[1:], strict=True)
+                ]
+            elif held:
                 chosen = [_faster(mine, theirs, say) for mine, theirs in zip(own, held, strict=True)]
+            else:
+                chosen = own
         if chosen and sharing is not None and len(cuts) > 2 and request.requests > 1:
             chosen = _paced_parts(sharing, tuple(cuts), chosen, link_cycles(costs), request.requests, deadline, say)
         for w, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
