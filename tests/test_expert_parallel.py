@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,10 @@ def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.Mon
     plan = run(request).plan
     assert plan.decision is not None and plan.decision.expert_shards == 2  # type: ignore[attr-defined]
     assert "experts split into 2 shards" in plan.decision.reason
+    # the plan's bound is the least of the forms tried (the kept form's plans may be faster than the split's)
+    kept = re.findall(r"experts kept whole: \d+ wafers, (?:optimum|at least) ([\d,]+) cycles", plan.decision.reason)
+    assert kept and plan.objective.bound_cycles is not None
+    assert plan.objective.bound_cycles <= int(kept[0].replace(",", ""))
     names = [k.name for k in plan.kernels]
     assert "moe/shard0" in names and "moe/shard1" in names and "moe" not in names
     moe = plan.objective.experts

@@ -426,6 +426,25 @@ def test_regions_for_requests_in_flight_are_searched_for_each_requests_token(tmp
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("requests", [4, 16])
+def test_share_auto_weighs_every_kernel_on_its_own_rectangle(tmp_path: Path, requests: int) -> None:
+    """The regions' bound holds over their family's grids. At 16 requests the tiny decode's own
+    rectangles (any legal grid each) allocate at 1,568 cycles a token against the regions' 1,856: they
+    are the plan, its bound the least of both families' and its value ``--share none``'s; at 4 requests
+    (a pass binds) the regions stay, their bound no higher than the own rectangles' optimum."""
+    options = {"context": 16, "objective": "latency", "requests": requests, "place": False, "time_limit": 10}
+    auto = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    none = solve(MODELS / "llm_decode.onnx", "tiny", share="none", **options).plan.objective  # type: ignore[arg-type]
+    obj, decision = auto.plan.objective, auto.plan.decision
+    assert obj.bound_cycles is not None and obj.bound_cycles <= min(obj.value, none.value)
+    if requests == 16:
+        assert decision.runs == () and "own rectangle is faster" in decision.reason  # type: ignore[attr-defined]
+        assert obj.value == none.value == 1568 and obj.bound_cycles == 1568
+    else:
+        assert decision.runs and obj.value < none.value  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.parametrize(
     ("model", "requests"),
     [("llm_prefill.onnx", 2), pytest.param("llm_decode.onnx", 16, marks=pytest.mark.slow)],  # (placed: 2.5 s)

@@ -76,7 +76,7 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, regions_lines, share_cores
+from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, own_rectangles, regions_lines, share_cores
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
@@ -539,6 +539,10 @@ class LatencyOverWafers(Strategy):
         best = min(forms, key=lambda c: c.rank(request.wafer_count is None))
         if len(forms) > 1:
             say(f"wafers: {best.form} chosen ({'; '.join(c.words() for c in forms)})")
+            # a plan of another form may be faster than the chosen form's bound: the plan's bound is the
+            # least over the forms tried that compete with it (under auto, those on as few wafers)
+            rivals = [c.bound for c in forms if request.wafer_count is not None or len(c.cuts) == len(best.cuts)]
+            best = replace(best, bound=min(rivals))
         return self._finish(best, request, family, forms, deadline, say, t0, skipped)
 
     def _split(
@@ -751,6 +755,8 @@ class LatencyOverWafers(Strategy):
         runs: list[tuple[int, int]] = []
         grids: list[tuple[int, int]] = []
         chosen: list[SharingResult] = []
+        own_bound: int | None = None  # the one wafer's bound where own rectangles were weighed (``own_rectangles``)
+        own_reason = ""
         if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
         elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
@@ -792,6 +798,18 @@ class LatencyOverWafers(Strategy):
                 raise SolverError(
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
                 )
+            if one and not cut.shards:  # the whole plan on one wafer: weighed as ``--wafers 1`` weighs it
+                weighed = own_rectangles(wafer, request, units, proven, deadline, say)
+                if isinstance(weighed, Part):  # every kernel on its own rectangle (no runs)
+                    assert weighed.bound is not None
+                    parts.append(weighed)
+                    own_bound, own_reason = (
+                        weighed.bound.value,
+                        f"every kernel on its own rectangle is faster than {family} regions",
+                    )
+                    continue
+                own_bound = weighed.value if weighed.value != proven.value else None
+                proven = weighed
             parts.append(Part(units, proven, wider=True))
             runs += [(a + i, a + j) for i, j in units.runs]
             grids += list(fixed) if fixed is not None else []
@@ -803,15 +821,16 @@ class LatencyOverWafers(Strategy):
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
             expert_shards=cut.shards or None,
             split_layers=cut.layers,
-            reason="; ".join(r for r in (_forms_reason(cut, forms), skipped) if r),
+            reason="; ".join(r for r in (_forms_reason(cut, forms), skipped, own_reason) if r),
         )
         # the parts' proofs (each wafer's own search, made here or while the cut was chosen) count in each
         # part's time: the partition's is the rest, so that the plan's time adds up to the elapsed once
         # (it counted them twice: 36 s reported for a 30 s solve)
         proofs = sum(p.bound.wall_s for p in parts if p.bound is not None)
-        partition = StagePartition(
-            Status.OPTIMAL, len(cuts) - 1, tuple(cuts), cut.bound, max(0.0, time.perf_counter() - t0 - proofs)
-        )
+        # a plan on one wafer with every kernel on its own rectangle is outside the regions' family: the
+        # bound is the least of the family's and theirs
+        least = cut.bound if own_bound is None else min(cut.bound, own_bound)
+        partition = StagePartition(Status.OPTIMAL, len(cuts) - 1, tuple(cuts), least, max(0.0, time.perf_counter() - t0 - proofs))
         # requests in flight take turns at every stage (``objective.paced``): at the least slowest region
         # any plan has, and at a cut's transfer where every plan crosses one (the cheapest)
         bound = cut.bound
@@ -820,6 +839,7 @@ class LatencyOverWafers(Strategy):
             slowest = least_slowest(sharing) if sharing is not None else 0
             crossing = cut.cheapest if cut.fewest > 1 else 0
             bound = max(bound, request.requests * max(slowest if slowest < INF else 0, crossing))
+        bound = bound if own_bound is None else min(bound, own_bound)
         # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
         state = len(cuts) - 1 if family is None else None
         return Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state)
