@@ -96,7 +96,33 @@ def drive(
     decided = run_stoppable(lambda: strategy.decide(costs, request, deadline, say), deadline)
     if decided is None:
         raise Interrupted(f"interrupted while deciding how to run {request.model.label}; nothing was solved")
-    prepared = decided
+    rivals = decided.rivals
+    first = deadline.share(1.0 / (1 + len(rivals))) if rivals else deadline
+    best = _retrying(strategy, costs, request, replace(decided, rivals=()), first, say)
+    spent = best.plan.objective.wall_s
+    for i, rival in enumerate(rivals):
+        # another decision the strategy could not rank before its plan is solved: its share of what remains
+        if deadline.stopped or best.interrupted:
+            break
+        try:
+            rival = replace(rival, price=rival.price or decided.price)
+            other = _annotated(solve_prepared(rival, request, deadline.share(1.0 / (len(rivals) - i)), say), rival)
+        except NoLayoutError:
+            continue  # (the first decision's plan stands)
+        spent += other.plan.objective.wall_s
+        if other.plan.objective.value < best.plan.objective.value:
+            say(f"rival decision: {other.plan.objective.value:,} cycles, faster than {best.plan.objective.value:,}; kept")
+            best = other
+    if rivals:  # the plan's time counts every decision solved
+        plan = best.plan
+        best = replace(best, plan=plan.model_copy(update={"objective": plan.objective.model_copy(update={"wall_s": spent})}))
+    return best
+
+
+def _retrying(
+    strategy: Strategy, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress
+) -> SolveOutcome:
+    """``prepared`` solved, another decision of the strategy's tried where a layout does not pack."""
     while True:
         try:
             return _annotated(solve_prepared(prepared, request, deadline, say), prepared)

@@ -90,6 +90,10 @@ class Prepared:
     bound: int | None = None
     price: Price | None = None
     state: Any = field(default=None, compare=False)
+    # other decisions worth solving beside this one, whose allocations alone do not say which plan is
+    # faster (placement adds communication): the driver solves each in a share of the time and keeps the
+    # fastest plan (``strategy.regions.own_rectangles``: every kernel on its own rectangle beside regions)
+    rivals: tuple[Prepared, ...] = ()
 
 
 class Strategy(ABC):

@@ -282,26 +282,28 @@ def share_cores(
 
 def own_rectangles(
     costs: CostTable, request: SolveRequest, units: CostTable, proven: ProvenBound, deadline: Deadline, say: Progress
-) -> ProvenBound | Part:
+) -> tuple[ProvenBound, Part | None]:
     """The regions' bound holds over the family's grids; a plan with every kernel on its own rectangle
     may take any legal grid, and with requests in flight (its slowest kernel paces the token) it can be
-    faster: the tiny decode at 16 requests, 1,568 cycles allocated on own rectangles against 1,856
-    proven for regions, and a plan stated OPTIMAL at 1,872 that ``--share none`` beat at 1,776.
+    faster: the tiny decode at 16 requests allocates own rectangles at 1,568 cycles a token against the
+    regions' 1,856, and a plan stated OPTIMAL at 1,872 was beaten by ``--share none`` at 1,776.
 
     The own rectangles' bound (the objective's, LP) is weighed against the regions' allocation: at or
-    above it, no own-rectangle plan is faster and the regions' bound stands (Llama-3-8B decode: 1.15 M
-    against 0.36 M cycles). Below it, the exact backend allocates own rectangles in a share of the time:
-    faster, they are the plan (a :class:`Part`), else the regions stay, bounded by the least of both
-    families' bounds. The user's region groups keep the regions (own rectangles would break them)."""
+    above it no own-rectangle plan is faster, and the regions' bound stands (Llama-3-8B decode: 1.15 M
+    against 0.36 M cycles). Below it the exact backend allocates own rectangles in a share of the time,
+    and the bound becomes the least of both families'. Where they allocate faster, their part is
+    returned too: placement adds more communication to many small rectangles than to a few regions
+    (12 requests: 1,410 against 1,494 allocated, 1,692 against 1,552 placed), so the driver solves both
+    (``Prepared.rivals``) and keeps the faster plan. The user's region groups keep the regions."""
     if proven.value is None or proven.start is None or region_spans(costs):
-        return proven
+        return proven, None
     objective = objective_named(request.objective, request.requests)
     lat = [int(u.frontier.latency[j]) for u, j in zip(units.kernels, proven.start, strict=True)]
     regions = paced(sum(lat), max(lat, default=0), request.requests)
     problem = build_problem(costs, objective=objective)
     lp = objective.exact_bound(problem)
     if lp.value is None or lp.value >= regions:
-        return proven
+        return proven, None
     solver = request.solver.name if request.solver.name in objective.exact_backends else None
     found = None
     if solver is not None and not deadline.stopped:
@@ -311,11 +313,17 @@ def own_rectangles(
         found = run_stoppable(lambda: get_solver(solver)(problem, knobs), deadline)
     own = max(lp.value, found.bound or 0) if found is not None and found.has_solution else lp.value
     bound = min(proven.value, own)
+    lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None)
     if found is None or not found.has_solution or found.objective is None or found.objective >= regions:
         say(f"sharing: every kernel on its own rectangle takes at least {own:,} cycles; the regions' {regions:,} stay")
-        return replace(proven, value=bound, choice=proven.choice if bound == proven.value else None)
-    say(f"sharing: every kernel on its own rectangle: {found.objective:,} cycles, faster than the regions' {regions:,}")
-    return Part(costs, ProvenBound(solver or "lp", bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
+        return lowered, None
+    say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
+    return lowered, Part(costs, ProvenBound(solver or "lp", bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
+
+
+def own_reason(family: Family | None) -> str:
+    """The decision's reason when every kernel on its own rectangle was solved beside the regions."""
+    return f"every kernel on its own rectangle (allocated faster than {family} regions, and solved beside them)"
 
 
 def region_spans(costs: CostTable) -> list[tuple[tuple[int, int], str]]:
@@ -404,12 +412,12 @@ class SharedRegions(RegionsLowering):
             part = wafer_part(costs, objective_named(request.objective, request.requests))
             return Prepared(RegionsDecision(family=family, runs=()), (part,), part.table, costs)
         assert units.runs is not None
-        own = own_rectangles(costs, request, units, proven, deadline, say)
-        if isinstance(own, Part):
-            reason = f"every kernel on its own rectangle is faster than {family} regions ({proven.value:,} cycles at least)"
-            return Prepared(RegionsDecision(family=family, runs=(), reason=reason), (own,), costs, costs)
+        bound, own = own_rectangles(costs, request, units, proven, deadline, say)
         decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids)
-        return Prepared(decision, (Part(units, own, wider=True),), units, costs)
+        rivals = (
+            (Prepared(RegionsDecision(family=family, runs=(), reason=own_reason(family)), (own,), costs, costs),) if own else ()
+        )
+        return Prepared(decision, (Part(units, bound, wider=True),), units, costs, rivals=rivals)
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet

@@ -76,7 +76,7 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, own_rectangles, regions_lines, share_cores
+from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, own_reason, own_rectangles, regions_lines, share_cores
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
@@ -756,7 +756,7 @@ class LatencyOverWafers(Strategy):
         grids: list[tuple[int, int]] = []
         chosen: list[SharingResult] = []
         own_bound: int | None = None  # the one wafer's bound where own rectangles were weighed (``own_rectangles``)
-        own_reason = ""
+        own_part: Part | None = None  # and their part, where they allocate faster than the regions
         if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
         elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
@@ -799,15 +799,7 @@ class LatencyOverWafers(Strategy):
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
                 )
             if one and not cut.shards:  # the whole plan on one wafer: weighed as ``--wafers 1`` weighs it
-                weighed = own_rectangles(wafer, request, units, proven, deadline, say)
-                if isinstance(weighed, Part):  # every kernel on its own rectangle (no runs)
-                    assert weighed.bound is not None
-                    parts.append(weighed)
-                    own_bound, own_reason = (
-                        weighed.bound.value,
-                        f"every kernel on its own rectangle is faster than {family} regions",
-                    )
-                    continue
+                weighed, own_part = own_rectangles(wafer, request, units, proven, deadline, say)
                 own_bound = weighed.value if weighed.value != proven.value else None
                 proven = weighed
             parts.append(Part(units, proven, wider=True))
@@ -821,7 +813,7 @@ class LatencyOverWafers(Strategy):
             grids=tuple(grids) if family is not None and len(grids) == len(runs) else None,
             expert_shards=cut.shards or None,
             split_layers=cut.layers,
-            reason="; ".join(r for r in (_forms_reason(cut, forms), skipped, own_reason) if r),
+            reason="; ".join(r for r in (_forms_reason(cut, forms), skipped) if r),
         )
         # the parts' proofs (each wafer's own search, made here or while the cut was chosen) count in each
         # part's time: the partition's is the rest, so that the plan's time adds up to the elapsed once
@@ -842,7 +834,12 @@ class LatencyOverWafers(Strategy):
         bound = bound if own_bound is None else min(bound, own_bound)
         # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
         state = len(cuts) - 1 if family is None else None
-        return Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state)
+        rivals: tuple[Prepared, ...] = ()
+        if own_part is not None:  # that one wafer's kernels each on its own rectangle, solved beside its regions
+            why = "; ".join(r for r in (decision.reason, own_reason(family)) if r)
+            mine = decision.model_copy(update={"runs": (), "grids": (), "reason": why})
+            rivals = (Prepared(mine, (own_part,), costs, costs, partition, bound),)
+        return Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state, rivals=rivals)
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
