@@ -194,6 +194,32 @@ def _check_plan(sp: SharingProblem, found: SharingResult, pace: int) -> int:
 
 
 @pytest.mark.parametrize("stacked", [False, True])
+def test_the_partition_dp_equals_every_start_tried(stacked: bool) -> None:
+    """``share._dp`` (monotone deques per grid) against trying every start of every run: at integer core
+    prices the values are exact, so each prefix's best value and its fewest cores on ties must match."""
+    rng = np.random.default_rng(11 + stacked)
+    for _ in range(300):
+        sp = _random_windows_problem(rng, stacked)
+        n, g_count = sp.latency.shape
+        first, cores = sp.windows(), sp.cores().astype(np.int64)
+        for lam in (0, 1, int(rng.integers(2, 9))):
+            best, fewest = [0.0] + [float("inf")] * n, [0] * (n + 1)
+            for j in range(1, n + 1):
+                for g in range(g_count):
+                    for i in range(int(first[g, j]), j):
+                        if best[i] < float("inf"):
+                            key = (best[i] + float(sp.latency[i:j, g].sum()) + lam * int(cores[g]), fewest[i] + int(cores[g]))
+                            if key < (best[j], fewest[j]) or best[j] == float("inf"):
+                                best[j], fewest[j] = key
+            plan = share._dp(sp, float(lam))
+            if best[n] == float("inf"):
+                assert plan is None
+                continue
+            assert plan is not None and list(plan.prefix_values) == best and plan.cores == fewest[n]
+            assert plan.value == plan.latency + lam * plan.cores
+
+
+@pytest.mark.parametrize("stacked", [False, True])
 def test_paced_search_equals_brute_force(stacked: bool) -> None:
     """With time enough every capped search is exact, and so is the bisection over the caps: the
     optimum of brute force, proven (status OPTIMAL, the bound the value); the bound never above it."""
