@@ -129,7 +129,7 @@ def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.Mon
     or another count than the plan's kernels."""
     model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
     monkeypatch.setattr(wafers, "_chosen", lambda *args: None)  # every layer split (the paired search's fallback)
-    monkeypatch.setattr(wafers._Cut, "rank", lambda self, fewest: (-self.shards, 0, self.bound))
+    monkeypatch.setattr(wafers._Cut, "rank", lambda self, fewest, requests=1: (-self.shards, 0, self.bound))
     request = build_request(str(model), "tiny", objective="latency", wafers=2, place=False, time_limit=20)
     plan = run(request).plan
     assert plan.decision is not None and plan.decision.expert_shards == 2  # type: ignore[attr-defined]
@@ -153,6 +153,27 @@ def test_split_plan_over_wafers_verified(tmp_path: Path, monkeypatch: pytest.Mon
         bad.write_text(json.dumps(data))
         report = verify_plan(bad)
         assert not report.ok and any(words in line for line in report.violations), report.violations
+
+
+def test_with_requests_in_flight_the_bound_is_the_least_over_the_forms_each_paced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split shard's slowest region is less than its whole layer's, so with 8 requests in flight a plan
+    with every layer split can be faster than the kept form's paced bound (the kept plan stated 9,176
+    with bound 8,696 while every layer split verified at 7,784, a review found). The bound is the least
+    of each form's own paced bound, and no plan of either form lies below it; every layer split is
+    tried beside the search's form (which splits a layer only at a cut) and chosen."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    options = {"objective": "latency", "wafers": 2, "place": False, "time_limit": 20, "requests": 8}
+    chosen = run(build_request(str(model), "tiny", **options)).plan  # type: ignore[arg-type]
+    monkeypatch.setattr(wafers, "_chosen", lambda *args: None)  # every layer split, ranked first
+    monkeypatch.setattr(wafers._Cut, "rank", lambda self, fewest, requests=1: (-self.shards, 0, self.bound))
+    split = run(build_request(str(model), "tiny", **options)).plan  # type: ignore[arg-type]
+    assert split.decision is not None and split.decision.expert_shards == 2  # type: ignore[attr-defined]
+    bound = chosen.objective.bound_cycles
+    assert bound is not None and bound <= min(chosen.objective.value, split.objective.value)
+    # with requests in flight every layer split is tried beside the search's form, and here it is faster
+    assert getattr(chosen.decision, "expert_shards", None) == 2 and chosen.objective.value <= split.objective.value
 
 
 def test_kept_plans_read_as_before(tmp_path: Path) -> None:

@@ -137,13 +137,23 @@ def test_kernels_whose_rectangles_do_not_pack_are_cut_over_one_wafer_more(tmp_pa
     """Every kernel on its own rectangle at 40 requests: the fewest wafers (3) hold the kernels' fewest
     cores, the first one 384 of its 384, in rectangles that do not tile it. The strategy's ``retry`` cuts
     them over 4 (it ended in NoLayoutError; ``--wafers 4`` had chosen 3 by its bounds), placed and verified."""
+    import time
+
+    from wsealloc.errors import NoLayoutError
+
     options = {**OPTIONS, "share": "none", "requests": 40}
+    t0 = time.perf_counter()
     out = ws.solve(DECODE, "tiny", wafers=wafers, time_limit=20, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    elapsed = time.perf_counter() - t0
     plan = out.plan
     assert isinstance(plan.decision, WafersDecision) and plan.decision.wafers == 4 == len(plan.stages)
     assert plan.objective.placed and plan.objective.bound_cycles is not None
     assert plan.objective.bound_cycles <= plan.objective.value
+    assert plan.objective.wall_s >= 0.6 * elapsed  # the try on three wafers counts (a review: 1.76 s of 2.7)
     assert verify_plan(tmp_path / "p.json").ok
+    if wafers == 4:  # three at most: no wafer more to cut over, the error says what gives room
+        with pytest.raises(NoLayoutError, match="cut over 3 wafer.*give more --wafers"):
+            ws.solve(DECODE, "tiny", wafers=3, time_limit=20, **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("wafers", [2, 3])
@@ -430,6 +440,26 @@ def test_a_signal_while_the_wafers_search_their_own_regions_keeps_the_plan_in_ha
     (known,) = handed
     assert out.interrupted and isinstance(out.plan.decision, WafersDecision)
     assert out.plan.decision.cuts == known.cuts and out.plan.objective.value <= known.latency  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
+def test_a_signal_on_a_cut_of_one_wafer_keeps_the_plan_in_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cut lands on one wafer with requests in flight, whose regions are searched again paced: after a
+    # signal that search would find nothing and the plan in hand was thrown away ("no regions were found
+    # in time for wafer 0", a review). The plan in hand is written, interrupted, and verifies.
+    import wsealloc.strategy.wafers as wafers_strategy
+
+    handed: list[object] = []
+
+    def out_of_time(sp, links, count, deadline, known=None, price=0.0):  # type: ignore[no-untyped-def]
+        handed.append(known)
+        deadline.stop.stop()
+        return known
+
+    monkeypatch.setattr(wafers_strategy, "wafer_sharing", out_of_time)
+    options = {**OPTIONS, "sets": [], "requests": 4, "place": False}
+    out = ws.solve(DECODE, "tiny", wafers=2, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    assert handed and out.interrupted and len(out.plan.stages) == 1
     assert verify_plan(tmp_path / "p.json").ok
 
 

@@ -104,12 +104,14 @@ def drive(
         # another decision the strategy could not rank before its plan is solved: its share of what remains
         if deadline.stopped or best.interrupted:
             break
+        t0 = time.perf_counter()
         try:
             rival = replace(rival, price=rival.price or decided.price)
             other = _annotated(solve_prepared(rival, request, deadline.share(1.0 / (len(rivals) - i)), say), rival)
         except NoLayoutError:
             continue  # (the first decision's plan stands)
-        spent += other.plan.objective.wall_s
+        finally:
+            spent += time.perf_counter() - t0  # (a rival that did not pack took its time too)
         if other.plan.objective.value < best.plan.objective.value:
             say(f"rival decision: {other.plan.objective.value:,} cycles, faster than {best.plan.objective.value:,}; kept")
             best = other
@@ -122,15 +124,24 @@ def drive(
 def _retrying(
     strategy: Strategy, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress
 ) -> SolveOutcome:
-    """``prepared`` solved, another decision of the strategy's tried where a layout does not pack."""
+    """``prepared`` solved, another decision of the strategy's tried where a layout does not pack (the
+    plan's time counts the tries before it and the decisions they took)."""
+    t0 = time.perf_counter()
     while True:
+        start = time.perf_counter()
         try:
-            return _annotated(solve_prepared(prepared, request, deadline, say), prepared)
+            outcome = _annotated(solve_prepared(prepared, request, deadline, say), prepared)
         except NoLayoutError:
             again = run_stoppable(partial(strategy.retry, costs, request, prepared, deadline, say), deadline)
             if again is None or deadline.stopped:
                 raise
             prepared = again
+            continue
+        if start == t0:
+            return outcome
+        objective = outcome.plan.objective
+        update = {"wall_s": objective.wall_s + start - t0}
+        return replace(outcome, plan=outcome.plan.model_copy(update={"objective": objective.model_copy(update=update)}))
 
 
 def solve_prepared(prepared: Prepared, request: SolveRequest, deadline: Deadline, say: Progress) -> SolveOutcome:

@@ -304,21 +304,31 @@ def own_rectangles(
     lp = objective.exact_bound(problem)
     if lp.value is None or lp.value >= regions:
         return proven, None
+    # the greedy allocation first (at once: a plan where the exact backend finds none in its share, and its
+    # hint; Llama-3-8B decode on wse3 at 64 requests: 665,399 cycles greedy against 2,768,768 for the
+    # regions, where CP-SAT found nothing in a tenth of 30 s), then the exact backend if the request's is one
+    knobs = SolveOptions(
+        deadline=deadline.share(OWN_SHARE), workers=request.solver.workers, seed=request.solver.seed, lower_bound=lp.value
+    )
+    greedy = get_solver("greedy")(problem, knobs)
+    found = greedy if greedy.has_solution and greedy.objective is not None else None
+    own = lp.value
     solver = request.solver.name if request.solver.name in objective.exact_backends else None
-    found = None
     if solver is not None and not deadline.stopped:
-        knobs = SolveOptions(
-            deadline=deadline.share(OWN_SHARE), workers=request.solver.workers, seed=request.solver.seed, lower_bound=lp.value
-        )
-        found = run_stoppable(lambda: get_solver(solver)(problem, knobs), deadline)
-    own = max(lp.value, found.bound or 0) if found is not None and found.has_solution else lp.value
+        hinted = replace(knobs, hint=found.choice if found is not None else None)
+        exact = run_stoppable(lambda: get_solver(solver)(problem, hinted), deadline)
+        if exact is not None:
+            own = max(own, exact.bound or 0)
+            if exact.has_solution and exact.objective is not None and (found is None or exact.objective < (found.objective or 0)):
+                found = exact
     bound = min(proven.value, own)
     lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None)
-    if found is None or not found.has_solution or found.objective is None or found.objective >= regions:
+    if found is None or found.objective is None or found.objective >= regions:
         say(f"sharing: every kernel on its own rectangle takes at least {own:,} cycles; the regions' {regions:,} stay")
         return lowered, None
     say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
-    return lowered, Part(costs, ProvenBound(solver or "lp", bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
+    method = solver or "lp"
+    return lowered, Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
 
 
 def own_reason(family: Family | None) -> str:
