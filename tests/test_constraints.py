@@ -113,15 +113,51 @@ def test_each_name_of_a_list_must_select_a_kernel(tmp_path: Path, text: str) -> 
 
 
 def test_rules_no_solver_can_honour_are_refused_up_front(tmp_path: Path) -> None:
-    path = _rules(tmp_path, "- grid: l0.qkv\n  shape: 2x2\n")
+    """Rules on own rectangles cannot hold on a fixed region grid (``--grid``) nor beside region groups;
+    region groups need the sharing search (``--share auto``)."""
+    decode = MODELS / "tiny" / "llm_decode.onnx"
+    path = _rules(tmp_path, "- grid: layers.0.q_proj\n  shape: 2x2\n")
     with pytest.raises(UsageError, match="line 1: a grid rule applies to kernels that own their rectangle"):
-        ws.solve(MODELS / "tiny" / "llm_decode.onnx", "tiny", constraints=path, objective="latency", context=16)
+        ws.solve(decode, "tiny", constraints=path, objective="latency", context=16, grid=(4, 4))
     region = _rules(tmp_path, "- together: [l0.qkv, l0.scores]\n  how: region\n", "r.yaml")
     with pytest.raises(UsageError, match="only --share auto chooses"):
         ws.solve(TRANSFORMER, "tiny", constraints=region)
-    touch = _rules(tmp_path, "- together: [l0.qkv, l0.scores]\n  how: touch\n", "t.yaml")
+    text = "- together: [layers.0.scores, layers.0.context]\n  how: region\n- grid: layers.0.q_proj\n  shape: 2x2\n"
+    both = _rules(tmp_path, text, "b.yaml")
+    with pytest.raises(UsageError, match="line 3: a grid rule applies to kernels that own their rectangle and .*b.yaml line 1"):
+        ws.solve(decode, "tiny", constraints=both, objective="latency", context=16)
+    touch = _rules(tmp_path, "- together: [layers.0.q_proj, layers.0.scores]\n  how: touch\n", "t.yaml")
     with pytest.raises(UsageError, match="line 1: a together-touch rule applies to kernels that own their rectangle"):
-        ws.solve(MODELS / "tiny" / "llm_decode.onnx", "tiny", constraints=touch, objective="latency", context=16)
+        ws.solve(decode, "tiny", constraints=touch, objective="latency", context=16, grid=(4, 4))
+
+
+def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path: Path) -> None:
+    """``--share auto`` chooses between regions and own rectangles: rules on own rectangles (a grid, a
+    corner) choose own rectangles, the decision says which rule, and the plan verifies; so a plan made
+    with own rectangles re-solves with ``--from-plan`` as the user asked it (it was refused, naming a
+    grid rule the user never wrote)."""
+    decode = MODELS / "tiny" / "llm_decode.onnx"
+    options = {"objective": "latency", "context": 16, "requests": 16, "time_limit": 10}
+    path = _rules(tmp_path, "- grid: layers.0.q_proj\n  shape: 2x2\n")
+    out = ws.solve(decode, "tiny", constraints=path, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    decision = out.plan.decision
+    assert decision.strategy == "regions" and decision.runs == ()  # type: ignore[attr-defined]
+    assert "c.yaml line 1: a grid rule" in decision.reason
+    assert next(k.grid for k in out.plan.kernels if k.name == "layers.0.q_proj") == (2, 2)
+    assert out.plan.objective.constraints is not None and out.plan.objective.constraints.unconstrained_bound_cycles
+    assert verify_plan(tmp_path / "p.json").ok
+    # the whole plan again, from itself: every grid and corner kept
+    from wsealloc.cli.options import user_constraints
+
+    again = ws.solve(
+        decode,
+        "tiny",
+        constraints=user_constraints(None, str(tmp_path / "p.json"), ()),
+        output=tmp_path / "q.json",
+        **options,  # type: ignore[arg-type]
+    )
+    assert [(k.grid, k.placement) for k in again.plan.kernels] == [(k.grid, k.placement) for k in out.plan.kernels]
+    assert verify_plan(tmp_path / "q.json").ok
 
 
 # ---------------------------------------------------------------- every solver against brute force

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from wsealloc.budget import Deadline
-from wsealloc.constraints import Together, TogetherHow
+from wsealloc.constraints import Constraints, Rule, Together, TogetherHow
 from wsealloc.opmodels import CostTable
 from wsealloc.solvers.conflicts import check as check_conflicts
 from wsealloc.strategy.base import Prepared, Price, Progress, Wrapper, quiet
@@ -19,26 +19,42 @@ if TYPE_CHECKING:
     from wsealloc.request import SolveRequest
 
 
+def rectangle_rule(constraints: Constraints | None) -> Rule | None:
+    """The first of the user's rules that applies to kernels on their own rectangles (a grid, a corner,
+    a keep-out, a touch group), or None: under ``--share auto`` such rules choose own rectangles."""
+    for rule in constraints.rules if constraints is not None else ():
+        if rule.kind in ("grid", "place", "keep-out") or (isinstance(rule, Together) and rule.how is TogetherHow.TOUCH):
+            return rule
+    return None
+
+
 def refuse_rules(request: SolveRequest, shares_cores: bool, chooses_regions: bool) -> None:
     """Refuse, with the reason, a rule no solver of this way of running can honour: rules on kernels'
-    own rectangles when kernels share regions, region groups where no sharing search runs."""
+    own rectangles when kernels share regions of a fixed grid (``--grid``) or of the user's region
+    groups, region groups where no sharing search runs. Under ``--share auto`` rules on own
+    rectangles alone choose own rectangles (``SharedRegions``): a plan made so, re-solved with
+    ``--from-plan``, pins its kernels again."""
     constraints = request.constraints
     if constraints is None:
         return
-    for rule in constraints.rules:
-        touch = isinstance(rule, Together) and rule.how is TogetherHow.TOUCH
-        if shares_cores and (rule.kind in ("grid", "place", "keep-out") or touch):
+    pinned = rectangle_rule(constraints)
+    grouped = next((r for r in constraints.rules if isinstance(r, Together) and r.how is TogetherHow.REGION), None)
+    if shares_cores and pinned is not None and (not chooses_regions or grouped is not None):
+        rule = f"{constraints.where(pinned)}: a {'together-touch' if isinstance(pinned, Together) else pinned.kind} rule"
+        if grouped is not None:
             raise ValueError(
-                f"{constraints.where(rule)}: a {'together-touch' if touch else rule.kind} rule applies to kernels that own "
-                "their rectangle; with --share/--grid "
-                "kernels share regions whose grids the sharing search chooses (use --share none, or group kernels "
-                "with 'together: ... how: region')"
+                f"{rule} applies to kernels that own their rectangle and {constraints.where(grouped)} puts kernels in one "
+                "region of cores shared in time: one plan cannot have both (drop one of the two rules)"
             )
-        if isinstance(rule, Together) and rule.how is TogetherHow.REGION and not chooses_regions:
-            raise ValueError(
-                f"{constraints.where(rule)}: 'how: region' puts kernels in one region of cores shared in time, which only "
-                "--share auto chooses (with --objective latency); use 'how: wafer' for a pipeline over wafers"
-            )
+        raise ValueError(
+            f"{rule} applies to kernels that own their rectangle; with --grid kernels share regions of that grid "
+            "(use --share auto or none, or group kernels with 'together: ... how: region')"
+        )
+    if grouped is not None and not chooses_regions:
+        raise ValueError(
+            f"{constraints.where(grouped)}: 'how: region' puts kernels in one region of cores shared in time, which only "
+            "--share auto chooses (with --objective latency); use 'how: wafer' for a pipeline over wafers"
+        )
 
 
 class Constrained(Wrapper):
@@ -48,7 +64,9 @@ class Constrained(Wrapper):
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         if costs.applied is not None:  # a conflict is explained before any solver runs
             say(f"constraints: testing {len(costs.applied.constraints.rules):,} rules for conflicts")
-            check_conflicts(costs, request.wafer_count, shared=self.shares_cores, deadline=deadline)
+            # (rules on own rectangles under --share auto choose own rectangles: their cores add up)
+            shared = self.shares_cores and rectangle_rule(request.constraints) is None
+            check_conflicts(costs, request.wafer_count, shared=shared, deadline=deadline)
         return self._priced(request, self.inner.decide(costs, request, deadline, say))
 
     def retry(

@@ -32,9 +32,10 @@ from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share import solve_paced as share_paced
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
+from wsealloc.strategy.constrained import rectangle_rule
 from wsealloc.strategy.decision import Decision, RegionsDecision
 from wsealloc.strategy.modes import Family, ShareMode
-from wsealloc.strategy.pipeline import refuse_seed_training, wafer_part
+from wsealloc.strategy.pipeline import pipeline_bound, refuse_seed_training, wafer_part
 from wsealloc.units import format_bytes
 
 if TYPE_CHECKING:
@@ -412,6 +413,15 @@ class SharedRegions(RegionsLowering):
         return request.sharing.mode is ShareMode.AUTO
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
+        pinned = rectangle_rule(request.constraints)
+        if pinned is not None:  # (``refuse_rules`` refused them beside region groups)
+            assert request.constraints is not None
+            where = request.constraints.where(pinned)
+            say(f"sharing: {where} applies to kernels on their own rectangles; no regions are chosen")
+            part = wafer_part(costs, objective_named(request.objective, request.requests))
+            reason = f"every kernel on its own rectangle ({where}: a {pinned.kind} rule applies to kernels that own theirs)"
+            decision = RegionsDecision(family=request.sharing.family, runs=(), reason=reason)
+            return Prepared(decision, (part,), part.table, costs)
         return self._share(costs, request, request.sharing.family, deadline, say)
 
     def _share(
@@ -435,6 +445,8 @@ class SharedRegions(RegionsLowering):
         decision = prepared.decision
         if not isinstance(decision, RegionsDecision) or decision.family == FALLBACK_FAMILY or deadline.stopped:
             return None
+        if rectangle_rule(request.constraints) is not None:  # the user's rules keep own rectangles
+            return None
         # the regions chosen do not pack: choose again among shapes that do (the plan's decision records
         # the family; its bound stays the least of the families searched, so the plan reports the price)
         say(f"sharing: no layout packs those regions; choosing again among {FALLBACK_FAMILY} regions")
@@ -442,6 +454,9 @@ class SharedRegions(RegionsLowering):
         return self._share(costs, request, FALLBACK_FAMILY, deadline, say, bound.value if bound is not None else None)
 
     def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
+        if rectangle_rule(request.constraints) is not None:  # own rectangles, with the rules and without
+            base = prepared.base.unconstrained if prepared.base.unconstrained is not None else prepared.base
+            return pipeline_bound(base, objective_named(request.objective, request.requests))
         bound = prepared.parts[0].bound
         free = bound.unconstrained if bound is not None else None
         return ProvenBound("share", free, ()) if free else ProvenBound("share", None, None)
