@@ -200,15 +200,16 @@ class _Cut:
         kept whole)."""
         return (len(self.cuts) - 1 if fewest_first else 0, 0 if self.exact is not None else 1, self.paced(requests))
 
-    def paced(self, requests: int) -> int:
+    def paced(self, requests: int, fewest: int | None = None) -> int:
         """The bound of each request's token with ``requests`` in flight (``objective.paced``): they take
         turns at the least slowest region any plan of this form has (a split shard's is less than its
-        whole layer's), and at a cut's transfer where every plan crosses one (the cheapest)."""
+        whole layer's), and at a cut's transfer where every plan crosses one (the cheapest). ``fewest``:
+        the bound of the plans on at least that many wafers (None: the fewest any plan takes)."""
         if requests <= 1:
             return self.bound
         # (a paired form's charges only add to its kernels' latencies)
         slowest = least_slowest(self.sharing) if self.sharing is not None else 0
-        crossing = self.cheapest if self.fewest > 1 else 0
+        crossing = self.cheapest if (fewest or self.fewest) > 1 else 0
         return max(self.bound, requests * max(slowest if slowest < INF else 0, crossing))
 
     def words(self) -> str:
@@ -226,8 +227,8 @@ def _forms_reason(chosen: _Cut, forms: list[_Cut]) -> str:
 def _untried(shards: int) -> str:
     """The decision's words for a form of the MoE layers left untried for lack of time."""
     return (
-        f"the experts split into {shards} shards were not tried in the time left: they may take fewer wafers, "
-        "give a longer --time-limit to try them"
+        f"the experts split into {shards} shards were not tried in the time left (the bound is over the forms tried): "
+        "they may take fewer wafers or be faster, give a longer --time-limit to try them"
     )
 
 
@@ -780,6 +781,7 @@ class LatencyOverWafers(Strategy):
         chosen: list[SharingResult] = []
         own_bound: int | None = None  # the one wafer's bound where own rectangles were weighed (``own_rectangles``)
         own_part: Part | None = None  # and their part, where they allocate faster than the regions
+        one_wafer: int | None = None  # the bound of every plan on one wafer, where the plan is one
         if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
         elif sharing is not None:  # each wafer's own search (a proof per wafer), the plan in hand kept where faster
@@ -826,6 +828,7 @@ class LatencyOverWafers(Strategy):
                 weighed, own_part = own_rectangles(wafer, request, units, proven, deadline, say)
                 own_bound = weighed.value if weighed.value != proven.value else None
                 proven = weighed
+                one_wafer = proven.value
             parts.append(Part(units, proven, wider=True))
             runs += [(a + i, a + j) for i, j in units.runs]
             grids += list(fixed) if fixed is not None else []
@@ -853,6 +856,11 @@ class LatencyOverWafers(Strategy):
         # theirs (``least``)
         bound = cut.paced(request.requests) if least is None else least
         bound = bound if own_bound is None else min(bound, own_bound)
+        if one_wafer is not None and least is None and cut.fewest == 1:
+            # a plan on one wafer takes at least that wafer's proven bound, a plan on two or more waits its
+            # turn at a link's transfer too: the least of the two (the tiny decode at 16 requests on
+            # --wafers 2 landed on one wafer at its optimum, 1,568, and stated the one-pass bound, 1,022)
+            bound = max(bound, min(one_wafer, cut.paced(request.requests, fewest=2)))
         # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
         state = len(cuts) - 1 if family is None else None
         rivals: tuple[Prepared, ...] = ()
