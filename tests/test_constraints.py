@@ -158,6 +158,14 @@ def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path
     )
     assert [(k.grid, k.placement) for k in again.plan.kernels] == [(k.grid, k.placement) for k in out.plan.kernels]
     assert verify_plan(tmp_path / "q.json").ok
+    # the price's reference is what --share auto proves without the rules, regions included: at one
+    # request they reach 1,025 cycles, and a keep-out's price was stated against own rectangles' 1,298
+    one = {**options, "requests": 1, "place": False}
+    kept = ws.solve(decode, "tiny", constraints=_rules(tmp_path, "- keep-out: {rows: [0, 1]}\n", "k.yaml"), **one).plan  # type: ignore[arg-type]
+    free = ws.solve(decode, "tiny", **one).plan.objective  # type: ignore[arg-type]
+    record = kept.objective.constraints
+    assert record is not None and not record.unconstrained_optimal
+    assert record.unconstrained_bound_cycles is not None and record.unconstrained_bound_cycles <= free.value
 
 
 # ---------------------------------------------------------------- every solver against brute force

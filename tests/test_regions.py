@@ -446,6 +446,34 @@ def test_share_auto_weighs_every_kernel_on_its_own_rectangle(tmp_path: Path, req
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("fails", ["rival", "rival stopped", "first"])
+def test_a_decision_that_fails_leaves_the_other_one_standing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    """At 16 requests the regions and the own rectangles are both solved (``Prepared.rivals``). A rival
+    that fails (an error of any kind) or is stopped by a signal leaves the regions' plan in hand, the
+    signal said (a review: any error but NoLayoutError threw the plan away, and a signal during the
+    rival ended in exit 0); where the regions do not pack (nor the regions chosen again), the rival's
+    plan is the plan."""
+    from wsealloc import driver
+    from wsealloc.errors import Interrupted, NoLayoutError, SolverError
+
+    real = driver.solve_prepared
+
+    def failing(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
+        own = prepared.decision.runs == ()
+        if fails == "first" and not own:
+            raise NoLayoutError("injected: the regions do not pack")
+        if fails.startswith("rival") and own:
+            raise (Interrupted if fails == "rival stopped" else SolverError)("injected")
+        return real(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "solve_prepared", failing)
+    options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
+    out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    assert (out.plan.decision.runs == ()) == (fails == "first")  # type: ignore[attr-defined]
+    assert out.interrupted == (fails == "rival stopped")  # type: ignore[union-attr]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("requests", "kept"), [(12, "regions"), (16, "own")])
 def test_placed_own_rectangles_are_solved_beside_the_regions_and_the_faster_kept(

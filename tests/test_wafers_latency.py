@@ -131,6 +131,19 @@ def test_wafers_n_is_refused_only_below_what_regions_need(tmp_path: Path) -> Non
         ws.solve(DECODE, "tiny", wafers=2, **{**options, "share": "none"})  # type: ignore[arg-type]
 
 
+def test_wafers_between_what_own_rectangles_and_regions_need(tmp_path: Path) -> None:
+    """At 40 requests and 4,500 B of SRAM the tiny decode's regions need 5 wafers, its kernels on their own
+    rectangles 4: ``--wafers 4`` with regions is refused by that count (it failed on "the wafer has 384
+    cores"), and ``--share none`` plans 4 wafers where the cut of even resident bytes would put 464
+    cores on one wafer (the min-max stage cut fits every wafer; it failed so too, also under auto)."""
+    options = {**OPTIONS, "sets": ["core.sram_bytes=4500"], "requests": 40, "place": False, "time_limit": 10}
+    with pytest.raises(InfeasibleError, match="its regions need at least 5 tiny wafers, --wafers 4 is fewer"):
+        ws.solve(DECODE, "tiny", wafers=4, **options)  # type: ignore[arg-type]
+    for wafers in (4, "auto"):
+        out = ws.solve(DECODE, "tiny", wafers=wafers, output=tmp_path / "p.json", **{**options, "share": "none"})  # type: ignore[arg-type]
+        assert len(out.plan.stages) == 4 and verify_plan(tmp_path / "p.json").ok
+
+
 def test_a_plan_on_one_of_the_wafers_allowed_is_bounded_on_one_wafer_or_past_a_link(tmp_path: Path) -> None:
     """At 16 requests the tiny decode's optimum on one wafer is 1,568 cycles a token (every kernel on its
     own rectangle, 16 turns of a 98-cycle stage). ``--wafers 2`` lands there too, and a plan on two wafers

@@ -18,7 +18,7 @@ import numpy as np
 
 from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.cost import Dataflow
-from wsealloc.errors import Interrupted, NoLayoutError, SolverError
+from wsealloc.errors import Interrupted, NoLayoutError, SolverError, WseallocError
 from wsealloc.opmodels import CostTable
 from wsealloc.plan import rules
 from wsealloc.plan.build import make_plan, merge_stages
@@ -98,26 +98,45 @@ def drive(
         raise Interrupted(f"interrupted while deciding how to run {request.model.label}; nothing was solved")
     rivals = decided.rivals
     first = deadline.share(1.0 / (1 + len(rivals))) if rivals else deadline
-    best = _retrying(strategy, costs, request, replace(decided, rivals=()), first, say)
-    spent = best.plan.objective.wall_s
+    t0 = time.perf_counter()
+    failed: NoLayoutError | None = None
+    try:
+        best: SolveOutcome | None = _retrying(strategy, costs, request, replace(decided, rivals=()), first, say)
+    except NoLayoutError as exc:
+        if not rivals or deadline.stopped:
+            raise
+        best, failed = None, exc  # (a rival may pack: the tries' time counts)
+    spent = best.plan.objective.wall_s if best is not None else time.perf_counter() - t0
+    stopped = False
     for i, rival in enumerate(rivals):
         # another decision the strategy could not rank before its plan is solved: its share of what remains
-        if deadline.stopped or best.interrupted:
+        if deadline.stopped or (best is not None and best.interrupted):
             break
         t0 = time.perf_counter()
         try:
             rival = replace(rival, price=rival.price or decided.price)
             other = _annotated(solve_prepared(rival, request, deadline.share(1.0 / (len(rivals) - i)), say), rival)
-        except NoLayoutError:
-            continue  # (the first decision's plan stands)
+        except WseallocError as exc:
+            if best is None:
+                raise
+            # the first decision's plan stands (a rival that does not pack, fails or is stopped takes nothing from it)
+            say(f"rival decision: {exc}; the plan in hand stands")
+            stopped = stopped or isinstance(exc, Interrupted)
+            continue
         finally:
             spent += time.perf_counter() - t0  # (a rival that did not pack took its time too)
-        if other.plan.objective.value < best.plan.objective.value:
-            say(f"rival decision: {other.plan.objective.value:,} cycles, faster than {best.plan.objective.value:,}; kept")
+        stopped = stopped or other.interrupted
+        if best is None or other.plan.objective.value < best.plan.objective.value:
+            if best is not None:
+                say(f"rival decision: {other.plan.objective.value:,} cycles, faster than {best.plan.objective.value:,}; kept")
             best = other
-    if rivals:  # the plan's time counts every decision solved
+    if best is None:  # (stopped before a rival was tried: the first decision's error)
+        assert failed is not None
+        raise failed
+    if rivals:  # the plan's time counts every decision solved; a signal during any of them says so
         plan = best.plan
         best = replace(best, plan=plan.model_copy(update={"objective": plan.objective.model_copy(update={"wall_s": spent})}))
+        best = replace(best, interrupted=best.interrupted or stopped or deadline.stopped)
     return best
 
 

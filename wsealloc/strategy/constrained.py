@@ -48,7 +48,7 @@ def refuse_rules(request: SolveRequest, shares_cores: bool, chooses_regions: boo
             )
         raise ValueError(
             f"{rule} applies to kernels that own their rectangle; with --grid kernels share regions of that grid "
-            "(use --share auto or none, or group kernels with 'together: ... how: region')"
+            "(use --share auto or none for it, or drop the rule)"
         )
     if grouped is not None and not chooses_regions:
         raise ValueError(

@@ -10,6 +10,7 @@ else the family the allocation chose grids from."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -47,6 +48,7 @@ FALLBACK_FAMILY: Family = "stacked"  # (stacked columns always pack: only anothe
 # the share of the wafer's cores regions of a family may take: two shelves of regions need a little
 # slack to split their widths into rows of the wafer's width; columns (stacked or not) always pack
 FAMILY_BUDGET = {"squares": 1.0, "shelves": 0.98, "columns": 1.0, "stacked": 1.0}
+FREE_SHARE = 0.2  # --share auto, rules on own rectangles: the regions' search without them (the price's reference)
 OWN_SHARE = 0.1  # --share auto: own rectangles allocated where they may beat the regions (``own_rectangles``)
 SHARING_SHARE = 0.6  # --share auto: the search for runs and grids (LLaMA decodes: about 10 s; the rest allocates and places)
 
@@ -196,11 +198,7 @@ def share_cores(
     already, with their status and bound (a search over several wafers; this table's kernels, no user
     groups): only made a table. ``pace``: the requests in flight the regions are valued with (None: the
     request's; 1: one pass, for one wafer of several, whose merged plan they pace once)."""
-    if request.objective is not ObjectiveKind.LATENCY:
-        raise UsageError(
-            "--share auto chooses regions for one token's time: add --objective latency "
-            "(a throughput plan keeps every kernel on its own rectangle: --share none)"
-        )
+    latency_only(request)
     if given is None and (large := too_large_for_a_wafer(costs, request)) is not None:
         raise large
     sp = build_sharing_problem(costs, family=family)
@@ -298,13 +296,14 @@ def own_rectangles(
     (``Prepared.rivals``) and keeps the faster plan. The user's region groups keep the regions."""
     if proven.value is None or proven.start is None or region_spans(costs):
         return proven, None
+    t0 = time.perf_counter()
     objective = objective_named(request.objective, request.requests)
     lat = [int(u.frontier.latency[j]) for u, j in zip(units.kernels, proven.start, strict=True)]
     regions = paced(sum(lat), max(lat, default=0), request.requests)
     problem = build_problem(costs, objective=objective)
     lp = objective.exact_bound(problem)
-    if lp.value is None or lp.value >= regions:
-        return proven, None
+    if lp.value is None or lp.value >= regions:  # (the weighing's time counts in the regions' proof)
+        return replace(proven, wall_s=proven.wall_s + time.perf_counter() - t0), None
     # the greedy allocation first (at once: a plan where the exact backend finds none in its share, and its
     # hint; Llama-3-8B decode on wse3 at 64 requests: 665,399 cycles greedy against 2,768,768 for the
     # regions, where CP-SAT found nothing in a tenth of 30 s), then the exact backend if the request's is one
@@ -323,13 +322,41 @@ def own_rectangles(
             if exact.has_solution and exact.objective is not None and (found is None or exact.objective < (found.objective or 0)):
                 found = exact
     bound = min(proven.value, own)
-    lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None)
+    # (the weighing's time, the own rectangles' allocation included, counts in the plan's proof)
+    spent = time.perf_counter() - t0
+    lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None, wall_s=proven.wall_s + spent)
     if found is None or found.objective is None or found.objective >= regions:
         say(f"sharing: every kernel on its own rectangle takes at least {own:,} cycles; the regions' {regions:,} stay")
         return lowered, None
     say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
     method = solver or "lp"
     return lowered, Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
+
+
+def free_bound(costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress) -> int | None:
+    """What ``--share auto`` proves without the user's rules, where rules on own rectangles chose own
+    rectangles: the least of the regions' bound (their search on the table without the rules, in a
+    share of the time) and the own rectangles' (a review: a keep-out's price stated against own
+    rectangles alone, 1,298 cycles, where the regions reach 1,025 without it). None: not known."""
+    base = costs.unconstrained
+    if base is None:
+        return None
+    own = pipeline_bound(base, objective_named(request.objective, request.requests)).value
+    try:
+        _, proven, _ = share_cores(base, request, request.sharing.family, deadline.share(FREE_SHARE), say)
+    except (InfeasibleError, Interrupted):  # (no regions fit without the rules, or a signal: own rectangles')
+        return own
+    regions = proven.value if proven is not None else None
+    return min((v for v in (own, regions) if v is not None), default=None)
+
+
+def latency_only(request: SolveRequest) -> None:
+    """Regions are chosen for one token's time (``share_cores``; rules on own rectangles too)."""
+    if request.objective is not ObjectiveKind.LATENCY:
+        raise UsageError(
+            "--share auto chooses regions for one token's time: add --objective latency "
+            "(a throughput plan keeps every kernel on its own rectangle: --share none)"
+        )
 
 
 def own_reason(family: Family | None) -> str:
@@ -418,7 +445,10 @@ class SharedRegions(RegionsLowering):
             assert request.constraints is not None
             where = request.constraints.where(pinned)
             say(f"sharing: {where} applies to kernels on their own rectangles; no regions are chosen")
+            latency_only(request)
             part = wafer_part(costs, objective_named(request.objective, request.requests))
+            if part.bound is not None:  # the price's reference: the least of both families without the rules
+                part = replace(part, bound=replace(part.bound, unconstrained=free_bound(costs, request, deadline, say)))
             reason = f"every kernel on its own rectangle ({where}: a {pinned.kind} rule applies to kernels that own theirs)"
             decision = RegionsDecision(family=request.sharing.family, runs=(), reason=reason)
             return Prepared(decision, (part,), part.table, costs)
@@ -454,11 +484,10 @@ class SharedRegions(RegionsLowering):
         return self._share(costs, request, FALLBACK_FAMILY, deadline, say, bound.value if bound is not None else None)
 
     def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
-        if rectangle_rule(request.constraints) is not None:  # own rectangles, with the rules and without
-            base = prepared.base.unconstrained if prepared.base.unconstrained is not None else prepared.base
-            return pipeline_bound(base, objective_named(request.objective, request.requests))
         bound = prepared.parts[0].bound
         free = bound.unconstrained if bound is not None else None
+        if rectangle_rule(request.constraints) is not None:  # (``free_bound``: a lower bound, not an optimum)
+            return ProvenBound("share", free, None)
         return ProvenBound("share", free, ()) if free else ProvenBound("share", None, None)
 
     def admits(self, request: SolveRequest, decision: Decision, costs: CostTable) -> str | None:

@@ -622,9 +622,12 @@ class LatencyOverWafers(Strategy):
         # fewest-core regions (the tiny decode at 24 requests and 4,700 B of SRAM: 3 wafers of own
         # rectangles, 2 of regions, and ``--wafers 2`` was refused though ``auto`` planned 2)
         need = least.wafers
-        if family is not None and count < need:
-            fit = _fewest_fitting(sharing or build_sharing_problem(costs, family=family), family, costs.total_cores)
-            need = fit if fit is not None else need
+        # (and where regions need more wafers than own rectangles, ``--wafers N`` between the two counts is
+        # refused so too: a review saw "the wafer has 384 cores" for --wafers 4 where regions need 5)
+        regions_fit: tuple[int | None] | None = None  # (computed once: 0.7 s on Llama-3.1-70B)
+        if family is not None and (count < need or request.wafer_count is not None):
+            regions_fit = (_fewest_fitting(sharing or build_sharing_problem(costs, family=family), family, costs.total_cores),)
+            need = regions_fit[0] if regions_fit[0] is not None else need
         if count < need:
             raise InfeasibleError(
                 f"{costs.kgraph.ops.source}: its {'regions' if family is not None else 'kernels'} need at least {need} "
@@ -654,8 +657,9 @@ class LatencyOverWafers(Strategy):
         own: tuple[SharingResult, ...] = ()
         if family is None and retried is not None:
             cuts, parts = self._own_rectangles(costs, request, sproblem, links, (retried,), say)
-        elif family is None and least.wafers < count:
-            cuts, parts = self._own_rectangles(costs, request, sproblem, links, (count, least.wafers), say)
+        elif family is None:
+            counts = (count, least.wafers) if least.wafers < count else (count,)
+            cuts, parts = self._own_rectangles(costs, request, sproblem, links, counts, say)
         if family is not None:  # the cut and every wafer's regions at once, exactly where time allows
             # the relaxed regions packed in order onto at most ``count`` wafers are a plan already, and so
             # are the regions of the fewest wafers' cores that can hold the kernels: the exact search
@@ -666,7 +670,7 @@ class LatencyOverWafers(Strategy):
             known = relaxed_plan if _fits(relaxed_plan, count) else None
             base = sharing if sharing is not None else build_sharing_problem(costs, family=family)
             if request.wafer_count is not None and fewest < count and not base.charged:  # (auto: ``count`` is that fewest)
-                fit = _fewest_fitting(base, family, costs.total_cores)
+                fit = regions_fit[0] if regions_fit is not None else _fewest_fitting(base, family, costs.total_cores)
                 if fit is not None and fit > fewest:  # no plan takes fewer wafers: it crosses as many links
                     fewest, bound = fit, max(bound, relaxed + (fit - 1) * cheapest)
                 if fit is not None and fit < count:
@@ -741,10 +745,18 @@ class LatencyOverWafers(Strategy):
         objective = objective_named(request.objective)
         best: tuple[int, tuple[int, ...], tuple[Part, ...]] | None = None
         for count in counts:
-            cuts = resident_cut(costs, count) or stage_solver(sproblem, count).cuts
-            try:
-                parts = tuple(wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
-            except InfeasibleError:
+            # even resident bytes, else (a wafer of it past its cores: the tiny decode at 40 requests and
+            # 4,500 B of SRAM, 464 cores on a wafer of 384) the min-max stage cut, which fits every wafer
+            tried = [resident_cut(costs, count), stage_solver(sproblem, count).cuts]
+            for cuts in (c for c in tried if c):
+                try:
+                    parts = tuple(
+                        wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+                    )
+                    break
+                except InfeasibleError:
+                    continue
+            else:
                 continue
             proven = [p.bound.value if p.bound is not None and p.bound.value is not None else 0 for p in parts]
             value = sum(proven) + sum(int(links[c]) for c in cuts[1:-1])
