@@ -192,3 +192,38 @@ def test_paced_backends_equal_brute_force(p: AllocationProblem, requests: int) -
         assert greedy.objective >= best
         hinted = get_solver("cpsat")(p, replace(opts, hint=greedy.choice))  # the hint's value prunes slow candidates
         assert hinted.objective == best
+
+
+@settings(max_examples=60, deadline=None)
+@given(latency_problems(), st.integers(1, 6))
+def test_the_latency_start_fits_and_is_optimal_only_where_it_is(p: AllocationProblem, requests: int) -> None:
+    """``latency_start`` (the bound's own allocation): it fits the cores, its value is never below the
+    optimum (brute force), and where the bound calls it optimal (``choice``) it is the optimum."""
+    p = replace(p, objective=Latency(requests=requests))
+    best = brute_latency(p)
+    proven = p.objective.exact_bound(p)
+    if best is None:
+        assert proven.start is None
+        return
+    assert proven.start is not None and p.feasible(proven.start)
+    value = p.evaluate(proven.start)[0]
+    assert value >= best and proven.value is not None and proven.value <= best
+    if proven.choice is not None:
+        assert value == best == proven.value
+
+
+def test_the_latency_start_by_hand() -> None:
+    """A chain of two kernels of one class and one of another, 20 cores: each of the first on (2, 100)
+    or (6, 40), the third on (2, 300) or (10, 60). The least sum: the third on 10 cores (240 cycles
+    saved for 8 cores, 30 a core, before the 15 a core of the first two): 100 + 100 + 60 on 14 cores,
+    then the 6 left buy one of the first two its 6 cores (4 more; 18 in all): 40 + 100 + 60 = 200, the optimum
+    (brute force). With 4 requests in flight every allocation waits 4 x 100 at least: the value 400."""
+    first = Choices(np.array([2, 6]), np.array([100, 40]))
+    third = Choices(np.array([2, 10]), np.array([300, 60]))
+    hints = GreedyHints((1.0, 1.0, 1.0), (0, 0, 0), (False, False, False), (0, 0, 0), 1)
+    p = AllocationProblem(("a", "b", "c"), (0, 0, 1), (first, third), 20, hints, Latency(), preds=((), (0,), (1,)))
+    proven = p.objective.exact_bound(p)
+    assert proven.start is not None and p.evaluate(proven.start) == (200, 18) and brute_latency(p) == 200
+    paced = replace(p, objective=Latency(requests=4))
+    start = paced.objective.exact_bound(paced).start
+    assert start is not None and paced.evaluate(start)[0] == 400 == brute_latency(paced)

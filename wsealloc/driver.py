@@ -261,6 +261,10 @@ def solve_part(
         result = replace(result, wall_s=result.wall_s + wall)
     if not result.has_solution:
         fallback = baseline if baseline.status is Status.FEASIBLE else exact
+        if proven.start is not None and problem.feasible(proven.start):  # the bound's own allocation, where faster
+            start = result_from_choice("latency-start", problem, proven.start, Status.FEASIBLE, bound, wall)
+            if fallback.objective is None or (start.objective is not None and start.objective < fallback.objective):
+                fallback = start
         result = replace(
             fallback,
             solver=result.solver,

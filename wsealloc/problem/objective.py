@@ -45,6 +45,7 @@ import numpy as np
 
 from wsealloc.cost.comm import CommCosts
 from wsealloc.errors import UsageError, choices_message
+from wsealloc.problem.latency_start import latency_start, lower_hull
 from wsealloc.search import first_true
 
 if TYPE_CHECKING:
@@ -210,10 +211,16 @@ class Latency(Objective):
         requests in flight, ``requests`` times the least bottleneck any allocation has (the slowest
         kernel of every allocation is at least it); the exact backends prove the optimum itself."""
         lp = latency_lp_bound(problem)
-        if lp is None or self.requests == 1:
+        if lp is None:
             return ProvenBound("lp", lp, None)
-        least = optimal_bottleneck(problem)
-        return ProvenBound("lp", max(lp, self.requests * least) if least is not None else lp, None)
+        least = optimal_bottleneck(problem) if self.requests > 1 else None
+        bound = max(lp, self.requests * least) if least is not None else lp
+        # an allocation found on the way (``latency_start``): the backends' hint, and the optimum where it
+        # meets the bound
+        start = latency_start(problem, self.requests, least, critical_chain(problem))
+        if start is not None and problem.evaluate(start)[0] <= bound:
+            return ProvenBound("lp", bound, start, start=start)
+        return ProvenBound("lp", bound, None, start=start)
 
     def rank(self, stage: np.ndarray, comm: CommCosts, preds: Sequence[Sequence[int]] = ()) -> tuple[float, ...]:
         """The value first (the path with one request in flight), then the slowest kernel, then traffic x distance."""
@@ -344,17 +351,7 @@ def optimal_bottleneck(problem: AllocationProblem) -> int | None:
 
 def _lower_hull(cores: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The lower convex hull of a frontier's (cores ascending, latency descending) points."""
-    hull: list[int] = []
-    for i in range(cores.size):
-        while len(hull) >= 2:
-            a, b = hull[-2], hull[-1]
-            # b is above the segment a -> i: drop it
-            if (latency[b] - latency[a]) * (cores[i] - cores[a]) >= (latency[i] - latency[a]) * (cores[b] - cores[a]):
-                hull.pop()
-            else:
-                break
-        hull.append(i)
-    idx = np.array(hull, dtype=np.int64)
+    idx = lower_hull(cores, latency)
     return cores[idx].astype(np.float64), latency[idx].astype(np.float64)
 
 

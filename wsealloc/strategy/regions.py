@@ -29,6 +29,7 @@ from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_nam
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes, grid_allowed
 from wsealloc.solvers import SolveOptions, Status, get_solver
+from wsealloc.solvers.base import result_from_choice
 from wsealloc.solvers.share import SharingResult
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share import solve_paced as share_paced
@@ -312,9 +313,13 @@ def own_rectangles(
     )
     greedy = get_solver("greedy")(problem, knobs)
     found = greedy if greedy.has_solution and greedy.objective is not None else None
+    if lp.start is not None:  # the bound's own allocation (``latency_start``), where faster than the greedy's
+        start = result_from_choice("lp", problem, lp.start, Status.OPTIMAL if lp.optimal else Status.FEASIBLE, lp.value, 0.0)
+        if start.objective is not None and (found is None or start.objective < (found.objective or 0)):
+            found = start
     own = lp.value
     solver = request.solver.name if request.solver.name in objective.exact_backends else None
-    if solver is not None and not deadline.stopped:
+    if solver is not None and not deadline.stopped and not lp.optimal:
         hinted = replace(knobs, hint=found.choice if found is not None else None)
         exact = run_stoppable(lambda: get_solver(solver)(problem, hinted), deadline)
         if exact is not None:

@@ -750,9 +750,7 @@ class LatencyOverWafers(Strategy):
             tried = [resident_cut(costs, count), stage_solver(sproblem, count).cuts]
             for cuts in (c for c in tried if c):
                 try:
-                    parts = tuple(
-                        wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-                    )
+                    parts = tuple(wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
                     break
                 except InfeasibleError:
                     continue
