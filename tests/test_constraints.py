@@ -131,13 +131,14 @@ def test_rules_no_solver_can_honour_are_refused_up_front(tmp_path: Path) -> None
         ws.solve(decode, "tiny", constraints=touch, objective="latency", context=16, grid=(4, 4))
 
 
-def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path: Path) -> None:
+@pytest.mark.parametrize("place", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path: Path, place: bool) -> None:
     """``--share auto`` chooses between regions and own rectangles: rules on own rectangles (a grid, a
     corner) choose own rectangles, the decision says which rule, and the plan verifies; so a plan made
     with own rectangles re-solves with ``--from-plan`` as the user asked it (it was refused, naming a
-    grid rule the user never wrote)."""
+    grid rule the user never wrote). Placed, the re-solve keeps every grid and corner."""
     decode = MODELS / "tiny" / "llm_decode.onnx"
-    options = {"objective": "latency", "context": 16, "requests": 16, "time_limit": 10}
+    options = {"objective": "latency", "context": 16, "requests": 16, "time_limit": 10, "place": place}
     path = _rules(tmp_path, "- grid: layers.0.q_proj\n  shape: 2x2\n")
     out = ws.solve(decode, "tiny", constraints=path, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     decision = out.plan.decision
@@ -146,7 +147,7 @@ def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path
     assert next(k.grid for k in out.plan.kernels if k.name == "layers.0.q_proj") == (2, 2)
     assert out.plan.objective.constraints is not None and out.plan.objective.constraints.unconstrained_bound_cycles
     assert verify_plan(tmp_path / "p.json").ok
-    # the whole plan again, from itself: every grid and corner kept
+    # the whole plan again, from itself: every grid (and corner) kept
     from wsealloc.cli.options import user_constraints
 
     again = ws.solve(
@@ -158,9 +159,11 @@ def test_rules_on_own_rectangles_under_share_auto_choose_own_rectangles(tmp_path
     )
     assert [(k.grid, k.placement) for k in again.plan.kernels] == [(k.grid, k.placement) for k in out.plan.kernels]
     assert verify_plan(tmp_path / "q.json").ok
+    if place:
+        return
     # the price's reference is what --share auto proves without the rules, regions included: at one
     # request they reach 1,025 cycles, and a keep-out's price was stated against own rectangles' 1,298
-    one = {**options, "requests": 1, "place": False}
+    one = {**options, "requests": 1}
     kept = ws.solve(decode, "tiny", constraints=_rules(tmp_path, "- keep-out: {rows: [0, 1]}\n", "k.yaml"), **one).plan  # type: ignore[arg-type]
     free = ws.solve(decode, "tiny", **one).plan.objective  # type: ignore[arg-type]
     record = kept.objective.constraints

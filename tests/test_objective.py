@@ -227,3 +227,19 @@ def test_the_latency_start_by_hand() -> None:
     paced = replace(p, objective=Latency(requests=4))
     start = paced.objective.exact_bound(paced).start
     assert start is not None and paced.evaluate(start)[0] == 400 == brute_latency(paced)
+
+
+def test_cores_move_from_beside_the_path_to_it() -> None:
+    """a -> (b, c) -> d on 16 cores: b on 2 cores takes 1,000 cycles, c on 10 cores 50. c has 950 cycles
+    of slack: back on 2 cores (100) it frees the 8 that take b to 200; the path 1,020 -> 220."""
+    from wsealloc.problem.latency_start import _reclaim
+
+    edge = Choices(np.array([2]), np.array([10]))
+    slow = Choices(np.array([2, 10]), np.array([1000, 200]))
+    side = Choices(np.array([2, 10]), np.array([100, 50]))
+    hints = GreedyHints((1.0,) * 4, (0,) * 4, (False,) * 4, (0,) * 4, 1)
+    preds = ((), (0,), (0,), (1, 2))
+    p = AllocationProblem(("a", "b", "c", "d"), (0, 1, 2, 0), (edge, slow, side), 16, hints, Latency(), preds=preds)
+    assert p.evaluate([0, 0, 1, 0]) == (1020, 16)
+    moved = _reclaim(p, [0, 0, 1, 0], 1020, 1)
+    assert moved == [0, 1, 0, 0] and p.evaluate(moved) == (220, 16)
