@@ -114,21 +114,24 @@ class _Classes:
         choice = [picks[g] for g in self.group]
         left = budget - self.cores(picks)
         # the cores left: single frontier steps of weighed kernels, most latency saved per core first
-        heap: list[tuple[float, int]] = []
-        for k, j in enumerate(choice):
-            ch = problem.choices(k)
-            if j + 1 < len(ch) and self.weight[k] > 0:
-                heapq.heappush(heap, (-self.weight[k] * _gain(ch, j), k))
-        while heap and left > 0:
-            _, k = heapq.heappop(heap)
-            ch, j = problem.choices(k), choice[k]
-            step = int(ch.cores[j + 1] - ch.cores[j])
-            if step > left:
-                continue
-            choice[k], left = j + 1, left - step
-            if j + 2 < len(ch):
-                heapq.heappush(heap, (-self.weight[k] * _gain(ch, j + 1), k))
+        _buy_steps(problem, choice, {k: float(w) for k, w in enumerate(self.weight) if w > 0}, left)
         return choice
+
+
+def _buy_steps(problem: AllocationProblem, choice: list[int], weight: dict[int, float], left: int) -> None:
+    """``left`` cores spent on single frontier steps of the kernels of ``weight`` (in place), most
+    weighed latency saved per core first; a step that does not fit is passed over."""
+    heap = [(-w * _gain(problem.choices(k), choice[k]), k) for k, w in weight.items() if choice[k] + 1 < len(problem.choices(k))]
+    heapq.heapify(heap)
+    while heap and left > 0:
+        _, k = heapq.heappop(heap)
+        ch, j = problem.choices(k), choice[k]
+        step = int(ch.cores[j + 1] - ch.cores[j])
+        if step > left:
+            continue
+        choice[k], left = j + 1, left - step
+        if j + 2 < len(ch):
+            heapq.heappush(heap, (-weight[k] * _gain(ch, j + 1), k))
 
 
 def _gain(ch: Choices, j: int) -> float:
@@ -214,18 +217,7 @@ def _reclaim(problem: AllocationProblem, choice: list[int], value: int, pace: in
                 trial[k], lat[k] = j, int(ch.latency[j])
                 slack = _slack(before, after, lat)
         left = budget - problem.evaluate(trial)[1]
-        on_path = [k for k, sl in enumerate(_slack(before, after, lat)) if sl == 0]
-        heap = [(-_gain(problem.choices(k), trial[k]), k) for k in on_path if trial[k] + 1 < len(problem.choices(k))]
-        heapq.heapify(heap)
-        while heap and left > 0:
-            _, k = heapq.heappop(heap)
-            ch, j = problem.choices(k), trial[k]
-            step = int(ch.cores[j + 1] - ch.cores[j])
-            if step > left:
-                continue
-            trial[k], left = j + 1, left - step
-            if j + 2 < len(ch):
-                heapq.heappush(heap, (-_gain(ch, j + 1), k))
+        _buy_steps(problem, trial, {k: 1.0 for k, sl in enumerate(_slack(before, after, lat)) if sl == 0}, left)
         found = problem.evaluate(trial)[0]
         if found >= value:
             break
