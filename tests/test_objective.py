@@ -243,3 +243,12 @@ def test_cores_move_from_beside_the_path_to_it() -> None:
     assert p.evaluate([0, 0, 1, 0]) == (1020, 16)
     moved = _reclaim(p, [0, 0, 1, 0], 1020, 1)
     assert moved == [0, 1, 0, 0] and p.evaluate(moved) == (220, 16)
+
+
+def test_the_hull_of_a_frontier_with_latencies_near_the_cycle_limit_keeps_its_points() -> None:
+    """Latencies near 2**50 times a wafer's cores pass 2**63: the hull test in int64 wrapped and dropped
+    the middle point (a review), which raised the LP bound above the optimum."""
+    from wsealloc.problem.latency_start import lower_hull
+
+    hull = lower_hull(np.array([1, 2, 900_000], dtype=np.int64), np.array([2**50 - 1, 2**40, 1], dtype=np.int64))
+    assert hull.tolist() == [0, 1, 2]

@@ -41,11 +41,14 @@ OFF_CHAIN = (1.0, 0.6, 0.4, 0.3, 0.2, 0.15, 0.1, 0.05, 0.0)  # weights of the ke
 def lower_hull(cores: np.ndarray, latency: np.ndarray) -> np.ndarray:
     """Indices of the lower convex hull of a frontier's (cores ascending, latency descending) points."""
     hull: list[int] = []
-    for i in range(cores.size):
+    # (Python integers: latencies near 2**50 times a wafer's cores overflow int64, and a hull that drops
+    # its points raised the LP bound above an optimum a review found by brute force)
+    c, lat = [int(x) for x in cores], [int(x) for x in latency]
+    for i in range(len(c)):
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b is above the segment a -> i: drop it
-            if (latency[b] - latency[a]) * (cores[i] - cores[a]) >= (latency[i] - latency[a]) * (cores[b] - cores[a]):
+            if (lat[b] - lat[a]) * (c[i] - c[a]) >= (lat[i] - lat[a]) * (c[b] - c[a]):
                 hull.pop()
             else:
                 break
