@@ -47,7 +47,7 @@ count and the layers split, and its reason what each form gave."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -271,6 +271,18 @@ def _fewest_fitting(sp: SharingProblem, family: Family, wafer_cores: int) -> int
     one = replace(sp, total_cores=int(wafer_cores * FAMILY_BUDGET[family]))
     reach = fitting_cuts(one, sp.n_kernels, (0, sp.n_kernels))
     return len(reach) - 1 if reach is not None else None
+
+
+def _cuts_to_try(costs: CostTable, sproblem: StageProblem, count: int) -> Iterator[tuple[int, ...]]:
+    """Cuts of the kernels, each on its own rectangle, into ``count`` wafers, in the order tried: even
+    resident bytes, then (a wafer of it past its cores: the tiny decode at 40 requests and 4,500 B of
+    SRAM, 464 cores on a wafer of 384) the min-max stage cut, which fits every wafer (made only then)."""
+    even = resident_cut(costs, count)
+    if even:
+        yield tuple(even)
+    least = stage_solver(sproblem, count).cuts
+    if least:
+        yield tuple(least)
 
 
 def _fits(plan: WaferSharing | None, wafers: int) -> bool:
@@ -745,10 +757,7 @@ class LatencyOverWafers(Strategy):
         objective = objective_named(request.objective)
         best: tuple[int, tuple[int, ...], tuple[Part, ...]] | None = None
         for count in counts:
-            # even resident bytes, else (a wafer of it past its cores: the tiny decode at 40 requests and
-            # 4,500 B of SRAM, 464 cores on a wafer of 384) the min-max stage cut, which fits every wafer
-            tried = [resident_cut(costs, count), stage_solver(sproblem, count).cuts]
-            for cuts in (c for c in tried if c):
+            for cuts in _cuts_to_try(costs, sproblem, count):
                 try:
                     parts = tuple(wafer_part(costs.subset(a, b), objective) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
                     break
