@@ -26,14 +26,14 @@ from wsealloc.plan.schema import SCHEMA, ConstraintsRecord, Plan
 from wsealloc.problem import AllocationProblem, build_problem
 from wsealloc.problem.comm_bound import comm_bound_problem, communication_bound, states_bound
 from wsealloc.problem.flows import flows
-from wsealloc.problem.objective import Aggregate, objective_named
+from wsealloc.problem.objective import Aggregate, ProvenBound, objective_named
 from wsealloc.problem.placement import PlacementProblem, build_placement_problem
 from wsealloc.problem.stages import build_stage_problem
 from wsealloc.request import SolveRequest, StartLayout
 from wsealloc.solvers import SolveOptions, SolverResult, Status, get_solver
 from wsealloc.solvers.base import PlacementResult, result_from_choice
 from wsealloc.solvers.fill import complete
-from wsealloc.solvers.place import baseline_share, column_layout, place_baseline
+from wsealloc.solvers.place import baseline_share, column_layout, path_share, place_baseline, place_path
 from wsealloc.solvers.place import solve as place_solver
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.strips import Placed
@@ -45,6 +45,10 @@ Progress = Callable[[str], None]
 # Shares of the budget (what remains when the stage starts). The allocation backends usually prove
 # their optimum in seconds; capping them at half keeps the placement's time when they do not.
 ALLOCATION_SHARE_WHEN_PLACING = 0.5
+# ... or less where the bound's own allocation (``ProvenBound.start``) leaves the backend little to
+# gain: the share scales with the start's gap to the bound, full from this gap up (``_allocation_share``)
+ALLOCATION_GAP_FULL = 0.05
+ALLOCATION_SHARE_LEAST = 0.02  # (of the full share: the backend still runs, hinted with the start)
 # An old plan's layout as a start (``--from-plan``): the kernels it lacks are fitted into it within this
 # share of what remains (LLaMA-7B with 10 kernels to fit took 20 s before the fit was bounded: the
 # search then had no time left; docs/benchmarks.md, "Re-solving from a plan"). A tenth until the fit
@@ -251,7 +255,7 @@ def solve_part(
         result = baseline if solver == "greedy" else get_solver(solver)(problem, knobs)
     else:
         hint = proven.start or (baseline.choice if baseline.status is Status.FEASIBLE else exact.choice)
-        share = deadline.share(ALLOCATION_SHARE_WHEN_PLACING) if request.place and part.place else deadline
+        share = deadline.share(_allocation_share(problem, proven)) if request.place and part.place else deadline
         run_opts = replace(knobs, deadline=share, hint=hint, lower_bound=bound)
         backend = get_solver(solver)
         say(f"allocation: {proven.method} bound {bound:,} cycles; running {solver} ({share.remaining():.1f} s at most)")
@@ -289,6 +293,20 @@ def solve_part(
         plan = make_plan(costs, request.onnx_model, result, baseline, request=request)
         return SolveOutcome(plan, result, baseline, exact, costs, deadline.stopped, request=request)
     return _placed(costs, problem, result, baseline, exact, request, deadline, knobs, say, comm_bound)
+
+
+def _allocation_share(problem: AllocationProblem, proven: ProvenBound) -> float:
+    """The exact backend's share of the time when the plan is placed: ``ALLOCATION_SHARE_WHEN_PLACING``,
+    scaled down by the start's gap to the bound below ``ALLOCATION_GAP_FULL`` (it can gain no more
+    than that gap; the placement loses far more where its time runs short). Every kernel of GPT-2 on
+    its own rectangle with ``--objective latency``: the start 48 cycles above the bound of 2,442,345,
+    and CP-SAT ran 15 s of a 30 s solve for nothing while the placement, in the 15 s left, ended 25%
+    above the bound (session 39)."""
+    if proven.start is None or proven.value is None or not problem.feasible(proven.start):
+        return ALLOCATION_SHARE_WHEN_PLACING
+    value = problem.evaluate(proven.start)[0]
+    gap = (value - proven.value) / value if value > 0 else 0.0
+    return ALLOCATION_SHARE_WHEN_PLACING * min(1.0, max(gap / ALLOCATION_GAP_FULL, ALLOCATION_SHARE_LEAST))
 
 
 def _placed(
@@ -329,9 +347,7 @@ def _placed(
         # a token's path: the construction's one target time suits the slowest kernel, not a sum; the
         # solver's own allocation placed by the same construction is a start the search must beat
         targets = np.array([int(problem.choices(i).latency[j]) for i, j in enumerate(result.choice)])
-        solver_layout = run_stoppable(
-            lambda: place_baseline(pproblem, targets, deadline.share(baseline_share(pproblem))), deadline
-        )
+        solver_layout = run_stoppable(lambda: place_path(pproblem, targets, deadline.share(path_share(pproblem))), deadline)
         starts += (solver_layout,) if solver_layout is not None else ()
         if costs.runs is not None:  # regions: few large rectangles, stacked in columns if the search finds none
             stacked = column_layout(pproblem, targets)

@@ -73,6 +73,14 @@ RULED_CONSTRUCTION_SHARE = 0.5
 BASELINE_SHARE = 0.25
 RULED_BASELINE_SHARE = 0.1
 SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
+# ``floored_targets``: a token's path places an allocation's latencies raised to these fractions of the
+# slowest of them too (0: as allocated), the most promising first (GPT-2 placed best floored at an
+# eighth, Llama-3-8B decode at 64 requests at a quarter; session 39)
+PATH_FLOORS = (0.25, 0.125, 0.5, 0.0625)
+# ``path_share``: of what the greedy's layout leaves, the share for a token's path's allocation placed
+# at its floors (the search's own construction aims every kernel at one time: the greedy's kind of
+# layout, which the floors beat; Llama-3-8B decode at 64 requests, session 39)
+PATH_SHARE = 0.6
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
 # The score is not monotone along the ladder (layouts jump), so a coarse ladder finds the region and
@@ -186,6 +194,54 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadli
     (``Stacking.TURNS``) are left out: the search explores them only where they pack tighter than the
     plain runs, a probe the greedy targets have no counterpart for, and each style more would shrink
     every style's share."""
+    found = _place_styles(problem, base, deadline)
+    return None if found is None else align(problem, found[1], deadline)[0]
+
+
+def path_share(problem: PlacementProblem) -> float:
+    """Share of the placement's time for a token's path's allocation placed (``place_path``):
+    ``PATH_SHARE``, or ``baseline_share`` under the user's rules (the search's moves need the time there)."""
+    return baseline_share(problem) if problem.ruled else PATH_SHARE
+
+
+def place_path(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> Placed | None:
+    """An allocation for a token's path (``Aggregate.PATH``) placed as ``place_baseline`` places one,
+    at each of ``floored_targets``, each an equal share of what remains; the best by the objective's
+    rank."""
+    best: tuple[Score, Placed] | None = None
+    bases = floored_targets(problem, base)
+    for b, targets in enumerate(bases):
+        found = _place_styles(problem, targets, deadline.share(1.0 / (len(bases) - b)))
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
+        if deadline.expired():
+            break
+    return None if best is None else align(problem, best[1], deadline)[0]
+
+
+def floored_targets(problem: PlacementProblem, base: np.ndarray) -> list[np.ndarray]:
+    """The targets a given allocation's latencies ``base`` are placed at: ``base`` itself, and for a
+    token's path (``Aggregate.PATH``) also ``base`` raised to the floors of ``PATH_FLOORS`` (quantiles of
+    ``base``), most promising first.
+
+    An allocation that minimizes a sum of latencies gives each kernel cores while they save the most
+    per core: the wafer's last cores too, and the small kernels (norms, softmax) on shapes of their own
+    (a softmax 768 rows tall, a matmul under 192). No band plan packs those targets; the construction
+    relaxes every one of them by a common factor (GPT-2: 1.58) until one does, and the band heights
+    follow the small kernels' odd shapes. Floored, the small kernels ask for fewer cores on the
+    common band heights and the large ones keep theirs: GPT-2 own rectangles at the allocation
+    2,442,393 cycles placed at 3.65M unfloored, 2.88M floored at the fifth quantile; Llama-3-8B decode
+    at 64 requests on wse3 663,224 -> 623,117 (measured in session 39). The objective's rank picks."""
+    if problem.objective.aggregate is not Aggregate.PATH:
+        return [base]
+    top = int(base.max(initial=0))
+    out = [np.maximum(base, int(top * f)) for f in PATH_FLOORS]
+    return [t for i, t in enumerate(out) if not any(np.array_equal(t, other) for other in out[:i])]
+
+
+def _place_styles(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> tuple[Score, Placed] | None:
+    """``base`` placed in every ``styles`` layout but turning runs (``place_baseline``); the best
+    (rank, layout), or None."""
     best: tuple[Score, Placed] | None = None
     candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
     floors: dict[tuple[Stacking, bool], int] = {}
@@ -201,7 +257,7 @@ def place_baseline(problem: PlacementProblem, base: np.ndarray, deadline: Deadli
                 best = (rank, placed)
         if deadline.expired():
             break
-    return None if best is None else align(problem, best[1], deadline)[0]
+    return best
 
 
 def sequences(problem: PlacementProblem) -> list[np.ndarray | None]:

@@ -39,7 +39,9 @@ from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.constraints.geometry import connected, largest_free, touching
 from wsealloc.problem.flows import crossing_bytes
+from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
+from wsealloc.solvers.path_columns import OFF_PATH, share_columns, slack
 
 
 @dataclass(frozen=True)
@@ -2125,7 +2127,62 @@ def _pack_plan(
         return min(layouts, key=lambda x: score(problem, x), default=None)
     # wider rectangles may no longer slide past defects: fall back to the narrow ones
     room = _band_room(problem, plan, regs[0]) if around else regs[0].cols
-    return pack(problem, plan, stretch(problem, plan, chosen, room), regs) or pack(problem, plan, chosen, regs)
+    placed = pack(problem, plan, stretch(problem, plan, chosen, room), regs)
+    if problem.objective.aggregate is Aggregate.PATH:
+        # a token's path: each band's columns shared by latency saved along the path, not handed to
+        # the slowest kernel (``path_columns``); the objective's rank decides (with requests in flight
+        # the slowest kernel may pace the plan after all)
+        shared = path_stretch(problem, plan, chosen, room, path_weights(problem, targets))
+        other = pack(problem, plan, shared, regs) if shared is not None else None
+        if other is not None and (placed is None or score(problem, other) < score(problem, placed)):
+            placed = other
+    return placed or pack(problem, plan, chosen, regs)
+
+
+def path_weights(problem: PlacementProblem, latency: np.ndarray) -> np.ndarray:
+    """Each kernel's weight in a token's path at the latencies ``latency``: 1 on a longest path,
+    ``OFF_PATH`` beside it (it counts only once its branch grows longer; at 0 it would keep its
+    narrowest width and become the longest)."""
+    n = problem.n_kernels
+    before = [list(problem.preds[k]) for k in range(n)] if problem.preds else [[k - 1] if k else [] for k in range(n)]
+    return np.where(np.asarray(slack(before, latency.tolist())) <= 0, 1.0, OFF_PATH)
+
+
+def path_stretch(
+    problem: PlacementProblem, bands: list[Band], widths: np.ndarray, region_cols: int | list[int], weight: np.ndarray
+) -> np.ndarray | None:
+    """Each band's columns shared among its kernels by weighted latency saved per column
+    (``path_columns.share_columns``): a kernel alone on the band's rows, a stacked group as one slot
+    (each member within the slot's width at its best), a run at the widths it has. None where a
+    band's narrowest widths do not fit (the targets' widths stand)."""
+    out = widths.copy()
+    for b, band in enumerate(bands):
+        rows = lanes(band)
+        groups = band.groups()
+        fixed = {k for run in band.runs for k in range(run.first, run.end)}
+        budget = (region_cols if isinstance(region_cols, int) else region_cols[b]) - sum(run.width(widths) for run in band.runs)
+        in_group = {m for members in groups.values() for m in members}
+        units = [[k] for k in range(band.first, band.end) if k not in fixed and k not in in_group] + list(groups.values())
+        curves = []
+        for members in units:
+            curve = np.zeros(problem.mesh.cols + 1)
+            for m in members:
+                shape = problem.shape(m)
+                h = shape.height_index(rows[m][1])
+                if h < 0:
+                    return None
+                row = shape.prefix[h].astype(np.float64)
+                row[shape.prefix[h] >= INF] = np.inf
+                curve = curve + weight[m] * row[: curve.size]
+            curves.append(curve)
+        shared = share_columns(curves, budget)
+        if shared is None:
+            return None
+        for members, w in zip(units, shared, strict=True):
+            for m in members:
+                shape = problem.shape(m)
+                out[m] = int(shape.prefix_width[shape.height_index(rows[m][1]), w]) if len(members) > 1 else w
+    return out
 
 
 def _band_room(problem: PlacementProblem, plan: list[Band], reg: Region) -> list[int]:

@@ -1,0 +1,118 @@
+"""A band's columns shared for a token's path (``solvers.path_columns``, ``strips.path_stretch``) and
+an allocation's latencies floored for the placement (``place.floored_targets``): hand-computed cases,
+brute force on convex curves, and a band laid out for the latency objective."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wsealloc.cost.comm import MeshParams
+from wsealloc.problem.flows import Flows
+from wsealloc.problem.objective import Latency
+from wsealloc.problem.placement import INF, PlacementProblem, shape_table
+from wsealloc.solvers import strips
+from wsealloc.solvers.path_columns import least_width, share_columns, slack
+from wsealloc.solvers.place import PATH_FLOORS, floored_targets
+
+inf = np.inf
+
+
+def test_share_columns_by_hand() -> None:
+    a = np.array([inf, 100, 60, 45, 40, 38, 37])
+    b = np.array([inf, 80, 50, 48, 47, 46, 45])
+    # both on one column, 3 left: A saves 40 (1 -> 2), then B 30 (1 -> 2) before A's 15, then A's 15
+    # before B's 2: (3, 2) = 45 + 50 = 95, the best of (1, 4) 147, (2, 3) 108, (3, 2) 95, (4, 1) 120
+    assert share_columns([a, b], 5) == [3, 2]
+    assert share_columns([a, b], 2) == [1, 1]
+    assert share_columns([a, b], 1) is None  # the narrowest widths alone do not fit
+    assert share_columns([np.array([inf, inf]), b], 9) is None  # a unit with no legal width
+
+
+def test_share_columns_looks_past_a_flat_step() -> None:
+    # A saves nothing until its fourth column, then 90 (30 a column): beats B's 10 a column
+    a = np.array([inf, 100, 100, 100, 10, 10])
+    b = np.array([inf, 50, 40, 30, 20, 10])
+    assert share_columns([a, b], 5) == [4, 1]
+    # two columns left: A's step does not fit, B takes them
+    assert share_columns([a, b], 4) == [1, 3]
+
+
+def test_least_width() -> None:
+    assert least_width(np.array([inf, inf, 5.0, 4.0])) == 2
+    assert least_width(np.array([inf, inf])) == 0
+
+
+def test_slack_by_hand() -> None:
+    # 0 -> {1, 2} -> 3, latencies 1, 5, 2, 1: the path 0-1-3 is 7; kernel 2 may take 3 more
+    assert slack([[], [0], [0], [1, 2]], [1, 5, 2, 1]) == [0, 0, 3, 0]
+    assert slack([[], [0], [1]], [4, 4, 4]) == [0, 0, 0]
+
+
+@st.composite
+def _convex_curve(draw: st.DrawFn) -> np.ndarray:
+    """A decreasing convex latency curve over widths 0..8, infinite below its narrowest width."""
+    first = draw(st.integers(1, 3))
+    steps = sorted(draw(st.lists(st.integers(0, 40), min_size=8 - first, max_size=8 - first)), reverse=True)
+    start = draw(st.integers(200, 400))
+    curve = [inf] * first + [float(start - sum(steps[:i])) for i in range(len(steps) + 1)]
+    return np.array(curve)
+
+
+@settings(max_examples=60, deadline=None)
+@given(curves=st.lists(_convex_curve(), min_size=1, max_size=3), budget=st.integers(1, 20))
+def test_share_columns_is_the_least_sum_on_convex_curves(curves: list[np.ndarray], budget: int) -> None:
+    ranges = [range(least_width(c), c.size) for c in curves]
+    sums = [sum(float(c[w]) for c, w in zip(curves, ws, strict=True)) for ws in itertools.product(*ranges) if sum(ws) <= budget]
+    found = share_columns(curves, budget)
+    if not sums:
+        assert found is None
+        return
+    assert found is not None and sum(found) <= budget
+    assert sum(float(c[w]) for c, w in zip(curves, found, strict=True)) == min(sums)
+
+
+def _band_problem(objective: Latency | None) -> PlacementProblem:
+    """Two kernels in a chain on a 4 x 40 mesh, free links: kernel 0 takes 1000 / c cycles on c
+    columns, kernel 1 100 / c (any height)."""
+    cols = 40
+    heights = np.array([4])
+    widths = np.arange(cols + 1)
+    tables = []
+    for work in (1000, 100):
+        lat = np.full((1, cols + 1), INF, dtype=np.int64)
+        lat[0, 1:] = -(-work // widths[1:])
+        tables.append(shape_table(heights, lat, np.zeros_like(lat, dtype=np.int32)))
+    mesh = MeshParams(4, cols, 4, cols, 1e9, 0, 4, cols, 0)
+    fl = Flows(np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
+    extra = {"objective": objective, "preds": ((), (0,))} if objective is not None else {}
+    return PlacementProblem(("big", "small"), (0, 1), tuple(tables), mesh, np.zeros((4, cols), bool), "ignore", fl, 1, **extra)  # type: ignore[arg-type]
+
+
+def test_a_band_is_shared_for_the_path_not_for_the_slowest_kernel() -> None:
+    targets = np.array([100, 100])
+    # throughput: the band's spare columns go to the slowest kernel, the two end near equal
+    slowest = strips.construct(_band_problem(None), targets)
+    assert slowest is not None
+    # the path: 1000 / a + 100 / b on a + b = 40 is least near a = 30 (34 + 10 = 44)
+    path = strips.construct(_band_problem(Latency()), targets)
+    assert path is not None
+    best = min(-(-1000 // a) + -(-100 // (40 - a)) for a in range(1, 40))
+    assert int(path.latency.sum()) == best == 44
+    assert int(slowest.latency.sum()) > best
+    assert int(path.rects[:, 3].sum()) <= 40
+
+
+def test_floored_targets() -> None:
+    base = np.array([100, 1000, 10, 400])
+    problem = _band_problem(Latency())
+    floored = floored_targets(problem, base)
+    # a quarter, an eighth, a half and a sixteenth of the slowest, in that order
+    assert [t.tolist() for t in floored] == [[250, 1000, 250, 400], [125, 1000, 125, 400], [500, 1000, 500, 500], [100, 1000, 62, 400]]
+    # floors that change nothing are tried once
+    assert len(floored_targets(problem, np.array([1000, 1000]))) == 1
+    # the slowest stage objective places the allocation as it is
+    assert [t.tolist() for t in floored_targets(_band_problem(None), base)] == [base.tolist()]
