@@ -176,6 +176,25 @@ def test_with_requests_in_flight_the_bound_is_the_least_over_the_forms_each_pace
     assert getattr(chosen.decision, "expert_shards", None) == 2 and chosen.objective.value <= split.objective.value
 
 
+def test_own_rectangles_landing_on_one_wafer_are_proven_paced(tmp_path: Path) -> None:
+    """``--wafers auto --share none`` at 8 requests lands on one wafer: that part is the whole plan and
+    the driver values it paced, so it is proven paced too (proven for a token's path alone, CP-SAT's
+    paced optimum, 9,176, contradicted the path's bound, 1,223, and the solve ended in an error). The
+    plan's bound is the least of that wafer's paced bound and the paced link of a plan on two."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    options = {"objective": "latency", "wafers": "auto", "share": "none", "place": False, "time_limit": 20}
+    one = run(build_request(str(model), "tiny", **{**options, "requests": 1})).plan  # type: ignore[arg-type]
+    paced = run(build_request(str(model), "tiny", **{**options, "requests": 8})).plan  # type: ignore[arg-type]
+    assert paced.decision is not None and paced.decision.wafers == 1  # type: ignore[attr-defined]
+    bound = paced.objective.bound_cycles
+    assert bound is not None and one.objective.bound_cycles is not None
+    assert 8 * one.objective.bound_cycles > bound > one.objective.bound_cycles  # more than the path, valid for two wafers
+    assert bound <= paced.objective.value
+    path = tmp_path / "plan.json"
+    path.write_text(paced.to_json())
+    assert verify_plan(path).ok
+
+
 def test_kept_plans_read_as_before(tmp_path: Path) -> None:
     """A plan whose layers stay whole writes no shard count and no shard in its record."""
     model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)

@@ -16,7 +16,7 @@ from wsealloc.problem.objective import Latency
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers import strips
 from wsealloc.solvers.path_columns import least_width, share_columns, slack
-from wsealloc.solvers.place import PATH_FLOORS, floored_targets
+from wsealloc.solvers.place import floored_targets
 
 inf = np.inf
 
@@ -111,7 +111,8 @@ def test_floored_targets() -> None:
     problem = _band_problem(Latency())
     floored = floored_targets(problem, base)
     # a quarter, an eighth, a half and a sixteenth of the slowest, in that order
-    assert [t.tolist() for t in floored] == [[250, 1000, 250, 400], [125, 1000, 125, 400], [500, 1000, 500, 500], [100, 1000, 62, 400]]
+    expected = [[250, 1000, 250, 400], [125, 1000, 125, 400], [500, 1000, 500, 500], [100, 1000, 62, 400]]
+    assert [t.tolist() for t in floored] == expected
     # floors that change nothing are tried once
     assert len(floored_targets(problem, np.array([1000, 1000]))) == 1
     # the slowest stage objective places the allocation as it is
