@@ -195,6 +195,36 @@ def test_own_rectangles_landing_on_one_wafer_are_proven_paced(tmp_path: Path) ->
     assert verify_plan(path).ok
 
 
+def test_one_wafer_splits_experts_as_a_rival_with_requests_in_flight(tmp_path: Path) -> None:
+    """``--share auto`` on one wafer: with 8 requests in flight each waits its turn at the slowest region,
+    and a layer's shard is half as slow; the split form is solved beside the layers kept whole and kept
+    where faster (it stated 9,176 OPTIMAL with the layers whole, where every layer split gives 7,784).
+    Both plans' bound is the least of both forms'; verify replays the split, and refuses a shard count
+    the layers do not split into. With one request nothing is split (a shard's dispatch only adds)."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    options = {"objective": "latency", "place": False, "time_limit": 20}
+    single = run(build_request(str(model), "tiny", **options)).plan  # type: ignore[arg-type]
+    assert single.decision is not None and getattr(single.decision, "expert_shards", None) is None
+    plan = run(build_request(str(model), "tiny", requests=8, **options)).plan  # type: ignore[arg-type]
+    decision = plan.decision
+    assert decision is not None and decision.strategy == "regions" and decision.expert_shards == 2  # type: ignore[attr-defined]
+    assert plan.objective.value < 9_176  # the layers kept whole, on regions or own rectangles
+    kept = re.findall(r"kept whole ([\d,]+)\)", decision.reason)
+    assert kept and plan.objective.bound_cycles is not None
+    assert plan.objective.bound_cycles <= min(plan.objective.value, int(kept[0].replace(",", "")))
+    names = [k.name for k in plan.kernels]
+    assert "moe/shard0" in names and "moe/shard1" in names
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    assert verify_plan(path).ok
+    data = json.loads(path.read_text())
+    data["decision"]["expert_shards"] = 3
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    report = verify_plan(bad)
+    assert not report.ok and any("do not split into it" in line or "expert_shards" in line for line in report.violations)
+
+
 def test_kept_plans_read_as_before(tmp_path: Path) -> None:
     """A plan whose layers stay whole writes no shard count and no shard in its record."""
     model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)

@@ -96,6 +96,9 @@ class RegionsDecision(Decision):
     family: Family | None  # None: a fixed --grid
     runs: tuple[tuple[Index, Index], ...]
     grids: tuple[tuple[Side, Side], ...] | None = None
+    # every MoE layer's experts split into this many consecutive kernels (``opmodels.experts``: the runs
+    # index the split table); None: the layers kept whole (``SharedRegions``, requests in flight)
+    expert_shards: Annotated[int, Field(strict=True, ge=2, le=2**10)] | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> RegionsDecision:

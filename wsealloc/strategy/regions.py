@@ -23,6 +23,7 @@ from wsealloc.budget import Deadline, run_stoppable
 from wsealloc.errors import InfeasibleError, Interrupted, UsageError
 from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import CostTable
+from wsealloc.opmodels.experts import shard_counts, split_experts
 from wsealloc.opmodels.regions import region_table
 from wsealloc.problem import build_problem
 from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_named, paced
@@ -44,6 +45,12 @@ if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
     from wsealloc.request import SolveRequest
 
+# expert parallelism (``opmodels.experts``): the shard counts tried beside the MoE layers kept whole, on
+# one wafer with requests in flight (``SharedRegions``) and over wafers (``strategy.wafers``). Two halves
+# let a cut fall inside a layer and halve a layer's slowest region; more shards lengthen every layer's
+# path by a shard's dispatch and combine for finer cuts the wafers' SRAM rarely needs (docs/cost-model.md,
+# section 14)
+EXPERT_SHARDS = (2,)
 # --share auto: regions that fill the wafer may not pack; choose again among this region family
 FALLBACK_FAMILY: Family = "stacked"  # (stacked columns always pack: only another family falls back)
 # the share of the wafer's cores regions of a family may take: two shelves of regions need a little
@@ -395,6 +402,47 @@ def refuse_regions(request: SolveRequest) -> None:
     refuse_seed_training(request)
 
 
+def _with_split_experts(
+    prepared: Prepared, costs: CostTable, request: SolveRequest, family: Family, deadline: Deadline, say: Progress
+) -> Prepared:
+    """``prepared`` (the MoE layers kept whole) with every layer's experts split into shards as a rival
+    decision, where their regions' bound is below its (``Prepared.rivals``: the driver solves both and
+    keeps the faster plan), and every part's bound the least of both forms'. Only with requests in
+    flight: each waits its turn at the slowest region, and a layer's shard is a region of its own half
+    as slow; with one request a split only adds a shard's dispatch to the path. The tiny MoE (8 experts,
+    top 2) at 8 requests on one wafer stated 9,176 cycles a token OPTIMAL with its layers whole, where
+    ``--wafers auto`` landed on one wafer with them split at 7,784. Not beside the user's region groups
+    (their spans name the kept table's kernels)."""
+    shards = next((n for n in shard_counts(costs, max(EXPERT_SHARDS)) if n in EXPERT_SHARDS), None)
+    kept = prepared.parts[0].bound
+    if shards is None or request.requests <= 1 or region_spans(costs) or kept is None or kept.value is None or deadline.stopped:
+        return prepared
+    table = split_experts(costs, shards)
+    say(f"sharing: every MoE layer's experts split into {shards} shards, beside the layers kept whole")
+    try:
+        units, proven, grids = share_cores(table, request, family, deadline, say)
+    except (InfeasibleError, Interrupted):  # (the split form fits no better, or a signal: the kept form stands)
+        return prepared
+    if proven is None or proven.value is None or units.runs is None or proven.value >= kept.value:
+        if proven is not None and proven.value is not None:
+            say(f"sharing: split into {shards} shards, at least {proven.value:,} cycles; the layers kept whole stay")
+        return prepared
+    least = proven.value
+    say(f"sharing: split into {shards} shards, at least {least:,} cycles against {kept.value:,} with the layers kept whole")
+
+    def lowered(part: Part) -> Part:  # (a bound over both forms: one of the kept form no longer reaches it)
+        b = part.bound
+        if b is None or b.value is None or b.value <= least:
+            return part
+        return replace(part, bound=replace(b, value=least, choice=None, start=b.start or b.choice), wider=True)
+
+    reason = f"experts split into {shards} shards (bound {least:,} cycles; kept whole {kept.value:,})"
+    decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids, expert_shards=shards, reason=reason)
+    split = Prepared(decision, (Part(units, proven, wider=True),), units, table)
+    rivals = tuple(replace(r, parts=tuple(lowered(p) for p in r.parts)) for r in prepared.rivals)
+    return replace(prepared, parts=tuple(lowered(p) for p in prepared.parts), rivals=(*rivals, split))
+
+
 class RegionsLowering(Strategy):
     """What both region strategies share: the decision, its lowering, the reports."""
 
@@ -407,6 +455,8 @@ class RegionsLowering(Strategy):
 
     def lower(self, decision: Decision, costs: CostTable) -> CostTable:
         assert isinstance(decision, RegionsDecision)
+        if decision.expert_shards is not None:
+            costs = split_experts(costs, decision.expert_shards)
         if not decision.runs:
             return costs  # no regions were found in time: every kernel kept its own rectangle
         if decision.grids is not None:
@@ -472,7 +522,8 @@ class SharedRegions(RegionsLowering):
         rivals = (
             (Prepared(RegionsDecision(family=family, runs=(), reason=own_reason(family)), (own,), costs, costs),) if own else ()
         )
-        return Prepared(decision, (Part(units, bound, wider=True),), units, costs, rivals=rivals)
+        prepared = Prepared(decision, (Part(units, bound, wider=True),), units, costs, rivals=rivals)
+        return _with_split_experts(prepared, costs, request, family, deadline, say)
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
@@ -507,6 +558,11 @@ class SharedRegions(RegionsLowering):
             grids = {tuple(s) for s in candidate_shapes(request.machine, FALLBACK_FAMILY).tolist()}
             if decision.grids is None or any(tuple(g) not in grids for g in decision.grids):
                 return "decision.grids: a stacked region's grid is not one of the stacked family's (rows // k x width)"
+        if decision.expert_shards is not None and (decision.expert_shards not in EXPERT_SHARDS or not decision.runs):
+            return (
+                f"decision.expert_shards is {decision.expert_shards}: --share auto splits MoE layers into "
+                f"{', '.join(map(str, EXPERT_SHARDS))} shards, as regions"
+            )
         return None
 
 
@@ -530,4 +586,6 @@ class FixedGrid(RegionsLowering):
             grid = request.sharing.grid
             if decision.family is not None or decision.grids is None or any(tuple(g) != grid for g in decision.grids):
                 return f"decision.grids: --grid {grid} puts every region on that grid"
+            if decision.expert_shards is not None:
+                return "decision.expert_shards: --grid keeps the MoE layers whole (--share auto splits them)"
         return wrong

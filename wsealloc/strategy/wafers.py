@@ -76,16 +76,22 @@ from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
 from wsealloc.strategy.decision import Decision, Index
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
-from wsealloc.strategy.regions import FAMILY_BUDGET, fewest_by_sram, own_reason, own_rectangles, regions_lines, share_cores
+from wsealloc.strategy.regions import (
+    EXPERT_SHARDS,
+    FAMILY_BUDGET,
+    fewest_by_sram,
+    own_reason,
+    own_rectangles,
+    regions_lines,
+    share_cores,
+)
 
 if TYPE_CHECKING:
     from wsealloc.plan.schema import Plan
     from wsealloc.request import SolveRequest
 
-# expert parallelism (``opmodels.experts``): the shard counts tried beside the layers kept whole. Two
-# halves let a cut fall inside a layer; more shards lengthen every layer's path by a shard's dispatch
-# and combine for finer cuts the wafers' SRAM rarely needs (docs/cost-model.md, section 14)
-EXPERT_SHARDS = (2,)
+# expert parallelism (``opmodels.experts``): the shard counts tried beside the layers kept whole
+# (``strategy.regions.EXPERT_SHARDS``)
 MOST_SHARDS = max(EXPERT_SHARDS)
 RELAXED_SHARE = 0.3  # of the run's time: the search over every wafer's cores at once (the proof of the cut)
 EXACT_SHARE = 0.75  # of what remains: the exact search over every cut and every wafer's regions (its optimum leaves little)
