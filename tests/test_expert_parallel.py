@@ -223,6 +223,25 @@ def test_one_wafer_splits_experts_as_a_rival_with_requests_in_flight(tmp_path: P
     bad.write_text(json.dumps(data))
     report = verify_plan(bad)
     assert not report.ok and any("do not split into it" in line or "expert_shards" in line for line in report.violations)
+    # one request in flight never splits: a split decision does not answer it
+    data = json.loads(path.read_text())
+    data["request"]["requests"] = 1
+    bad.write_text(json.dumps(data))
+    report = verify_plan(bad)
+    assert not report.ok and any("expert_shards" in line for line in report.violations)
+
+
+def test_one_wafer_keeps_experts_whole_under_the_users_rules(tmp_path: Path) -> None:
+    """The user's rules name the kept table's kernels: the split form is not tried beside them (it was,
+    and a ``together ... how: wafer`` rule ended the solve in a ValueError, a review found)."""
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- together: [router, moe]\n  how: wafer\n")
+    options = {"objective": "latency", "place": False, "time_limit": 10, "requests": 8, "constraints": str(rules)}
+    request = build_request(str(model), "tiny", **options)  # type: ignore[arg-type]
+    plan = run(request).plan
+    assert plan.decision is not None and getattr(plan.decision, "expert_shards", None) is None
+    assert plan.objective.bound_cycles is not None and plan.objective.bound_cycles <= plan.objective.value
 
 
 def test_kept_plans_read_as_before(tmp_path: Path) -> None:

@@ -110,8 +110,8 @@ def test_floored_targets() -> None:
     base = np.array([100, 1000, 10, 400])
     problem = _band_problem(Latency())
     floored = floored_targets(problem, base)
-    # a quarter, an eighth, a half and a sixteenth of the slowest, in that order
-    expected = [[250, 1000, 250, 400], [125, 1000, 125, 400], [500, 1000, 500, 500], [100, 1000, 62, 400]]
+    # a quarter, an eighth, a half and a sixteenth of the slowest, then the allocation as it is
+    expected = [[250, 1000, 250, 400], [125, 1000, 125, 400], [500, 1000, 500, 500], [100, 1000, 62, 400], [100, 1000, 10, 400]]
     assert [t.tolist() for t in floored] == expected
     # floors that change nothing are tried once
     assert len(floored_targets(problem, np.array([1000, 1000]))) == 1

@@ -76,7 +76,7 @@ SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 # ``floored_targets``: a token's path places an allocation's latencies raised to these fractions of the
 # slowest of them too (0: as allocated), the most promising first (GPT-2 placed best floored at an
 # eighth, Llama-3-8B decode at 64 requests at a quarter; session 39)
-PATH_FLOORS = (0.25, 0.125, 0.5, 0.0625)
+PATH_FLOORS = (0.25, 0.125, 0.5, 0.0625, 0.0)
 # ``path_share``: of what the greedy's layout leaves, the share for a token's path's allocation placed
 # at its floors (the search's own construction aims every kernel at one time: the greedy's kind of
 # layout, which the floors beat; Llama-3-8B decode at 64 requests, session 39)
@@ -221,8 +221,8 @@ def place_path(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) 
 
 def floored_targets(problem: PlacementProblem, base: np.ndarray) -> list[np.ndarray]:
     """The targets a given allocation's latencies ``base`` are placed at: ``base`` itself, and for a
-    token's path (``Aggregate.PATH``) also ``base`` raised to the floors of ``PATH_FLOORS`` (quantiles of
-    ``base``), most promising first.
+    token's path (``Aggregate.PATH``) ``base`` raised to each floor of ``PATH_FLOORS`` (fractions of its
+    slowest latency; 0: ``base`` as it is, last), most promising first, each once.
 
     An allocation that minimizes a sum of latencies gives each kernel cores while they save the most
     per core: the wafer's last cores too, and the small kernels (norms, softmax) on shapes of their own
@@ -230,8 +230,9 @@ def floored_targets(problem: PlacementProblem, base: np.ndarray) -> list[np.ndar
     relaxes every one of them by a common factor (GPT-2: 1.58) until one does, and the band heights
     follow the small kernels' odd shapes. Floored, the small kernels ask for fewer cores on the
     common band heights and the large ones keep theirs: GPT-2 own rectangles at the allocation
-    2,442,393 cycles placed at 3.65M unfloored, 2.88M floored at the fifth quantile; Llama-3-8B decode
-    at 64 requests on wse3 663,224 -> 623,117 (measured in session 39). The objective's rank picks."""
+    2,442,393 cycles placed at 3.65M unfloored, 2.88M floored at an eighth; Llama-3-8B decode at 64
+    requests on wse3 663,224 -> 623,117 (session 39). Unfloored last: on small problems it can place
+    best (a review: 14 of 59 random ones). The objective's rank picks."""
     if problem.objective.aggregate is not Aggregate.PATH:
         return [base]
     top = int(base.max(initial=0))

@@ -411,11 +411,13 @@ def _with_split_experts(
     flight: each waits its turn at the slowest region, and a layer's shard is a region of its own half
     as slow; with one request a split only adds a shard's dispatch to the path. The tiny MoE (8 experts,
     top 2) at 8 requests on one wafer stated 9,176 cycles a token OPTIMAL with its layers whole, where
-    ``--wafers auto`` landed on one wafer with them split at 7,784. Not beside the user's region groups
-    (their spans name the kept table's kernels)."""
+    ``--wafers auto`` landed on one wafer with them split at 7,784. Not under the user's rules (their
+    kernels are the kept table's; a split table is made before rules are applied, as over wafers, where
+    they are refused)."""
     shards = next((n for n in shard_counts(costs, max(EXPERT_SHARDS)) if n in EXPERT_SHARDS), None)
     kept = prepared.parts[0].bound
-    if shards is None or request.requests <= 1 or region_spans(costs) or kept is None or kept.value is None or deadline.stopped:
+    ruled = costs.applied is not None
+    if shards is None or request.requests <= 1 or ruled or kept is None or kept.value is None or deadline.stopped:
         return prepared
     table = split_experts(costs, shards)
     say(f"sharing: every MoE layer's experts split into {shards} shards, beside the layers kept whole")
@@ -510,8 +512,17 @@ class SharedRegions(RegionsLowering):
         return self._share(costs, request, request.sharing.family, deadline, say)
 
     def _share(
-        self, costs: CostTable, request: SolveRequest, family: Family, deadline: Deadline, say: Progress, known: int | None = None
+        self,
+        costs: CostTable,
+        request: SolveRequest,
+        family: Family,
+        deadline: Deadline,
+        say: Progress,
+        known: int | None = None,
+        split: bool = True,
     ) -> Prepared:
+        """The regions of ``family`` (and, with ``split``, the MoE layers split as a rival:
+        ``_with_split_experts``; not on a retry, whose rivals the driver does not solve)."""
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
             part = wafer_part(costs, objective_named(request.objective, request.requests))
@@ -523,7 +534,7 @@ class SharedRegions(RegionsLowering):
             (Prepared(RegionsDecision(family=family, runs=(), reason=own_reason(family)), (own,), costs, costs),) if own else ()
         )
         prepared = Prepared(decision, (Part(units, bound, wider=True),), units, costs, rivals=rivals)
-        return _with_split_experts(prepared, costs, request, family, deadline, say)
+        return _with_split_experts(prepared, costs, request, family, deadline, say) if split else prepared
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
@@ -537,7 +548,8 @@ class SharedRegions(RegionsLowering):
         # the family; its bound stays the least of the families searched, so the plan reports the price)
         say(f"sharing: no layout packs those regions; choosing again among {FALLBACK_FAMILY} regions")
         bound = prepared.parts[0].bound
-        return self._share(costs, request, FALLBACK_FAMILY, deadline, say, bound.value if bound is not None else None)
+        known = bound.value if bound is not None else None
+        return self._share(costs, request, FALLBACK_FAMILY, deadline, say, known, split=False)
 
     def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
         bound = prepared.parts[0].bound
@@ -558,10 +570,12 @@ class SharedRegions(RegionsLowering):
             grids = {tuple(s) for s in candidate_shapes(request.machine, FALLBACK_FAMILY).tolist()}
             if decision.grids is None or any(tuple(g) not in grids for g in decision.grids):
                 return "decision.grids: a stacked region's grid is not one of the stacked family's (rows // k x width)"
-        if decision.expert_shards is not None and (decision.expert_shards not in EXPERT_SHARDS or not decision.runs):
+        if decision.expert_shards is not None and (
+            decision.expert_shards not in EXPERT_SHARDS or not decision.runs or request.requests <= 1
+        ):
             return (
                 f"decision.expert_shards is {decision.expert_shards}: --share auto splits MoE layers into "
-                f"{', '.join(map(str, EXPERT_SHARDS))} shards, as regions"
+                f"{', '.join(map(str, EXPERT_SHARDS))} shards, as regions, with requests in flight (--requests 2 or more)"
             )
         return None
 
