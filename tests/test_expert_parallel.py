@@ -214,6 +214,11 @@ def test_one_wafer_splits_experts_as_a_rival_with_requests_in_flight(tmp_path: P
     assert plan.objective.bound_cycles <= min(plan.objective.value, int(kept[0].replace(",", "")))
     names = [k.name for k in plan.kernels]
     assert "moe/shard0" in names and "moe/shard1" in names
+    # over wafers the same plan lands on one wafer, bounded by that wafer's split form, the kept form's
+    # paced bound and two wafers' paced link (it stated 4,896, each form paced by its least slowest region)
+    for count in ("auto", 2):
+        over = run(build_request(str(model), "tiny", requests=8, wafers=count, **options)).plan  # type: ignore[arg-type]
+        assert (over.objective.value, over.objective.bound_cycles) == (plan.objective.value, plan.objective.bound_cycles)
     path = tmp_path / "plan.json"
     path.write_text(plan.to_json())
     assert verify_plan(path).ok

@@ -862,6 +862,10 @@ class LatencyOverWafers(Strategy):
                 own_bound = weighed.value if weighed.value != proven.value else None
                 proven = weighed
                 one_wafer = proven.value
+            elif one and cut.layers is None:
+                # every layer split: that wafer's bound holds for every one-wafer plan of the form (not where the
+                # search chose the layers to split: its table is one of the form's many)
+                one_wafer = proven.value
             parts.append(Part(units, proven, wider=True))
             runs += [(a + i, a + j) for i, j in units.runs]
             grids += list(fixed) if fixed is not None else []
@@ -889,11 +893,21 @@ class LatencyOverWafers(Strategy):
         # theirs (``least``)
         bound = cut.paced(request.requests) if least is None else least
         bound = bound if own_bound is None else min(bound, own_bound)
-        if one_wafer is not None and least is None and cut.fewest == 1:
+        if one_wafer is not None and cut.fewest == 1:
             # a plan on one wafer takes at least that wafer's proven bound, a plan on two or more waits its
             # turn at a link's transfer too: the least of the two (the tiny decode at 16 requests on
             # --wafers 2 landed on one wafer at its optimum, 1,568, and stated the one-pass bound, 1,022)
-            bound = max(bound, min(one_wafer, cut.paced(request.requests, fewest=2)))
+            least_of = [one_wafer, cut.paced(request.requests, fewest=2)]
+            if least is not None:
+                # with the MoE layers' other forms, the least of theirs too, each paced over the plans the
+                # caller's ``least`` counts (under auto those on as few wafers, so not this form's on two): the
+                # tiny MoE at 8 requests landed on one wafer split at 7,784 and stated 4,896
+                counted = request.wafer_count is not None
+                others = [
+                    c.paced(request.requests) for c in forms if c.form != cut.form and (counted or len(c.cuts) == len(cut.cuts))
+                ]
+                least_of = [one_wafer, *others] + ([cut.paced(request.requests, fewest=2)] if counted else [])
+            bound = max(bound, min(least_of))
         # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
         state = len(cuts) - 1 if family is None else None
         rivals: tuple[Prepared, ...] = ()
