@@ -15,7 +15,7 @@ from wsealloc.problem.flows import Flows
 from wsealloc.problem.objective import Latency
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers import strips
-from wsealloc.solvers.path_columns import least_width, share_columns, slack
+from wsealloc.solvers.path_columns import lane_curve, least_width, share_columns, slack
 from wsealloc.solvers.place import floored_targets
 
 inf = np.inf
@@ -30,6 +30,17 @@ def test_share_columns_by_hand() -> None:
     assert share_columns([a, b], 2) == [1, 1]
     assert share_columns([a, b], 1) is None  # the narrowest widths alone do not fit
     assert share_columns([np.array([inf, inf]), b], 9) is None  # a unit with no legal width
+
+
+def test_lane_curve_by_hand() -> None:
+    # the greedy's nested steps: (1, 1) 180, A to 2 (40 a column) 140, B to 2 (30) 110, A to 3 (15) 95
+    a = np.array([inf, 100, 60, 45, 40, 38, 37])
+    b = np.array([inf, 80, 50, 48, 47, 46, 45])
+    assert lane_curve([a, b], 5).tolist() == [inf, inf, 180.0, 140.0, 110.0, 95.0]
+    for budget in (2, 3, 4, 5):  # each width's value is what share_columns finds at that budget
+        widths = share_columns([a, b], budget)
+        assert widths is not None and float(a[widths[0]] + b[widths[1]]) == lane_curve([a, b], 5)[budget]
+    assert lane_curve([np.array([inf, inf])], 3).tolist() == [inf] * 4
 
 
 def test_share_columns_looks_past_a_flat_step() -> None:

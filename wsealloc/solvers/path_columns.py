@@ -20,7 +20,7 @@ packs the widths.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -63,17 +63,17 @@ def _best_step(curve: np.ndarray, width: int, room: int) -> tuple[float, int]:
     return (float(rate[step]), step + 1) if saved[step] > 0 else (0.0, 0)
 
 
-def share_columns(curves: Sequence[np.ndarray], budget: int) -> list[int] | None:
-    """Widths of units whose (weighted) latency at each width is ``curves[u][w]`` (non-increasing,
-    ``inf`` where the unit has no legal rectangle), within ``budget`` columns: each on its narrowest
-    legal width, then the columns left one step at a time to the unit saving the most latency per
-    column. None where the narrowest widths alone exceed the budget or a unit has no legal width."""
+def _steps(curves: Sequence[np.ndarray], budget: int) -> Iterator[tuple[list[int], int, int]]:
+    """The greedy of ``share_columns``: (the widths, the unit that took a step, its columns), first
+    (the narrowest widths, -1, 0), then after each step; nothing where the narrowest widths do not fit
+    or a unit has no legal width."""
     widths = [least_width(c) for c in curves]
     if any(w == 0 for w in widths):
-        return None
+        return
     left = budget - sum(widths)
     if left < 0:
-        return None
+        return
+    yield widths, -1, 0
     heap: list[tuple[float, int, int]] = []
     for u, curve in enumerate(curves):
         rate, step = _best_step(curve, widths[u], left)
@@ -88,7 +88,34 @@ def share_columns(curves: Sequence[np.ndarray], budget: int) -> list[int] | None
             continue
         widths[u] += step
         left -= step
+        yield widths, u, step
         rate, step = _best_step(curves[u], widths[u], left)
         if step:
             heapq.heappush(heap, (-rate, u, step))
-    return widths
+
+
+def share_columns(curves: Sequence[np.ndarray], budget: int) -> list[int] | None:
+    """Widths of units whose (weighted) latency at each width is ``curves[u][w]`` (non-increasing,
+    ``inf`` where the unit has no legal rectangle), within ``budget`` columns: each on its narrowest
+    legal width, then the columns left one step at a time to the unit saving the most latency per
+    column. None where the narrowest widths alone exceed the budget or a unit has no legal width."""
+    last: list[int] | None = None
+    for widths, _, _ in _steps(curves, budget):
+        last = widths
+    return None if last is None else list(last)
+
+
+def lane_curve(curves: Sequence[np.ndarray], budget: int) -> np.ndarray:
+    """The least sum ``share_columns`` finds for the units side by side in one lane, at every width
+    0..``budget`` (``inf`` below their narrowest widths): the greedy's steps are nested, so one run of
+    it at the whole budget gives every width (a run of two lanes is then one unit of a band, its curve
+    the sum of its lanes')."""
+    out = np.full(budget + 1, np.inf)
+    total = 0.0
+    for widths, u, step in _steps(curves, budget):
+        if u < 0:
+            total = float(sum(float(c[w]) for c, w in zip(curves, widths, strict=True)))
+        else:
+            total += float(curves[u][widths[u]] - curves[u][widths[u] - step])
+        out[sum(widths)] = total
+    return np.minimum.accumulate(out)

@@ -79,6 +79,10 @@ SLACKS = (0.005, 0.01, 0.02, 0.03, 0.05)
 PATH_FLOORS = (0.25, 0.125, 0.5, 0.0625, 0.0)
 PATH_PROBE_SHARE = 0.1  # ``place_path``: the floors ranked by one plain band layout each, in this share
 PATH_FIRST_SHARE = 0.6  # ... and the best-ranked placed in every style in this share of what remains
+# ... the runs of two lanes first, on this share of a floor's time: with their lanes' columns shared along
+# the path they place GPT-2 at 2,704,647 cycles (the plain bands at best 2,987,471), and they bisect the
+# slowest (3.3 s against 0.3-0.9 s a style): last, on an equal share, they were cut short
+LANES_SHARE = 0.5
 # ``path_share``: of what the greedy's layout leaves, the share for a token's path's allocation placed
 # at its floors (the search's own construction aims every kernel at one time: the greedy's kind of
 # layout, which the floors beat; Llama-3-8B decode at 64 requests, session 39)
@@ -232,7 +236,7 @@ def place_path(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) 
         bases = [bases[b] for b in order]
     for b, targets in enumerate(bases):
         share = PATH_FIRST_SHARE if b == 0 and len(bases) > 1 else 1.0 / (len(bases) - b)
-        keep(_place_styles(problem, targets, deadline.share(share)))
+        keep(_place_styles(problem, targets, deadline.share(share), lanes_first=True))
         if deadline.expired():
             break
     return None if best is None else align(problem, best[1], deadline)[0]
@@ -259,14 +263,20 @@ def floored_targets(problem: PlacementProblem, base: np.ndarray) -> list[np.ndar
     return [t for i, t in enumerate(out) if not any(np.array_equal(t, other) for other in out[:i])]
 
 
-def _place_styles(problem: PlacementProblem, base: np.ndarray, deadline: Deadline) -> tuple[Score, Placed] | None:
+def _place_styles(
+    problem: PlacementProblem, base: np.ndarray, deadline: Deadline, lanes_first: bool = False
+) -> tuple[Score, Placed] | None:
     """``base`` placed in every ``styles`` layout but turning runs (``place_baseline``); the best
-    (rank, layout), or None."""
+    (rank, layout), or None. ``lanes_first``: the runs of two lanes first, on ``LANES_SHARE`` of the
+    time (a token's path: their layouts win and are the slowest to bisect)."""
     best: tuple[Score, Placed] | None = None
     candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
+    if lanes_first:
+        candidates.sort(key=lambda style: style.stack is not Stacking.LANES)  # (stable: the others as before)
     floors: dict[tuple[Stacking, bool], int] = {}
     for i, style in enumerate(candidates):
-        share = deadline.share(1.0 / (len(candidates) - i))
+        first = lanes_first and i == 0 and style.stack is Stacking.LANES and len(candidates) > 1
+        share = deadline.share(LANES_SHARE if first else 1.0 / (len(candidates) - i))
         found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0))
         if found is not None:
             relaxed, placed = found

@@ -41,7 +41,7 @@ from wsealloc.constraints.geometry import connected, largest_free, touching
 from wsealloc.problem.flows import crossing_bytes
 from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
-from wsealloc.solvers.path_columns import OFF_PATH, share_columns, slack
+from wsealloc.solvers.path_columns import OFF_PATH, lane_curve, share_columns, slack
 
 
 @dataclass(frozen=True)
@@ -2153,35 +2153,59 @@ def path_stretch(
 ) -> np.ndarray | None:
     """Each band's columns shared among its kernels by weighted latency saved per column
     (``path_columns.share_columns``): a kernel alone on the band's rows, a stacked group as one slot
-    (each member within the slot's width at its best), a run at the widths it has. None where a
-    band's narrowest widths do not fit (the targets' widths stand)."""
+    (each member within the slot's width at its best), a run of two lanes as one unit whose curve is
+    the sum of its lanes' (``lane_curve``; its columns then shared within each lane), a run that turns
+    at the widths it has. None where a band's narrowest widths do not fit (the targets' widths stand)."""
     out = widths.copy()
+    cols = problem.mesh.cols
+
+    def curve_of(m: int, rows: int) -> np.ndarray | None:
+        """Kernel m's weighted latency at each width within ``rows`` rows (None: no legal rectangle)."""
+        shape = problem.shape(m)
+        h = shape.height_index(rows)
+        if h < 0:
+            return None
+        row = shape.prefix[h, : cols + 1].astype(np.float64)
+        row[shape.prefix[h, : cols + 1] >= INF] = np.inf
+        return weight[m] * row
+
     for b, band in enumerate(bands):
         rows = lanes(band)
         groups = band.groups()
-        fixed = {k for run in band.runs for k in range(run.first, run.end)}
-        budget = (region_cols if isinstance(region_cols, int) else region_cols[b]) - sum(run.width(widths) for run in band.runs)
-        in_group = {m for members in groups.values() for m in members}
-        units = [[k] for k in range(band.first, band.end) if k not in fixed and k not in in_group] + list(groups.values())
+        turns = [run for run in band.runs if run.turn]
+        runs = [run for run in band.runs if not run.turn]
+        budget = (region_cols if isinstance(region_cols, int) else region_cols[b]) - sum(run.width(widths) for run in turns)
+        taken = {k for run in band.runs for k in range(run.first, run.end)} | {m for g in groups.values() for m in g}
+        units: list[list[int]] = [[k] for k in range(band.first, band.end) if k not in taken] + list(groups.values())
         curves = []
         for members in units:
-            curve = np.zeros(problem.mesh.cols + 1)
-            for m in members:
-                shape = problem.shape(m)
-                h = shape.height_index(rows[m][1])
-                if h < 0:
-                    return None
-                row = shape.prefix[h].astype(np.float64)
-                row[shape.prefix[h] >= INF] = np.inf
-                curve = curve + weight[m] * row[: curve.size]
-            curves.append(curve)
+            parts = [curve_of(m, rows[m][1]) for m in members]
+            found = [p for p in parts if p is not None]
+            if len(found) < len(parts):
+                return None
+            curves.append(np.sum(found, axis=0))
+        lane_curves: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
+        for run in runs:
+            upper = [curve_of(m, rows[m][1]) for m in run.upper()]
+            lower = [curve_of(m, rows[m][1]) for m in run.lower()]
+            if any(p is None for p in (*upper, *lower)):
+                return None
+            up, low = [p for p in upper if p is not None], [p for p in lower if p is not None]
+            lane_curves.append((up, low))
+            curves.append(lane_curve(up, cols) + lane_curve(low, cols))
         shared = share_columns(curves, budget)
         if shared is None:
             return None
-        for members, w in zip(units, shared, strict=True):
+        for members, w in zip(units, shared[: len(units)], strict=True):
             for m in members:
                 shape = problem.shape(m)
                 out[m] = int(shape.prefix_width[shape.height_index(rows[m][1]), w]) if len(members) > 1 else w
+        for run, (up, low), w in zip(runs, lane_curves, shared[len(units) :], strict=True):
+            upper_w, lower_w = share_columns(up, w), share_columns(low, w)
+            if upper_w is None or lower_w is None:
+                return None
+            out[list(run.upper())] = upper_w
+            out[list(run.lower())] = lower_w
     return out
 
 
