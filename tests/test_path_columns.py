@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
+from wsealloc.problem.latency_start import slack
 from wsealloc.problem.objective import Latency
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers import strips
-from wsealloc.solvers.path_columns import lane_curve, least_width, share_columns, slack
+from wsealloc.solvers.path_columns import lane_curve, least_width, share_columns
 from wsealloc.solvers.place import floored_targets
 
 inf = np.inf

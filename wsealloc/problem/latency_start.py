@@ -184,15 +184,24 @@ def _edges(problem: AllocationProblem) -> tuple[list[list[int]], list[list[int]]
     return before, after
 
 
-def _slack(before: list[list[int]], after: list[list[int]], lat: list[int]) -> list[int]:
-    """How much longer each kernel may take before the longest path grows."""
+def slack(before: Sequence[Sequence[int]], lat: Sequence[int], after: Sequence[Sequence[int]] | None = None) -> list[int]:
+    """How much longer each kernel may take before the longest path grows (kernels in a topological
+    order, ``before[k]`` the kernels a token passes just before k; ``after``: the reverse, derived
+    when not given). The latency start's slack step and the placement's path weights
+    (``solvers.strips.path_weights``) read it."""
     n = len(lat)
+    if after is None:
+        rev: list[list[int]] = [[] for _ in range(n)]
+        for k in range(n):
+            for q in before[k]:
+                rev[q].append(k)
+        after = rev
     finish = [0] * n
     for k in range(n):
-        finish[k] = lat[k] + max((finish[q] for q in before[k]), default=0)
+        finish[k] = int(lat[k]) + max((finish[q] for q in before[k]), default=0)
     tail = [0] * n  # the longest path after k
     for k in reversed(range(n)):
-        tail[k] = max((lat[q] + tail[q] for q in after[k]), default=0)
+        tail[k] = max((int(lat[q]) + tail[q] for q in after[k]), default=0)
     path = max(finish, default=0)
     return [path - finish[k] - tail[k] for k in range(n)]
 
@@ -209,18 +218,18 @@ def _reclaim(problem: AllocationProblem, choice: list[int], value: int, pace: in
         trial = list(choice)
         lat = problem.latencies(trial)
         cap = value // pace if pace > 1 else None
-        slack = _slack(before, after, lat)
-        for k in sorted(range(problem.n_kernels), key=lambda i: -slack[i]):
-            if slack[k] <= 0:
+        room = slack(before, lat, after)
+        for k in sorted(range(problem.n_kernels), key=lambda i: -room[i]):
+            if room[k] <= 0:
                 break
             ch, j = problem.choices(k), trial[k]
-            while j > 0 and ch.latency[j - 1] - lat[k] <= slack[k] and (cap is None or ch.latency[j - 1] <= cap):
+            while j > 0 and ch.latency[j - 1] - lat[k] <= room[k] and (cap is None or ch.latency[j - 1] <= cap):
                 j -= 1
             if j != trial[k]:
                 trial[k], lat[k] = j, int(ch.latency[j])
-                slack = _slack(before, after, lat)
+                room = slack(before, lat, after)
         left = budget - problem.evaluate(trial)[1]
-        _buy_steps(problem, trial, {k: 1.0 for k, sl in enumerate(_slack(before, after, lat)) if sl == 0}, left)
+        _buy_steps(problem, trial, {k: 1.0 for k, sl in enumerate(slack(before, lat, after)) if sl == 0}, left)
         found = problem.evaluate(trial)[0]
         if found >= value:
             break

@@ -28,23 +28,6 @@ LOOK_AHEAD = 256  # columns a unit looks past a flat step of its curve for the n
 OFF_PATH = 0.2  # weight of a kernel beside a longest path (``strips.path_weights``)
 
 
-def slack(before: Sequence[Sequence[int]], latency: Sequence[int]) -> list[int]:
-    """How much longer each kernel may take before the longest path grows (kernels in a topological
-    order, ``before[k]`` the kernels a token passes just before k)."""
-    n = len(latency)
-    finish = [0] * n
-    after: list[list[int]] = [[] for _ in range(n)]
-    for k in range(n):
-        finish[k] = int(latency[k]) + max((finish[q] for q in before[k]), default=0)
-        for q in before[k]:
-            after[q].append(k)
-    tail = [0] * n  # the longest path after k
-    for k in reversed(range(n)):
-        tail[k] = max((int(latency[q]) + tail[q] for q in after[k]), default=0)
-    path = max(finish, default=0)
-    return [path - finish[k] - tail[k] for k in range(n)]
-
-
 def least_width(curve: np.ndarray) -> int:
     """The narrowest width at which ``curve`` is finite (0: none)."""
     finite = np.flatnonzero(np.isfinite(curve))

@@ -39,9 +39,10 @@ from wsealloc.arch.schema import DieBoundary
 from wsealloc.budget import Deadline
 from wsealloc.constraints.geometry import connected, largest_free, touching
 from wsealloc.problem.flows import crossing_bytes
+from wsealloc.problem.latency_start import slack
 from wsealloc.problem.objective import Aggregate
 from wsealloc.problem.placement import INF, PlacementProblem, ShapeTable
-from wsealloc.solvers.path_columns import OFF_PATH, lane_curve, share_columns, slack
+from wsealloc.solvers.path_columns import OFF_PATH, lane_curve, share_columns
 
 
 @dataclass(frozen=True)
