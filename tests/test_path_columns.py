@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wsealloc.budget import Deadline
 from wsealloc.cost.comm import MeshParams
 from wsealloc.problem.flows import Flows
 from wsealloc.problem.latency_start import slack
@@ -129,3 +130,37 @@ def test_floored_targets() -> None:
     assert len(floored_targets(problem, np.array([1000, 1000]))) == 1
     # the slowest stage objective places the allocation as it is
     assert [t.tolist() for t in floored_targets(_band_problem(None), base)] == [base.tolist()]
+
+
+def _short_band_problem(objective: Latency | None) -> PlacementProblem:
+    """Two kernels in a chain on an 8 x 10 mesh, free links: each takes ceil(80 / (r c)) cycles on r x c
+    cores, r one of 2, 4 or 8 rows."""
+    cols = 10
+    heights = np.array([2, 4, 8])
+    lat = np.full((3, cols + 1), INF, dtype=np.int64)
+    for h, r in enumerate(heights):
+        lat[h, 1:] = -(-80 // (r * np.arange(1, cols + 1)))
+    table = shape_table(heights, lat, np.zeros_like(lat, dtype=np.int32))
+    mesh = MeshParams(8, cols, 8, cols, 1e9, 0, 8, cols, 0)
+    fl = Flows(np.array([0]), np.array([1]), np.array([1.0]), np.array([0]))
+    extra = {"objective": objective, "preds": ((), (0,))} if objective is not None else {}
+    return PlacementProblem(("a", "b"), (0, 0), (table,), mesh, np.zeros((8, cols), bool), "ignore", fl, 1, **extra)  # type: ignore[arg-type]
+
+
+def test_the_rows_a_band_plan_leaves_go_to_its_band() -> None:
+    # at 10 cycles each kernel needs 4 columns of 2 rows: one band of 2 rows holds both and leaves 6
+    # rows. Shared along the path the band's 10 columns give 5 each: 80 / 10 = 8 cycles apiece; with the
+    # 6 rows handed to the band (8 rows) 80 / 40 = 2 cycles apiece
+    targets = np.array([10, 10])
+    problem = _short_band_problem(Latency())
+    plain = strips.construct(problem, targets)
+    assert plain is not None and plain.rects[:, 2].max() == 2 and int(plain.latency.sum()) == 16
+    taller = strips.construct(problem, targets, spare=True)
+    assert taller is not None and taller.rects[:, 2].tolist() == [8, 8] and int(taller.latency.sum()) == 4
+    assert int(taller.rects[:, 3].sum()) <= 10 and (taller.rects[:, 0] + taller.rects[:, 2] <= 8).all()
+    # the placement of an allocation's targets hands them out (a token's path) ...
+    found = strips.place_targets(problem, targets, Deadline.after(60))
+    assert found is not None and int(found[1].latency.sum()) == 4
+    # ... and leaves a slowest-stage plan's bands as they pack
+    kept = strips.place_targets(_short_band_problem(None), targets, Deadline.after(60))
+    assert kept is not None and kept[1].rects[:, 2].max() == 2

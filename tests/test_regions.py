@@ -474,6 +474,42 @@ def test_a_decision_that_fails_leaves_the_other_one_standing(tmp_path: Path, mon
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("packs", [True, False])
+def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool
+) -> None:
+    """At 16 requests the tiny decode's own rectangles allocate at 1,568 cycles a token, the regions'
+    bound is 1,856: 1.18x. With ``OUT_OF_REACH`` at 1.1 the regions are out of reach, so the own
+    rectangles are solved alone (one decision solved), their bound still the least of both families';
+    where their layout does not pack the regions are solved after all (the strategy's retry), and that
+    plan verifies too."""
+    from wsealloc import driver
+    from wsealloc.errors import NoLayoutError
+    from wsealloc.strategy import regions
+
+    monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
+    real, solved = driver.solve_prepared, []
+
+    def counted(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
+        own = prepared.decision.runs == ()
+        solved.append("own" if own else "regions")
+        if own and not packs:
+            raise NoLayoutError("injected: the own rectangles do not pack")
+        return real(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "solve_prepared", counted)
+    options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
+    out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    obj, decision = out.plan.objective, out.plan.decision
+    if packs:
+        assert solved == ["own"] and decision.runs == () and "regions' bound" in decision.reason  # type: ignore[attr-defined]
+        assert obj.value == 1568 and obj.bound_cycles == 1568
+    else:
+        assert solved == ["own", "regions"] and decision.runs  # type: ignore[attr-defined]
+        assert obj.bound_cycles is not None and obj.bound_cycles <= 1568
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("requests", "kept"), [(12, "regions"), (16, "own")])
 def test_placed_own_rectangles_are_solved_beside_the_regions_and_the_faster_kept(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -58,6 +58,12 @@ FALLBACK_FAMILY: Family = "stacked"  # (stacked columns always pack: only anothe
 FAMILY_BUDGET = {"squares": 1.0, "shelves": 0.98, "columns": 1.0, "stacked": 1.0}
 FREE_SHARE = 0.2  # --share auto, rules on own rectangles: the regions' search without them (the price's reference)
 OWN_SHARE = 0.1  # --share auto: own rectangles allocated where they may beat the regions (``own_rectangles``)
+# --share auto: own rectangles allocated this many times faster than the regions' bound are solved alone,
+# the regions not beside them (``own_rectangles``): placement added at most 1.32x to an own-rectangle
+# allocation on the zoo (docs/benchmarks.md), and the regions' placement took the own rectangles' time
+# (Llama-3-8B decode, 64 requests on wse3: 562,562 allocated against the regions' bound of 2,752,192;
+# 13.6 s of a 60 s solve placing regions that could not win)
+OUT_OF_REACH = 2.0
 SHARING_SHARE = 0.6  # --share auto: the search for runs and grids (LLaMA decodes: about 10 s; the rest allocates and places)
 
 
@@ -287,9 +293,19 @@ def share_cores(
     return units, proven, None
 
 
+class Own(NamedTuple):
+    """Every kernel on its own rectangle, allocated faster than the regions (``own_rectangles``)."""
+
+    part: Part
+    # the regions' bound is ``OUT_OF_REACH`` times the allocation or more: no regions plan is expected to
+    # beat its layout, so it is solved alone (a layout that does not pack still falls back on regions:
+    # the strategy's ``retry``)
+    alone: bool
+
+
 def own_rectangles(
     costs: CostTable, request: SolveRequest, units: CostTable, proven: ProvenBound, deadline: Deadline, say: Progress
-) -> tuple[ProvenBound, Part | None]:
+) -> tuple[ProvenBound, Own | None]:
     """The regions' bound holds over the family's grids; a plan with every kernel on its own rectangle
     may take any legal grid, and with requests in flight (its slowest kernel paces the token) it can be
     faster: the tiny decode at 16 requests allocates own rectangles at 1,568 cycles a token against the
@@ -342,7 +358,13 @@ def own_rectangles(
         return lowered, None
     say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
     method = solver or "lp"
-    return lowered, Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=found.wall_s), wider=True)
+    alone = proven.value >= OUT_OF_REACH * found.objective
+    # (solved alone, its plan's time counts the regions' search and the weighing: no other decision does)
+    wall = lowered.wall_s if alone else found.wall_s
+    part = Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=wall), wider=True)
+    if alone:
+        say(f"sharing: the regions take at least {proven.value:,} cycles; every kernel on its own rectangle is solved alone")
+    return lowered, Own(part, alone)
 
 
 def free_bound(costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress) -> int | None:
@@ -371,8 +393,11 @@ def latency_only(request: SolveRequest) -> None:
         )
 
 
-def own_reason(family: Family | None) -> str:
-    """The decision's reason when every kernel on its own rectangle was solved beside the regions."""
+def own_reason(family: Family | None, alone: bool = False) -> str:
+    """The decision's reason when every kernel on its own rectangle was solved beside the regions (or,
+    ``alone``, instead of them: ``OUT_OF_REACH``)."""
+    if alone:
+        return f"every kernel on its own rectangle (allocated at least {OUT_OF_REACH:g}x faster than the {family} regions' bound)"
     return f"every kernel on its own rectangle (allocated faster than {family} regions, and solved beside them)"
 
 
@@ -519,10 +544,12 @@ class SharedRegions(RegionsLowering):
         deadline: Deadline,
         say: Progress,
         known: int | None = None,
-        split: bool = True,
+        first: bool = True,
     ) -> Prepared:
-        """The regions of ``family`` (and, with ``split``, the MoE layers split as a rival:
-        ``_with_split_experts``; not on a retry, whose rivals the driver does not solve)."""
+        """The regions of ``family``, every kernel on its own rectangle beside them where that allocates
+        faster (``own_rectangles``). ``first`` (not a retry, whose rivals the driver does not solve): the
+        MoE layers split as a rival too (``_with_split_experts``), and own rectangles out of the regions'
+        reach solved alone (a retry is the regions' turn: the own rectangles found no layout)."""
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
             part = wafer_part(costs, objective_named(request.objective, request.requests))
@@ -530,26 +557,36 @@ class SharedRegions(RegionsLowering):
         assert units.runs is not None
         bound, own = own_rectangles(costs, request, units, proven, deadline, say)
         decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids)
-        rivals = (
-            (Prepared(RegionsDecision(family=family, runs=(), reason=own_reason(family)), (own,), costs, costs),) if own else ()
-        )
-        prepared = Prepared(decision, (Part(units, bound, wider=True),), units, costs, rivals=rivals)
-        return _with_split_experts(prepared, costs, request, family, deadline, say) if split else prepared
+        regions = Prepared(decision, (Part(units, bound, wider=True),), units, costs)
+        if own is None:
+            prepared = regions
+        elif own.alone and first:  # (the regions out of reach: the own rectangles' plan gets all the time)
+            alone = RegionsDecision(family=family, runs=(), reason=own_reason(family, alone=True))
+            prepared = Prepared(alone, (own.part,), costs, costs, state=regions)  # (the retry's: ``retry``)
+        else:
+            mine = Prepared(RegionsDecision(family=family, runs=(), reason=own_reason(family)), (own.part,), costs, costs)
+            prepared = replace(regions, rivals=(mine,))
+        return _with_split_experts(prepared, costs, request, family, deadline, say) if first else prepared
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
     ) -> Prepared | None:
         decision = prepared.decision
-        if not isinstance(decision, RegionsDecision) or decision.family == FALLBACK_FAMILY or deadline.stopped:
+        if not isinstance(decision, RegionsDecision) or deadline.stopped:
             return None
         if rectangle_rule(request.constraints) is not None:  # the user's rules keep own rectangles
+            return None
+        if isinstance(prepared.state, Prepared):  # own rectangles solved alone found no layout: the regions' turn
+            say("sharing: every kernel on its own rectangle found no layout; the regions are solved after all")
+            return prepared.state
+        if decision.family == FALLBACK_FAMILY:
             return None
         # the regions chosen do not pack: choose again among shapes that do (the plan's decision records
         # the family; its bound stays the least of the families searched, so the plan reports the price)
         say(f"sharing: no layout packs those regions; choosing again among {FALLBACK_FAMILY} regions")
         bound = prepared.parts[0].bound
         known = bound.value if bound is not None else None
-        return self._share(costs, request, FALLBACK_FAMILY, deadline, say, known, split=False)
+        return self._share(costs, request, FALLBACK_FAMILY, deadline, say, known, first=False)
 
     def price_reference(self, request: SolveRequest, prepared: Prepared) -> ProvenBound:
         bound = prepared.parts[0].bound

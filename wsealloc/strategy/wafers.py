@@ -858,7 +858,8 @@ class LatencyOverWafers(Strategy):
                     f"{costs.kgraph.ops.source}: no regions were found in time for wafer {w}; give a larger --time-limit"
                 )
             if one and not cut.shards:  # the whole plan on one wafer: weighed as ``--wafers 1`` weighs it
-                weighed, own_part = own_rectangles(wafer, request, units, proven, deadline, say)
+                weighed, own_rects = own_rectangles(wafer, request, units, proven, deadline, say)
+                own_part = own_rects.part if own_rects is not None else None
                 own_bound = weighed.value if weighed.value != proven.value else None
                 proven = weighed
                 one_wafer = proven.value
