@@ -18,7 +18,7 @@ from wsealloc.problem.objective import Latency
 from wsealloc.problem.placement import INF, PlacementProblem, shape_table
 from wsealloc.solvers import strips
 from wsealloc.solvers.path_columns import lane_curve, least_width, share_columns
-from wsealloc.solvers.place import floored_targets
+from wsealloc.solvers.place import floored_targets, place_baseline
 
 inf = np.inf
 
@@ -155,12 +155,38 @@ def test_the_rows_a_band_plan_leaves_go_to_its_band() -> None:
     problem = _short_band_problem(Latency())
     plain = strips.construct(problem, targets)
     assert plain is not None and plain.rects[:, 2].max() == 2 and int(plain.latency.sum()) == 16
-    taller = strips.construct(problem, targets, spare=True)
+    taller = strips.construct(problem, targets, refine=Deadline.after(60))
     assert taller is not None and taller.rects[:, 2].tolist() == [8, 8] and int(taller.latency.sum()) == 4
     assert int(taller.rects[:, 3].sum()) <= 10 and (taller.rects[:, 0] + taller.rects[:, 2] <= 8).all()
-    # the placement of an allocation's targets hands them out (a token's path) ...
-    found = strips.place_targets(problem, targets, Deadline.after(60))
-    assert found is not None and int(found[1].latency.sum()) == 4
-    # ... and leaves a slowest-stage plan's bands as they pack
-    kept = strips.place_targets(_short_band_problem(None), targets, Deadline.after(60))
-    assert kept is not None and kept[1].rects[:, 2].max() == 2
+    # the placement of an allocation's targets refines the best style's plan (a token's path)
+    found = place_baseline(problem, targets, Deadline.after(60))
+    assert found is not None and int(found.latency.sum()) == 4
+
+
+def test_a_band_boundary_moves_where_the_path_gains() -> None:
+    """Three kernels in a chain on a 2 x 12 mesh, bands of 1 row: kernel 0 takes 600 / c cycles, 1 and
+    2 take 12 / c. A plan of two bands at targets of 100 may put its boundary after kernel 1 or 0; the
+    refinement moves it to where a token's path is shorter."""
+    cols = 12
+    heights = np.array([1])
+    tables = []
+    for work in (600, 12, 12):
+        lat = np.full((1, cols + 1), INF, dtype=np.int64)
+        lat[0, 1:] = -(-work // np.arange(1, cols + 1))
+        tables.append(shape_table(heights, lat, np.zeros_like(lat, dtype=np.int32)))
+    mesh = MeshParams(2, cols, 2, cols, 1e9, 0, 2, cols, 0)
+    fl = Flows(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0]), np.array([0, 1]))
+    problem = PlacementProblem(
+        ("a", "b", "c"), (0, 1, 2), tuple(tables), mesh, np.zeros((2, cols), bool), "ignore", fl, 1, Latency(), ((), (0,), (1,))
+    )
+    targets = np.array([100, 100, 100])
+    plan = [strips.Band(0, 2, 1), strips.Band(2, 3, 1)]  # kernel 0 shares its band with kernel 1
+    regs = strips.regions(problem)
+    placed = strips._pack_plan(problem, plan, targets, regs)
+    assert placed is not None
+    # sharing a band, kernels 0 and 1 are best on 10 + 2 columns (60 + 6 cycles), kernel 2 alone on 12 (1):
+    # 67. With the boundary moved, kernel 0 has a band of its own (12 columns: 50 cycles) and kernels 1
+    # and 2 share the other (6 + 6: 2 + 2): 54
+    assert int(placed.latency.sum()) == 67
+    refined = strips.refine_plan(problem, plan, targets, regs, placed, Deadline.after(60))
+    assert int(refined.latency.sum()) == 54 and refined.rects[0, 3] == 12

@@ -39,6 +39,7 @@ from wsealloc.solvers.strips import (
     Style,
     construct,
     place_targets,
+    relaxed,
     score,
     smallest_target,
     tall_kernels,
@@ -87,6 +88,9 @@ LANES_SHARE = 0.5
 # at its floors (the search's own construction aims every kernel at one time: the greedy's kind of
 # layout, which the floors beat; Llama-3-8B decode at 64 requests, session 39)
 PATH_SHARE = 0.6
+# ``_place_styles`` for a token's path: the share of its time left for refining the best style's band
+# plan (``strips.refine_plan``)
+REFINE_SHARE = 0.25
 # The contest objective: targets above the smallest packable one up to where every kernel is at its
 # smallest rectangle, in steps of this ratio: a slower target makes rectangles smaller and wires shorter.
 # The score is not monotone along the ladder (layouts jump), so a coarse ladder finds the region and
@@ -270,23 +274,33 @@ def _place_styles(
     (rank, layout), or None. ``lanes_first``: the runs of two lanes first, on ``LANES_SHARE`` of the
     time (a token's path: their layouts win and are the slowest to bisect)."""
     best: tuple[Score, Placed] | None = None
+    recipe: tuple[int, Style] | None = None  # (relaxation, style) of the best
     candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
     if lanes_first:
         candidates.sort(key=lambda style: style.stack is not Stacking.LANES)  # (stable: the others as before)
+    path = problem.objective.aggregate is Aggregate.PATH and not problem.ruled
     floors: dict[tuple[Stacking, bool], int] = {}
+    styles_time = deadline.share(1.0 - REFINE_SHARE) if path else deadline
     for i, style in enumerate(candidates):
         first = lanes_first and i == 0 and style.stack is Stacking.LANES and len(candidates) > 1
-        share = deadline.share(LANES_SHARE if first else 1.0 / (len(candidates) - i))
+        share = styles_time.share(LANES_SHARE if first else 1.0 / (len(candidates) - i))
         found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0))
         if found is not None:
-            relaxed, placed = found
+            x, placed = found
             if floors_hold(problem) and style.min_band <= 1 and not share.expired():  # (a bisection cut short is no floor)
-                floors[(style.stack, style.edge)] = relaxed
+                floors[(style.stack, style.edge)] = x
             placed, rank = align(problem, placed, share, one_by_one=False)
             if best is None or rank < best[0]:
-                best = (rank, placed)
-        if deadline.expired():
+                best, recipe = (rank, placed), (x, style)
+        if styles_time.expired():
             break
+    if path and best is not None and recipe is not None and not deadline.expired():
+        # a token's path: the best style's band plan refined (its boundaries, the rows it leaves), once
+        refined = construct(problem, relaxed(base, recipe[0]), recipe[1], deadline, refine=deadline)
+        if refined is not None:
+            refined, rank = align(problem, refined, deadline, one_by_one=False)
+            if rank < best[0]:
+                best = (rank, refined)
     return best
 
 

@@ -1296,7 +1296,11 @@ def pack(problem: PlacementProblem, bands: list[Band], widths: np.ndarray, regs:
 
 
 def construct(
-    problem: PlacementProblem, targets: np.ndarray, style: Style = Style(), deadline: Deadline | None = None, spare: bool = False
+    problem: PlacementProblem,
+    targets: np.ndarray,
+    style: Style = Style(),
+    deadline: Deadline | None = None,
+    refine: Deadline | None = None,
 ) -> Placed | None:
     """Band plan + packing for per-kernel latency targets; None when they cannot be met on the wafer.
 
@@ -1309,8 +1313,9 @@ def construct(
     past it by one construction (the band plans around hundreds of fixed corners take seconds); a
     caller that must have a layout passes none (``smallest_target(first_free=True)``).
 
-    ``spare``: the rows a band plan leaves below its last band are handed to its bands too
-    (``_spare_rows``; the wafer's own bands only, not the parts around the user's rules)."""
+    ``refine``: the band plan is refined for the objective's rank until then (``refine_plan``: its
+    bands' boundaries moved, the rows it leaves handed out; the wafer's own bands only, not the parts
+    around the user's rules)."""
     if style.edge:
         pins = edge_pins(problem, targets)
         if pins is None:
@@ -1318,7 +1323,7 @@ def construct(
         problem = replace(problem, pins=pins)
     if problem.ruled:
         return _construct_parts(problem, targets, style, deadline)
-    return _construct(problem, targets, style, spare=spare)
+    return _construct(problem, targets, style, refine=refine)
 
 
 def tall_kernels(problem: PlacementProblem) -> list[int]:
@@ -2070,7 +2075,7 @@ def _construct(
     style: Style,
     around: bool = False,
     deadline: Deadline | None = None,
-    spare: bool = False,
+    refine: Deadline | None = None,
 ) -> Placed | None:
     """Band plan + packing of every kernel of ``problem`` on its regions (``construct`` without parts);
     ``around``: the region holds obstacles (a part of ``_construct_parts``), so the bands are first
@@ -2094,8 +2099,8 @@ def _construct(
     if plan is None:
         return None
     placed = _pack_plan(problem, plan, targets, regs)
-    if spare and len(regs) == 1 and placed is not None:
-        placed = _spare_rows(problem, plan, targets, regs, placed)
+    if refine is not None and len(regs) == 1 and placed is not None:
+        placed = refine_plan(problem, plan, targets, regs, placed, refine)
     if style.wire and len(regs) == 1 and placed is not None:
         # (packable exactly where the fewest-rows plan is: the bisection's targets do not change)
         for other in wire_plans(sl, heights, regs[0].rows, regs[0].cols, style.min_band):
@@ -2148,6 +2153,45 @@ def _pack_plan(
         if other is not None and (placed is None or score(problem, other) < score(problem, placed)):
             placed = other
     return placed or pack(problem, plan, chosen, regs)
+
+
+# ``refine_plan``: how far a band boundary moves in one step (kernels), the nearest first
+BOUNDARY_SHIFTS = (-1, 1, -2, 2, -4, 4)
+
+
+def refine_plan(
+    problem: PlacementProblem, plan: list[Band], targets: np.ndarray, regs: list[Region], placed: Placed, deadline: Deadline
+) -> Placed:
+    """``placed`` (the band plan ``plan`` packed), or a better-ranked layout of the plan refined: each
+    boundary between two bands moved by a few kernels (``BOUNDARY_SHIFTS``) while that ranks better,
+    then the rows the plan leaves handed to its bands (``_spare_rows``), until ``deadline``.
+
+    The DP chooses the boundaries for the fewest rows at the targets; a token's path is valued by
+    the sum of its latencies, and each band's columns are shared by latency saved (``path_stretch``),
+    so a band of steep curves next to one of flat curves gains from a kernel moved between them.
+    Moving a band's last kernel to the next band's start keeps it beside its neighbours in the snake.
+    Kernels stacked or in runs of lanes stay with their group (a move that splits one is skipped)."""
+    best, rank = placed, score(problem, placed)
+    grouped = [
+        {k for first, rows in band.stacked for k in range(first, first + len(rows) + 1)}
+        | {k for run in band.runs for k in range(run.first, run.end)}
+        for band in plan
+    ]
+    improved = True
+    while improved and not deadline.expired():
+        improved = False
+        for b in range(len(plan) - 1):
+            for shift in BOUNDARY_SHIFTS:
+                here, there = plan[b], plan[b + 1]
+                cut = here.end + shift
+                moved = set(range(min(cut, here.end), max(cut, here.end)))
+                if not here.first < cut < there.end or moved & (grouped[b] | grouped[b + 1]) or deadline.expired():
+                    continue
+                other = [*plan[:b], replace(here, end=cut), replace(there, first=cut), *plan[b + 2 :]]
+                found = _pack_plan(problem, other, targets, regs)
+                if found is not None and score(problem, found) < rank:
+                    best, rank, plan, improved = found, score(problem, found), other, True
+    return _spare_rows(problem, plan, targets, regs, best)
 
 
 def _spare_rows(problem: PlacementProblem, plan: list[Band], targets: np.ndarray, regs: list[Region], placed: Placed) -> Placed:
@@ -2297,6 +2341,11 @@ def smallest_target(
     return found
 
 
+def relaxed(base: np.ndarray, x: int) -> np.ndarray:
+    """Targets ``base`` relaxed by the factor (1 + x/1000) (``place_targets``), each at least 1."""
+    return -(-np.maximum(base.astype(np.int64), 1) * (1000 + x) // 1000)
+
+
 def place_targets(
     problem: PlacementProblem, base: np.ndarray, deadline: Deadline, style: Style = Style(), floor: int = 0
 ) -> tuple[int, Placed] | None:
@@ -2306,7 +2355,7 @@ def place_targets(
     base = np.maximum(base.astype(np.int64), 1)
 
     def attempt(x: int) -> Placed | None:
-        return construct(problem, -(-base * (1000 + x) // 1000), style, deadline)
+        return construct(problem, relaxed(base, x), style, deadline)
 
     failed, hi, found = floor - 1, floor, attempt(floor)
     while found is None:
@@ -2322,12 +2371,4 @@ def place_targets(
             hi, found = mid, placed
         else:
             lo = mid + 1
-    if problem.objective.aggregate is Aggregate.PATH and not problem.ruled:
-        # a token's path: the rows the plan leaves, handed out once at the targets found (not at every
-        # step: each costs a packing per band, and the bisection is on whether a plan fits, which they
-        # do not change). Throughput plans are left as they were: their bisection packs the wafer's rows
-        # at the target, and the few rows left would go to a band that need not hold the slowest kernel
-        taller = construct(problem, -(-base * (1000 + hi) // 1000), style, deadline, spare=True)
-        if taller is not None and score(problem, taller) < score(problem, found):
-            found = taller
     return hi, found
