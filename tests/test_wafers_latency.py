@@ -161,6 +161,41 @@ def test_a_plan_on_one_of_the_wafers_allowed_is_bounded_on_one_wafer_or_past_a_l
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("packs", [True, False])
+def test_own_rectangles_on_the_one_wafer_out_of_the_regions_reach_are_solved_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool
+) -> None:
+    """``--wafers 2`` lands on one wafer at 16 requests, its own rectangles at 1,568 against the regions'
+    1,856 (1.18x). With ``OUT_OF_REACH`` at 1.1 the own rectangles are solved alone, as ``--wafers 1``
+    solves them (``regions.OUT_OF_REACH``); where they do not pack, that wafer's regions after all."""
+    from wsealloc import driver
+    from wsealloc.errors import NoLayoutError
+    from wsealloc.strategy import regions
+
+    monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
+    real, solved = driver.solve_prepared, []
+
+    def counted(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
+        own = prepared.decision.runs == ()
+        solved.append("own" if own else "regions")
+        if own and not packs:
+            raise NoLayoutError("injected: the own rectangles do not pack")
+        return real(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "solve_prepared", counted)
+    options = {"objective": "latency", "context": 16, "requests": 16, "place": False}
+    out = ws.solve(DECODE, "tiny", wafers=2, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    obj, decision = out.plan.objective, out.plan.decision
+    assert isinstance(decision, WafersDecision) and decision.wafers == 1
+    if packs:
+        assert solved == ["own"] and decision.runs == () and "regions' bound" in decision.reason
+        assert obj.value == obj.bound_cycles == 1568
+    else:
+        assert solved == ["own", "regions"] and decision.runs
+        assert obj.bound_cycles is not None and obj.bound_cycles <= 1568 < obj.value
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("wafers", ["auto", 4])
 def test_kernels_whose_rectangles_do_not_pack_are_cut_over_one_wafer_more(tmp_path: Path, wafers: object) -> None:

@@ -59,10 +59,10 @@ FAMILY_BUDGET = {"squares": 1.0, "shelves": 0.98, "columns": 1.0, "stacked": 1.0
 FREE_SHARE = 0.2  # --share auto, rules on own rectangles: the regions' search without them (the price's reference)
 OWN_SHARE = 0.1  # --share auto: own rectangles allocated where they may beat the regions (``own_rectangles``)
 # --share auto: own rectangles allocated this many times faster than the regions' bound are solved alone,
-# the regions not beside them (``own_rectangles``): placement added at most 1.32x to an own-rectangle
-# allocation on the zoo (docs/benchmarks.md), and the regions' placement took the own rectangles' time
-# (Llama-3-8B decode, 64 requests on wse3: 562,562 allocated against the regions' bound of 2,752,192;
-# 13.6 s of a 60 s solve placing regions that could not win)
+# the regions not beside them (``own_rectangles``): placement adds 1.11-1.18x to an own-rectangle
+# allocation on the zoo (1.49x before session 39's path placement; docs/benchmarks.md), and the regions'
+# placement took the own rectangles' time (Llama-3-8B decode, 64 requests on wse3: 562,562 allocated
+# against the regions' bound of 2,752,192; 13.6 s of a 60 s solve placing regions that could not win)
 OUT_OF_REACH = 2.0
 SHARING_SHARE = 0.6  # --share auto: the search for runs and grids (LLaMA decodes: about 10 s; the rest allocates and places)
 

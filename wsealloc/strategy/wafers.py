@@ -79,6 +79,7 @@ from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
 from wsealloc.strategy.regions import (
     EXPERT_SHARDS,
     FAMILY_BUDGET,
+    Own,
     fewest_by_sram,
     own_reason,
     own_rectangles,
@@ -805,7 +806,7 @@ class LatencyOverWafers(Strategy):
         grids: list[tuple[int, int]] = []
         chosen: list[SharingResult] = []
         own_bound: int | None = None  # the one wafer's bound where own rectangles were weighed (``own_rectangles``)
-        own_part: Part | None = None  # and their part, where they allocate faster than the regions
+        own_rects: Own | None = None  # and their part, where they allocate faster than the regions
         one_wafer: int | None = None  # the bound of every plan on one wafer, where the plan is one
         if exact is not None and sharing is not None:  # each wafer's part of the optimum over every cut is its optimum
             chosen = [_wafer_part(exact, sharing, w, Status.OPTIMAL, "the exact cut search's") for w in range(len(cuts) - 1)]
@@ -859,7 +860,6 @@ class LatencyOverWafers(Strategy):
                 )
             if one and not cut.shards:  # the whole plan on one wafer: weighed as ``--wafers 1`` weighs it
                 weighed, own_rects = own_rectangles(wafer, request, units, proven, deadline, say)
-                own_part = own_rects.part if own_rects is not None else None
                 own_bound = weighed.value if weighed.value != proven.value else None
                 proven = weighed
                 one_wafer = proven.value
@@ -911,12 +911,16 @@ class LatencyOverWafers(Strategy):
             bound = max(bound, min(least_of))
         # (every kernel on its own rectangle: the wafers cut into, for ``retry``)
         state = len(cuts) - 1 if family is None else None
-        rivals: tuple[Prepared, ...] = ()
-        if own_part is not None:  # that one wafer's kernels each on its own rectangle, solved beside its regions
-            why = "; ".join(r for r in (decision.reason, own_reason(family)) if r)
-            mine = decision.model_copy(update={"runs": (), "grids": (), "reason": why})
-            rivals = (Prepared(mine, (own_part,), costs, costs, partition, bound),)
-        return Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state, rivals=rivals)
+        regions = Prepared(decision, tuple(parts), costs, costs, partition, bound, state=state)
+        if own_rects is None:
+            return regions
+        # that one wafer's kernels each on its own rectangle: solved beside its regions, or alone where the
+        # regions are out of reach (``regions.OUT_OF_REACH``; the regions then wait for ``retry``)
+        why = "; ".join(r for r in (decision.reason, own_reason(family, alone=own_rects.alone)) if r)
+        mine = decision.model_copy(update={"runs": (), "grids": (), "reason": why})
+        if own_rects.alone:
+            return Prepared(mine, (own_rects.part,), costs, costs, partition, bound, state=regions)
+        return replace(regions, rivals=(Prepared(mine, (own_rects.part,), costs, costs, partition, bound),))
 
     def retry(
         self, costs: CostTable, request: SolveRequest, prepared: Prepared, deadline: Deadline, say: Progress = quiet
@@ -927,6 +931,9 @@ class LatencyOverWafers(Strategy):
         count (``auto``: a wafer per kernel at most), as long as time remains. With regions the wafers'
         regions are searched again only on one wafer (``regions.retry``)."""
         tried = prepared.state
+        if isinstance(tried, Prepared) and not deadline.stopped:  # own rectangles solved alone: the regions' turn
+            say("wafers: every kernel on its own rectangle found no layout; the wafer's regions are solved after all")
+            return tried
         if not isinstance(tried, int) or deadline.stopped:
             return None
         if tried >= (request.wafer_count or len(costs.kernels)):
