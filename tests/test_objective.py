@@ -210,6 +210,9 @@ def test_the_latency_start_fits_and_is_optimal_only_where_it_is(p: AllocationPro
     assert value >= best and proven.value is not None and proven.value <= best
     if proven.choice is not None:
         assert value == best == proven.value
+    # the value alone (``allocate=False``): the same bound, no allocation made
+    alone = p.objective.exact_bound(p, allocate=False)
+    assert alone.value == proven.value and alone.start is None and alone.choice is None
 
 
 def test_the_latency_start_by_hand() -> None:

@@ -149,9 +149,10 @@ class Objective:
             return int(max(latency, default=0))
         return paced(path_length(problem.preds, problem.serial, latency), max(latency, default=0), self.pace)
 
-    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+    def exact_bound(self, problem: AllocationProblem, allocate: bool = True) -> ProvenBound:
         """A proven lower bound on the optimum (with an optimal allocation when the method gives one);
-        value None when no allocation fits."""
+        value None when no allocation fits. ``allocate``: find an allocation on the way too where the
+        method's bound does not give one at once (False: the caller uses the value alone)."""
         raise NotImplementedError
 
     # -- layouts --------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ class Throughput(Objective):
     exact_backends: ClassVar[frozenset[str]] = frozenset({"cpsat", "pulp", "pulp-highs", "bisect"})
     symmetric_classes: ClassVar[bool] = True
 
-    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+    def exact_bound(self, problem: AllocationProblem, allocate: bool = True) -> ProvenBound:
         """The bisection's optimum: exact (the problem is separable given the bottleneck); every kernel
         on its fewest-core candidate meeting it is an optimal allocation (also the fewest cores)."""
         target = optimal_bottleneck(problem)
@@ -206,15 +207,18 @@ class Latency(Objective):
         """The requests in flight."""
         return self.requests
 
-    def exact_bound(self, problem: AllocationProblem) -> ProvenBound:
+    def exact_bound(self, problem: AllocationProblem, allocate: bool = True) -> ProvenBound:
         """The LP relaxation over a chain every token passes (``latency_lp_bound``) and, with several
         requests in flight, ``requests`` times the least bottleneck any allocation has (the slowest
-        kernel of every allocation is at least it); the exact backends prove the optimum itself."""
+        kernel of every allocation is at least it); the exact backends prove the optimum itself. Without
+        ``allocate`` the start (``latency_start``, 0.02-2 s on the zoo) is not made."""
         lp = latency_lp_bound(problem)
         if lp is None:
             return ProvenBound("lp", lp, None)
         least = optimal_bottleneck(problem) if self.requests > 1 else None
         bound = max(lp, self.requests * least) if least is not None else lp
+        if not allocate:
+            return ProvenBound("lp", bound, None)
         # an allocation found on the way (``latency_start``): the backends' hint, and the optimum where it
         # meets the bound
         start = latency_start(problem, self.requests, least, critical_chain(problem))

@@ -89,7 +89,7 @@ def settle(costs: CostTable, objective: Objective) -> tuple[CostTable, ProvenBou
     check_each_kernel_fits(fixed)  # a kernel no way of its segment fits: named here
     if choice.exact and objective.aggregate is Aggregate.MAX and not area_budgets(costs):
         return fixed, None
-    relaxed = objective.exact_bound(build_problem(costs, objective=objective))
+    relaxed = objective.exact_bound(build_problem(costs, objective=objective), allocate=False)  # (its value alone)
     start = objective.exact_bound(build_problem(fixed, objective=objective))
     if start.value is None and relaxed.value is not None:
         # the user's areas: the ways chosen for the wafer's budget break an area's; the fewest-core ways
@@ -120,11 +120,11 @@ def wafer_part(costs: CostTable, objective: Objective) -> Part:
     return Part(fixed, replace(bound, wall_s=bound.wall_s + time.perf_counter() - t0))  # the proof's time, in the plan's
 
 
-def pipeline_bound(costs: CostTable, objective: Objective) -> ProvenBound:
+def pipeline_bound(costs: CostTable, objective: Objective, allocate: bool = True) -> ProvenBound:
     """The objective's proven bound of a layer pipeline on one wafer, recomputation settled per segment
-    (value None: nothing fits)."""
+    (value None: nothing fits; ``allocate``: as ``Objective.exact_bound``)."""
     fixed, relaxed = settle(costs, objective)
-    return relaxed or objective.exact_bound(build_problem(fixed, objective=objective))
+    return relaxed or objective.exact_bound(build_problem(fixed, objective=objective), allocate)
 
 
 def searches_segments(request: SolveRequest) -> bool:

@@ -375,7 +375,7 @@ def free_bound(costs: CostTable, request: SolveRequest, deadline: Deadline, say:
     base = costs.unconstrained
     if base is None:
         return None
-    own = pipeline_bound(base, objective_named(request.objective, request.requests)).value
+    own = pipeline_bound(base, objective_named(request.objective, request.requests), allocate=False).value
     try:
         _, proven, _ = share_cores(base, request, request.sharing.family, deadline.share(FREE_SHARE), say)
     except (InfeasibleError, Interrupted):  # (no regions fit without the rules, or a signal: own rectangles')

@@ -995,7 +995,7 @@ class LatencyOverWafers(Strategy):
         if family is None:
             total = costs.total_cores * count
             problem = build_problem(costs, total_cores=total, objective=objective_named(ObjectiveKind.LATENCY))
-            proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem)
+            proven = objective_named(ObjectiveKind.LATENCY).exact_bound(problem, allocate=False)  # (the value alone)
             if proven.value is None:
                 raise InfeasibleError(stage_infeasibility(costs, build_stage_problem(costs), count, "nothing fits"))
             return proven.value, None, 0.0, count, None
