@@ -530,3 +530,38 @@ def test_the_fewest_wafers_of_a_moe_table_count_its_sram_only(tmp_path: Path, mo
     monkeypatch.setattr(wafers, "_fewest_fitting", spy)
     assert wafers.fewest_wafers(whole, "stacked") == 1 and not asked
     assert wafers.fewest_wafers(split_experts(whole, 2), "stacked") == 1 and asked == [3]
+
+
+def test_the_regions_kept_for_a_retry_carry_the_bound_over_both_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Own rectangles solved alone keep the regions for a retry (``Prepared.state``); the MoE layers
+    split as a rival lower every part's bound to the least over both forms, the waiting regions' too (a
+    review: a retry's regions stated 9,160 cycles with a split plan at 7,784 and the bound over both
+    forms 7,760). The tiny MoE at 8 requests; its own rectangles forced alone and made to fail, the split
+    too: the plan is the regions', bounded by 7,760."""
+    from wsealloc import driver
+    from wsealloc.errors import NoLayoutError
+    from wsealloc.problem.objective import objective_named
+    from wsealloc.request import build_request
+    from wsealloc.strategy import regions
+    from wsealloc.strategy.pipeline import wafer_part
+
+    real_own = regions.own_rectangles
+
+    def forced(costs, request, units, proven, deadline, say):  # type: ignore[no-untyped-def]
+        lowered, _ = real_own(costs, request, units, proven, deadline, say)
+        part = wafer_part(costs, objective_named(request.objective, request.requests))
+        return lowered, regions.Own(regions.Part(part.table, part.bound, wider=True), True)
+
+    real = driver.solve_prepared
+
+    def failing(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if prepared.decision.runs == () or prepared.decision.expert_shards:
+            raise NoLayoutError("injected: no layout")
+        return real(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(regions, "own_rectangles", forced)
+    monkeypatch.setattr(driver, "solve_prepared", failing)
+    model = moe_model(tmp_path / "m.onnx", tokens=16, hidden=64, ffn=128, experts=8, k=2)
+    plan = run(build_request(str(model), "tiny", objective="latency", place=False, time_limit=20, requests=8)).plan
+    assert plan.decision.runs and not plan.decision.expert_shards  # type: ignore[attr-defined]
+    assert plan.objective.bound_cycles == 7760 < plan.objective.value

@@ -39,6 +39,7 @@ from wsealloc.solvers.strips import (
     Style,
     construct,
     place_targets,
+    regions,
     relaxed,
     score,
     smallest_target,
@@ -278,7 +279,8 @@ def _place_styles(
     candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
     if lanes_first:
         candidates.sort(key=lambda style: style.stack is not Stacking.LANES)  # (stable: the others as before)
-    path = problem.objective.aggregate is Aggregate.PATH and not problem.ruled
+    # (a token's path on the wafer's own bands: edge styles are built in parts, dies apart in regions)
+    path = problem.objective.aggregate is Aggregate.PATH and not problem.ruled and len(regions(problem)) == 1
     floors: dict[tuple[Stacking, bool], int] = {}
     styles_time = deadline.share(1.0 - REFINE_SHARE) if path else deadline
     for i, style in enumerate(candidates):
@@ -294,7 +296,7 @@ def _place_styles(
                 best, recipe = (rank, placed), (x, style)
         if styles_time.expired():
             break
-    if path and best is not None and recipe is not None and not deadline.expired():
+    if path and best is not None and recipe is not None and not recipe[1].edge and not deadline.expired():
         # a token's path: the best style's band plan refined (its boundaries, the rows it leaves), once
         refined = construct(problem, relaxed(base, recipe[0]), recipe[1], deadline, refine=deadline)
         if refined is not None:

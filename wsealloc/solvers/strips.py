@@ -2191,10 +2191,12 @@ def refine_plan(
                 found = _pack_plan(problem, other, targets, regs)
                 if found is not None and score(problem, found) < rank:
                     best, rank, plan, improved = found, score(problem, found), other, True
-    return _spare_rows(problem, plan, targets, regs, best)
+    return _spare_rows(problem, plan, targets, regs, best, deadline)
 
 
-def _spare_rows(problem: PlacementProblem, plan: list[Band], targets: np.ndarray, regs: list[Region], placed: Placed) -> Placed:
+def _spare_rows(
+    problem: PlacementProblem, plan: list[Band], targets: np.ndarray, regs: list[Region], placed: Placed, deadline: Deadline
+) -> Placed:
     """``placed`` (the band plan ``plan`` packed), or the plan with the rows it leaves under its last
     band handed out, whichever ranks better: all of them to one band (each in turn) or to every band
     in proportion to its height. A taller band lets its kernels take taller rectangles, and the
@@ -2202,7 +2204,8 @@ def _spare_rows(problem: PlacementProblem, plan: list[Band], targets: np.ndarray
 
     The band heights are the few at which some kernel narrows, so the plan that fits the targets
     leaves rows over: BERT-base with ``--objective latency`` packed 760 of its 792 rows; the bisection
-    over the targets does not see them, since they change no band's kernels at the targets' widths."""
+    over the targets does not see them, since they change no band's kernels at the targets' widths.
+    Each try is one packing, tried while ``deadline`` allows."""
     left = regs[0].rows - sum(band.height + band.skip for band in plan)
     if left <= 0:
         return placed
@@ -2213,6 +2216,8 @@ def _spare_rows(problem: PlacementProblem, plan: list[Band], targets: np.ndarray
     taller.append([replace(band, height=band.height + extra) for band, extra in zip(plan, shares, strict=True)])
     best, rank = placed, score(problem, placed)
     for other in taller:
+        if deadline.expired():
+            break
         found = _pack_plan(problem, other, targets, regs)
         if found is not None and score(problem, found) < rank:
             best, rank = found, score(problem, found)

@@ -467,7 +467,12 @@ def _with_split_experts(
     decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids, expert_shards=shards, reason=reason)
     split = Prepared(decision, (Part(units, proven, wider=True),), units, table)
     rivals = tuple(replace(r, parts=tuple(lowered(p) for p in r.parts)) for r in prepared.rivals)
-    return replace(prepared, parts=tuple(lowered(p) for p in prepared.parts), rivals=(*rivals, split))
+    # (own rectangles solved alone keep the regions for a retry in ``state``: lowered too, or a retry's
+    # plan would state the kept form's bound, above a split plan that exists)
+    waiting = prepared.state
+    if isinstance(waiting, Prepared):
+        waiting = replace(waiting, parts=tuple(lowered(p) for p in waiting.parts))
+    return replace(prepared, parts=tuple(lowered(p) for p in prepared.parts), rivals=(*rivals, split), state=waiting)
 
 
 class RegionsLowering(Strategy):
