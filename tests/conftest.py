@@ -88,3 +88,23 @@ def run(*args: str) -> Result:
     with redirect_stdout(out), redirect_stderr(err):
         code = main(list(args))
     return Result(code, out.getvalue(), err.getvalue())
+
+
+def decisions_solved(monkeypatch: pytest.MonkeyPatch, own_packs: bool = True) -> list[str]:
+    """The decisions the driver solves, in order ("own": every kernel on its own rectangle, else
+    "regions"), recorded in the list returned; with ``own_packs`` False the own rectangles' layout
+    fails (NoLayoutError), as a plan that does not pack."""
+    from wsealloc import driver
+    from wsealloc.errors import NoLayoutError
+
+    real, solved = driver.solve_prepared, []
+
+    def counted(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
+        own = prepared.decision.runs == ()
+        solved.append("own" if own else "regions")
+        if own and not own_packs:
+            raise NoLayoutError("injected: the own rectangles do not pack")
+        return real(prepared, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "solve_prepared", counted)
+    return solved

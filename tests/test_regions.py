@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run
+from conftest import decisions_solved, run
 
 from wsealloc.api import solve
 from wsealloc.arch import load_arch
@@ -483,21 +483,10 @@ def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
     rectangles are solved alone (one decision solved), their bound still the least of both families';
     where their layout does not pack the regions are solved after all (the strategy's retry), and that
     plan verifies too."""
-    from wsealloc import driver
-    from wsealloc.errors import NoLayoutError
     from wsealloc.strategy import regions
 
     monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
-    real, solved = driver.solve_prepared, []
-
-    def counted(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
-        own = prepared.decision.runs == ()
-        solved.append("own" if own else "regions")
-        if own and not packs:
-            raise NoLayoutError("injected: the own rectangles do not pack")
-        return real(prepared, *args, **kwargs)
-
-    monkeypatch.setattr(driver, "solve_prepared", counted)
+    solved = decisions_solved(monkeypatch, own_packs=packs)
     options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
     out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     obj, decision = out.plan.objective, out.plan.decision

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, decisions_solved
 
 import wsealloc.api as ws
 from wsealloc.errors import InfeasibleError, PlanError, UsageError
@@ -168,21 +168,10 @@ def test_own_rectangles_on_the_one_wafer_out_of_the_regions_reach_are_solved_alo
     """``--wafers 2`` lands on one wafer at 16 requests, its own rectangles at 1,568 against the regions'
     1,856 (1.18x). With ``OUT_OF_REACH`` at 1.1 the own rectangles are solved alone, as ``--wafers 1``
     solves them (``regions.OUT_OF_REACH``); where they do not pack, that wafer's regions after all."""
-    from wsealloc import driver
-    from wsealloc.errors import NoLayoutError
     from wsealloc.strategy import regions
 
     monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
-    real, solved = driver.solve_prepared, []
-
-    def counted(prepared, *args, **kwargs):  # type: ignore[no-untyped-def]
-        own = prepared.decision.runs == ()
-        solved.append("own" if own else "regions")
-        if own and not packs:
-            raise NoLayoutError("injected: the own rectangles do not pack")
-        return real(prepared, *args, **kwargs)
-
-    monkeypatch.setattr(driver, "solve_prepared", counted)
+    solved = decisions_solved(monkeypatch, own_packs=packs)
     options = {"objective": "latency", "context": 16, "requests": 16, "place": False}
     out = ws.solve(DECODE, "tiny", wafers=2, output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     obj, decision = out.plan.objective, out.plan.decision
