@@ -177,14 +177,13 @@ def _two_kernel_problem(link_cycles: float) -> PlacementProblem:
     return _chain_problem(2, [(0, 1, 4.0 * link_cycles)])
 
 
-def _chain_problem(n: int, flows: list[tuple[int, int, float]]) -> PlacementProblem:
-    """``n`` kernels of one class on an 8 x 40 mesh (4 B/cycle links) with the given flows (src, dst,
-    bytes); every rectangle needs 20 columns for 100 cycles."""
+def _chain_problem(n: int, flows: list[tuple[int, int, float]], cols: int = 40) -> PlacementProblem:
+    """``n`` kernels of one class on an 8 x ``cols`` mesh (4 B/cycle links) with the given flows (src,
+    dst, bytes); every rectangle needs 20 columns for 100 cycles."""
     from wsealloc.cost.comm import MeshParams
     from wsealloc.problem.flows import Flows
     from wsealloc.problem.placement import INF, shape_table
 
-    cols = 40
     heights = np.array([2, 4, 8])
     best = np.full((heights.size, cols + 1), INF, dtype=np.int64)
     best[:, 20:] = 100
@@ -217,6 +216,49 @@ def test_place_targets_relaxes_from_its_floor() -> None:
         m.setattr(strips, "construct", counted)
         strips.place_targets(problem, base, deadline, strips.Style(), 101)
     assert len(calls) == 1
+
+
+def test_place_targets_starts_at_its_hint() -> None:
+    # as above, x >= 101 packs: a hint of 120 packs, so the bisection runs over [0, 120] (8
+    # constructions, the hint's among them) and ends at 101 as without it; a hint that does not pack
+    # (50) doubles on from it (100, then 200 packs: 3 constructions, 7 more to bisect [101, 200]);
+    # without a hint the doubling from 0 takes 9 constructions before 128 packs
+    problem = _chain_problem(3, [(0, 1, 400.0), (1, 2, 400.0)])
+    base = np.full(3, 90)
+    deadline = Deadline.after(60)
+    real = strips.construct
+    for hint, constructions in ((120, 8), (50, 10), (None, 15)):
+        calls = []
+
+        def counted(*args: object, **kwargs: object) -> strips.Placed | None:
+            calls.append(1)  # noqa: B023 (each loop's own list, read in the loop)
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(strips, "construct", counted)
+            found = strips.place_targets(problem, base, deadline, strips.Style(), 0, hint)
+        assert found is not None and found[0] == 101
+        assert len(calls) == constructions, (hint, len(calls))
+
+
+def test_pack_mirrors_a_run_after_a_lower_lane() -> None:
+    # a chain of 6 kernels on an 8 x 80 mesh, each 20 columns on 2 rows at most, in one 8-row band as
+    # two runs of lanes: [0, 1] over [2], then [3, 4] over [5]. Kernel 2 ends the first run's lower
+    # lane (rows 4-5) and feeds kernel 3. Laid from the top, the second run's upper lane is in rows
+    # 0-1, away from kernel 2; mirrored, it is in rows 6-7 (its lanes' rows counted from the band's
+    # bottom) and kernel 5 over it in rows 2-3: the first run's mirror image, on the same columns
+    problem = _chain_problem(6, [(k, k + 1, 4.0) for k in range(5)], cols=80)
+    bands = [strips.Band(0, 6, 8, (), (strips.Run(0, 2, 3, 4), strips.Run(3, 5, 6, 4)))]
+    widths = strips.band_widths(problem, bands, np.full(6, 100))
+    regs = strips.regions(problem)
+    plain = strips.pack(problem, bands, widths, regs)
+    mirrored = strips.pack(problem, bands, widths, regs, mirror=True)
+    assert plain is not None and mirrored is not None
+    assert plain.rects.tolist() == [[0, 0, 2, 20], [0, 20, 2, 20], [4, 0, 2, 20], [0, 40, 2, 20], [0, 60, 2, 20], [4, 40, 2, 20]]
+    assert mirrored.rects.tolist() == [*plain.rects[:3].tolist(), [6, 40, 2, 20], [6, 60, 2, 20], [2, 40, 2, 20]]
+    # (kernel 3 now lies right under kernel 2, rows 6-7 against 4-5, instead of two rows over it)
+    comm = [problem.evaluate(x.rects, x.latency)[1].comm_cycles[3] for x in (mirrored, plain)]
+    assert comm[0] < comm[1]
 
 
 def test_band_height_leaves_the_pass_through_room_beside_the_fill() -> None:

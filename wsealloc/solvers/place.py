@@ -278,17 +278,22 @@ def _place_styles(
     recipe: tuple[int, Style] | None = None  # (relaxation, style) of the best
     candidates = [style for style in styles(problem) if style.stack is not Stacking.TURNS]
     if lanes_first:
-        candidates.sort(key=lambda style: style.stack is not Stacking.LANES)  # (stable: the others as before)
+        # (stable: the others as before) the plain bands first, since they bisect in a fraction of the
+        # time, and their relaxation is where the runs' bisection starts (``place_targets``' hint)
+        candidates.sort(key=lambda style: (style != Style(), style.stack is not Stacking.LANES))
+    hint: int | None = None  # (``lanes_first``) the least relaxation a style packed at so far
     # (a token's path on the wafer's own bands: edge styles are built in parts, dies apart in regions)
     path = problem.objective.aggregate is Aggregate.PATH and not problem.ruled and len(regions(problem)) == 1
     floors: dict[tuple[Stacking, bool], int] = {}
     styles_time = deadline.share(1.0 - REFINE_SHARE) if path else deadline
     for i, style in enumerate(candidates):
-        first = lanes_first and i == 0 and style.stack is Stacking.LANES and len(candidates) > 1
+        first = lanes_first and style.stack is Stacking.LANES and len(candidates) > i + 1
         share = styles_time.share(LANES_SHARE if first else 1.0 / (len(candidates) - i))
-        found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0))
+        found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0), hint)
         if found is not None:
             x, placed = found
+            if lanes_first:
+                hint = x if hint is None else min(hint, x)
             if floors_hold(problem) and style.min_band <= 1 and not share.expired():  # (a bisection cut short is no floor)
                 floors[(style.stack, style.edge)] = x
             placed, rank = align(problem, placed, share, one_by_one=False)
