@@ -547,8 +547,8 @@ def test_the_regions_kept_for_a_retry_carry_the_bound_over_both_forms(tmp_path: 
 
     real_own = regions.own_rectangles
 
-    def forced(costs, request, units, proven, deadline, say):  # type: ignore[no-untyped-def]
-        lowered, _ = real_own(costs, request, units, proven, deadline, say)
+    def forced(costs, request, units, proven, deadline, say, known=None):  # type: ignore[no-untyped-def]
+        lowered, _ = real_own(costs, request, units, proven, deadline, say, known)
         part = wafer_part(costs, objective_named(request.objective, request.requests))
         return lowered, regions.Own(regions.Part(part.table, part.bound, wider=True), True)
 

@@ -474,22 +474,31 @@ def test_a_decision_that_fails_leaves_the_other_one_standing(tmp_path: Path, mon
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("early", [True, False])
 @pytest.mark.parametrize("packs", [True, False])
 def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool, early: bool
 ) -> None:
     """At 16 requests the tiny decode's own rectangles allocate at 1,568 cycles a token, the regions'
     bound is 1,856: 1.18x. With ``OUT_OF_REACH`` at 1.1 the regions are out of reach, so the own
     rectangles are solved alone (one decision solved), their bound still the least of both families';
     where their layout does not pack the regions are solved after all (the strategy's retry), and that
-    plan verifies too."""
+    plan verifies too. ``early``: no regions within 1.1 x 1,568 / 16 cycles each fit the wafer, which
+    ``own_first`` proves before any regions' search (none made unless the retry needs them); else
+    (that proof withheld) the regions' search proves it, as before."""
     from wsealloc.strategy import regions
 
     monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
+    if not early:
+        monkeypatch.setattr(regions, "none_within", lambda sp, cap: False)
+    searched: list[int] = []
+    real_share = regions.share_cores
+    monkeypatch.setattr(regions, "share_cores", lambda *a, **k: searched.append(1) or real_share(*a, **k))
     solved = decisions_solved(monkeypatch, own_packs=packs)
     options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
     out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     obj, decision = out.plan.objective, out.plan.decision
+    assert len(searched) == (0 if early and packs else 1)
     if packs:
         assert solved == ["own"] and decision.runs == () and "regions' bound" in decision.reason  # type: ignore[attr-defined]
         assert obj.value == 1568 and obj.bound_cycles == 1568

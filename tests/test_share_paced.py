@@ -237,6 +237,21 @@ def test_paced_search_equals_brute_force(stacked: bool) -> None:
         assert found.status is Status.OPTIMAL and value == best == found.bound, (seed, found.message)
 
 
+@pytest.mark.parametrize("stacked", [False, True])
+def test_none_within_a_cap_is_the_least_slowest_region_of_brute_force(stacked: bool) -> None:
+    """``share.none_within(sp, cap)``: no plan within the budget has every region within ``cap``,
+    exactly where the least slowest region over every plan (brute force, its slowest region paced by
+    a pace no path reaches) is above ``cap``; with no plan at all it holds at every cap."""
+    rng = np.random.default_rng(23 + stacked)
+    big = 10**6  # (paths are below 7 x 60 cycles)
+    for _ in range(120):
+        sp = _random_problem(rng, stacked)
+        value = _brute(sp, big)
+        least = None if value is None else value // big
+        for cap in (0, 5, 30, 100, 400) if least is None else (least - 1, least, least + 7):
+            assert share.none_within(sp, cap) == (least is None or cap < least), (least, cap)
+
+
 def test_pace_one_is_the_plain_search() -> None:
     """One request in flight: the path is never below a region, so the plain search is the answer."""
     for seed in range(20):

@@ -685,6 +685,17 @@ def least_slowest(sp: SharingProblem) -> int:
     return int(np.where(alone, sp.latency.T, INF).min(axis=0).max(initial=0))
 
 
+def none_within(sp: SharingProblem, cap: int) -> bool:
+    """Whether no plan whose every region takes at most ``cap`` cycles fits the problem's cores (its
+    fewest-core plan does not: one program, as each probe of ``_least_fitting_cap``). Every plan's
+    slowest region then takes more than ``cap``: with N requests in flight a token takes more than
+    N x ``cap`` (``solve_paced``'s value), proven without the search."""
+    if cap < least_slowest(sp):
+        return True
+    plan = _dp(_capped(sp, cap), _price_cap(sp))
+    return plan is None or plan.cores > sp.total_cores
+
+
 def fitting_cap(sp: SharingProblem, start: int, deadline: Deadline | None = None) -> int | None:
     """A cap at least ``start`` within which some plan fits the problem's cores, near the least such
     (``_least_fitting_cap``); None when no plan fits at all."""

@@ -30,8 +30,8 @@ from wsealloc.problem.objective import ObjectiveKind, ProvenBound, objective_nam
 from wsealloc.problem.sharing import INF as SHARING_INF
 from wsealloc.problem.sharing import SharingProblem, build_sharing_problem, candidate_shapes, grid_allowed
 from wsealloc.solvers import SolveOptions, Status, get_solver
-from wsealloc.solvers.base import result_from_choice
-from wsealloc.solvers.share import SharingResult
+from wsealloc.solvers.base import SolverResult, result_from_choice
+from wsealloc.solvers.share import SharingResult, none_within
 from wsealloc.solvers.share import solve as share_solver
 from wsealloc.solvers.share import solve_paced as share_paced
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
@@ -304,7 +304,13 @@ class Own(NamedTuple):
 
 
 def own_rectangles(
-    costs: CostTable, request: SolveRequest, units: CostTable, proven: ProvenBound, deadline: Deadline, say: Progress
+    costs: CostTable,
+    request: SolveRequest,
+    units: CostTable,
+    proven: ProvenBound,
+    deadline: Deadline,
+    say: Progress,
+    known: OwnFirst | None = None,
 ) -> tuple[ProvenBound, Own | None]:
     """The regions' bound holds over the family's grids; a plan with every kernel on its own rectangle
     may take any legal grid, and with requests in flight (its slowest kernel paces the token) it can be
@@ -317,26 +323,59 @@ def own_rectangles(
     and the bound becomes the least of both families'. Where they allocate faster, their part is
     returned too: placement adds more communication to many small rectangles than to a few regions
     (12 requests: 1,410 against 1,494 allocated, 1,692 against 1,552 placed), so the driver solves both
-    (``Prepared.rivals``) and keeps the faster plan. The user's region groups keep the regions."""
+    (``Prepared.rivals``) and keeps the faster plan. The user's region groups keep the regions.
+    ``known``: the own rectangles allocated already (``own_first``), their time counted here."""
     if proven.value is None or proven.start is None or region_spans(costs):
         return proven, None
-    t0 = time.perf_counter()
-    objective = objective_named(request.objective, request.requests)
+    t0 = time.perf_counter() - (known.wall_s if known is not None else 0.0)
     lat = [int(u.frontier.latency[j]) for u, j in zip(units.kernels, proven.start, strict=True)]
     regions = paced(sum(lat), max(lat, default=0), request.requests)
-    problem = build_problem(costs, objective=objective)
-    lp = objective.exact_bound(problem)
+    lp = own_bound(costs, request) if known is None else known.lp
     if lp.value is None or lp.value >= regions:  # (the weighing's time counts in the regions' proof)
         return replace(proven, wall_s=proven.wall_s + time.perf_counter() - t0), None
-    # the greedy allocation first (at once: a plan where the exact backend finds none in its share, and its
-    # hint; Llama-3-8B decode on wse3 at 64 requests: 665,399 cycles greedy against 2,768,768 for the
-    # regions, where CP-SAT found nothing in a tenth of 30 s), then the exact backend if the request's is one
+    own, found, method = own_allocation(costs, request, lp, deadline) if known is None else known[1:4]
+    bound = min(proven.value, own)
+    # (the weighing's time, the own rectangles' allocation included, counts in the plan's proof)
+    spent = time.perf_counter() - t0
+    lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None, wall_s=proven.wall_s + spent)
+    if found is None or found.objective is None or found.objective >= regions:
+        say(f"sharing: every kernel on its own rectangle takes at least {own:,} cycles; the regions' {regions:,} stay")
+        return lowered, None
+    say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
+    alone = proven.value >= OUT_OF_REACH * found.objective
+    # (solved alone, its plan's time counts the regions' search and the weighing: no other decision does)
+    wall = lowered.wall_s if alone else found.wall_s
+    part = Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=wall), wider=True)
+    if alone:
+        say(f"sharing: the regions take at least {proven.value:,} cycles; every kernel on its own rectangle is solved alone")
+    return lowered, Own(part, alone)
+
+
+def own_bound(costs: CostTable, request: SolveRequest) -> ProvenBound:
+    """The objective's bound of every kernel on its own rectangle (LP), with its own allocation."""
+    objective = objective_named(request.objective, request.requests)
+    return objective.exact_bound(build_problem(costs, objective=objective))
+
+
+def own_allocation(
+    costs: CostTable, request: SolveRequest, lp: ProvenBound, deadline: Deadline
+) -> tuple[int, SolverResult | None, str]:
+    """Every kernel on its own rectangle allocated, ``lp`` its bound (``own_bound``): the bound (the
+    LP's, or the exact backend's where higher), the fastest allocation found (None: none) and the
+    method that proved the bound. The greedy allocation first (at once: a plan where the exact backend
+    finds none in its share, and its hint; Llama-3-8B decode on wse3 at 64 requests: 665,399 cycles
+    greedy against 2,768,768 for the regions, where CP-SAT found nothing in a tenth of 30 s), the
+    bound's own allocation (``latency_start``) where faster, then the exact backend if the request's
+    is one, in ``OWN_SHARE`` of the time."""
+    objective = objective_named(request.objective, request.requests)
+    problem = build_problem(costs, objective=objective)
+    assert lp.value is not None
     knobs = SolveOptions(
         deadline=deadline.share(OWN_SHARE), workers=request.solver.workers, seed=request.solver.seed, lower_bound=lp.value
     )
     greedy = get_solver("greedy")(problem, knobs)
     found = greedy if greedy.has_solution and greedy.objective is not None else None
-    if lp.start is not None:  # the bound's own allocation (``latency_start``), where faster than the greedy's
+    if lp.start is not None:
         start = result_from_choice("lp", problem, lp.start, Status.OPTIMAL if lp.optimal else Status.FEASIBLE, lp.value, 0.0)
         if start.objective is not None and (found is None or start.objective < (found.objective or 0)):
             found = start
@@ -349,22 +388,68 @@ def own_rectangles(
             own = max(own, exact.bound or 0)
             if exact.has_solution and exact.objective is not None and (found is None or exact.objective < (found.objective or 0)):
                 found = exact
-    bound = min(proven.value, own)
-    # (the weighing's time, the own rectangles' allocation included, counts in the plan's proof)
-    spent = time.perf_counter() - t0
-    lowered = replace(proven, value=bound, choice=proven.choice if bound == proven.value else None, wall_s=proven.wall_s + spent)
-    if found is None or found.objective is None or found.objective >= regions:
-        say(f"sharing: every kernel on its own rectangle takes at least {own:,} cycles; the regions' {regions:,} stay")
-        return lowered, None
-    say(f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles, the regions at {regions:,}")
-    method = solver or "lp"
-    alone = proven.value >= OUT_OF_REACH * found.objective
-    # (solved alone, its plan's time counts the regions' search and the weighing: no other decision does)
-    wall = lowered.wall_s if alone else found.wall_s
-    part = Part(costs, ProvenBound(method, bound, None, start=found.choice, wall_s=wall), wider=True)
+    return own, found, solver or "lp"
+
+
+class OwnFirst(NamedTuple):
+    """Every kernel on its own rectangle weighed before the regions are searched (``own_first``)."""
+
+    lp: ProvenBound  # their bound (``own_bound``)
+    own: int  # ... raised by the exact backend where it proved more (``own_allocation``)
+    found: SolverResult | None
+    method: str
+    wall_s: float
+    # the regions were proven out of reach (``OUT_OF_REACH``) without their search: solved alone
+    alone: Part | None
+
+
+def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline: Deadline, say: Progress) -> OwnFirst | None:
+    """With requests in flight, every kernel on its own rectangle allocated before the regions are
+    searched, and the regions weighed against it without their search where one program proves them
+    out of reach: no plan of ``family`` whose every region takes at most ``OUT_OF_REACH`` x the
+    allocation / N cycles fits the wafer (``solvers.share.none_within``; each token then waits N turns
+    of a slower region). The own rectangles are then solved alone and the regions searched only if
+    they do not pack (``RegionsLater``, the strategy's ``retry``). Llama-3-8B decode at 64 requests on
+    wse3: the regions' search took 18.9 s of a 60 s solve for a bound of 2,752,192 cycles, against
+    562,562 allocated on own rectangles; the program takes 0.4 s.
+
+    None where this does not apply (one request, the user's region groups, MoE layers, whose split
+    is weighed after the regions' search: ``_with_split_experts``; a model too large for the wafer,
+    which the regions' search reports) or nothing was allocated. Else the allocation (passed on to
+    ``own_rectangles`` where the regions are not out of reach, so it is not made twice)."""
+    if request.requests <= 1 or region_spans(costs) or too_large_for_a_wafer(costs, request) is not None:
+        return None
+    if next(iter(shard_counts(costs, max(EXPERT_SHARDS))), None) is not None:
+        return None
+    latency_only(request)
+    t0 = time.perf_counter()
+    lp = own_bound(costs, request)
+    if lp.value is None:
+        return None
+    own, found, method = own_allocation(costs, request, lp, deadline)
+    if found is None or found.objective is None:
+        return None
+    sp = build_sharing_problem(costs, family=family)
+    sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
+    cap = -(-int(OUT_OF_REACH * found.objective) // request.requests) - 1
+    alone = none_within(sp, cap)
+    wall = time.perf_counter() - t0
+    part = None
     if alone:
-        say(f"sharing: the regions take at least {proven.value:,} cycles; every kernel on its own rectangle is solved alone")
-    return lowered, Own(part, alone)
+        say(
+            f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles; no {family} regions "
+            f"within {cap + 1:,} cycles each fit the wafer ({request.requests} x that: {request.requests * (cap + 1):,} cycles "
+            "at least), so they are solved alone"
+        )
+        part = Part(costs, ProvenBound(method, own, None, start=found.choice, wall_s=wall), wider=True)
+    return OwnFirst(lp, own, found, method, wall, part)
+
+
+class RegionsLater(NamedTuple):
+    """``Prepared.state`` of own rectangles solved alone before the regions were searched (``own_first``):
+    the family whose regions a ``retry`` searches, should the own rectangles not pack."""
+
+    family: Family
 
 
 def free_bound(costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress) -> int | None:
@@ -555,12 +640,16 @@ class SharedRegions(RegionsLowering):
         faster (``own_rectangles``). ``first`` (not a retry, whose rivals the driver does not solve): the
         MoE layers split as a rival too (``_with_split_experts``), and own rectangles out of the regions'
         reach solved alone (a retry is the regions' turn: the own rectangles found no layout)."""
+        weighed = own_first(costs, request, family, deadline, say) if first else None
+        if weighed is not None and weighed.alone is not None:  # (the regions out of reach, unsearched)
+            alone = RegionsDecision(family=family, runs=(), reason=own_reason(family, alone=True))
+            return Prepared(alone, (weighed.alone,), costs, costs, state=RegionsLater(family))
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
             part = wafer_part(costs, objective_named(request.objective, request.requests))
             return Prepared(RegionsDecision(family=family, runs=()), (part,), part.table, costs)
         assert units.runs is not None
-        bound, own = own_rectangles(costs, request, units, proven, deadline, say)
+        bound, own = own_rectangles(costs, request, units, proven, deadline, say, weighed)
         decision = RegionsDecision(family=family, runs=tuple(units.runs), grids=grids)
         regions = Prepared(decision, (Part(units, bound, wider=True),), units, costs)
         if own is None:
@@ -584,6 +673,9 @@ class SharedRegions(RegionsLowering):
         if isinstance(prepared.state, Prepared):  # own rectangles solved alone found no layout: the regions' turn
             say("sharing: every kernel on its own rectangle found no layout; the regions are solved after all")
             return prepared.state
+        if isinstance(prepared.state, RegionsLater):  # ... before the regions were searched: searched now
+            say("sharing: every kernel on its own rectangle found no layout; the regions are searched after all")
+            return self._share(costs, request, prepared.state.family, deadline, say, first=False)
         if decision.family == FALLBACK_FAMILY:
             return None
         # the regions chosen do not pack: choose again among shapes that do (the plan's decision records
