@@ -333,7 +333,8 @@ def own_rectangles(
     lp = own_bound(costs, request) if known is None else known.lp
     if lp.value is None or lp.value >= regions:  # (the weighing's time counts in the regions' proof)
         return replace(proven, wall_s=proven.wall_s + time.perf_counter() - t0), None
-    own, found, method = own_allocation(costs, request, lp, deadline) if known is None else known[1:4]
+    made = known.allocated if known is not None else None
+    own, found, method = made if made is not None else own_allocation(costs, request, lp, deadline)
     bound = min(proven.value, own)
     # (the weighing's time, the own rectangles' allocation included, counts in the plan's proof)
     spent = time.perf_counter() - t0
@@ -395,9 +396,9 @@ class OwnFirst(NamedTuple):
     """Every kernel on its own rectangle weighed before the regions are searched (``own_first``)."""
 
     lp: ProvenBound  # their bound (``own_bound``)
-    own: int  # ... raised by the exact backend where it proved more (``own_allocation``)
-    found: SolverResult | None
-    method: str
+    # ``own_allocation``'s (the bound, the allocation, the method), None where not made (the regions
+    # were not out of reach of the bound itself)
+    allocated: tuple[int, SolverResult | None, str] | None
     wall_s: float
     # the regions were proven out of reach (``OUT_OF_REACH``) without their search: solved alone
     alone: Part | None
@@ -413,10 +414,12 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
     wse3: the regions' search took 18.9 s of a 60 s solve for a bound of 2,752,192 cycles, against
     562,562 allocated on own rectangles; the program takes 0.4 s.
 
-    None where this does not apply (one request, the user's region groups, MoE layers, whose split
-    is weighed after the regions' search: ``_with_split_experts``; a model too large for the wafer,
-    which the regions' search reports) or nothing was allocated. Else the allocation (passed on to
-    ``own_rectangles`` where the regions are not out of reach, so it is not made twice)."""
+    The own rectangles' bound (LP) is weighed first: where regions fit within its cap, no allocation
+    puts them out of reach, and the allocation waits for ``own_rectangles`` (which may find the
+    regions faster and skip it). None where this does not apply (one request, the user's region
+    groups, MoE layers, whose split is weighed after the regions' search: ``_with_split_experts``; a
+    model too large for the wafer, which the regions' search reports). Else what was made, passed on
+    to ``own_rectangles`` so that nothing is made twice."""
     if request.requests <= 1 or region_spans(costs) or too_large_for_a_wafer(costs, request) is not None:
         return None
     if next(iter(shard_counts(costs, max(EXPERT_SHARDS))), None) is not None:
@@ -426,12 +429,19 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
     lp = own_bound(costs, request)
     if lp.value is None:
         return None
-    own, found, method = own_allocation(costs, request, lp, deadline)
-    if found is None or found.objective is None:
-        return None
     sp = build_sharing_problem(costs, family=family)
     sp = replace(sp, total_cores=int(sp.total_cores * FAMILY_BUDGET[family]))
-    cap = -(-int(OUT_OF_REACH * found.objective) // request.requests) - 1
+
+    def cap_of(value: int) -> int:  # (the largest slowest region whose N turns stay below 2x ``value``)
+        return -(-int(OUT_OF_REACH * value) // request.requests) - 1
+
+    # (no allocation is below the bound: where regions fit within its cap, none of an allocation's is empty)
+    if not none_within(sp, cap_of(lp.value)):
+        return OwnFirst(lp, None, time.perf_counter() - t0, None)
+    own, found, method = own_allocation(costs, request, lp, deadline)
+    if found is None or found.objective is None:
+        return OwnFirst(lp, (own, found, method), time.perf_counter() - t0, None)
+    cap = cap_of(found.objective)
     alone = none_within(sp, cap)
     wall = time.perf_counter() - t0
     part = None
@@ -442,7 +452,7 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
             "at least), so they are solved alone"
         )
         part = Part(costs, ProvenBound(method, own, None, start=found.choice, wall_s=wall), wider=True)
-    return OwnFirst(lp, own, found, method, wall, part)
+    return OwnFirst(lp, (own, found, method), wall, part)
 
 
 class RegionsLater(NamedTuple):
