@@ -494,11 +494,15 @@ def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
     searched: list[int] = []
     real_share = regions.share_cores
     monkeypatch.setattr(regions, "share_cores", lambda *a, **k: searched.append(1) or real_share(*a, **k))
+    allocated: list[int] = []
+    real_own = regions.own_allocation
+    monkeypatch.setattr(regions, "own_allocation", lambda *a, **k: allocated.append(1) or real_own(*a, **k))
     solved = decisions_solved(monkeypatch, own_packs=packs)
     options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
     out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     obj, decision = out.plan.objective, out.plan.decision
     assert len(searched) == (0 if early and packs else 1)
+    assert len(allocated) == 1  # (a retry reuses the own rectangles' allocation)
     if packs:
         assert solved == ["own"] and decision.runs == () and "regions' bound" in decision.reason  # type: ignore[attr-defined]
         assert obj.value == 1568 and obj.bound_cycles == 1568

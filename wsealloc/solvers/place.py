@@ -286,8 +286,11 @@ def _place_styles(
     path = problem.objective.aggregate is Aggregate.PATH and not problem.ruled and len(regions(problem)) == 1
     floors: dict[tuple[Stacking, bool], int] = {}
     styles_time = deadline.share(1.0 - REFINE_SHARE) if path else deadline
+    # (``lanes_first``) the runs of lanes' style that takes ``LANES_SHARE``: the first (an edge style's
+    # runs, where tall kernels add one, share the rest equally with the others)
+    lanes_at = next((i for i, style in enumerate(candidates) if style.stack is Stacking.LANES), None) if lanes_first else None
     for i, style in enumerate(candidates):
-        first = lanes_first and style.stack is Stacking.LANES and len(candidates) > i + 1
+        first = i == lanes_at and len(candidates) > i + 1
         share = styles_time.share(LANES_SHARE if first else 1.0 / (len(candidates) - i))
         found = place_targets(problem, base, share, style, floors.get((style.stack, style.edge), 0), hint)
         if found is not None:

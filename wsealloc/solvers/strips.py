@@ -1154,7 +1154,7 @@ def pack(
     a run's lower lane hands on to a kernel in rows it does not overlap, through a bundle as narrow
     as the narrower end: the 8B decode's 1x1 norms after a run took 2,048 cycles of congestion each
     (its runs of lanes at the quarter floor 760,763 -> 626,109 cycles mirrored, the plain bands
-    634,424). The columns are the same either way."""
+    634,424). The widths are the same either way (and the columns, unless defects push a piece on)."""
     n = problem.n_kernels
     integral = problem.blocked_prefix
     rects = np.zeros((n, 4), dtype=np.int64)

@@ -447,9 +447,9 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
     part = None
     if alone:
         say(
-            f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles; no {family} regions "
-            f"within {cap + 1:,} cycles each fit the wafer ({request.requests} x that: {request.requests * (cap + 1):,} cycles "
-            "at least), so they are solved alone"
+            f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles; every plan of {family} "
+            f"regions that fits the wafer has one slower than {cap:,} cycles ({request.requests} x {cap + 1:,}: "
+            f"{request.requests * (cap + 1):,} cycles a token at least), so they are solved alone"
         )
         part = Part(costs, ProvenBound(method, own, None, start=found.choice, wall_s=wall), wider=True)
     return OwnFirst(lp, (own, found, method), wall, part)
@@ -457,9 +457,11 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
 
 class RegionsLater(NamedTuple):
     """``Prepared.state`` of own rectangles solved alone before the regions were searched (``own_first``):
-    the family whose regions a ``retry`` searches, should the own rectangles not pack."""
+    the family whose regions a ``retry`` searches, should the own rectangles not pack, and what
+    ``own_first`` made (not made again)."""
 
     family: Family
+    weighed: OwnFirst
 
 
 def free_bound(costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress) -> int | None:
@@ -645,18 +647,22 @@ class SharedRegions(RegionsLowering):
         say: Progress,
         known: int | None = None,
         first: bool = True,
+        weighed: OwnFirst | None = None,
     ) -> Prepared:
         """The regions of ``family``, every kernel on its own rectangle beside them where that allocates
         faster (``own_rectangles``). ``first`` (not a retry, whose rivals the driver does not solve): the
         MoE layers split as a rival too (``_with_split_experts``), and own rectangles out of the regions'
         reach solved alone (a retry is the regions' turn: the own rectangles found no layout)."""
-        weighed = own_first(costs, request, family, deadline, say) if first else None
-        if weighed is not None and weighed.alone is not None:  # (the regions out of reach, unsearched)
+        if first:
+            weighed = own_first(costs, request, family, deadline, say)
+        if weighed is not None and weighed.alone is not None and first:  # (the regions out of reach, unsearched)
             alone = RegionsDecision(family=family, runs=(), reason=own_reason(family, alone=True))
-            return Prepared(alone, (weighed.alone,), costs, costs, state=RegionsLater(family))
+            return Prepared(alone, (weighed.alone,), costs, costs, state=RegionsLater(family, weighed))
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
             part = wafer_part(costs, objective_named(request.objective, request.requests))
+            if part.bound is not None and weighed is not None:  # (the weighing's time counts in the proof)
+                part = replace(part, bound=replace(part.bound, wall_s=part.bound.wall_s + weighed.wall_s))
             return Prepared(RegionsDecision(family=family, runs=()), (part,), part.table, costs)
         assert units.runs is not None
         bound, own = own_rectangles(costs, request, units, proven, deadline, say, weighed)
@@ -685,7 +691,8 @@ class SharedRegions(RegionsLowering):
             return prepared.state
         if isinstance(prepared.state, RegionsLater):  # ... before the regions were searched: searched now
             say("sharing: every kernel on its own rectangle found no layout; the regions are searched after all")
-            return self._share(costs, request, prepared.state.family, deadline, say, first=False)
+            later = prepared.state
+            return self._share(costs, request, later.family, deadline, say, first=False, weighed=later.weighed)
         if decision.family == FALLBACK_FAMILY:
             return None
         # the regions chosen do not pack: choose again among shapes that do (the plan's decision records
