@@ -435,23 +435,27 @@ def own_first(costs: CostTable, request: SolveRequest, family: Family, deadline:
     def cap_of(value: int) -> int:  # (the largest slowest region whose N turns stay below 2x ``value``)
         return -(-int(OUT_OF_REACH * value) // request.requests) - 1
 
-    # (no allocation is below the bound: where regions fit within its cap, none of an allocation's is empty)
+    # (every allocation takes at least the bound: where regions fit within the bound's cap, they fit
+    # within any allocation's)
     if not none_within(sp, cap_of(lp.value)):
         return OwnFirst(lp, None, time.perf_counter() - t0, None)
+
+    def out_of_reach(found: SolverResult | None) -> bool:
+        return found is not None and found.objective is not None and none_within(sp, cap_of(found.objective))
+
     # the greedy's and the bound's own allocations first: where they put the regions out of reach, so
     # does any faster one, and the own rectangles' solve runs the exact backend itself (hinted); the
     # exact backend here only where they do not (the 8B at 64 requests: 6 s of a 60 s solve saved)
     made = own_allocation(costs, request, lp, deadline, search=False)
-    if made[1] is None or made[1].objective is None or not none_within(sp, cap_of(made[1].objective)):
+    alone = out_of_reach(made[1])
+    if not alone:
         made = own_allocation(costs, request, lp, deadline)
+        alone = out_of_reach(made[1])
     own, found, method = made
-    if found is None or found.objective is None:
-        return OwnFirst(lp, made, time.perf_counter() - t0, None)
-    cap = cap_of(found.objective)
-    alone = none_within(sp, cap)
     wall = time.perf_counter() - t0
     part = None
-    if alone:
+    if alone and found is not None and found.objective is not None:
+        cap = cap_of(found.objective)
         say(
             f"sharing: every kernel on its own rectangle allocates at {found.objective:,} cycles or less; every plan of {family} "
             f"regions that fits the wafer has one slower than {cap:,} cycles ({request.requests} x {cap + 1:,}: "
