@@ -690,10 +690,14 @@ def none_within(sp: SharingProblem, cap: int) -> bool:
     fewest-core plan does not: one program, as each probe of ``_least_fitting_cap``). Every plan's
     slowest region then takes more than ``cap``: with N requests in flight a token takes more than
     N x ``cap`` (``solve_paced``'s value), proven without the search."""
-    if cap < least_slowest(sp):
-        return True
-    plan = _dp(_capped(sp, cap), _price_cap(sp))
-    return plan is None or plan.cores > sp.total_cores
+    return cap < least_slowest(sp) or not _fits_within(sp, cap, _price_cap(sp))
+
+
+def _fits_within(sp: SharingProblem, cap: int, price: float) -> bool:
+    """Whether the fewest-core plan whose every region takes at most ``cap`` cycles fits the problem's
+    cores (``price``: ``_price_cap``'s, at which the program's plan is the one of fewest cores)."""
+    plan = _dp(_capped(sp, cap), price)
+    return plan is not None and plan.cores <= sp.total_cores
 
 
 def fitting_cap(sp: SharingProblem, start: int, deadline: Deadline | None = None) -> int | None:
@@ -721,8 +725,7 @@ def _least_fitting_cap(sp: SharingProblem, lo: int, start: int, hi: int, deadlin
     price = _price_cap(sp)
 
     def fits(cap: int) -> bool:
-        plan = _dp(_capped(sp, cap), price)
-        return plan is not None and plan.cores <= sp.total_cores
+        return _fits_within(sp, cap, price)
 
     if start >= hi or fits(start):
         return min(start, hi), lo
