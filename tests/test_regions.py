@@ -512,6 +512,35 @@ def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
     assert verify_plan(tmp_path / "p.json").ok
 
 
+def test_own_first_searches_where_the_greedy_leaves_the_regions_within_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``own_first`` weighs the greedy's (or the LP's own) allocation first and runs the exact backend
+    only where that allocation does not put the regions out of reach. With no such allocation (patched
+    away) the exact backend's is weighed: the tiny decode at 16 requests, ``OUT_OF_REACH`` 1.1, is
+    still solved alone at 1,568 cycles, unsearched, its plan verified."""
+    from wsealloc.strategy import regions
+
+    monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
+    calls: list[bool] = []
+    real_own = regions.own_allocation
+
+    def first_finds_nothing(costs, request, lp, deadline, search=True):  # type: ignore[no-untyped-def]
+        calls.append(search)
+        own, found, method = real_own(costs, request, lp, deadline, search)
+        return (own, found if search else None, method)
+
+    monkeypatch.setattr(regions, "own_allocation", first_finds_nothing)
+    searched: list[int] = []
+    real_share = regions.share_cores
+    monkeypatch.setattr(regions, "share_cores", lambda *a, **k: searched.append(1) or real_share(*a, **k))
+    options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
+    out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
+    assert calls == [False, True] and not searched
+    assert out.plan.decision.runs == () and out.plan.objective.value == 1568  # type: ignore[attr-defined]
+    assert verify_plan(tmp_path / "p.json").ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("requests", "kept"), [(12, "regions"), (16, "own")])
 def test_placed_own_rectangles_are_solved_beside_the_regions_and_the_faster_kept(
