@@ -665,9 +665,9 @@ class SharedRegions(RegionsLowering):
         reach solved alone (a retry is the regions' turn: the own rectangles found no layout)."""
         if first:
             weighed = own_first(costs, request, family, deadline, say)
-        if weighed is not None and weighed.alone is not None and first:  # (the regions out of reach, unsearched)
-            alone = RegionsDecision(family=family, runs=(), reason=own_reason(family, alone=True))
-            return Prepared(alone, (weighed.alone,), costs, costs, state=RegionsLater(family, weighed))
+            if weighed is not None and weighed.alone is not None:  # (the regions out of reach, unsearched)
+                alone = RegionsDecision(family=family, runs=(), reason=own_reason(family, alone=True))
+                return Prepared(alone, (weighed.alone,), costs, costs, state=RegionsLater(family, weighed))
         units, proven, grids = share_cores(costs, request, family, deadline, say, known)
         if proven is None:  # every kernel on its own rectangle
             part = wafer_part(costs, objective_named(request.objective, request.requests))
