@@ -474,10 +474,11 @@ def test_a_decision_that_fails_leaves_the_other_one_standing(tmp_path: Path, mon
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.parametrize("wafers", [1, "auto"])
 @pytest.mark.parametrize("early", [True, False])
 @pytest.mark.parametrize("packs", [True, False])
 def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool, early: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packs: bool, early: bool, wafers: int | str
 ) -> None:
     """At 16 requests the tiny decode's own rectangles allocate at 1,568 cycles a token, the regions'
     bound is 1,856: 1.18x. With ``OUT_OF_REACH`` at 1.1 the regions are out of reach, so the own
@@ -485,7 +486,9 @@ def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
     where their layout does not pack the regions are solved after all (the strategy's retry), and that
     plan verifies too. ``early``: no regions within 1.1 x 1,568 / 16 cycles each fit the wafer, which
     ``own_first`` proves before any regions' search (none made unless the retry needs them); else
-    (that proof withheld) the regions' search proves it, as before."""
+    (that proof withheld) the regions' search proves it, as before. ``--wafers auto`` where the kernels
+    fit one wafer decides that wafer so too, recorded as a cut over one wafer, with the same plan and
+    bound (it searched the regions over every cut first, and stated their unpaced path as its bound)."""
     from wsealloc.strategy import regions
 
     monkeypatch.setattr(regions, "OUT_OF_REACH", 1.1)
@@ -498,9 +501,11 @@ def test_own_rectangles_out_of_the_regions_reach_are_solved_alone(
     real_own = regions.own_allocation
     monkeypatch.setattr(regions, "own_allocation", lambda *a, **k: allocated.append(1) or real_own(*a, **k))
     solved = decisions_solved(monkeypatch, own_packs=packs)
-    options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10}
+    options = {"context": 16, "objective": "latency", "requests": 16, "place": False, "time_limit": 10, "wafers": wafers}
     out = solve(MODELS / "llm_decode.onnx", "tiny", output=tmp_path / "p.json", **options)  # type: ignore[arg-type]
     obj, decision = out.plan.objective, out.plan.decision
+    assert decision is not None and decision.strategy == ("regions" if wafers == 1 else "wafers")
+    assert wafers == 1 or (decision.wafers, len(out.plan.stages)) == (1, 1)  # type: ignore[attr-defined]
     assert len(searched) == (0 if early and packs else 1)
     assert len(allocated) == 1  # (a retry reuses the own rectangles' allocation)
     if packs:

@@ -32,7 +32,9 @@ every wafer of it fits, else the cut wished before (the relaxed regions packed, 
 moved where every wafer fits, and each wafer's own regions on it, searched in what remains of the
 form's time, are the plan in hand. ``auto``: the fewest wafers whose kernels'
 smallest op models fit. Every kernel on its own rectangle, a wafer whose rectangles do not pack is
-cut over one wafer more (``retry``, up to the request's count).
+cut over one wafer more (``retry``, up to the request's count). With regions, where that is one wafer,
+the plan is that wafer's and is decided as ``--wafers 1`` decides it (``_on_one_wafer``): no search
+over cuts, every kernel on its own rectangle weighed before the regions with requests in flight.
 
 A mixture-of-experts model's layers (with regions) may each be kept whole or split into two
 consecutive shards (``opmodels.experts``), so that a cut may fall inside a layer and each wafer hold
@@ -73,13 +75,15 @@ from wsealloc.solvers.share_wafers import solve as wafer_sharing
 from wsealloc.solvers.stages import StagePartition
 from wsealloc.solvers.stages import solve as stage_solver
 from wsealloc.strategy.base import Part, Prepared, Progress, Strategy, quiet
-from wsealloc.strategy.decision import Decision, Index
+from wsealloc.strategy.decision import Decision, Index, RegionsDecision
 from wsealloc.strategy.modes import Family, ShareMode, Side
 from wsealloc.strategy.pipeline import stage_infeasibility, wafer_part
 from wsealloc.strategy.regions import (
     EXPERT_SHARDS,
     FAMILY_BUDGET,
     Own,
+    RegionsLater,
+    SharedRegions,
     fewest_by_sram,
     own_reason,
     own_rectangles,
@@ -490,6 +494,51 @@ def fewest_wafers(costs: CostTable, family: Family | None) -> int | None:
     return None if fit is None else max(fewest, fit)
 
 
+@dataclass(frozen=True)
+class _OneWafer:
+    """``Prepared.state`` of a plan decided as one wafer's (``LatencyOverWafers._on_one_wafer``): the
+    regions strategy's own decision, whose ``retry`` it continues (own rectangles solved alone that
+    do not pack: the wafer's regions)."""
+
+    regions: Prepared
+
+
+def _as_one_wafer(prepared: Prepared, t0: float) -> Prepared:
+    """A one-wafer decision of ``regions.SharedRegions`` (its rivals too) as a cut over one wafer: the
+    same runs, grids, family and expert shards, the plan merged as every plan over wafers is (its part
+    valued paced as the whole plan, ``driver.solve_prepared``), the bound the part's own (every plan on
+    that wafer takes at least it). ``t0``: when the decision began (the partition's time is what its
+    parts' proofs leave)."""
+    decision = prepared.decision
+    assert isinstance(decision, RegionsDecision)
+    table = prepared.base  # (the model's table, or the one the MoE layers' split made: the runs index it)
+    cuts = (0, len(table.kernels))
+    wafers = WafersDecision(
+        wafers=1,
+        cuts=cuts,
+        family=decision.family,
+        runs=decision.runs,
+        grids=decision.grids,
+        expert_shards=decision.expert_shards,
+        reason=decision.reason,
+    )
+    (part,) = prepared.parts
+    bound = part.bound.value if part.bound is not None else None
+    proofs = sum(p.bound.wall_s for p in prepared.parts if p.bound is not None)
+    partition = StagePartition(Status.OPTIMAL, 1, cuts, bound, max(0.0, time.perf_counter() - t0 - proofs))
+    waiting = prepared.state if isinstance(prepared.state, (Prepared, RegionsLater)) else None
+    return Prepared(
+        wafers,
+        prepared.parts,
+        table,
+        table,
+        partition,
+        bound,
+        state=_OneWafer(prepared) if waiting is not None else None,
+        rivals=tuple(_as_one_wafer(r, time.perf_counter()) for r in prepared.rivals),
+    )
+
+
 def resident_cut(costs: CostTable, count: int) -> tuple[int, ...] | None:
     """The cut giving every wafer an even share of the kernels' resident bytes (weights and KV caches):
     a token's time on a wafer grows steeply as its SRAM fills (fewer, fuller regions), so a cut that
@@ -526,6 +575,9 @@ class LatencyOverWafers(Strategy):
 
     def decide(self, costs: CostTable, request: SolveRequest, deadline: Deadline, say: Progress = quiet) -> Prepared:
         family = request.sharing.family if request.sharing.mode is ShareMode.AUTO else None
+        one = self._on_one_wafer(costs, request, family, deadline, say)
+        if one is not None:
+            return one
         counts = [n for n in shard_counts(costs, MOST_SHARDS) if n in EXPERT_SHARDS] if family is not None else []
         # each form of the MoE layers in its share of the time: kept whole, then split into shards (a
         # form that fits no wafer count the request allows is left out; none fits: the kept form's error)
@@ -579,6 +631,28 @@ class LatencyOverWafers(Strategy):
             least = min(c.paced(requests) for c in rivals)
             best = replace(best, bound=min(c.bound for c in rivals))
         return self._finish(best, request, family, forms, deadline, say, t0, skipped, least)
+
+    def _on_one_wafer(
+        self, costs: CostTable, request: SolveRequest, family: Family | None, deadline: Deadline, say: Progress
+    ) -> Prepared | None:
+        """``--wafers auto --share auto`` where every kernel's smallest op model fits one wafer: auto takes
+        the fewest wafers, and a plan with regions is never cut over more (``retry`` searches the wafer's
+        regions), so the plan is one wafer's and is decided as ``--wafers 1`` decides it
+        (``regions.SharedRegions``: with requests in flight every kernel on its own rectangle weighed
+        first, the regions searched only where within its reach; the MoE layers split as a rival),
+        recorded as a cut over one wafer (``_as_one_wafer``). Through the search over every cut the 8B
+        decode at 64 requests on wse3 spent 24 s of a 60 s solve on the regions (an unpaced search over
+        the cut, then the wafer's paced one) and stated the regions' unpaced path, 321,517 cycles, as its
+        bound (a 47.9% gap) where the wafer's own proof gives 556,926. None: not so (``--wafers N``, own
+        rectangles, which ``retry`` may cut over more wafers, or a model that needs more)."""
+        if family is None or request.wafer_count is not None:
+            return None
+        least = stage_solver(build_stage_problem(costs), None)
+        if least.status is not Status.OPTIMAL or least.wafers != 1:
+            return None
+        t0 = time.perf_counter()
+        say("wafers: every kernel's smallest op model fits one wafer; --wafers auto plans it as --wafers 1 does")
+        return _as_one_wafer(SharedRegions().decide(costs, request, deadline, say), t0)
 
     def _split(
         self, costs: CostTable, request: SolveRequest, family: Family, shards: int, deadline: Deadline, say: Progress
@@ -931,6 +1005,12 @@ class LatencyOverWafers(Strategy):
         count (``auto``: a wafer per kernel at most), as long as time remains. With regions the wafers'
         regions are searched again only on one wafer (``regions.retry``)."""
         tried = prepared.state
+        if isinstance(tried, _OneWafer):  # decided as one wafer's: its regions' retry (not a cut over more)
+            if deadline.stopped or not isinstance(tried.regions.state, (Prepared, RegionsLater)):
+                return None
+            t0 = time.perf_counter()
+            again = SharedRegions().retry(costs, request, tried.regions, deadline, say)
+            return None if again is None else _as_one_wafer(again, t0)
         if isinstance(tried, Prepared) and not deadline.stopped:  # own rectangles solved alone: the regions' turn
             say("wafers: every kernel on its own rectangle found no layout; the wafer's regions are solved after all")
             return tried
