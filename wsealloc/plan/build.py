@@ -434,7 +434,9 @@ def merge_stages(
         cores_used=sum(k.cores for k in kernels if k.region is None) + sum(rg.cores for rg in regions),
         placed=placed,
         traffic_distance=traffic,
-        message=f"{len(stage_plans)} wafers, cuts before kernels {list(cuts[1:-1])}",
+        message=(
+            "1 wafer, no cut" if len(stage_plans) == 1 else f"{len(stage_plans)} wafers, cuts before kernels {list(cuts[1:-1])}"
+        ),
     )
     first = stage_plans[0]
     paths = [p.objective.llm.token_path_cycles if p.objective.llm is not None else None for p in stage_plans]
