@@ -647,10 +647,10 @@ class LatencyOverWafers(Strategy):
         rectangles, which ``retry`` may cut over more wafers, or a model that needs more)."""
         if family is None or request.wafer_count is not None:
             return None
+        t0 = time.perf_counter()
         least = stage_solver(build_stage_problem(costs), None)
         if least.status is not Status.OPTIMAL or least.wafers != 1:
             return None
-        t0 = time.perf_counter()
         say("wafers: every kernel's smallest op model fits one wafer; --wafers auto plans it as --wafers 1 does")
         return _as_one_wafer(SharedRegions().decide(costs, request, deadline, say), t0)
 
