@@ -399,8 +399,7 @@ PATH_FLOW_STEPS = 40
 PATH_FLOW_GAP = 1e-5  # within this share of an allocation's longest path, the climb has reached the optimum
 PATH_FLOW_SETTLED = 1e-7
 PATH_FLOW_STALLS = 6  # steps in a row that gain less: it stops
-LINE_SEARCH = 24  # golden-section rounds of each step's length (the bound is concave along a step)
-GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+LINE_SEARCH = 16  # bisection rounds of each step's length (to 2**-16 of it)
 TIED = 0.02  # segments saving within this share of the marginal rate share the cores, for the direction
 
 
@@ -424,16 +423,18 @@ class _Segments:
         self.cores = np.array(cores, dtype=np.float64)
         self.rate = np.array(rate, dtype=np.float64)
 
-    def weighed(self, weight: np.ndarray) -> tuple[float, np.ndarray]:
+    def weighed(self, weight: np.ndarray, share_ties: bool = True) -> tuple[float, np.ndarray]:
         """min over allocations in the hulls with the whole budget of sum(weight x latency) (Dantzig's
         bound for the multiple-choice knapsack: the segments with the most weighted latency saved per
-        core bought first, the last one fractionally), and every kernel's latency there."""
+        core bought first, the last one fractionally), and every kernel's latency there (``share_ties``:
+        with the near-tied segments sharing the cores, below; else at that least, whose latencies are
+        the value's gradient in the weights)."""
         saved = weight[self.kernel] * self.rate
         order = np.argsort(-saved, kind="stable")
         cores = self.cores[order]
         take = np.clip(self.budget - (np.cumsum(cores) - cores), 0.0, cores)
         value = float(weight @ self.base - saved[order] @ take)
-        short = np.flatnonzero(take < cores)
+        short = np.flatnonzero(take < cores) if share_ties else np.zeros(0, dtype=np.int64)
         if short.size:
             # the latencies (the climb's direction; not the value): the segments within ``TIED`` of the
             # rate where the budget runs out (the kernels off the flow: none) share what they take, in
@@ -452,30 +453,22 @@ class _Segments:
 
 
 def _line_search(segments: _Segments, flow: np.ndarray, toward: np.ndarray, most: float) -> tuple[float, float]:
-    """The step in [0, most] along ``toward`` from ``flow`` that weighs most (the weighed bound is concave
-    along it: a golden-section search), and that value."""
-
-    def at(step: float) -> float:
-        return segments.weighed(flow + step * toward)[0]
-
+    """The step in [0, most] along ``toward`` from ``flow`` that weighs most, and that value. The weighed
+    bound is concave along it, and its slope at a step is ``toward`` times the latencies of the least
+    allocation there (the envelope theorem), so a bisection on the slope's sign finds the top."""
     lo, hi = 0.0, most
-    a, b = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
-    fa, fb = at(a), at(b)
-    for _ in range(LINE_SEARCH):  # golden-section search: one evaluation a round
-        if fa < fb:
-            lo, a, fa = a, b, fb
-            b = lo + GOLDEN * (hi - lo)
-            fb = at(b)
-        elif fa > fb:
-            hi, b, fb = b, a, fa
-            a = hi - GOLDEN * (hi - lo)
-            fa = at(a)
-        else:  # (where flat, both ends close in: a step half-way mixes the path in, where 0 would stop)
-            lo, hi = a, b
-            a, b = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
-            fa, fb = at(a), at(b)
+    for _ in range(LINE_SEARCH):
+        middle = (lo + hi) / 2
+        slope = float(toward @ segments.weighed(flow + middle * toward, share_ties=False)[1])
+        if slope > 0:
+            lo = middle
+        elif slope < 0:
+            hi = middle
+        else:  # (flat: a step half-way in mixes the path in, where a step of 0 would stop)
+            lo = hi = middle
+            break
     middle = (lo + hi) / 2
-    value, whole = at(middle), at(most)
+    value, whole = segments.weighed(flow + middle * toward)[0], segments.weighed(flow + most * toward)[0]
     # (the whole way, a path's share all moved, only where it weighs more: on a plateau a flow on one path
     # alone would start again)
     return (most, whole) if whole > value + 1e-9 * max(1.0, abs(value)) else (middle, value)
