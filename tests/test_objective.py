@@ -146,7 +146,8 @@ def test_lp_bound_climbs_from_the_chain_and_stays_within_the_relaxation(p: Alloc
         assert p.min_cores() > p.total_cores
         return
     relaxed = _relaxation(p)
-    assert _chain_bound(p) <= bound <= np.ceil(relaxed + 1e-6 * max(1.0, relaxed)), (bound, relaxed)
+    # (a cycle's slack below the chain's: near 2**50 cycles the sums in another order round apart: a review)
+    assert _chain_bound(p) - 1 <= bound <= np.ceil(relaxed + 1e-6 * max(1.0, relaxed)), (bound, relaxed)
 
 
 def test_lp_bound_reaches_the_relaxation_on_branching_models() -> None:

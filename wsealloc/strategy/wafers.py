@@ -640,16 +640,20 @@ class LatencyOverWafers(Strategy):
         regions), so the plan is one wafer's and is decided as ``--wafers 1`` decides it
         (``regions.SharedRegions``: with requests in flight every kernel on its own rectangle weighed
         first, the regions searched only where within its reach; the MoE layers split as a rival),
-        recorded as a cut over one wafer (``_as_one_wafer``). Through the search over every cut the 8B
-        decode at 64 requests on wse3 spent 24 s of a 60 s solve on the regions (an unpaced search over
-        the cut, then the wafer's paced one) and stated the regions' unpaced path, 321,517 cycles, as its
-        bound (a 47.9% gap) where the wafer's own proof gives 556,926. None: not so (``--wafers N``, own
-        rectangles, which ``retry`` may cut over more wafers, or a model that needs more)."""
+        recorded as a cut over one wafer (``_as_one_wafer``). Its retry is the regions' where own
+        rectangles solved alone do not pack; regions that do not pack are not chosen again among another
+        family, as ``--wafers 1`` would (the decision keeps the family asked for, as before). Through the
+        search over every cut the 8B decode at 64 requests on wse3 spent 24 s of a 60 s solve on the
+        regions (an unpaced search over the cut, then the wafer's paced one) and stated the regions'
+        unpaced path, 321,517 cycles, as its bound (a 47.9% gap) where the wafer's own proof gives
+        556,926. None: not so (``--wafers N``; own rectangles, which ``retry`` may cut over more wafers;
+        a model that needs more)."""
         if family is None or request.wafer_count is not None:
             return None
         t0 = time.perf_counter()
         least = stage_solver(build_stage_problem(costs), None)
-        if least.status is not Status.OPTIMAL or least.wafers != 1:
+        # (and the weights and caches within one wafer's SRAM, which the regions' search needs: a review)
+        if least.status is not Status.OPTIMAL or least.wafers != 1 or fewest_by_sram(costs) > 1:
             return None
         say("wafers: every kernel's smallest op model fits one wafer; --wafers auto plans it as --wafers 1 does")
         return _as_one_wafer(SharedRegions().decide(costs, request, deadline, say), t0)
