@@ -398,7 +398,7 @@ def critical_chain(problem: AllocationProblem) -> list[int]:
 PATH_FLOW_STEPS = 40
 PATH_FLOW_GAP = 1e-5  # within this share of an allocation's longest path, the climb has reached the optimum
 PATH_FLOW_SETTLED = 1e-7
-PATH_FLOW_STALLS = 6  # steps in a row that gain less: it stops
+PATH_FLOW_STALLS = 3  # steps in a row that gain less: it stops
 LINE_SEARCH = 16  # bisection rounds of each step's length (to 2**-16 of it)
 TIED = 0.02  # segments saving within this share of the marginal rate share the cores, for the direction
 
