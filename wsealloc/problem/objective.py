@@ -396,6 +396,10 @@ def critical_chain(problem: AllocationProblem) -> list[int]:
 # make (each step's bound is valid; on the zoo it settles within 2-8 steps to within 1e-5 of the LP's
 # optimum, measured against CBC on the same LP)
 PATH_FLOW_STEPS = 40
+# ... and fewer where the hulls are long: about this many segment evaluations in all (each step evaluates
+# the weighed bound about 38 times), so that no model spends more than about a second here (the 405B
+# decode over 30 wafers' cores, 85k segments: 4 steps; the zoo reaches the relaxation in 2-4)
+PATH_FLOW_WORK = 12_000_000
 PATH_FLOW_GAP = 1e-5  # within this share of an allocation's longest path, the climb has reached the optimum
 PATH_FLOW_SETTLED = 1e-7
 PATH_FLOW_STALLS = 3  # steps in a row that gain less: it stops
@@ -500,7 +504,8 @@ def latency_lp_bound(problem: AllocationProblem) -> int | None:
     best, latency = segments.weighed(flow)
     if not problem.is_chain():
         stalled, above = 0, float("inf")
-        for _ in range(PATH_FLOW_STEPS):
+        steps = max(4, min(PATH_FLOW_STEPS, PATH_FLOW_WORK // (38 * max(1, segments.kernel.size))))
+        for _ in range(steps):
             # two steps towards the longest path under the current latencies, the better taken: Frank-Wolfe's
             # (every path's share diluted) and the pairwise one (share moved from the flow's shortest path
             # alone). Frank-Wolfe's alone crawls where the first chain's share must go (four independent
