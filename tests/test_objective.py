@@ -20,7 +20,15 @@ from wsealloc.budget import Deadline
 from wsealloc.errors import UsageError
 from wsealloc.pipeline import build_costs
 from wsealloc.problem import AllocationProblem, Choices, GreedyHints
-from wsealloc.problem.objective import ContestScore, Latency, Throughput, latency_lp_bound, objective_named, path_length
+from wsealloc.problem.objective import (
+    ContestScore,
+    Latency,
+    Throughput,
+    latency_lp_bound,
+    objective_named,
+    path_length,
+    path_relaxation,
+)
 from wsealloc.solvers import SolveOptions, Status, get_solver
 
 
@@ -79,6 +87,37 @@ def test_lp_bound_counts_parallel_branches_by_hand() -> None:
     )
     assert latency_lp_bound(p) == 90
     assert brute_latency(p) == 120
+
+
+@settings(max_examples=40, deadline=None)
+@given(latency_problems())
+def test_the_relaxation_rounded_is_an_allocation_within_the_cores(p: AllocationProblem) -> None:
+    """``path_relaxation``'s allocation gives back the fractional segment: every kernel on a frontier
+    point, within the cores, never faster than the bound; ``exact_bound``'s start is the faster of it
+    and ``latency_start``'s, and fits."""
+    relaxed = path_relaxation(p)
+    if relaxed is None:
+        assert p.min_cores() > p.total_cores
+        return
+    bound, rounded = relaxed
+    value, cores = p.evaluate(rounded)
+    assert p.feasible(rounded) and cores <= p.total_cores and bound <= value
+    proven = Latency().exact_bound(replace(p, objective=Latency()))
+    assert proven.start is not None and p.feasible(proven.start) and p.evaluate(proven.start)[0] <= value
+
+
+def test_the_relaxation_rounded_by_hand() -> None:
+    """The diamond of ``test_lp_bound_counts_parallel_branches_by_hand``: half a token through each
+    branch, the 2 cores bought for b first (a tie with c, in order), c's segment not bought: b on 3
+    cores, c on 1, 120 cycles, the optimum, where the chain's start gives the same."""
+    fixed = Choices(np.array([1]), np.array([10]))
+    branch = Choices(np.array([1, 3]), np.array([100, 40]))
+    hints = GreedyHints((1.0,) * 4, (0,) * 4, (False,) * 4, (0,) * 4, 1)
+    preds = ((), (0,), (0,), (1, 2))
+    p = AllocationProblem(("a", "b", "c", "d"), (0, 1, 1, 0), (fixed, branch), 6, hints, Latency(), preds=preds)
+    relaxed = path_relaxation(p)
+    assert relaxed is not None and relaxed[0] == 90
+    assert sorted(relaxed[1][1:3]) == [0, 1] and p.evaluate(relaxed[1]) == (120, 6)
 
 
 def _relaxation(p: AllocationProblem) -> float:
