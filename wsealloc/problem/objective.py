@@ -356,12 +356,6 @@ def optimal_bottleneck(problem: AllocationProblem) -> int | None:
     return first_true(values, fits)
 
 
-def _lower_hull(cores: np.ndarray, latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The lower convex hull of a frontier's (cores ascending, latency descending) points."""
-    idx = lower_hull(cores, latency)
-    return cores[idx].astype(np.float64), latency[idx].astype(np.float64)
-
-
 def _before(problem: AllocationProblem, k: int) -> list[int]:
     """The kernels k waits for: its producers, and the kernel before it on a shared region."""
     return list(problem.preds[k]) + ([problem.serial[k]] if problem.serial and problem.serial[k] >= 0 else [])
@@ -432,19 +426,25 @@ class _Segments:
         self.cores = np.array(cores, dtype=np.float64)
         self.rate = np.array(rate, dtype=np.float64)
 
+    def _bought(self, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each segment's weighted latency saved per core, the segments in the order they are bought
+        (most saved first), and the cores each of them takes in that order (the last one bought in part)."""
+        saved = weight[self.kernel] * self.rate
+        order = np.argsort(-saved, kind="stable")
+        cores = self.cores[order]
+        return saved, order, np.clip(self.budget - (np.cumsum(cores) - cores), 0.0, cores)
+
     def weighed(self, weight: np.ndarray, share_ties: bool = True) -> tuple[float, np.ndarray]:
         """min over allocations in the hulls with the whole budget of sum(weight x latency) (Dantzig's
         bound for the multiple-choice knapsack: the segments with the most weighted latency saved per
         core bought first, the last one fractionally), and every kernel's latency there (``share_ties``:
         with the near-tied segments sharing the cores, below; else at that least, whose latencies are
         the value's gradient in the weights)."""
-        saved = weight[self.kernel] * self.rate
-        order = np.argsort(-saved, kind="stable")
+        saved, order, take = self._bought(weight)
         cores = self.cores[order]
-        take = np.clip(self.budget - (np.cumsum(cores) - cores), 0.0, cores)
         value = float(weight @ self.base - saved[order] @ take)
-        short = np.flatnonzero(take < cores) if share_ties else np.zeros(0, dtype=np.int64)
-        if short.size:
+        short = np.flatnonzero(take < cores)
+        if share_ties and short.size:
             # the latencies (the climb's direction; not the value): the segments within ``TIED`` of the
             # rate where the budget runs out (the kernels off the flow: none) share what they take, in
             # proportion to their cores. They are an allocation of the relaxation too (the whole budget
@@ -464,10 +464,8 @@ class _Segments:
         """The allocation ``weighed`` finds for ``weight`` with its one fractional segment (and any it
         shares) left out: every kernel on the hull point its whole segments reach, as a frontier
         index. Within the budget, since it only gives back cores."""
-        saved = weight[self.kernel] * self.rate
-        order = np.argsort(-saved, kind="stable")
-        cores = self.cores[order]
-        whole = np.clip(self.budget - (np.cumsum(cores) - cores), 0.0, cores) >= cores
+        _, order, take = self._bought(weight)
+        whole = take >= self.cores[order]
         reached = np.zeros(len(self.hulls), dtype=np.int64)
         np.add.at(reached, self.kernel[order], whole.astype(np.int64))
         # (segments are bought in hull order within a kernel, their rates falling along its hull)
