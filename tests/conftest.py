@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on some machines):
+# without them every run and every worker rewrites the asserts of all test modules and compiles the
+# package again (7 s of a worker's collection, against 1.5 s from the caches), and every CLI test run as
+# a subprocess compiles the package once more. Set before the package and the test modules are imported;
+# the environment is cleared too, so that those subprocesses write and read the same caches.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models" / "tiny"))
 
@@ -36,7 +45,6 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _shared_contest_folder() -> Path:
     """The ISPD-2020 instances (never committed: no licence): ``$WSEALLOC_ISPD2020``, else the
     workplace's ``../shared/ispd2020`` next to the checkout, else ``/work/shared/ispd2020``."""
-    import os
 
     for candidate in (os.environ.get("WSEALLOC_ISPD2020"), ROOT.parent / "shared" / "ispd2020", "/work/shared/ispd2020"):
         if candidate and Path(candidate).is_dir():
@@ -53,7 +61,6 @@ def shared_instance(name: str = "") -> Path:
     """``SHARED_ISPD2020 / name`` (the folder itself for ""); where it is absent the calling test skips
     with the reason, or fails under ``WSEALLOC_REQUIRE_SHARED=1`` (.ci/run sets it: CI must never skip
     the shared instances silently)."""
-    import os
 
     path = SHARED_ISPD2020 / name if name else SHARED_ISPD2020
     if not path.exists():

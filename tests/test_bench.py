@@ -168,6 +168,7 @@ def test_smoke_suite_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert md in capsys.readouterr().out  # the table is printed too
 
 
+@pytest.mark.slow
 def test_python_api_run_suite(tmp_path: Path) -> None:
     suite = _copy_suite(tmp_path, best=100)
     run = wsealloc.run_suite(suite, jobs=2)  # no --out: nothing written
@@ -299,6 +300,7 @@ def test_dask_local_cluster_gives_identical_results(tmp_path: Path) -> None:
     assert strip(remote) == strip(local) and all(r.ok for r in local)
 
 
+@pytest.mark.slow
 def test_dask_crash_costs_only_its_instance(tmp_path: Path) -> None:
     """A task whose solver aborts is reported CRASHED; the Dask worker and the other tasks survive."""
     from distributed import LocalCluster
@@ -332,6 +334,7 @@ def test_tasks_travel_as_json(tmp_path: Path) -> None:
     assert task.request.arch.name == "tiny" and task.timeout_s == 5 + 300
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_reported() -> None:
     with pytest.raises(UsageError, match=r"--scheduler tcp://127.0.0.1:9: cannot connect .*is a dask scheduler running"):
         run_all([], scheduler="tcp://127.0.0.1:9", connect_timeout=1)
@@ -474,6 +477,7 @@ def test_suite_kgraph_instances_are_checked_before_running(tmp_path: Path) -> No
         load_suite(str(bad))
 
 
+@pytest.mark.slow
 def test_dask_tasks_carry_their_kgraph_instance(tmp_path: Path) -> None:
     """A contest instance travels to a node without a shared file system too (its bytes are shipped)."""
     from wsealloc.frontend.sources import KgraphSource

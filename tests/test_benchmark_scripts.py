@@ -184,6 +184,7 @@ def test_waferllm_rows_on_the_tiny_decoder() -> None:
     assert kv["tokens"] == free // decode.kv_bytes_per_token > 0
 
 
+@pytest.mark.slow
 def test_reliability_script_counts_each_outcome(tmp_path: Path) -> None:
     """benchmarks/reliability.py in a small mode: a clean error, an accepted run and a hang (a case
     killed after 0.01 s), each in its own capped process, counted as the issue's targets say."""

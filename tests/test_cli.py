@@ -213,6 +213,7 @@ def test_arch_commands() -> None:
     assert doc["core"]["sram_bytes"] == 96 * 1024 and doc["derived"]["total_cores"] == 975_744
 
 
+@pytest.mark.slow
 def test_seed_cost_model_plans_verify(tmp_path: Path) -> None:
     plan = tmp_path / "seed.json"
     out = run(

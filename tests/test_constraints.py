@@ -348,6 +348,7 @@ MIDDLE_PINS = """
 """
 
 
+@pytest.mark.slow
 def test_corners_in_the_middle_of_the_wafer_are_placed_around(tmp_path: Path) -> None:
     from wsealloc.problem.placement import build_placement_problem
     from wsealloc.solvers import strips
@@ -620,6 +621,7 @@ def test_a_free_member_joins_pins_apart(tmp_path: Path, col: int) -> None:
     assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.slow
 def test_pins_at_opposite_corners_are_joined_across_the_wafer(tmp_path: Path) -> None:
     """Issue 37's case (no layout was found, exit 3): embed at [0, 0] and lm_head at [15, 23], the
     wafer's last core (so one core), l0.ln1 free between them. l0.ln1 may take a rectangle of all 16
@@ -901,6 +903,7 @@ def test_cli_conflict_is_one_line_with_exit_code_3(tmp_path: Path) -> None:
     assert "c.yaml line 1 bounds l0.fc1: rows 16; line 3 keeps rows 7-7, all cols out: together they" in lines[0]
 
 
+@pytest.mark.slow
 def test_the_summary_says_what_the_rules_held(tmp_path: Path) -> None:
     """With --no-place the grids and cores the rules allow hold, but no corner or keep-out was applied on
     a wafer: the summary says so (before: "honoured by the baseline and every solver")."""

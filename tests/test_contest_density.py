@@ -150,6 +150,7 @@ def _fc_chain(side: int, widest: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_layouts_rebuilt_with_wire_plans_shorten_a_chain_dominated_by_its_last_kernels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

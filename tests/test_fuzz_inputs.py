@@ -46,7 +46,8 @@ def _check(cases: list[Case], folder: Path, seconds: float | None) -> None:
     assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+# (the plans' and constraints' seeds in the slow group: each case solves, 6 s and 2 s in all)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k != "options" else k for k in KINDS])
 def test_fuzz_inputs(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """The issue's seeds of each corpus (and the first drawn cases), with --time-limit 2."""
     given = request.getfixturevalue("plans") if kind == "plans" else None

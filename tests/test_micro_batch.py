@@ -105,7 +105,15 @@ def test_a_streamed_micro_batch_pads_its_last_pass() -> None:
     assert int(micro.sram_bytes[0]) == int(per_pass.sram_bytes[0])  # a pass holds 3 samples either way
 
 
-@pytest.mark.parametrize(("mode", "segment"), [("pipelined", 3), ("pipelined", None), ("streaming", None)])
+# (the searched segment lengths in the slow group: 8 more solves each)
+@pytest.mark.parametrize(
+    ("mode", "segment"),
+    [
+        ("pipelined", 3),
+        pytest.param("pipelined", None, marks=pytest.mark.slow),
+        pytest.param("streaming", None, marks=pytest.mark.slow),
+    ],
+)
 def test_the_chosen_micro_batch_is_the_brute_force_optimum(mode: str, segment: int | None, tmp_path: Path) -> None:
     # (segment None: each size's recomputation segment length searched too, in the choice and by hand)
     common: dict[str, object] = {"train": True, "train_batch": 8, "mode": mode, "place": False, "sets": [BANDWIDTH]}

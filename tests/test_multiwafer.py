@@ -18,7 +18,7 @@ TRANSFORMER = ROOT / "models" / "tiny" / "transformer.onnx"
 SMALL = ["wafer.dies.rows=1", "wafer.dies.cols=1", "wafer.die_cores.rows=4", "wafer.die_cores.cols=4"]
 
 
-@pytest.mark.parametrize("place", [False, True])
+@pytest.mark.parametrize("place", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_two_wafers_plan_verifies(place: bool, tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     result = solve(TRANSFORMER, "tiny", wafers=2, output=out, place=place, time_limit=2)

@@ -28,8 +28,9 @@ def _rects(plan_path: Path) -> list[tuple[int, int, int, int, str]]:
         [],
         ["wafer.die_boundary=forbid"],
         ["wafer.die_boundary=penalty", "wafer.die_crossing_penalty_cycles=50"],
-        ["wafer.defects.cores=[[0,0],[3,5],[10,20],[7,7]]"],
-        ["wafer.defects.rate=0.02", "wafer.defects.seed=7"],
+        # (the defects in the slow group: test_defects_are_avoided and the summary's test place around them)
+        pytest.param(["wafer.defects.cores=[[0,0],[3,5],[10,20],[7,7]]"], marks=pytest.mark.slow),
+        pytest.param(["wafer.defects.rate=0.02", "wafer.defects.seed=7"], marks=pytest.mark.slow),
     ],
 )
 def test_placed_plans_verify(sets: list[str], tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_placed_plans_verify(sets: list[str], tmp_path: Path) -> None:
 def test_defects_are_avoided(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     defects = [[r, c] for r in range(16) for c in range(0, 24, 5)]
-    solve(ATTENTION, "tiny", sets=[f"wafer.defects.cores={json.dumps(defects)}"], output=out, time_limit=5)
+    solve(ATTENTION, "tiny", sets=[f"wafer.defects.cores={json.dumps(defects)}"], output=out, time_limit=2)
     assert verify_plan(out).ok
     bad = {tuple(d) for d in defects}
     for row, col, r, c, name in _rects(out):
@@ -234,7 +235,7 @@ def test_summary_reports_what_placing_cost() -> None:
     from wsealloc.report.summary import placement_cost, summary_lines
 
     sets = ["wafer.defects.rate=0.02", "wafer.defects.seed=7"]
-    out = solve(ATTENTION, "tiny", sets=sets, time_limit=5)
+    out = solve(ATTENTION, "tiny", sets=sets, time_limit=2)
     alloc, placed = out.result.objective, out.plan.objective.bottleneck_cycles
     assert alloc is not None and placed > alloc  # the 16 x 24 tiny wafer with 2% defects cannot keep the allocation
     line = placement_cost(out)

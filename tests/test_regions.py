@@ -348,6 +348,7 @@ def test_tampered_shared_plans_fail(shared_plan: Path, tmp_path: Path, edit, nee
     assert not report.ok and any(needle in v for v in report.violations), report.violations
 
 
+@pytest.mark.slow
 def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
     """The tiny decoder planned for latency with its cache bound on the command line, placed, verified."""
     plan = tmp_path / "d.json"
@@ -362,6 +363,7 @@ def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--context 16" in res.stderr and "no KV-cache input" in res.stderr
 
 
+@pytest.mark.slow
 def test_sweep_spans_context_and_grid() -> None:
     """A sweep over the request's context and grid: more context is never faster on one grid."""
     from wsealloc.bench.sweep import sweep

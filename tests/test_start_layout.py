@@ -69,7 +69,7 @@ def test_layout_errors_by_hand() -> None:
 @pytest.fixture(scope="module")
 def old_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("start") / "old.json"
-    ws.solve(TRANSFORMER, "tiny", output=out, time_limit=3)
+    ws.solve(TRANSFORMER, "tiny", output=out, time_limit=1.5)
     return out
 
 
@@ -231,6 +231,7 @@ def _old_layout(old_plan: Path) -> tuple[PlacementProblem, Placed]:
     return problem, rival
 
 
+@pytest.mark.slow
 def test_an_old_layout_and_the_construction_s_best_are_both_improved(old_plan: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rival layout (the old plan's) and the construction's best are each improved (the moves, here
     replaced by a stand-in that records its inputs and makes the construction's best faster), and
@@ -288,7 +289,7 @@ def test_a_re_solve_from_a_plan_is_never_worse_and_records_its_start(old_plan: P
     pins = constraints_from_plan(old_plan, [names[0], names[-1]])
     start = start_from_plan(old_plan)
     said: list[str] = []
-    request = ws.build_request(TRANSFORMER, "tiny", constraints=pins, start=start, time_limit=3)
+    request = ws.build_request(TRANSFORMER, "tiny", constraints=pins, start=start, time_limit=1.5)
     out = ws.run(request, progress=said.append)
     assert any("starting from the layout of" in s for s in said), said
     assert out.plan.objective.value <= old.objective.value

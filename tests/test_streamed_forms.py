@@ -251,6 +251,7 @@ def test_a_plan_with_the_forms_records_them_and_verifies(tmp_path: Path) -> None
     assert verify_plan(path).ok
 
 
+@pytest.mark.slow
 def test_the_streamed_segment_length_is_the_fastest_of_those_tried_and_verified(tmp_path: Path) -> None:
     import json
 

@@ -169,6 +169,7 @@ def test_bad_sweep_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--time-limit -1.0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sweep_allows_unknown_ops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # an op the cost model does not know: the error advises --allow-unknown-ops, which sweep accepts
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 4])
@@ -273,6 +274,7 @@ def test_wafers_fixes_every_points_count_and_is_refused_beside_a_wafers_axis(
     assert [t.request.wafers for t in asked] == [3, 3]
 
 
+@pytest.mark.slow
 def test_a_latency_sweep_names_its_cycles_one_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A latency sweep's cycles are one pass and its rate passes per second: the table said
     "bottleneck cycles" and "samples/s"."""

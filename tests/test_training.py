@@ -418,6 +418,7 @@ def test_auto_keeps_the_layer_pipeline_where_it_fits() -> None:
     assert "pipelined" in small.plan.objective.message and "streamed" in small.plan.objective.message
 
 
+@pytest.mark.slow
 def test_a_batch_too_large_to_stream_names_the_largest_that_fits() -> None:
     with pytest.raises(InfeasibleError, match=r"the largest batch that fits is \d+") as info:
         ws.solve(TRANSFORMER, "tiny", train=True, mode="streaming", stream_batch=100_000, sets=[BANDWIDTH])

@@ -144,6 +144,7 @@ def test_wafers_between_what_own_rectangles_and_regions_need(tmp_path: Path) -> 
         assert len(out.plan.stages) == 4 and verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.slow
 def test_a_plan_on_one_of_the_wafers_allowed_is_bounded_on_one_wafer_or_past_a_link(tmp_path: Path) -> None:
     """At 16 requests the tiny decode's optimum on one wafer is 1,568 cycles a token (every kernel on its
     own rectangle, 16 turns of a 98-cycle stage). ``--wafers 2`` lands there too, and a plan on two wafers
@@ -312,6 +313,7 @@ def test_every_kernel_on_its_own_rectangle_takes_fewer_wafers_where_links_cost_m
         assert verify_plan(tmp_path / "p.json").ok
 
 
+@pytest.mark.slow
 def test_a_cut_with_no_plan_in_hand_takes_each_wafers_own_regions_and_counts_each_search_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,14 +110,14 @@ def _wse2_summary(name: str) -> dict[str, Any]:
     return inspect_json(costs)["summary"]
 
 
-def _sized(names: list[str]) -> list[object]:
+def _sized(names: list[str], big: tuple[str, ...] = ("70b", "405b")) -> list[object]:
     """The zoo's largest models (70B and 405B: seconds each to read and cost) as slow cases: run by
     .ci/run (pytest -m slow); the default group keeps every smaller model, which takes the same path."""
-    big = ("70b", "405b")
     return [pytest.param(n, marks=pytest.mark.slow) if any(b in n for b in big) else n for n in names]
 
 
-@pytest.mark.parametrize("name", _sized(sorted(CASES)))
+# (the 13B's counts too in the slow group, a second each: the 8B and LLaMA-7B take the same path)
+@pytest.mark.parametrize("name", _sized(sorted(CASES), ("70b", "405b", "13b")))
 def test_mac_counts(name: str) -> None:
     closed, published = CASES[name]
     total = _wse2_summary(name)["total_macs"]
@@ -135,6 +135,7 @@ def test_zoo_fits_wse2_and_every_node_is_covered(name: str) -> None:
     assert inspect_json(costs)["summary"]["fits_one_wafer"]
 
 
+@pytest.mark.slow
 def test_llama_70b_does_not_fit_one_wafer() -> None:
     summary = _wse2_summary("llama-70b.onnx")  # shared with test_mac_counts
     assert not summary["fits_one_wafer"] and summary["weight_bytes"] > load_arch("wse2").wafer_sram_bytes
