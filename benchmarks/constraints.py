@@ -12,9 +12,16 @@ and keep-outs put them, as a user keeps kernels where a good plan had them). The
 2. placed with the constraints: the plan honours every rule (``wsealloc verify`` checks each, from
    the rule itself) and verifies.
 
+The rules are read from ``benchmarks/rules/<arch>/<model>.yaml`` (draw J, written by ``--draw`` on
+2026-12-01): the corners come from a placed plan, whose search stops at its time limit, so a draw
+depends on the machine's speed that hour, and the benchmark's figure with it (ResNet-50's placed gap was
+24.55% under one draw and 38.28% under the same code's next draw, a corner 37 columns apart). Read from
+the committed files, the same code measures the same rules every time; ``--draw`` writes new ones
+(into ``--write``), as every run did before.
+
 Usage::
 
-    python benchmarks/constraints.py [--models gpt2,bert-base,resnet50,vit-b16] [--time-limit 60]
+    python benchmarks/constraints.py [--models gpt2,bert-base,resnet50,vit-b16] [--time-limit 60] [--draw]
 
 Exits 1 when a target is missed. Whole-process timings are farm-bench's (docs/benchmarks.md).
 """
@@ -36,6 +43,7 @@ from wsealloc.errors import NoLayoutError  # noqa: E402
 from wsealloc.plan.verify import verify_plan  # noqa: E402
 
 MODELS = ("gpt2", "bert-base", "resnet50", "vit-b16")
+RULES = ROOT / "benchmarks" / "rules"  # the committed draws, one folder per arch
 FLOOR_S = 0.05  # solve times below this count as this (a ratio of milliseconds measures the clock's noise)
 
 
@@ -77,15 +85,25 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--arch", default="wse2")
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--write", default=None, help="keep the constraints files in this folder")
+    parser.add_argument("--write", default=None, help="keep the constraints files and plans in this folder")
+    parser.add_argument("--draw", action="store_true", help="draw new rules (into the folder), not the committed ones")
     args = parser.parse_args()
     folder = Path(args.write) if args.write else Path(tempfile.mkdtemp(prefix="wsealloc-constraints-"))
     folder.mkdir(parents=True, exist_ok=True)
+    models = args.models.split(",")
+    missing = [m for m in models if not (RULES / args.arch / f"{m}.yaml").is_file()]
+    if missing and not args.draw:
+        where = RULES / args.arch
+        print(f"no committed rules for {', '.join(missing)} on {args.arch} in {where}: --draw writes new ones", file=sys.stderr)
+        return 2
     rows = []
     failed = False
-    for model in args.models.split(","):
+    for model in models:
         path = folder / f"{model}.yaml"
-        path.write_text(rules_for(model, args.arch, args.time_limit, folder))
+        if args.draw:
+            path.write_text(rules_for(model, args.arch, args.time_limit, folder))
+        else:
+            path.write_text((RULES / args.arch / f"{model}.yaml").read_text())
         onnx = ROOT / "models" / f"{model}.onnx"
         free = ws.solve(onnx, args.arch, place=False, time_limit=args.time_limit)
         pinned = ws.solve(onnx, args.arch, place=False, time_limit=args.time_limit, constraints=path)

@@ -320,3 +320,16 @@ def test_a_branching_graph_under_the_cap_keeps_a_slicing_floorplan(tmp_path: Pat
     # above stands for the solve's own (the same layouts: 4 s of the quick suite)
     monkeypatch.setattr(place, "construct_best", lambda *args, **kwargs: built)
     assert place.solve(problem, SolveOptions(deadline=Deadline.after(60)), refine=False).solver == "slicing"
+
+
+@pytest.mark.slow
+def test_the_constraints_benchmark_s_committed_rules_hold_on_today_s_models(tmp_path: Path) -> None:
+    """The committed draw (``benchmarks/rules``) names kernels of the zoo's exports as they are now, and
+    every rule of it is honoured by an allocation (a renamed kernel or a grid no longer legal would
+    make the benchmark measure an error instead of a plan)."""
+    bench = _script("constraints")
+    for model in bench.MODELS:
+        rules = bench.RULES / "wse2" / f"{model}.yaml"
+        out = run(build_request(ROOT / "models" / f"{model}.onnx", "wse2", constraints=rules, place=False, time_limit=20))
+        held = out.plan.objective.constraints
+        assert held is not None and out.plan.objective.status.value == "OPTIMAL", model
