@@ -14,8 +14,9 @@ and keep-outs put them, as a user keeps kernels where a good plan had them). The
 
 The rules are read from ``benchmarks/rules/<arch>/<model>.yaml`` (draw J, written by ``--draw`` on
 2026-12-01): the corners come from a placed plan, whose search stops at its time limit, so a draw
-depends on the machine's speed that hour, and the benchmark's figure with it (ResNet-50's placed gap was
-24.55% under one draw and 38.28% under the same code's next draw, a corner 37 columns apart). Read from
+depends on the machine's speed that hour, and the benchmark's figure with it (ResNet-50's placed gap:
+24.55% under this code's draw, 38.28% under the draw of session 30's code, one corner 37 columns apart;
+that code placed the same 24.55% under this draw). Read from
 the committed files, the same code measures the same rules every time; ``--draw`` writes new ones
 (into ``--write``), as every run did before.
 
