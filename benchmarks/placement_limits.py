@@ -19,9 +19,14 @@ With ``--pack SECONDS`` it also asks CP-SAT whether the legal rectangles at T pa
 all with communication ignored (a relaxation: "no packing" proves T unreachable; a packing says the
 area is not what stops a placement).
 
+With ``--train`` (training plans) or ``--constraints FILE`` (the user's rules: fixed grids, corners,
+keep-outs) it reads the problem the solve places: the cost table of an allocation-only solve of the
+same request, its proven bound as the optimum, and the cores the keep-outs leave as the wafer.
+
 Usage::
 
     python benchmarks/placement_limits.py models/resnet50.onnx [--arch wse2] [--factor 1.1] [--pack 120]
+        [--train] [--constraints rules.yaml]
 """
 
 from __future__ import annotations
@@ -86,13 +91,8 @@ def packing(problem, factors: list[float], seconds: float) -> None:  # type: ign
 
 
 def main() -> None:
-    from wsealloc.api import build_problem, get_solver
-    from wsealloc.arch import load_arch
-    from wsealloc.cost import CostOptions
-    from wsealloc.frontend.sources import OnnxSource
-    from wsealloc.pipeline import build_costs
+    import wsealloc.api as ws
     from wsealloc.problem.placement import build_placement_problem
-    from wsealloc.solvers.base import SolveOptions
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("model", nargs="?", default=str(ROOT / "models" / "resnet50.onnx"))
@@ -105,13 +105,16 @@ def main() -> None:
         metavar="SECONDS",
         help="also try to pack the wafer at each target with communication ignored (CP-SAT, per target)",
     )
+    parser.add_argument("--train", action="store_true", help="the training plan's problem (forward, backward, update)")
+    parser.add_argument("--constraints", default=None, metavar="FILE", help="the user's rules (grids, corners, keep-outs)")
     args = parser.parse_args()
 
-    costs = build_costs(OnnxSource(path=args.model), load_arch(args.arch), CostOptions())
-    bound = get_solver("bisect")(build_problem(costs), SolveOptions()).objective
-    problem = build_placement_problem(costs, lower_bound=int(bound or 0))
+    # the table and bound the solve places (training's, or under the rules: no second cost path here)
+    free = ws.solve(args.model, args.arch, place=False, train=args.train, constraints=args.constraints)
+    bound = free.plan.objective.bound_cycles
+    problem = build_placement_problem(free.costs, lower_bound=int(bound or 0))
     mesh = problem.mesh
-    wafer = mesh.rows * mesh.cols
+    wafer = mesh.rows * mesh.cols - int(problem.blocked.sum())  # the working cores (keep-outs, defects)
     target = int(args.factor * problem.lower_bound)
     n = problem.n_kernels
     print(f"{Path(args.model).stem} on {args.arch}: allocation optimum {problem.lower_bound:,} cycles, target T = {target:,}\n")

@@ -333,3 +333,19 @@ def test_the_constraints_benchmark_s_committed_rules_hold_on_today_s_models(tmp_
         out = run(build_request(ROOT / "models" / f"{model}.onnx", "wse2", constraints=rules, place=False, time_limit=20))
         held = out.plan.objective.constraints
         assert held is not None and out.plan.objective.status.value == "OPTIMAL", model
+
+
+@pytest.mark.parametrize("extra", [[], ["--train"]])
+def test_placement_limits_reads_the_problem_the_solve_places(
+    extra: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script's optimum is the allocation-only solve's bound of the same request (training's with
+    --train), and the least rectangles at that bound cover at most the whole wafer."""
+    model = str(ROOT / "models" / "tiny" / "attention.onnx")
+    monkeypatch.setattr(sys, "argv", ["placement_limits.py", model, "--arch", "tiny", *extra])
+    _script("placement_limits").main()
+    out = capsys.readouterr().out
+    bound = run(build_request(model, "tiny", place=False, train=bool(extra))).plan.objective.bound_cycles
+    assert f"allocation optimum {bound:,} cycles" in out
+    first = next(line for line in out.splitlines() if line.startswith(f"| {bound} | 1.0 |"))
+    assert float(first.split("|")[4].strip().rstrip("%")) <= 100.0
