@@ -65,7 +65,8 @@ def smallest(problem, k: int, target: int) -> tuple[int, int, int, int]:  # type
 
 def packing(problem, factors: list[float], seconds: float) -> None:  # type: ignore[no-untyped-def]
     """Whether the kernels' legal rectangles at each target pack on the wafer at all, communication
-    ignored (``cpsat_place.pack_ignoring_comm``); a packing found is checked here independently."""
+    ignored (``cpsat_place.pack_ignoring_comm``; the user's corners and areas kept, with
+    ``--constraints``); a packing found is checked here independently."""
     from wsealloc.solvers.base import SolveOptions, Status
     from wsealloc.solvers.cpsat_place import pack_ignoring_comm
 
@@ -82,6 +83,8 @@ def packing(problem, factors: list[float], seconds: float) -> None:  # type: ign
                 assert row >= 0 and col >= 0 and row + r <= mesh.rows and col + c <= mesh.cols
                 grid[row : row + r, col : col + c] += 1
             assert grid.max() <= 1 and not (grid.astype(bool) & problem.blocked).any(), "packing overlaps"
+            for k, pin in enumerate(problem.pins):
+                assert pin is None or tuple(rects[k, :2].tolist()) == tuple(pin), f"kernel {k} off its corner"
             used = f"{int(grid.sum()):,}"
         else:
             used = ""

@@ -335,7 +335,7 @@ def test_the_constraints_benchmark_s_committed_rules_hold_on_today_s_models(tmp_
         assert held is not None and out.plan.objective.status.value == "OPTIMAL", model
 
 
-@pytest.mark.parametrize("extra", [[], ["--train"]])
+@pytest.mark.parametrize("extra", [["--pack", "5"], ["--train"]])
 def test_placement_limits_reads_the_problem_the_solve_places(
     extra: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -345,7 +345,15 @@ def test_placement_limits_reads_the_problem_the_solve_places(
     monkeypatch.setattr(sys, "argv", ["placement_limits.py", model, "--arch", "tiny", *extra])
     _script("placement_limits").main()
     out = capsys.readouterr().out
-    bound = run(build_request(model, "tiny", place=False, train=bool(extra))).plan.objective.bound_cycles
+    train = "--train" in extra
+    bound = run(build_request(model, "tiny", place=False, train=train)).plan.objective.bound_cycles
     assert f"allocation optimum {bound:,} cycles" in out
     first = next(line for line in out.splitlines() if line.startswith(f"| {bound} | 1.0 |"))
     assert float(first.split("|")[4].strip().rstrip("%")) <= 100.0
+    if not train:  # a packing found covers at least the least area at its target, within the 16 x 24 cores
+        cells = [line.split("|") for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+        least = {c[1]: int(c[3].replace(",", "")) for c in cells if len(c) == 6}  # T, x bound, least area, share
+        packed = [c for c in cells if len(c) == 7 and c[3].strip() == "packed"]  # T, x bound, packing, cores, s
+        assert packed, out
+        for c in packed:
+            assert least[c[1]] <= int(c[4].replace(",", "")) <= 16 * 24

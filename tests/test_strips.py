@@ -398,6 +398,8 @@ def test_align_does_not_slide_over_a_defect() -> None:
 
 
 def test_packing_relaxation_by_hand() -> None:
+    from dataclasses import replace
+
     from wsealloc.solvers.base import SolveOptions
     from wsealloc.solvers.cpsat_place import pack_ignoring_comm
 
@@ -415,6 +417,16 @@ def test_packing_relaxation_by_hand() -> None:
     assert grid.max() == 1
     # consumers pay at least one hop: at a target of 100 only the first kernel has a legal rectangle
     assert pack_ignoring_comm(_chain_problem(8, flows[:7]), 100, options) == (Status.INFEASIBLE, None)
+    # the user's corners and areas hold: the 8 rectangles of 2 x 20 fill the 8 x 40 mesh exactly, so a
+    # corner at row 1 leaves 20 cores of row 0 no kernel fits (300 cores for 320); at [2, 20] they pack,
+    # kernel 0 there, and kernel 3 kept within the last two rows ends there
+    full = _chain_problem(8, flows[:7])
+    odd = replace(full, pins=((1, 0), *(None,) * 7))
+    assert pack_ignoring_comm(odd, 101, options) == (Status.INFEASIBLE, None)
+    kept = replace(full, pins=((2, 20), *(None,) * 7), fences=(*(None,) * 3, (6, 0, 2, 40), *(None,) * 4))
+    status, rects = pack_ignoring_comm(kept, 101, options)
+    assert status is Status.FEASIBLE and rects is not None
+    assert rects[0, :2].tolist() == [2, 20] and rects[3, 0] == 6
 
 
 def test_prefix_width_holds_the_running_best() -> None:
