@@ -335,25 +335,32 @@ def test_the_constraints_benchmark_s_committed_rules_hold_on_today_s_models(tmp_
         assert held is not None and out.plan.objective.status.value == "OPTIMAL", model
 
 
-@pytest.mark.parametrize("extra", [["--pack", "5"], ["--train"]])
+@pytest.mark.parametrize("extra", [["--pack", "5"], ["--train"], ["--constraints", "RULES"]])
 def test_placement_limits_reads_the_problem_the_solve_places(
-    extra: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The script's optimum is the allocation-only solve's bound of the same request (training's with
-    --train), and the least rectangles at that bound cover at most the whole wafer."""
+    --train, under the rules with --constraints), the least rectangles at that bound cover at most the
+    working cores (a keep-out of the tiny wafer's top 4 rows leaves 12 x 24), and a packing found covers
+    at least the least area at its target and at most those cores."""
     model = str(ROOT / "models" / "tiny" / "attention.onnx")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- keep-out: {rows: [0, 3]}\n")
+    extra = [str(rules) if a == "RULES" else a for a in extra]
     monkeypatch.setattr(sys, "argv", ["placement_limits.py", model, "--arch", "tiny", *extra])
     _script("placement_limits").main()
     out = capsys.readouterr().out
-    train = "--train" in extra
-    bound = run(build_request(model, "tiny", place=False, train=train)).plan.objective.bound_cycles
+    train, ruled = "--train" in extra, "--constraints" in extra
+    request = build_request(model, "tiny", place=False, train=train, constraints=rules if ruled else None)
+    bound = run(request).plan.objective.bound_cycles
     assert f"allocation optimum {bound:,} cycles" in out
-    first = next(line for line in out.splitlines() if line.startswith(f"| {bound} | 1.0 |"))
-    assert float(first.split("|")[4].strip().rstrip("%")) <= 100.0
-    if not train:  # a packing found covers at least the least area at its target, within the 16 x 24 cores
-        cells = [line.split("|") for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
-        least = {c[1]: int(c[3].replace(",", "")) for c in cells if len(c) == 6}  # T, x bound, least area, share
-        packed = [c for c in cells if len(c) == 7 and c[3].strip() == "packed"]  # T, x bound, packing, cores, s
-        assert packed, out
-        for c in packed:
-            assert least[c[1]] <= int(c[4].replace(",", "")) <= 16 * 24
+    cells = [line.split("|") for line in out.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+    least = {c[1]: int(c[3].replace(",", "")) for c in cells if len(c) == 6}  # T, x bound, least area, share
+    working = (12 if ruled else 16) * 24
+    assert least[f" {bound} "] <= working
+    share = next(c[4] for c in cells if len(c) == 6 and c[1] == f" {bound} ")
+    assert share.strip() == f"{least[f' {bound} '] / working:.1%}"
+    packed = [c for c in cells if len(c) == 7 and c[3].strip() == "packed"]  # T, x bound, packing, cores, s
+    assert bool(packed) == ("--pack" in extra), out
+    for c in packed:
+        assert least[c[1]] <= int(c[4].replace(",", "")) <= working
