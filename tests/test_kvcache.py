@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from wsealloc.arch import load_arch
 from wsealloc.cost import CostOptions, Dataflow, grid_costs
+from wsealloc.errors import InfeasibleError
 from wsealloc.frontend.sources import OnnxSource
 from wsealloc.graph.ir import TensorKind
 from wsealloc.pipeline import build_costs, load_kernels
@@ -92,3 +94,40 @@ def test_with_requests_in_flight_each_gets_a_token_every_turn_not_every_pass() -
     found = re.search(r"one token per ([\d,]+) cycles", line)
     assert found and int(found.group(1).replace(",", "")) == turn, line
     assert abs(llm.tokens_per_s_per_request - out.plan.arch.clock_hz / turn) <= 1e-6 * llm.tokens_per_s_per_request
+
+
+def test_summary_says_whose_cache_and_which_rate() -> None:
+    """With 2 a pass and 3 requests in flight the cache's bytes are 6 sequences' (the summary said "at
+    batch 2" beside them, 3x one pass's cost), and a decode plan's samples/s is the rate with a request in
+    every stage, named so beside what the requests in flight reach; other plans keep "samples/s"."""
+    from wsealloc.api import solve
+    from wsealloc.report.summary import llm_lines, summary_lines
+
+    out = solve(
+        MODELS / "llm_decode.onnx", "tiny", context=16, batch=2, objective="latency", requests=3, place=False, time_limit=5
+    )
+    llm = out.plan.objective.llm
+    assert llm is not None and (llm.batch, llm.requests) == (2, 3)
+    # one sequence's cache per token of context: 2 layers x (K and V) x 2 KV heads x 16 x 2 bytes
+    per_sequence = 2 * 2 * 2 * 16 * 2
+    assert llm.kv_bytes_per_token == 6 * per_sequence
+    kv = next(t for t in llm_lines(out.plan) if t.startswith("KV cache"))
+    assert f"{6 * per_sequence:,} B per token of context for 6 sequences (2 a pass x 3 in flight; {per_sequence:,} B each)" in kv
+    assert f"at most {llm.largest_context:,} tokens of context for each" in kv
+    rate = f"{out.plan.objective.throughput_samples_per_s:,.1f}"
+    expected = f"throughput at most {rate} passes/s at 1.00 GHz with a request in every stage (3 in flight: below); "
+    assert any(t.startswith(expected) for t in summary_lines(out))
+    single = solve(MODELS / "llm_decode.onnx", "tiny", context=16, place=False, time_limit=5)
+    assert "KV cache 256 B per token of context: " in "\n".join(llm_lines(single.plan))  # one sequence: no split
+    prefill = solve(MODELS / "llm_prefill.onnx", "tiny", place=False, time_limit=5)
+    assert any(t.startswith("throughput ") and " samples/s at " in t for t in summary_lines(prefill))
+
+
+def test_caches_that_fit_no_grid_name_the_requests() -> None:
+    """100,000 requests' caches fill every core of the tiny wafer's attention kernels: the message names the
+    KV cache and --requests (it said "smaller --dim values", an option the user never gave)."""
+    from wsealloc.api import solve
+
+    with pytest.raises(InfeasibleError, match="fit no grid on tiny") as err:
+        solve(MODELS / "llm_decode.onnx", "tiny", context=64, objective="latency", requests=100_000, place=False, time_limit=5)
+    assert "(the KV cache " in str(err.value) and "a shorter --context, fewer --requests or a smaller --batch" in str(err.value)

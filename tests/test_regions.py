@@ -356,7 +356,8 @@ def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
     res = run("solve", str(MODELS / "llm_decode.onnx"), "--arch", "tiny", *args, "-o", str(plan))
     assert res.returncode == 0, res.stderr
     assert "tokens/s per request" in res.stdout and "4 request(s) in flight" in res.stdout
-    assert "tokens of it at batch 1" in res.stdout  # (the largest context)
+    # (the largest context: the cache's bytes are every request's, said per sequence)
+    assert "for 4 sequences (1 a pass x 4 in flight;" in res.stdout and "tokens of context for each" in res.stdout
     res = run("verify", str(plan))
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr
     res = run("solve", str(MODELS / "llm_prefill.onnx"), "--arch", "tiny", "--context", "16")

@@ -264,6 +264,22 @@ def test_a_model_that_fits_no_grid_does_not_train_as_a_layer_pipeline(model: str
         ws.solve(MODELS / model, arch, place=False, train=True, sets=sets)
 
 
+@pytest.mark.parametrize(
+    ("recompute", "part", "fix"),
+    [
+        # every activation kept for the backward: the stash fills the cores, and --recompute is the fix (the
+        # message offered "smaller --dim values" only)
+        ("none", "(the training stash 1.3 KiB of it)", "give --recompute auto or all"),
+        # recomputing, Adam's fp32 state per parameter is what is left over
+        ("all", "(the optimizer state 561 B of it)", "give --optimizer sgd or momentum"),
+    ],
+)
+def test_a_kernel_that_fits_no_grid_is_told_what_fills_its_cores(recompute: str, part: str, fix: str) -> None:
+    with pytest.raises(InfeasibleError, match="fit no grid on tiny") as err:
+        ws.solve(TRANSFORMER, "tiny", place=False, train=True, recompute=recompute, sets=["core.sram_bytes=5KiB"])
+    assert part in str(err.value) and fix in str(err.value) and "--set core.sram_bytes" in str(err.value)
+
+
 def test_a_placed_training_plan_verifies_and_the_colocated_rectangle_is_checked(tmp_path: Path) -> None:
     out = ws.solve(TRANSFORMER, "tiny", train=True, time_limit=2, output=tmp_path / "p.json")
     plan = out.plan

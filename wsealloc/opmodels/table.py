@@ -11,15 +11,26 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from wsealloc.arch import Arch
-from wsealloc.cost import CostOptions, IspdConvWork, KernelWork, TrainingWork, Work, kernel_work, training_work
+from wsealloc.cost import (
+    CostOptions,
+    IspdConvWork,
+    KernelWork,
+    TrainingWork,
+    Work,
+    grid_costs,
+    kernel_work,
+    training_work,
+)
 from wsealloc.cost.model import Attention
 from wsealloc.cost.standard import ingress_bytes
 from wsealloc.cost.training import SegmentPlace, constants, in_flight, parameters, replay_window, segment_starts
 from wsealloc.errors import InfeasibleError
 from wsealloc.graph.kernels import Kernel, KernelGraph
 from wsealloc.opmodels.applied import Applied
-from wsealloc.opmodels.enumerate import Frontier, OpModelTable, Reason, enumerate_op_models, pareto_frontier
+from wsealloc.opmodels.enumerate import DATAFLOW_CODES, Frontier, OpModelTable, Reason, enumerate_op_models, pareto_frontier
 from wsealloc.units import format_bytes
 
 
@@ -303,22 +314,55 @@ def segment_places(
     ]
 
 
+# What fills a core's SRAM, the part's name in the message and what the user can change to shrink it
+# (the arch's SRAM is always one way: the message ends with it). A kernel's parts at its leanest op model
+# decide: "smaller --dim values" was the one fix offered when a training stash kept by --recompute none,
+# or the KV caches of 100,000 requests in flight, filled the cores.
+PART_FIXES: dict[str, tuple[str, str]] = {
+    "stash": ("the training stash", "--recompute auto or all (checkpoints instead of the stash) or a smaller --micro-batch"),
+    "state": ("the KV cache", "a shorter --context, fewer --requests or a smaller --batch"),
+    "optimizer": ("the optimizer state", "--optimizer sgd or momentum (less state per parameter)"),
+    "grads": ("the gradients", "--mode streaming (weights and their gradients kept off the wafer)"),
+    "weights": ("the weights", "--mode streaming (weights streamed from off the wafer)"),
+    "buffers": (
+        "the activation buffers",
+        "smaller input sizes (--dim, --input-shape, or --context and --batch, which bind them)",
+    ),
+}
+
+
+def _largest_part(kc: KernelCosts, costs: CostTable) -> tuple[str, int]:
+    """The part of a kernel's leanest op model (the fewest bytes a core) that takes most of a core,
+    and its bytes (the table keeps totals only: the op model is costed once more for its parts)."""
+    fits = (kc.table.reason != Reason.TALLER_THAN_WAFER) & (kc.table.reason != Reason.WIDER_THAN_WAFER)
+    rows = np.flatnonzero(fits) if fits.any() else np.arange(len(kc.table.sram))
+    i = int(rows[np.argmin(kc.table.sram[rows])])
+    df = DATAFLOW_CODES[int(kc.table.dataflow[i])]
+    g = grid_costs(kc.work, costs.arch, costs.options, df, np.array([kc.table.r[i]]), np.array([kc.table.c[i]]))
+    parts = {name: getattr(g.parts, name) for name in PART_FIXES if getattr(g.parts, name) is not None}
+    name = max(parts, key=lambda n: float(parts[n][0]))
+    return name, int(parts[name][0])
+
+
 def check_each_kernel_fits(costs: CostTable) -> None:
-    """Every kernel needs at least one legal op model on the whole wafer."""
+    """Every kernel needs at least one legal op model on the whole wafer. When one has none, the message
+    names what fills its cores (``PART_FIXES``) and the option that shrinks it."""
     bad = sorted((kc for kc in costs.kernels if len(kc.frontier) == 0), key=lambda kc: -kc.min_sram_bytes)
     if not bad:
         return
     usable = costs.arch.usable_sram_bytes
-    details = []
+    details, fixes = [], []
     for kc in bad[:3]:
-        need = kc.min_sram_bytes
+        part, nbytes = _largest_part(kc, costs)
+        what, fix = PART_FIXES[part]
         details.append(
-            f"{kc.kernel.name} needs {format_bytes(need)} per core at best vs {format_bytes(usable)} usable "
-            f"(weights {format_bytes(kc.work.weight_bytes)})"
+            f"{kc.kernel.name} needs {format_bytes(kc.min_sram_bytes)} per core at best vs {format_bytes(usable)} usable "
+            f"({what} {format_bytes(nbytes)} of it)"
         )
+        fixes += [fix] if fix not in fixes else []
     more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
     raise InfeasibleError(
         f"{costs.kgraph.ops.source}: {len(bad)} kernel(s) fit no grid on {costs.arch.name}: {'; '.join(details)}{more}; "
-        "use an arch with more SRAM per core (--set core.sram_bytes=...) or smaller --dim values "
+        f"give {'; or '.join(fixes)}, or an arch with more SRAM per core (--set core.sram_bytes=...) "
         "(a kernel cannot span wafers, so more wafers do not help)"
     )
