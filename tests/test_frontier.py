@@ -262,3 +262,22 @@ def test_frontier_offers_no_training_or_streaming_option() -> None:
         result = run(*argv, "--time-limit", "5", "-j", "1")
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, option
         assert result.stderr.startswith(f"wsealloc: error: No such option '{option}'."), option  # (click may suggest one)
+
+
+def test_a_solver_that_cannot_solve_a_tokens_time_is_refused_before_any_work(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: --solver bisect (exact for min-max only) failed every point's solve, one ERROR row each;
+    every point is one token's time, so it is refused up front by solve's own check (exit 2, one line
+    naming --solver and the solvers that can), before the fit check or any solve."""
+    import wsealloc.bench.frontier as fr
+
+    def no_work(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("work done before the refusal")
+
+    monkeypatch.setattr(fr, "FitCheck", no_work)
+    monkeypatch.setattr(fr, "run_all", no_work)
+    argv = ("frontier", str(DECODE), "--arch", "tiny", "--context", "64", "--solver", "bisect", "-j", "1")
+    result = run(*argv, "--out", str(tmp_path))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("wsealloc: error: --solver bisect cannot solve one token's time"), result.stderr
+    assert "choose one of: cpsat, greedy, greedy-seed, pulp, pulp-highs" in result.stderr
+    assert "--objective" not in result.stderr  # (frontier has no --objective to name)

@@ -256,3 +256,29 @@ def test_the_terminal_table_has_each_plans_gap(monkeypatch, tmp_path: Path) -> N
     assert "status, gap" in result.output and "2: OPTIMAL 0.00%" in result.output and "3: FEASIBLE" not in result.output
     assert "prefill needs at least 2" in result.output and "ERROR" not in result.output
     assert "the prefill plan solved on at most 2 wafers" in result.output  # the shared row's, in the summary
+
+
+def _pools_cli(tmp_path: Path, *options: str) -> list[str]:
+    """``pools`` of the tiny twins on 2 wafers, one request in flight, as typed (``options`` added)."""
+    return [
+        "pools", str(DECODE), str(PREFILL), "--arch", "tiny", "--cluster", "2", "--output", "8",
+        "--requests", "1", "-j", "1", "--out", str(tmp_path), *options,
+    ]  # fmt: skip
+
+
+def test_a_solver_that_cannot_solve_a_tokens_time_is_refused_before_any_plan(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: --solver bisect failed every plan (each "ERROR: --solver bisect cannot solve --objective
+    latency") and the command ended with "no split of 2 wafers meets the limits ... relax a limit" (exit 3).
+    Every plan of pools is one token's time: refused up front by solve's own check (exit 2, one line)."""
+    import wsealloc.bench.pools as pl
+
+    def no_work(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("work done before the refusal")
+
+    monkeypatch.setattr(pl, "FitCheck", no_work)
+    monkeypatch.setattr(pl, "run_all", no_work)
+    result = run(*_pools_cli(tmp_path, "--ttft", "1", "--tpot", "1", "--solver", "bisect"))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("wsealloc: error: --solver bisect cannot solve one token's time"), result.stderr
+    assert "choose one of: cpsat, greedy, greedy-seed, pulp, pulp-highs" in result.stderr
+    assert "limit" not in result.stderr and "--objective" not in result.stderr

@@ -38,7 +38,7 @@ from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.load import load_model
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs, with_options
-from wsealloc.problem.objective import ObjectiveKind
+from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.request import ShareMode, SolveRequest
 from wsealloc.strategy.wafers import fewest_wafers
 
@@ -210,6 +210,15 @@ def point_request(base: SolveRequest, requests: int, wafers: int) -> SolveReques
     return SolveRequest.from_json(json.dumps(doc))
 
 
+def check_solver(base: SolveRequest, plans: str) -> None:
+    """Refuse, before any work, a ``--solver`` that cannot solve a point's objective: every point (and
+    every pool's plan) is one token's time, which the bisection, exact for min-max only, cannot solve.
+    The check is the one ``solve`` makes (``Objective.check_backend``, run by the driver): left to each
+    point's solve, it became every point's ERROR row, and ``pools`` blamed the limits for it.
+    ``plans``: what the command plans, in its words (it has no ``--objective`` to name)."""
+    objective_named(ObjectiveKind.LATENCY).check_backend(base.solver.name, f"one token's time, which {plans}")
+
+
 def powers_up_to(most: int) -> list[int]:
     """1, 2, 4, ... up to ``most``, and ``most`` itself."""
     out = [1]
@@ -312,6 +321,7 @@ def frontier(
     the fit check admits on it, then bisection where a count it admits finds no plan (the module
     docstring). Points the check refuses are not solved. ``on_planned``: called with the number of
     solves each round is about to run (a progress bar's total)."""
+    check_solver(base, "every frontier point minimizes")
     source = base.onnx_model
     context = source.context
     if context is None:

@@ -125,13 +125,15 @@ class Objective:
         """Weight of the time in the layout's value."""
         return 1.0
 
-    def check_backend(self, name: str) -> None:
-        """Refuse, by name, a backend that cannot solve this objective (heuristics always run)."""
+    def check_backend(self, name: str, asked: str = "") -> None:
+        """Refuse, by name, a backend that cannot solve this objective (heuristics always run).
+        ``asked``: what the command asked for, in its own words, where it has no ``--objective`` to name
+        (``frontier`` and ``pools`` plan one token's time, the latency objective, always)."""
         if name in HEURISTICS or name in self.exact_backends:
             return
         allowed = sorted(self.exact_backends | HEURISTICS)
         raise UsageError(
-            f"--solver {name} cannot solve --objective {self.kind.value} "
+            f"--solver {name} cannot solve {asked or f'--objective {self.kind.value}'} "
             f"({'it is exact for min-max only' if name == 'bisect' else 'not supported'}); "
             + choices_message("solver", name, allowed).split("; ", 1)[-1]
         )
