@@ -282,3 +282,42 @@ def test_a_solver_that_cannot_solve_a_tokens_time_is_refused_before_any_plan(mon
     assert result.stderr.startswith("wsealloc: error: --solver bisect cannot solve one token's time"), result.stderr
     assert "choose one of: cpsat, greedy, greedy-seed, pulp, pulp-highs" in result.stderr
     assert "limit" not in result.stderr and "--objective" not in result.stderr
+
+
+def test_plans_that_all_fail_are_named_not_the_limits(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: where every plan failed, no time was ever held against a limit, yet the command said
+    "meets the limits ... relax a limit". Every solve failing: their error (exit 2, as frontier's points
+    that produce no plan); every pool too small for the fit check: its reason (exit 3, add wafers)."""
+    _stubbed(monkeypatch, {"prefill": 1, "decode": 1}, lambda name: None)
+    result = run(*_pools_cli(tmp_path, "--ttft", "1", "--tpot", "1"))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "no split of 2 wafers, nor sharing them, has both plans to hold against the limits" in result.stderr
+    assert "no prefill plan (ERROR: no partition into regions fits the wafer" in result.stderr
+    assert "relax a limit" not in result.stderr and "meets the limits" not in result.stderr
+    assert "no split of 2 wafers has both plans: no prefill plan (ERROR" in result.stdout  # the summary agrees
+    assert "sharing every wafer: no request count has both plans" in result.stdout
+
+    _stubbed(monkeypatch, {"prefill": 3, "decode": 1}, _plan)  # the prefill needs 3 wafers of the 2
+    result = run(*_pools_cli(tmp_path, "--ttft", "1", "--tpot", "1"))
+    assert result.returncode == 3 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.strip().endswith(
+        "has both plans to hold against the limits: prefill needs at least 3 wafers: not solved; add wafers"
+    )
+
+
+def test_sharing_every_wafer_within_the_limits_is_an_answer(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: the shared row met both limits (marked best, its rate in the summary), yet the command
+    exited 3 "no split of 3 wafers meets the limits". By hand: the prefill's path is 1 ms; a split adds the
+    handover, 16 tokens x 64 bytes over 150 GB/s plus 1 us = 1.0068 us, so its TTFT is 1.0010068 ms, over a
+    1.0005 ms limit, while the shared wafers keep the cache (TTFT 1 ms): exit 0, no error line."""
+    _stubbed(monkeypatch, {"prefill": 1, "decode": 1}, _plan)
+    work = Workload(output=8, ttft_s=1.0005e-3, tpot_s=1.0)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 2, work, [1])
+    split = next(r for r in result.rows if not r.shared)
+    assert split.ttft_s == pytest.approx(1e-3 + 16 * 64 / 150e9 + 1e-6) and not split.feasible
+    shared = result.best_shared()
+    assert result.best() is None and shared is not None and shared.ttft_s == pytest.approx(1e-3)
+    cli = run(*_pools_cli(tmp_path, "--ttft", "0.0010005", "--tpot", "1"))
+    assert cli.returncode == 0 and cli.stderr == "", cli.stderr
+    assert "no split of 2 wafers meets the limits" in cli.stdout and "sharing every wafer: " in cli.stdout
+    assert result.failure("--ttft 0.0010005 s, --tpot 1 s") is None

@@ -88,7 +88,8 @@ class RegressionError(WseallocError):
 
 
 class SweepError(WseallocError):
-    """``wsealloc sweep``: no point of the sweep produced a plan."""
+    """``wsealloc sweep`` or ``frontier``: no point produced a plan; ``pools``: no row has both its plans,
+    a solve's error among the reasons (not the limits: no time was held against them)."""
 
 
 class Interrupted(WseallocError):

@@ -55,7 +55,7 @@ from typing import Any
 from wsealloc.bench.frontier import SKIPPED, FitCheck, check_solver, point_request, powers_up_to
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.bench.tables import clip, csv_text, markdown_lines
-from wsealloc.errors import UsageError
+from wsealloc.errors import InfeasibleError, SweepError, UsageError, WseallocError
 from wsealloc.frontend.llm import export_phase
 from wsealloc.frontend.load import load_model
 from wsealloc.graph.state import cache_shape
@@ -128,6 +128,38 @@ class Pools:
         """The best shared-wafer row (None: none meets the limits)."""
         return next((r for r in self.rows if r.best and r.shared), None)
 
+    def judged(self, shared: bool | None = None) -> bool:
+        """Whether any row (``shared`` given: of that kind) had both plans, so that its times were held
+        against the limits (False: each failed before that: a plan's error, or a pool the fit check
+        refuses)."""
+        return any(r.ttft_s is not None and r.tpot_s is not None for r in self.rows if shared in (None, r.shared))
+
+    def failure(self, limits: str) -> WseallocError | None:
+        """The error the command ends with, or None where a row it reports meets the limits (the best
+        split or the best shared row: either is an answer). Where rows were held against the limits and
+        none met them, the limits are named (``limits``: as the user gave them). Where no row had its
+        plans, the limits were never the cause and blaming them would send the user to relax a limit
+        that changes nothing (every solve failing, out of time or refused, says nothing of them): the
+        failures are named, the fit check's alone an ``InfeasibleError`` (the cluster is too small for
+        the plans), any solve's error a ``SweepError`` as ``frontier``'s points that produce no plan."""
+        if self.best() is not None or self.best_shared() is not None:
+            return None
+        if self.judged():
+            return InfeasibleError(
+                f"no split of {self.wafers} wafers meets the limits, nor does sharing them ({limits}): "
+                "see the table for which limit each exceeds; relax a limit or add wafers"
+            )
+        said = self.no_plans()
+        skipped = all((r.prefill_status if r.prefill_llm is None else r.decode_status) == SKIPPED for r in self.rows)
+        cause = f"no split of {self.wafers} wafers, nor sharing them, has both plans to hold against the limits: {said}"
+        return InfeasibleError(f"{cause}; add wafers") if skipped else SweepError(f"{cause}; see the table")
+
+    def no_plans(self, shared: bool | None = None, most: int = 2) -> str:
+        """Why the rows without plans (``shared`` given: of that kind) have none: their distinct reasons
+        (the table's binds), at most ``most``, in the table's order."""
+        why = list(dict.fromkeys(r.binds for r in self.rows if r.ttft_s is None and shared in (None, r.shared)))
+        return "; ".join(why[:most]) + ("; ..." if len(why) > most else "")
+
     def table(self) -> list[dict[str, Any]]:
         """One row per split (JSON, CSV, Markdown)."""
 
@@ -187,7 +219,9 @@ class Pools:
             f"prompt {self.prompt:,} tokens (the prefill export's own), {self.output:,} output tokens; decode planned at "
             f"context {self.prompt + self.output:,} (the cache at the last token: the conservative end)"
         ]
-        if best is None:
+        if best is None and not self.judged(shared=False):  # (no split had its plans: the limits are not why)
+            lines.append(f"no split of {self.wafers} wafers has both plans: {self.no_plans(shared=False)}")
+        elif best is None:
             lines.append(
                 f"no split of {self.wafers} wafers meets the limits "
                 f"(TTFT <= {self.ttft_limit_s:g} s, TPOT <= {self.tpot_limit_s:g} s)"
@@ -199,7 +233,9 @@ class Pools:
                 f"{best.requests} requests in flight: {best.requests_per_s:,.3f} requests/s (set by {best.binds}), "
                 f"TTFT {best.ttft_s:.6g} s, TPOT {best.tpot_s:.6g} s"
             )
-        if shared is None:
+        if shared is None and not self.judged(shared=True):
+            lines.append(f"sharing every wafer: no request count has both plans: {self.no_plans(shared=True)}")
+        elif shared is None:
             lines.append("sharing every wafer: no request count meets the limits")
         else:
             lines.append(
