@@ -92,9 +92,10 @@ class _Admits:
         return f"with {requests} requests in flight, a plan needs more than {wafers} wafers"
 
 
-def _stub(monkeypatch, most: dict[int, int], rate, fits=lambda n, w: True):  # type: ignore[no-untyped-def]
+def _stub(monkeypatch, most: dict[int, int], rate, fits=lambda n, w: True, gap: float = 0.0):  # type: ignore[no-untyped-def]
     """``frontier`` with the fit check by hand and every solve stubbed: a count fits where ``fits``
-    says (else the solve's error), its rate in all ``rate(n)``; returns the solves asked, in order."""
+    says (else the solve's error), its rate in all ``rate(n)``, its gap ``gap``; returns the solves
+    asked, in order."""
     import wsealloc.bench.frontier as fr
     from wsealloc.bench.runner import BenchRow
 
@@ -107,7 +108,7 @@ def _stub(monkeypatch, most: dict[int, int], rate, fits=lambda n, w: True):  # t
             n, w = (int(part.split("=")[1]) for part in t.name.split(","))
             asked.append((n, w))
             if fits(n, w):
-                done = {"solver": 1, "status": "OPTIMAL", "gap": 0.0}
+                done = {"solver": 1, "status": "OPTIMAL" if gap == 0 else "FEASIBLE", "gap": gap}
                 rows.append(BenchRow(t.name, **done, tokens_per_s_per_request=rate(n) / n, aggregate_tokens_per_s=rate(n)))
             else:
                 rows.append(BenchRow(t.name, error="no partition into regions fits the wafer"))
@@ -227,6 +228,21 @@ def test_the_terminal_table_has_the_gap_column(monkeypatch, tmp_path: Path) -> N
     header = next(line for line in result.output.splitlines() if "status" in line)
     assert header.split("┃")[-2].strip() == "gap"
     assert result.output.count("0.00%") == 2  # both points'
+
+
+def test_the_files_print_the_gap_as_the_terminal_does(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: the terminal printed a gap of 17.64% and the .md and .csv 0.1764 under the same header;
+    all three print 17.64% now (the JSON keeps the fraction, a field of each point)."""
+    _stub(monkeypatch, {1: 1}, rate=float, gap=0.1764)
+    args = ["frontier", str(DECODE), "--arch", "tiny", "--context", "16", "-j", "1", "--out", str(tmp_path)]
+    result = CliRunner().invoke(build_cli(), args)
+    assert result.exit_code == 0, result.output
+    assert "17.64%" in result.output
+    stem = tmp_path / "frontier-llm_decode-tiny"
+    assert Path(f"{stem}.csv").read_text().splitlines()[1].endswith(",17.64%")
+    assert Path(f"{stem}.md").read_text().splitlines()[2].endswith("| 17.64% |")
+    assert "0.1764" not in Path(f"{stem}.csv").read_text() + Path(f"{stem}.md").read_text()
+    assert json.loads(Path(f"{stem}.json").read_text())["points"][0]["gap"] == 0.1764
 
 
 # what the layer pipeline's training and weight streaming take: one token's time (--objective latency) plans neither

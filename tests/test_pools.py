@@ -239,6 +239,43 @@ def test_clip_cuts_at_a_word() -> None:
     assert len(clip(text, 40)) <= 40
 
 
+def test_significant_keeps_four_digits() -> None:
+    from wsealloc.bench.tables import significant
+
+    assert [significant(v) for v in (72.648654, 72.30224, 0.00105, 563.0, 12345.6, 0.0)] == [
+        "72.65", "72.30", "0.001050", "563.0", "12346", "0",
+    ]  # fmt: skip
+
+
+def test_ttft_and_tpot_cells_have_four_significant_digits(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: TTFT and TPOT printed 72.648654, 72.30224 and 0.00105 in one table (rounded to 6 decimals).
+    By hand: the prefill's path 72.3 ms (the shared row's TTFT: 72.30), a split's 72.3 ms + the handover
+    1.0068 us (72.30); 952,380.95 tokens/s per request is a TPOT of 1.05 us (0.001050 ms), alike in the
+    .csv, the .md and on the terminal."""
+
+    def plans(name: str) -> dict[str, object]:
+        if name.startswith("prefill"):
+            return _llm("prefill", ttft=72.3e-3)
+        return _llm("decode", per_request=1e6 / 1.05)
+
+    _stubbed(monkeypatch, {"prefill": 1, "decode": 1}, plans)
+    result = pools(build_request(str(DECODE), "tiny"), str(PREFILL), 2, WORK, [1])
+    shared = next(r for r in result.table() if r["prefill wafers"] == "all")
+    split = next(r for r in result.table() if r["prefill wafers"] == 1)
+    assert (shared["TTFT ms"], shared["TPOT ms"], split["TTFT ms"], split["TPOT ms"]) == (
+        "72.30",
+        "0.001050",
+        "72.30",
+        "0.001050",
+    )
+    cli = run(*_pools_cli(tmp_path, "--ttft", "1", "--tpot", "1"))
+    assert cli.returncode == 0, cli.stderr
+    assert "72.30" in cli.stdout and "0.001050" in cli.stdout and "72.3 " not in cli.stdout
+    for suffix in ("csv", "md"):
+        text = (tmp_path / f"pools-llm_decode-tiny.{suffix}").read_text()
+        assert "72.30" in text and "0.001050" in text and "0.00105," not in text and "0.00105 " not in text, suffix
+
+
 def test_the_terminal_table_has_each_plans_gap(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Finding 10: the terminal showed "FEASIBLE/FEASIBLE" only; each plan's cell now holds the pool size it
     was solved for, its status and its gap, and a skipped pool says why in binds."""

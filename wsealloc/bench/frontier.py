@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from wsealloc.bench.runner import BenchRow, Task, run_all
-from wsealloc.bench.tables import clip, csv_text, markdown_lines
+from wsealloc.bench.tables import clip, csv_text, markdown_lines, percent
 from wsealloc.errors import UsageError
 from wsealloc.frontend.llm import cache_dims
 from wsealloc.frontend.load import load_model
@@ -90,7 +90,7 @@ class Frontier:
                 "tokens/s in all": None if p.aggregate_tokens_per_s is None else round(p.aggregate_tokens_per_s, 1),
                 "frontier": "yes" if p.on_frontier else "",
                 "status": self.status_cell(p, 100),
-                "gap": None if p.gap is None else round(p.gap, 4),
+                "gap": None if p.gap is None else percent(p.gap),  # (as the terminal prints it)
             }
             for p in self.points
         ]

@@ -54,7 +54,7 @@ from typing import Any
 
 from wsealloc.bench.frontier import SKIPPED, FitCheck, check_solver, point_request, powers_up_to
 from wsealloc.bench.runner import BenchRow, Task, run_all
-from wsealloc.bench.tables import clip, csv_text, markdown_lines
+from wsealloc.bench.tables import clip, csv_text, markdown_lines, percent, significant
 from wsealloc.errors import InfeasibleError, SweepError, UsageError, WseallocError
 from wsealloc.frontend.llm import export_phase
 from wsealloc.frontend.load import load_model
@@ -171,8 +171,10 @@ class Pools:
                 "prefill wafers": "all" if r.shared else r.prefill_wafers,
                 "decode wafers": "all" if r.shared else r.decode_wafers,
                 "requests in flight": r.requests,
-                "TTFT ms": None if r.ttft_s is None else rnd(r.ttft_s * 1e3, 6),
-                "TPOT ms": None if r.tpot_s is None else rnd(r.tpot_s * 1e3, 6),
+                # (4 significant digits: milliseconds span decades, 563 for a 70B prefill, 0.001050 for the
+                # tiny decode; a fixed number of decimals printed 72.648654 beside 0.00105)
+                "TTFT ms": None if r.ttft_s is None else significant(r.ttft_s * 1e3),
+                "TPOT ms": None if r.tpot_s is None else significant(r.tpot_s * 1e3),
                 "requests/s": rnd(r.requests_per_s, 3),
                 "feasible": "yes" if r.feasible else "",
                 "binds": r.binds,
@@ -258,7 +260,7 @@ class Pools:
 
 
 def _percent(gap: float | None) -> str:
-    return "-" if gap is None else f"{gap:.2%}"
+    return "-" if gap is None else percent(gap)
 
 
 def plan_cell(wafers: int | None, status: str, gap: float | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,3 +38,21 @@ def clip(text: str, limit: int, prefix: str = "") -> str:
     cut = room if text[room].isspace() else text.rfind(" ", 0, room)
     head = text[:cut] if cut > 0 else text[:room]  # (one word longer than the cell: cut inside it)
     return head.rstrip(" ,;:(") + " ..."
+
+
+def percent(fraction: float) -> str:
+    """A fraction as the tables print it, a percentage to two decimals ("17.64%"): the files and the
+    terminal print one cell alike (a gap printed 17.64% on the terminal and 0.1764 in the .csv under
+    the same header read as two different numbers)."""
+    return f"{fraction:.2%}"
+
+
+def significant(value: float, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits in fixed point, trailing zeros kept, so a column's
+    cells read alike (72.65, 72.30, 0.001050, not 72.648654, 72.30224, 0.00105 as rounding to a fixed
+    number of decimals gave); from 10^(digits - 1) up, whole numbers, every digit of them (no
+    exponent: 12346, not 1.235e+04, which CSV readers and people take less readily)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"

@@ -315,6 +315,7 @@ def frontier(
     """The serving frontier of an LLM export: tokens/s per request against tokens/s in all, over requests
     in flight and wafer counts, every point a proven plan (one token's time, --objective latency)."""
     from wsealloc.bench.frontier import frontier as run_frontier
+    from wsealloc.bench.tables import percent
     from wsealloc.plan.io import write_atomic
 
     wafers = _counts(wafer_counts, "--wafers")
@@ -347,7 +348,7 @@ def frontier(
                 "-" if p.aggregate_tokens_per_s is None else f"{p.aggregate_tokens_per_s:,.1f}",
                 "yes" if p.on_frontier else "",
                 result.status_cell(p, 72),
-                "-" if p.gap is None else f"{p.gap:.2%}",
+                "-" if p.gap is None else percent(p.gap),  # (as the .csv and .md print it)
             )
         console = make_console()
         console.print(table)
