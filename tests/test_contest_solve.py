@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run as run_in_process
 from conftest import shared_instance
 
 from wsealloc.api import run
@@ -196,6 +197,15 @@ def test_onnx_only_options_and_bad_overrides_are_refused() -> None:
         build_request(TINY, solver="pulp")
     with pytest.raises(UsageError, match="width must be positive"):
         build_request(TINY, sets=["width=0"])
+    # given at their default values they are named too (were accepted: the check compared with the default)
+    with pytest.raises(UsageError, match="cost, solver .* apply to ONNX models"):
+        build_request(TINY, cost="standard", solver="cpsat")
+
+
+def test_onnx_only_options_at_their_defaults_are_refused_on_the_command_line() -> None:
+    result = run_in_process("solve", str(TINY), "--solver", "cpsat", "--time-limit", "5")
+    assert result.returncode == 2 and result.stderr.startswith("wsealloc: error: ")
+    assert "solver (--dim, --input-shape" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_a_file_without_header_takes_the_fabric_from_the_overrides(tmp_path: Path) -> None:

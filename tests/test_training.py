@@ -325,6 +325,33 @@ def test_what_train_refuses(options: dict[str, object], message: str) -> None:
         ws.solve(TRANSFORMER, "tiny", place=False, **options)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        # every training option at its default value: given without --train it is refused as a value other
+        # than the default is (these exited 0, the option dropped unsaid, while --optimizer sgd was refused)
+        ("--optimizer", "adam"),
+        ("--recompute", "auto"),
+        ("--train-batch", "1"),
+        ("--attention", "stored"),
+        ("--checkpoints", "wafer"),
+        ("--recompute-segment", "2"),
+    ],
+)
+def test_a_training_option_without_train_is_refused_at_its_default_value_too(given: tuple[str, str]) -> None:
+    result = run("solve", str(TRANSFORMER), "--arch", "tiny", *given, "--no-place", "--time-limit", "5")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"wsealloc: error: {given[0]} set(s) how training runs: give --train with it\n"
+
+
+def test_training_options_left_out_are_not_given_and_python_api_keywords_are() -> None:
+    """Click's defaults are not the user's: without a training option the solve runs (the request's
+    own defaults apply); a keyword of the Python API is given, whatever its value."""
+    assert run("inspect", str(TRANSFORMER), "--arch", "tiny", "--json").returncode == 0
+    with pytest.raises(UsageError, match="--optimizer, --train-batch set"):
+        ws.solve(TRANSFORMER, "tiny", place=False, optimizer="adam", train_batch=1)
+
+
 def test_inference_is_unchanged_without_train() -> None:
     costs = _costs(TRANSFORMER, options=CostOptions())
     assert costs.options.train is None

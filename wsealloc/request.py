@@ -409,8 +409,9 @@ def build_request(
                 ("input_shapes", bool(shapes)),
                 ("fuse", not fuse),
                 ("allow_unknown_ops", bool(opts.get("allow_unknown_ops", False))),
-                ("cost", str(opts.get("cost", "standard")) != "standard"),
-                ("solver", str(opts.get("solver", "cpsat")) != "cpsat"),
+                # given at all, whatever the value (``--solver cpsat`` names the ONNX backend too)
+                ("cost", opts.get("cost") is not None),
+                ("solver", opts.get("solver") is not None),
             )
             if given
         ]
@@ -482,19 +483,17 @@ def _choice(kind: str, value: object, choices: list[str]) -> str:
     return str(value)
 
 
+# the options that say how training runs: without ``train`` each is refused when given (a value other
+# than None), whatever its value; ``--optimizer adam`` is no less a mistake than ``--optimizer sgd``
+# (the CLI passes only the options the user gave: ``cli.options.with_request``, suites only the fields set)
+TRAINING_OPTIONS = ("optimizer", "train_batch", "recompute", "recompute_segment", "attention", "checkpoints")
+
+
 def _training(opts: Mapping[str, object]) -> dict[str, object] | None:
-    """``train``, ``optimizer``, ``train_batch``, ``recompute``, ``recompute_segment`` as the cost
-    options' training record (None: inference)."""
-    defaults: dict[str, object] = {
-        "optimizer": "adam",
-        "train_batch": 1,
-        "recompute": "auto",
-        "recompute_segment": None,
-        "attention": "stored",
-        "checkpoints": "wafer",
-    }
+    """``train``, ``optimizer``, ``train_batch``, ``recompute``, ``recompute_segment``, ``attention``,
+    ``checkpoints`` as the cost options' training record (None: inference)."""
     if not opts.get("train", False):
-        given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if k in opts and opts[k] != v]
+        given = [f"--{k.replace('_', '-')}" for k in TRAINING_OPTIONS if opts.get(k) is not None]
         if given:
             raise UsageError(f"{', '.join(given)} set(s) how training runs: give --train with it")
         return None

@@ -63,6 +63,10 @@ def _file_name(name: str) -> str:
 FileName = Annotated[str, AfterValidator(_file_name)]
 
 
+# Instance fields handed to build_request only when the suite file sets them (see Instance.request)
+_GIVEN_ONLY = ("solver", "optimizer", "recompute", "recompute_segment", "train_batch")
+
+
 class Instance(_Frozen):
     """One benchmark instance: a name, a note, the best known values, and the fields of a solve
     request as users write them (:meth:`request` validates them into one)."""
@@ -98,6 +102,9 @@ class Instance(_Frozen):
 
     def request(self, base: Path) -> SolveRequest:
         """The solve request of this instance, paths resolved against the suite's folder ``base``."""
+        # fields the request refuses where they cannot apply, whatever their value (the training ones
+        # without train, solver on a .kgraph): passed only when the suite sets them, as the CLI does
+        given = {key: getattr(self, key) for key in _GIVEN_ONLY if key in self.model_fields_set}
         request = build_request(
             self.model,
             self.arch,
@@ -105,7 +112,6 @@ class Instance(_Frozen):
             dims=self.dims,
             input_shapes=self.input_shapes,
             sets=self.sets,
-            solver=self.solver,
             time_limit=self.time_limit,
             time_cap=self.time_cap,
             place=self.place,
@@ -113,13 +119,10 @@ class Instance(_Frozen):
             wafers=self.wafers,
             constraints=self.constraints,
             train=self.train,
-            optimizer=self.optimizer,
-            recompute=self.recompute,
-            recompute_segment=self.recompute_segment,
-            train_batch=self.train_batch,
             mode=self.mode,
             stream_batch=self.stream_batch,
             micro_batch=self.micro_batch,
+            **given,
         )
         source = request.model
         if source.file is not None and not Path(source.file).is_file():

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from wsealloc.arch import PRESETS
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
@@ -442,12 +443,28 @@ _REQUEST_KEYS = {
 }
 
 
+# parameters handed to build_request only where the user gave them: the request refuses them where they
+# cannot apply whatever their value (the training options without --train, --cost-model and --solver on a
+# .kgraph), so the value click fills in from the default must not read as given. build_request's defaults
+# are the same as these options' (adam, 1, auto, stored, wafer, standard, cpsat).
+_GIVEN_ONLY = frozenset({"optimizer", "train_batch", "recompute", "attention", "checkpoints", "cost", "solver"})
+
+
+def _given(name: str) -> bool:
+    """Whether the user gave parameter ``name`` (on the command line, or from the environment), not click's default."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is None or ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+
+
 def with_request(fn: F) -> F:
     """Build the :class:`SolveRequest` from the model/solver options, then call ``fn(request=...,
     model=..., arch=..., **its own options)``."""
 
     @functools.wraps(fn)
     def wrapper(**params: Any) -> Any:
+        for name in _GIVEN_ONLY & params.keys():
+            if not _given(name):
+                del params[name]
         options: dict[str, Any] = {key: params.pop(name) for name, key in _REQUEST_KEYS.items() if name in params}
         options["dims"] = parse_dims(params.pop("dims", ()))
         options["input_shapes"] = parse_input_shapes(params.pop("input_shapes", ()))
