@@ -227,6 +227,25 @@ def test_worst_routing_plan(tmp_path: Path) -> None:
     assert "routing" not in json.loads(uniform.plan.to_json())["cost"]  # the default is not written
 
 
+def test_routing_given_for_a_model_without_experts_is_one_warning(tmp_path: Path) -> None:
+    """``--routing`` reads the MoE layers alone: on a model without one it was dropped unsaid; now one
+    warning line (the plan is the one asked for), and none where a MoE layer reads it or it is not given."""
+    from conftest import run as cli
+
+    mlp = str(Path(__file__).resolve().parents[1] / "models" / "tiny" / "mlp.onnx")
+    fast = ("--arch", "tiny", "--no-place", "--time-limit", "5")
+    for routing in ("worst", "uniform"):  # given at the default too: it does not apply either way
+        result = cli("solve", mlp, *fast, "--routing", routing)
+        assert result.returncode == 0 and result.stderr == (
+            f"wsealloc: warning: --routing {routing} does not apply: {mlp} has no mixture-of-experts layer "
+            "(a com.microsoft MoE / QMoE node)\n"
+        )
+    assert cli("solve", mlp, *fast).stderr == ""
+    moe = str(moe_model(tmp_path / "m.onnx"))
+    result = cli("solve", moe, *fast, "--routing", "worst")
+    assert result.returncode == 0 and result.stderr == "" and "worst routing" in result.stdout
+
+
 def test_seed_model_training_and_streaming_refuse_experts(tmp_path: Path) -> None:
     model = moe_model(tmp_path / "m.onnx")
     with pytest.raises(InfeasibleError, match="mixture-of-experts"):

@@ -364,6 +364,30 @@ def test_decoder_end_to_end_cli(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--context 16" in res.stderr and "no KV-cache input" in res.stderr
 
 
+def test_requests_where_nothing_reads_them_are_refused() -> None:
+    """``--requests N`` on a throughput plan reads an LLM export's KV cache (a cache per request, the
+    aggregate tokens/s); on a model without one it was recorded in the plan and read by nothing (exit 0).
+    Refused now, as --context is there: one line, exit 2, after the model is read and before any search.
+    A latency plan is paced by them on any model, and a .kgraph's score reads neither."""
+    fast = ("--arch", "tiny", "--no-place", "--time-limit", "5")
+    mlp = str(MODELS / "mlp.onnx")
+    res = run("solve", mlp, *fast, "--requests", "4")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == (
+        f"wsealloc: error: --requests 4: {mlp} has no KV cache and a throughput plan's value is its slowest kernel "
+        "whatever the requests in flight; drop --requests, or give --objective latency (each request's token paced "
+        "by the slowest stage)\n"
+    )
+    assert run("solve", mlp, *fast, "--requests", "1").returncode == 0  # one sequence: what every plan assumes
+    res = run("solve", mlp, *fast, "--requests", "4", "--objective", "latency")
+    assert res.returncode == 0 and "a token per request, 4 in flight" in res.stdout, res.stderr
+    res = run("solve", str(MODELS / "llm_decode.onnx"), *fast, "--context", "16", "--requests", "2")
+    assert res.returncode == 0 and "2 request(s) in flight" in res.stdout, res.stderr
+    kgraph = str(Path(__file__).resolve().parent / "data" / "kgraph" / "tiny_chain.kgraph")
+    res = run("solve", kgraph, "--requests", "2", "--time-limit", "5")
+    assert res.returncode == 2 and "--requests 2 applies to LLM exports and latency plans" in res.stderr
+
+
 @pytest.mark.slow
 def test_sweep_spans_context_and_grid() -> None:
     """A sweep over the request's context and grid: more context is never faster on one grid."""

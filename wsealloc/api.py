@@ -25,13 +25,14 @@ from wsealloc.arch import Arch
 from wsealloc.budget import Deadline, StopHook, run_stoppable
 from wsealloc.contest import ContestOutcome, run_contest
 from wsealloc.driver import SolveOutcome, drive, solve_part
-from wsealloc.errors import Interrupted
+from wsealloc.errors import Interrupted, UsageError
+from wsealloc.graph.state import cache_shape
 from wsealloc.opmodels import CostTable
 from wsealloc.pipeline import build_costs
 from wsealloc.plan.headline import Headline
 from wsealloc.plan.io import write_atomic
 from wsealloc.problem import build_problem
-from wsealloc.problem.objective import objective_named
+from wsealloc.problem.objective import ObjectiveKind, objective_named
 from wsealloc.request import RequestOptions, SolveRequest, build_request, check_outputs
 from wsealloc.solvers import get_solver
 from wsealloc.strategy.base import quiet
@@ -84,7 +85,25 @@ def _run_model(request: SolveRequest, deadline: Deadline, progress: Progress | N
     )
     if costs is None:  # stopped before the model was read: there is no plan to keep
         raise Interrupted(f"interrupted while reading {request.model.label}; nothing was solved")
+    _refuse_unread_requests(request, costs)
     return drive(strategy, costs, request, deadline, progress)
+
+
+def _refuse_unread_requests(request: SolveRequest, costs: CostTable) -> None:
+    """``--requests N`` (N > 1) where nothing reads it, refused as ``--context`` is on a model without a
+    KV cache: once the model is read, before any search. A latency plan is paced by the requests in flight
+    (each request's token takes max(one pass, N x the slowest stage)); a throughput plan's value is its
+    slowest kernel whatever N, and there only an LLM export's KV cache reads N (a cache per request, and
+    ``plan.llm``'s aggregate tokens/s). Without one, the plan would record N and nothing would use it."""
+    if request.requests == 1 or request.objective is not ObjectiveKind.THROUGHPUT:
+        return
+    base = costs.members if costs.members is not None else costs
+    if cache_shape(base.kgraph.ops) is None:
+        raise UsageError(
+            f"--requests {request.requests}: {request.model.label} has no KV cache and a throughput plan's value is its "
+            "slowest kernel whatever the requests in flight; drop --requests, or give --objective latency (each "
+            "request's token paced by the slowest stage)"
+        )
 
 
 def solve_costs(

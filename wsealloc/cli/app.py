@@ -27,10 +27,19 @@ from rich.console import Console
 from wsealloc.arch import PRESETS, load_arch
 from wsealloc.arch.loader import arch_to_dict
 from wsealloc.budget import StopHook
-from wsealloc.cli.options import ASCII_FLOAT, debug_option, model_options, solver_options, wafers_option, with_request
+from wsealloc.cli.options import (
+    ASCII_FLOAT,
+    debug_option,
+    model_options,
+    option_given,
+    solver_options,
+    wafers_option,
+    with_request,
+)
 from wsealloc.errors import InputShapeError, Interrupted, ModelLoadError, OutputError, UsageError, WseallocError
 from wsealloc.frontend.kgraph import looks_like_kgraph
 from wsealloc.frontend.sources import KgraphSource, as_kgraph
+from wsealloc.graph.opclass import KernelKind
 from wsealloc.opmodels import CostTable, KernelCosts, enumerate_op_models, pareto_frontier
 from wsealloc.pipeline import build_costs
 from wsealloc.problem.objective import ObjectiveKind
@@ -183,6 +192,7 @@ def solve(
         return
     assert isinstance(outcome, SolveOutcome)
     _warn_unknown_ops(request, outcome.costs)
+    _warn_unused_routing(request, outcome.costs)
     if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
         # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
         raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
@@ -441,6 +451,22 @@ def _warn_unknown_ops(request: SolveRequest, costs: CostTable) -> None:
         unknown = sorted({n.op_type for n in costs.kgraph.ops.nodes if op_class(n.op_type, n.domain) is OpClass.UNKNOWN})
         if unknown:
             click.echo(f"wsealloc: warning: fallback cost (1 op/element) for unknown ops: {', '.join(unknown)}", err=True)
+
+
+def _warn_unused_routing(request: SolveRequest, costs: CostTable) -> None:
+    """``--routing`` given for a model without a mixture-of-experts layer: nothing reads it. A warning, not
+    an error: the plan is the one the request asks for (the routing only changes the MoE layers' costs),
+    only the option said nothing; known once the model is read (``--requests``, whose plan would claim
+    requests nothing planned for, is refused instead: ``api._refuse_unread_requests``)."""
+    if not option_given("routing"):
+        return
+    base = costs.members if costs.members is not None else costs
+    if not any(kc.kernel.kind is KernelKind.EXPERTS for kc in base.kernels):
+        click.echo(
+            f"wsealloc: warning: --routing {request.cost.routing.value} does not apply: {request.model.label} has no "
+            "mixture-of-experts layer (a com.microsoft MoE / QMoE node)",
+            err=True,
+        )
 
 
 def build_cli() -> click.Group:

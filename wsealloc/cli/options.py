@@ -450,7 +450,7 @@ _REQUEST_KEYS = {
 _GIVEN_ONLY = frozenset({"optimizer", "train_batch", "recompute", "attention", "checkpoints", "cost", "solver"})
 
 
-def _given(name: str) -> bool:
+def option_given(name: str) -> bool:
     """Whether the user gave parameter ``name`` (on the command line, or from the environment), not click's default."""
     ctx = click.get_current_context(silent=True)
     return ctx is None or ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
@@ -463,7 +463,7 @@ def with_request(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(**params: Any) -> Any:
         for name in _GIVEN_ONLY & params.keys():
-            if not _given(name):
+            if not option_given(name):
                 del params[name]
         options: dict[str, Any] = {key: params.pop(name) for name, key in _REQUEST_KEYS.items() if name in params}
         options["dims"] = parse_dims(params.pop("dims", ()))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from wsealloc.cost.model import Routing
 from wsealloc.strategy.auto import AutoMode
 from wsealloc.strategy.base import Strategy
 from wsealloc.strategy.constrained import Constrained, refuse_rules
@@ -88,3 +89,14 @@ def _refuse_contest(request: SolveRequest) -> None:
         )
     if request.constraints is not None and request.constraints.rules:
         raise ValueError("a .kgraph contest instance is scored as the contest states it: --constraints applies to ONNX models")
+    # (as on an ONNX model without a KV cache or experts: the contest's score reads neither)
+    if request.requests != 1:
+        raise ValueError(
+            f"a .kgraph contest instance is scored as the contest states it: --requests {request.requests} applies to "
+            "LLM exports and latency plans"
+        )
+    if request.cost.routing is not Routing.UNIFORM:
+        raise ValueError(
+            f"a .kgraph contest instance is scored as the contest states it: --routing {request.cost.routing.value} "
+            "applies to mixture-of-experts layers of ONNX models"
+        )
