@@ -515,6 +515,48 @@ def test_bad_input(
     assert len(err[0]) <= 1200, f"a {len(err[0]):,}-character line"  # values are quoted as excerpts
 
 
+GPT2 = str(ROOT / "models" / "gpt2.onnx")
+PRESET_NAMES = "tiny, wse2, wse3, wse2-measured, wse3-measured"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # each read the model's bytes as UTF-8 and said "cannot read ('utf-8' codec can't decode byte 0x99 ...)"
+        (["verify", GPT2], f"{GPT2}: looks like an ONNX model, not a plan JSON; give the plan written by wsealloc solve -o"),
+        (
+            ["solve", MLP, "--arch", "tiny", "--from-plan", GPT2, "--no-place"],
+            f"{GPT2}: looks like an ONNX model, not a plan JSON; give the plan written by wsealloc solve -o",
+        ),
+        (
+            ["solve", GPT2, "--arch", GPT2, "--no-place"],
+            f"{GPT2}: looks like an ONNX model, not an architecture YAML; give --arch a preset ({PRESET_NAMES}) "
+            "or an arch YAML (start from wsealloc arch show wse2)",
+        ),
+        (
+            ["solve", MLP, "--arch", "tiny", "--constraints", GPT2, "--no-place"],
+            f"{GPT2}: looks like an ONNX model, not a constraints YAML; --constraints takes a YAML file (docs/constraints.md)",
+        ),
+        # the tiny MLP is weightless, valid UTF-8 throughout: its ir_version tag (0x08) names it all the same
+        (["verify", MLP], f"{MLP}: looks like an ONNX model, not a plan JSON; give the plan written by wsealloc solve -o"),
+    ],
+)
+def test_a_model_where_a_plan_or_yaml_is_expected_is_named_as_one(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    assert capsys.readouterr().err == f"wsealloc: error: {message}\n"
+
+
+def test_a_picture_or_other_bytes_where_a_plan_is_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = _write(tmp_path, "f.png", b"\x89PNG\r\n\x1a\n" + bytes(64))  # (solve --floorplan f.png writes one)
+    assert main(["verify", png]) == 2
+    assert "looks like a PNG image, not a plan JSON" in capsys.readouterr().err
+    noise = _write(tmp_path, "p.json", b"{\xff\xfe")
+    assert main(["verify", noise]) == 2
+    assert "looks like a binary file, not a plan JSON" in capsys.readouterr().err
+
+
 MEMORY_LIMIT = 3 * 2**30  # address space of the child: a size sized anyway runs out of it in seconds
 
 

@@ -228,7 +228,7 @@ def test_suite_shape_is_checked(tmp_path: Path, text: str, message: str) -> None
 def test_binary_suite_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"\xff\xfe\x00binary")
-    with pytest.raises(UsageError, match="not a text file"):
+    with pytest.raises(UsageError, match="looks like a binary file, not a suite YAML"):
         load_suite(str(bad))
 
 

@@ -1,4 +1,5 @@
-"""Files: atomic output (temporary file + rename), output-path guards and content hashes.
+"""Files: atomic output (temporary file + rename), output-path guards, content hashes, and what a
+file that is not text looks like (for the one line refusing it where a text file is expected).
 
 A base module (below every layer): the request checks output paths with it, the plan writes and
 hashes with it.
@@ -6,6 +7,7 @@ hashes with it.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import tempfile
@@ -97,3 +99,32 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+# ONNX's ModelProto serialized: its first field is ir_version (field 1, a varint: tag byte 0x08), and no
+# text file opens with a backspace. A weightless export can be valid UTF-8 throughout (the tiny models are),
+# so the tag is tested before the bytes' decoding.
+_ONNX_TAG = b"\x08"
+_PNG = b"\x89PNG\r\n\x1a\n"  # (--floorplan writes .png files: a plausible file to pass by mistake)
+
+
+def binary_kind(path: str | Path) -> str | None:
+    """What the file at ``path`` looks like when it is not text: ``"an ONNX model"``, ``"a PNG image"``
+    or ``"a binary file"`` (bytes that are not UTF-8, or a NUL); None for text, or a file that cannot be
+    read (its reader names that). Readers of plan JSON and YAML files call it first, so that a model given
+    where a plan or arch is expected is named as one, not as a codec's error at byte 0x99."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    if head.startswith(_PNG):
+        return "a PNG image"
+    if head.startswith(_ONNX_TAG):
+        return "an ONNX model"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # (a character cut at 4096 is no error)
+    except UnicodeDecodeError:
+        return "an ONNX model" if p.suffix.lower() == ".onnx" else "a binary file"
+    return "a binary file" if b"\0" in head else None

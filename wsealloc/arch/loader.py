@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from wsealloc.arch.schema import Arch
 from wsealloc.errors import ArchError, UsageError, excerpt
+from wsealloc.files import binary_kind
 from wsealloc.yamlload import StrictYamlError, load_yaml
 
 PRESETS: tuple[str, ...] = ("tiny", "wse2", "wse3", "wse2-measured", "wse3-measured")
@@ -50,6 +51,12 @@ def _read_yaml(spec: str) -> tuple[str, Any]:
         raise ArchError(f"{spec}: architecture file not found; pass a YAML path or a preset ({', '.join(PRESETS)})")
     if path.is_dir():
         raise ArchError(f"{spec}: is a directory, expected an architecture YAML file")
+    kind = binary_kind(path)
+    if kind is not None:
+        raise ArchError(
+            f"{spec}: looks like {kind}, not an architecture YAML; give --arch a preset ({', '.join(PRESETS)}) "
+            "or an arch YAML (start from wsealloc arch show wse2)"
+        )
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -32,6 +32,7 @@ from wsealloc.arch.schema import wafer_count
 from wsealloc.bench.runner import Task
 from wsealloc.budget import DEFAULT_TIME_LIMIT_S
 from wsealloc.errors import UsageError, WseallocError, excerpt
+from wsealloc.files import binary_kind
 from wsealloc.request import SolveRequest, build_request
 from wsealloc.yamlload import StrictYamlError, load_yaml
 
@@ -233,6 +234,9 @@ def read_suite(spec: str) -> Suite:
             )
         names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
         raise UsageError(f"suite {spec!r} not found ({path}); known suites: {', '.join(names)}")
+    kind = binary_kind(path)
+    if kind is not None:
+        raise UsageError(f"{path}: looks like {kind}, not a suite YAML; give a suite name (instances/) or a suite YAML path")
     try:
         data = load_yaml(path.read_text(), str(path))
     except StrictYamlError as exc:

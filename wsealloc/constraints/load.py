@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from wsealloc.constraints.schema import KINDS, Constraints, CutRule, GridRule, KeepOut, PlaceRule, Together
 from wsealloc.cost.model import Dataflow
 from wsealloc.errors import ConstraintError, excerpt
+from wsealloc.files import binary_kind
 from wsealloc.yamlload import StrictYamlError, load_yaml_node
 
 # the fields each kind takes beside its kind key
@@ -43,6 +44,11 @@ def read_constraints(path: str | Path) -> Constraints:
     label = str(path)
     if not path.is_file():
         raise ConstraintError(f"{label}: constraints file not found (--constraints takes a YAML file; docs/constraints.md)")
+    kind = binary_kind(path)
+    if kind is not None:
+        raise ConstraintError(
+            f"{label}: looks like {kind}, not a constraints YAML; --constraints takes a YAML file (docs/constraints.md)"
+        )
     try:
         raw = path.read_bytes()
         text = raw.decode()

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from wsealloc.errors import PlanError
-from wsealloc.files import check_distinct_outputs, check_writable, file_sha256, write_atomic
+from wsealloc.files import binary_kind, check_distinct_outputs, check_writable, file_sha256, write_atomic
 from wsealloc.plan.schema import SCHEMA, SCHEMAS, Plan
 
 __all__ = ["check_distinct_outputs", "check_writable", "file_sha256", "read_plan", "write_atomic"]
@@ -17,6 +17,9 @@ __all__ = ["check_distinct_outputs", "check_writable", "file_sha256", "read_plan
 def read_plan(path: str | Path) -> Plan:
     """Read and validate a plan file."""
     p = Path(path)
+    kind = binary_kind(p)
+    if kind is not None:
+        raise PlanError(f"{p}: looks like {kind}, not a plan JSON; give the plan written by wsealloc solve -o")
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
