@@ -33,6 +33,44 @@ def test_two_wafers_plan_verifies(place: bool, tmp_path: Path) -> None:
         assert doc["objective"]["bottleneck_cycles"] == doc["objective"]["lower_bound_cycles"]
 
 
+def test_floorplan_of_two_wafers_is_one_file_per_wafer(tmp_path: Path) -> None:
+    """``--floorplan t2.svg`` of a plan over two wafers was refused ("draw each stage with --wafers 1 on its
+    kernels", which no option does); each wafer is drawn to its own file now, its own kernels alone."""
+    from conftest import run
+
+    from wsealloc.plan.io import read_plan
+    from wsealloc.report.floorplan import _figure
+
+    picture, out = tmp_path / "t2.svg", tmp_path / "p.json"
+    result = run(
+        "solve",
+        str(TRANSFORMER),
+        "--arch",
+        "tiny",
+        "--wafers",
+        "2",
+        "--floorplan",
+        str(picture),
+        "-o",
+        str(out),
+        "--time-limit",
+        "2",
+    )
+    assert result.returncode == 0, result.stderr
+    drawn = [tmp_path / "t2-wafer0.svg", tmp_path / "t2-wafer1.svg"]
+    assert f"floorplan: one file per wafer: {drawn[0]}, {drawn[1]}" in result.stdout
+    assert all(p.read_text().startswith("<?xml") for p in drawn) and not picture.exists()
+    plan = read_plan(out)
+    assert len(plan.stages) == 2
+    for wafer, stage in enumerate(plan.stages):
+        fig = _figure(plan, [], 0, wafer)
+        ax = fig.axes[0]
+        # the kernels' rectangles (zorder 2; the wafer's background is 1): this wafer's, every one placed
+        assert sum(1 for patch in ax.patches if patch.get_zorder() == 2) == stage.kernels
+        assert f"wafer {wafer} (wafers 0-1)" in ax.get_title()
+        assert f"{stage.cores_used:,}/384 cores" in ax.get_title()
+
+
 def test_more_wafers_help_and_auto_finds_the_fewest(tmp_path: Path) -> None:
     one = solve(TRANSFORMER, "tiny", place=False).plan.objective.bottleneck_cycles
     two = solve(TRANSFORMER, "tiny", wafers=2, place=False).plan.objective.bottleneck_cycles

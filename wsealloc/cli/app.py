@@ -181,8 +181,6 @@ def solve(
         raise UsageError("--floorplan needs a placement; drop --no-place")
     if floorplan is not None and not floorplan.lower().endswith((".svg", ".png")):
         raise OutputError(f"--floorplan {floorplan}: expected a .svg or .png file name")
-    if floorplan is not None and request.wafer_count != 1:
-        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     stop = StopHook()
     with _stop_on_signals(stop):
         outcome = run(request, stop, _progress(verbose))
@@ -193,15 +191,14 @@ def solve(
     assert isinstance(outcome, SolveOutcome)
     _warn_unknown_ops(request, outcome.costs)
     _warn_unused_routing(request, outcome.costs)
-    if floorplan is not None and outcome.partition is not None and outcome.partition.wafers > 1:
-        # checked before -o is written: the command fails as a whole (known only once the cut is chosen)
-        raise UsageError("--floorplan draws one wafer; for multi-wafer plans draw each stage with --wafers 1 on its kernels")
     if output is not None:
         write_atomic(output, outcome.plan.to_json())
     if floorplan is not None and outcome.plan.objective.placed:
         from wsealloc.report.floorplan import write_floorplan
 
-        write_floorplan(outcome.plan, outcome.flows(), floorplan)
+        drawn = write_floorplan(outcome.plan, outcome.flows(), floorplan)
+        if len(drawn) > 1 and not as_json:  # (the names are not the one given: say which they are)
+            make_console().print(f"floorplan: one file per wafer: {', '.join(map(str, drawn))}", highlight=False, soft_wrap=True)
     elif floorplan is not None and not outcome.interrupted:
         why = "its regions need more cores than the wafer" if not outcome.plan.objective.fits_wafer else "no layout was found"
         make_console().print(f"note: --floorplan {floorplan} not drawn: the plan is not placed ({why})", highlight=False)

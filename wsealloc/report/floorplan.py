@@ -1,6 +1,7 @@
 """Floorplan picture of a placed plan: die grid, kernel rectangles (or the regions kernels share in
 time, labelled with how many they hold) coloured by stage time relative to the bottleneck, the
-bottleneck outlined, the heaviest flows as arrows (SVG or PNG via matplotlib)."""
+bottleneck outlined, the heaviest flows as arrows (SVG or PNG via matplotlib). A plan over several
+wafers is one picture per wafer (its units' ``stage``; positions are per wafer)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when a picture is drawn
     from matplotlib.figure import Figure
 
 
-def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> Figure:
+def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int, wafer: int | None = None) -> Figure:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,10 +41,12 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     bottleneck = max(plan.objective.bottleneck_cycles, 1)
     centre: dict[str, tuple[float, float]] = {}
     # the rectangles: each kernel's, or each region's (its kernels share it in time)
-    units = [(rg.name, rg.placement, rg.grid, rg.latency_cycles + rg.comm_cycles, len(rg.members)) for rg in plan.regions] or [
-        (k.name, k.placement, k.grid, k.latency_cycles + k.comm_cycles, 1) for k in plan.kernels
-    ]
-    for name, placement, grid, stage, members in units:
+    units = [
+        (rg.name, rg.placement, rg.grid, rg.latency_cycles + rg.comm_cycles, len(rg.members), rg.stage) for rg in plan.regions
+    ] or [(k.name, k.placement, k.grid, k.latency_cycles + k.comm_cycles, 1, k.stage) for k in plan.kernels]
+    # (each unit's stage is its wafer: only ``wafer``'s are drawn, and so only the flows between them)
+    units = [u for u in units if wafer is None or u[5] == wafer]
+    for name, placement, grid, stage, members, _ in units:
         if placement is None:
             continue
         row, col = placement
@@ -77,9 +80,11 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     requests = plan.request.requests if plan.request is not None else 1
     per = "one pass" if requests == 1 else f"a token per request ({requests} in flight)"
     what = f"{per} {obj.value:,} cycles, slowest" if obj.kind.value == "latency" else "bottleneck"
+    cores = obj.cores_used if wafer is None else plan.stages[wafer].cores_used
+    of = "" if wafer is None else f", wafer {wafer} (wafers 0-{len(plan.stages) - 1})"
     ax.set_title(
-        f"{Path(plan.model.path).name} on {arch.name}: {what} {obj.bottleneck_cycles:,} cycles "
-        f"({obj.bottleneck_kernel}), {obj.cores_used:,}/{arch.total_cores:,} cores",
+        f"{Path(plan.model.path).name} on {arch.name}{of}: {what} {obj.bottleneck_cycles:,} cycles "
+        f"({obj.bottleneck_kernel}), {cores:,}/{arch.total_cores:,} cores",
         fontsize=8,
     )
     ax.set_xticks([])
@@ -88,24 +93,37 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int) -> F
     return fig
 
 
-def render_floorplan(plan: Plan, flows: list[tuple[str, str, float]], fmt: str = "svg", heaviest: int = 12) -> bytes:
-    """The floorplan as SVG or PNG bytes."""
+def render_floorplan(
+    plan: Plan, flows: list[tuple[str, str, float]], fmt: str = "svg", heaviest: int = 12, wafer: int | None = None
+) -> bytes:
+    """The floorplan as SVG or PNG bytes (``wafer``: that wafer's units alone; None: every unit)."""
     import matplotlib.pyplot as plt
 
-    fig = _figure(plan, flows, heaviest)
+    fig = _figure(plan, flows, heaviest, wafer)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=150)
     plt.close(fig)
     return buf.getvalue()
 
 
-def write_floorplan(plan: Plan, flows: list[tuple[str, str, float]], path: str | Path) -> None:
-    """Write the floorplan to ``path`` (.svg or .png), atomically."""
+def floorplan_paths(path: str | Path, wafers: int) -> list[Path]:
+    """The files a floorplan of ``wafers`` wafers is written to: ``path`` for one, else one per wafer,
+    ``STEM-waferI.SUFFIX`` (``t2.svg``: ``t2-wafer0.svg``, ``t2-wafer1.svg``; I the plan's stage index)."""
+    p = Path(path)
+    return [p] if wafers <= 1 else [p.with_name(f"{p.stem}-wafer{i}{p.suffix}") for i in range(wafers)]
+
+
+def write_floorplan(plan: Plan, flows: list[tuple[str, str, float]], path: str | Path) -> list[Path]:
+    """Write the floorplan to ``path`` (.svg or .png), atomically; a plan over several wafers to one file
+    per wafer (:func:`floorplan_paths`). Returns the files written."""
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in ("svg", "png"):
         raise OutputError(f"{p}: floorplan must be .svg or .png")
     if not any(k.placement for k in plan.kernels):
         raise OutputError(f"{p}: the plan has no placement (drop --no-place to draw a floorplan)")
-    data = render_floorplan(plan, flows, fmt)
-    write_atomic(p, data.decode("utf-8") if fmt == "svg" else data)
+    paths = floorplan_paths(p, len(plan.stages))
+    for i, out in enumerate(paths):
+        data = render_floorplan(plan, flows, fmt, wafer=i if len(paths) > 1 else None)
+        write_atomic(out, data.decode("utf-8") if fmt == "svg" else data)
+    return paths
