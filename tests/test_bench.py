@@ -270,7 +270,7 @@ def test_crashed_worker_is_reported_and_suite_completes(tmp_path: Path) -> None:
     assert rows[0].status == "CRASHED" and "signal 6" in rows[0].error and rows[0].solver is None
     assert rows[1].status == "OPTIMAL"
     run = wsealloc.run_suite(suite, out=tmp_path / "out", worker=worker)  # reported, the rest completes
-    assert not run.passed and "attention: CRASHED" in run.regressions[0]
+    assert not run.passed and "attention: CRASHED" in run.failures[0] and not run.regressions
     doc = json.loads((tmp_path / "out" / "mini.json").read_text())
     assert [r["status"] for r in doc["results"]] == ["CRASHED", "OPTIMAL"]
 
@@ -516,6 +516,54 @@ def test_a_bad_folder_time_limit_is_a_usage_error(
     assert main(["bench", str(folder), "--time-limit", option, "--out", str(tmp_path / "out")]) == 2  # was exit 70
     err = capsys.readouterr().err
     assert err.startswith(f"wsealloc: error: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_failed_instances_are_not_called_regressions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder's first run (no best-known file yet) with a malformed instance said "1 regression(s) against
+    OUT/contest.yaml: bad_edge: ERROR ..." of a file that did not exist: a failed instance is named as one."""
+    folder, out = tmp_path / "contest", tmp_path / "out"
+    folder.mkdir()
+    for name in ("bad_edge", "tiny_fabric"):
+        shutil.copy(ROOT / "tests" / "data" / "kgraph" / f"{name}.kgraph", folder / f"{name}.kgraph")
+    assert main(["bench", str(folder), "--out", str(out), "-j", "1", "--time-limit", "5"]) == 5  # (the gate's code)
+    err = capsys.readouterr().err.splitlines()
+    why = f"{folder / 'bad_edge.kgraph'}:13: edge references conv[7], which no node line defines"
+    assert err == [
+        f"wsealloc: failed: bad_edge: ERROR ({why})",
+        f"wsealloc: error: 1 instance(s) failed: bad_edge: ERROR ({why})",
+    ]
+    assert not (out / "contest.yaml").exists()
+
+
+def test_the_gate_names_the_best_known_file_with_regressions_only(tmp_path: Path) -> None:
+    from wsealloc.bench.results import BenchRun, failures, regressions
+    from wsealloc.bench.suite import Best, Instance, Suite
+
+    suite = Suite(
+        name="c",
+        instances=(
+            Instance(name="A", model="A.kgraph", best=Best(objective=100.0)),
+            Instance(name="B", model="B.kgraph", best=Best(objective=5.0)),  # failed: no regression whatever its best
+        ),
+    )
+    worse = BenchRow(instance="A", kernels=2, solver=60, bound=None, status="FEASIBLE", wirelength=1.0, score=120.0)
+    failed = BenchRow(instance="B", status="ERROR", error="B.kgraph:1: bad")
+    rows = [worse, failed]
+    assert regressions(suite, rows) == ["A: 120.0 score, worse than the best known 100.0"]
+    assert failures(suite, rows) == ["B: ERROR (B.kgraph:1: bad)"]
+    best = tmp_path / "c.yaml"
+    best.write_text("name: c\n")
+    run = BenchRun(suite, best, tuple(rows), tuple(regressions(suite, rows)), (), (), tuple(failures(suite, rows)))
+    assert not run.passed
+    assert run.gate_message() == (
+        "1 instance(s) failed: B: ERROR (B.kgraph:1: bad); and 1 regression(s) against the best-known values in "
+        f"{best}: A: 120.0 score, worse than the best known 100.0"
+    )
+    gone = replace(run, path=tmp_path / "none.yaml")  # (a file that does not exist is not named)
+    assert gone.gate_message().endswith(
+        "regression(s) against the best-known values: A: 120.0 score, worse than the best known 100.0"
+    )
+    assert replace(run, regressions=(), failures=()).passed and replace(run, regressions=(), failures=()).gate_message() == ""
 
 
 def test_contest_regressions_name_the_time_bound() -> None:

@@ -9,7 +9,7 @@ Python API (typed results; the functions are imported on first use, so ``import 
     outcome = wsealloc.solve("models/gpt2.onnx", arch="wse2")        # SolveOutcome (.plan, .speedup, ...)
     report = wsealloc.compare("models/gpt2.onnx", arch="wse2")       # Comparison (.rows, .speedup, .to_dict())
     grid = wsealloc.sweep("models/gpt2.onnx", "wse2", ["core.sram_bytes=24KiB,48KiB"])   # Sweep (.points, .warnings)
-    run = wsealloc.run_suite("smoke", jobs=2)                         # BenchRun (.rows, .regressions)
+    run = wsealloc.run_suite("smoke", jobs=2)                         # BenchRun (.rows, .regressions, .failures)
 """
 
 from __future__ import annotations

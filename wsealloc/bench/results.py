@@ -83,16 +83,22 @@ def write_results(out: Path, suite: str, rows: Sequence[BenchRow]) -> list[Path]
     return paths
 
 
+def failures(suite: Suite, rows: Sequence[BenchRow]) -> list[str]:
+    """One message per instance that gave no result (ERROR, CRASHED, TIMEOUT): a failure whether or not
+    a best-known value was recorded for it, so never called a regression against one."""
+    return [
+        f"{inst.name}: {row.status} ({row.error})" for inst, row in zip(suite.instances, rows, strict=True) if row.solver is None
+    ]
+
+
 def regressions(suite: Suite, rows: Sequence[BenchRow]) -> list[str]:
-    """One message per instance that failed, is worse than its best-known objective, proves a weaker
-    bound than the recorded one, or claims a bound above the best known objective (an unsound bound)."""
+    """One message per instance with a result that is worse than its best-known objective, proves a
+    weaker bound than the recorded one, or claims a bound above the best known objective (an unsound
+    bound). Instances without a result are :func:`failures`."""
     out = []
     for inst, row in zip(suite.instances, rows, strict=True):
         best = inst.best
-        if row.solver is None:
-            out.append(f"{inst.name}: {row.status} ({row.error})")
-            continue
-        if best is None:
+        if row.solver is None or best is None:
             continue
         what = "score" if row.contest else "cycles"
         bound_what = "on the largest kernel time" if row.contest else "cycles"  # a contest bound is on the time
@@ -141,8 +147,10 @@ def record(path: Path, suite: Suite) -> None:
 
 @dataclass(frozen=True)
 class BenchRun:
-    """The outcome of running a suite: rows in suite order, regressions (empty when the gate holds),
-    the instances whose best-known values were recorded, and the files written."""
+    """The outcome of running a suite: rows in suite order, regressions against best-known values and
+    failed instances (both empty when the gate holds), the instances whose best-known values were
+    recorded, and the files written (``path``: the suite file holding the best-known values, which a
+    folder suite's first run has not written yet)."""
 
     suite: Suite
     path: Path
@@ -150,11 +158,25 @@ class BenchRun:
     regressions: tuple[str, ...]
     improved: tuple[str, ...]
     written: tuple[Path, ...]
+    failures: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
         """True when no instance regressed or failed."""
-        return not self.regressions
+        return not self.regressions and not self.failures
+
+    def gate_message(self) -> str:
+        """The gate's verdict on one line: the failed instances, then the regressions against the
+        best-known values (the file holding them named only where it exists); "" when it holds."""
+        parts = []
+        for count, what, items in (
+            (len(self.failures), "instance(s) failed", self.failures),
+            (len(self.regressions), "regression(s) against the best-known values", self.regressions),
+        ):
+            if count:
+                where = f" in {self.path}" if items is self.regressions and self.path.is_file() else ""
+                parts.append(f"{count} {what}{where}: {'; '.join(items[:3])}{' ...' if count > 3 else ''}")
+        return "; and ".join(parts)
 
 
 def run_suite(
@@ -169,8 +191,8 @@ def run_suite(
 ) -> BenchRun:
     """Run a suite (a name in ``instances/`` or a YAML path): locally with ``jobs`` worker processes,
     or on the Dask cluster at ``scheduler``; write CSV/JSON/Markdown into ``out`` when given; with
-    ``update_best``, record improvements into the suite file. Never raises on a regression: see
-    :attr:`BenchRun.regressions`."""
+    ``update_best``, record improvements into the suite file. Never raises on a regression or a failed
+    instance: see :attr:`BenchRun.regressions`, :attr:`BenchRun.failures` and :attr:`BenchRun.passed`."""
     file = suite if isinstance(suite, SuiteFile) else load_suite(str(suite))
     loaded, path = file.suite, file.path
     rows = run_all(file.tasks, jobs=jobs, scheduler=scheduler, on_done=on_done, worker=worker)
@@ -180,4 +202,6 @@ def run_suite(
         loaded, names = with_improvements(loaded, rows)
         if names:
             record(path, file.to_record(loaded))
-    return BenchRun(loaded, path, tuple(rows), tuple(regressions(loaded, rows)), tuple(names), tuple(written))
+    return BenchRun(
+        loaded, path, tuple(rows), tuple(regressions(loaded, rows)), tuple(names), tuple(written), tuple(failures(loaded, rows))
+    )

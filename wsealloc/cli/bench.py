@@ -164,13 +164,12 @@ def bench(
     click.echo(f"results written to {', '.join(str(p) for p in run.written)}")
     if run.improved:
         click.echo(f"recorded new best-known values in {run.path}: {', '.join(run.improved)}")
-    if run.regressions:
-        bad = run.regressions
-        for message in bad:
+    if not run.passed:
+        for message in run.failures:
+            click.echo(f"wsealloc: failed: {message}", err=True)
+        for message in run.regressions:
             click.echo(f"wsealloc: regression: {message}", err=True)
-        raise RegressionError(
-            f"{len(bad)} regression(s) against {run.path}: {'; '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
-        )
+        raise RegressionError(run.gate_message())
 
 
 @click.command()
