@@ -292,8 +292,25 @@ def test_a_solver_that_cannot_solve_a_tokens_time_is_refused_before_any_work(mon
     monkeypatch.setattr(fr, "FitCheck", no_work)
     monkeypatch.setattr(fr, "run_all", no_work)
     argv = ("frontier", str(DECODE), "--arch", "tiny", "--context", "64", "--solver", "bisect", "-j", "1")
-    result = run(*argv, "--out", str(tmp_path))
+    result = run(*argv, "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()  # (refused before the results folder is made)
     assert result.stderr.startswith("wsealloc: error: --solver bisect cannot solve one token's time"), result.stderr
     assert "choose one of: cpsat, greedy, greedy-seed, pulp, pulp-highs" in result.stderr
     assert "--objective" not in result.stderr  # (frontier has no --objective to name)
+
+
+def test_no_plan_anywhere_names_each_reason_once(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """User pass: the error quoted the first point alone; where the fit check skipped it and every solve
+    after it failed, the solves' error was never said. Each distinct reason is quoted once, at its first
+    point: --requests 1,2,8 with the check admitting 2 (8 skipped) and every solve failing."""
+    _stub(monkeypatch, {1: 2}, rate=float, fits=lambda n, w: False)
+    args = ["frontier", str(DECODE), "--arch", "tiny", "--context", "16", "--requests", "8,1,2", "-j", "1"]
+    result = CliRunner().invoke(build_cli(), [*args, "--out", str(tmp_path)])
+    from wsealloc.errors import SweepError
+
+    assert isinstance(result.exception, SweepError), result.output  # (exit 2 from the CLI's main)
+    line = str(result.exception)
+    assert line.startswith("no point of the frontier produced a plan; "), line
+    assert "requests=1: ERROR: no partition into regions fits the wafer" in line and line.count("no partition") == 1, line
+    assert "requests=8: SKIPPED: with 8 requests in flight, a plan needs more than 1 wafers" in line, line

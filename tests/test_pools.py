@@ -314,8 +314,9 @@ def test_a_solver_that_cannot_solve_a_tokens_time_is_refused_before_any_plan(mon
 
     monkeypatch.setattr(pl, "FitCheck", no_work)
     monkeypatch.setattr(pl, "run_all", no_work)
-    result = run(*_pools_cli(tmp_path, "--ttft", "1", "--tpot", "1", "--solver", "bisect"))
+    result = run(*_pools_cli(tmp_path / "out", "--ttft", "1", "--tpot", "1", "--solver", "bisect"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()  # (refused before the results folder is made)
     assert result.stderr.startswith("wsealloc: error: --solver bisect cannot solve one token's time"), result.stderr
     assert "choose one of: cpsat, greedy, greedy-seed, pulp, pulp-highs" in result.stderr
     assert "limit" not in result.stderr and "--objective" not in result.stderr

@@ -210,6 +210,11 @@ def point_request(base: SolveRequest, requests: int, wafers: int) -> SolveReques
     return SolveRequest.from_json(json.dumps(doc))
 
 
+# what each command plans, in the words ``check_solver``'s refusal uses (the commands have no --objective)
+FRONTIER_PLANS = "every frontier point minimizes"
+POOLS_PLANS = "every prefill and decode plan of pools minimizes"
+
+
 def check_solver(base: SolveRequest, plans: str) -> None:
     """Refuse, before any work, a ``--solver`` that cannot solve a point's objective: every point (and
     every pool's plan) is one token's time, which the bisection, exact for min-max only, cannot solve.
@@ -321,7 +326,7 @@ def frontier(
     the fit check admits on it, then bisection where a count it admits finds no plan (the module
     docstring). Points the check refuses are not solved. ``on_planned``: called with the number of
     solves each round is about to run (a progress bar's total)."""
-    check_solver(base, "every frontier point minimizes")
+    check_solver(base, FRONTIER_PLANS)
     source = base.onnx_model
     context = source.context
     if context is None:

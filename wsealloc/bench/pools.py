@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from wsealloc.bench.frontier import SKIPPED, FitCheck, check_solver, point_request, powers_up_to
+from wsealloc.bench.frontier import POOLS_PLANS, SKIPPED, FitCheck, check_solver, point_request, powers_up_to
 from wsealloc.bench.runner import BenchRow, Task, run_all
 from wsealloc.bench.tables import clip, csv_text, markdown_lines, percent, significant
 from wsealloc.errors import InfeasibleError, SweepError, UsageError, WseallocError
@@ -399,7 +399,7 @@ def pools(
     """Every split of ``wafers`` wafers into a prefill and a decode pool, and both on every wafer, for
     the decode export of ``decode`` and the prefill export at ``prefill_path`` (module docstring).
     ``on_planned``: called with the number of plans about to be solved (a progress bar's total)."""
-    check_solver(decode, "every prefill and decode plan of pools minimizes")
+    check_solver(decode, POOLS_PLANS)
     if wafers < 2:
         raise UsageError(f"--cluster {wafers}: separate prefill and decode pools need at least 2 wafers")
     if work.output < 1:

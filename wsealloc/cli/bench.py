@@ -313,6 +313,7 @@ def frontier(
 ) -> None:
     """The serving frontier of an LLM export: tokens/s per request against tokens/s in all, over requests
     in flight and wafer counts, every point a proven plan (one token's time, --objective latency)."""
+    from wsealloc.bench.frontier import FRONTIER_PLANS, check_solver
     from wsealloc.bench.frontier import frontier as run_frontier
     from wsealloc.bench.tables import percent
     from wsealloc.plan.io import write_atomic
@@ -321,6 +322,7 @@ def frontier(
     counts = None if request_counts.strip() == "auto" else _counts(request_counts, "--requests")
     if jobs < 1:
         raise UsageError(f"-j {jobs}: expected at least 1 worker")
+    check_solver(request, FRONTIER_PLANS)  # (before the results folder is made: a refusal leaves no empty folder)
     out = _prepare_out(out_dir)
     arch_name = "wse2" if arch is None else arch
     stem = f"frontier-{Path(model).stem}-{Path(arch_name).stem}"
@@ -353,10 +355,13 @@ def frontier(
         console.print(table)
         console.print(f"results written to {out / stem}.{{csv,json,md,png,svg,html}}", highlight=False)
     if all(p.tokens_per_s_per_request is None for p in result.points):
-        first = result.points[0]
-        raise SweepError(
-            f"no point of the frontier produced a plan; requests={first.requests}: {first.status}: {first.error or first.skipped}"
-        )
+        # each distinct reason once, at the first point that gave it: the first point alone could be one the
+        # fit check skipped while every later point's solve failed for a reason the user never saw
+        reasons: dict[str, int] = {}
+        for p in result.points:
+            reasons.setdefault(f"{p.status}: {p.error or p.skipped}", p.requests)
+        said = "; ".join(f"requests={n}: {why}" for why, n in list(reasons.items())[:3])
+        raise SweepError(f"no point of the frontier produced a plan; {said}{'; ...' if len(reasons) > 3 else ''}")
 
 
 @click.command()
@@ -405,6 +410,7 @@ def pools(
     """Prefill and decode on separate wafers: how many of --cluster wafers serve PREFILL.onnx's prompts and
     how many decode MODEL's tokens, for the most requests/s within --ttft and --tpot, every number from a
     proven plan; beside both phases sharing every wafer."""
+    from wsealloc.bench.frontier import POOLS_PLANS, check_solver
     from wsealloc.bench.pools import Workload, plan_cell
     from wsealloc.bench.pools import pools as run_pools
     from wsealloc.plan.io import write_atomic
@@ -416,6 +422,7 @@ def pools(
         raise UsageError(f"--prompt {prompt}: expected at least 1 token")
     if not Path(prefill).is_file():
         raise UsageError(f"PREFILL.onnx {prefill}: no such file; give the prefill export beside the decode one")
+    check_solver(request, POOLS_PLANS)  # (before the results folder is made)
     out = _prepare_out(out_dir)
     arch_name = "wse2" if arch is None else arch
     stem = f"pools-{Path(model).stem}-{Path(arch_name).stem}"
