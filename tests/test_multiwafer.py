@@ -67,7 +67,7 @@ def test_floorplan_of_two_wafers_is_one_file_per_wafer(tmp_path: Path) -> None:
         ax = fig.axes[0]
         # the kernels' rectangles (zorder 2; the wafer's background is 1): this wafer's, every one placed
         assert sum(1 for patch in ax.patches if patch.get_zorder() == 2) == stage.kernels
-        assert f"wafer {wafer} (wafers 0-1)" in ax.get_title()
+        assert f"wafer {wafer} (wafers 0-1; its slowest {stage.bottleneck_cycles:,} cycles)" in ax.get_title()
         assert f"{stage.cores_used:,}/384 cores" in ax.get_title()
 
 

@@ -81,7 +81,12 @@ def _figure(plan: Plan, flows: list[tuple[str, str, float]], heaviest: int, wafe
     per = "one pass" if requests == 1 else f"a token per request ({requests} in flight)"
     what = f"{per} {obj.value:,} cycles, slowest" if obj.kind.value == "latency" else "bottleneck"
     cores = obj.cores_used if wafer is None else plan.stages[wafer].cores_used
-    of = "" if wafer is None else f", wafer {wafer} (wafers 0-{len(plan.stages) - 1})"
+    # (the plan's figures are over every wafer: a wafer's picture also says its own slowest stage)
+    of = (
+        ""
+        if wafer is None
+        else (f", wafer {wafer} (wafers 0-{len(plan.stages) - 1}; its slowest {plan.stages[wafer].bottleneck_cycles:,} cycles)")
+    )
     ax.set_title(
         f"{Path(plan.model.path).name} on {arch.name}{of}: {what} {obj.bottleneck_cycles:,} cycles "
         f"({obj.bottleneck_kernel}), {cores:,}/{arch.total_cores:,} cores",
